@@ -1,0 +1,20 @@
+//! The vocabulary every other apiary crate speaks: time, jobs, cluster topology and
+//! the live allocation state of GPUs.
+//!
+//! It exists as its own crate so that the simulator, the live service and the report
+//! writers agree on one definition of a job and of a cluster, and so that policies can
+//! be written against plain data with no I/O, no clock and no async runtime. Nothing in
+//! here reads files or the wall clock; parsers take strings, and time is a plain integer
+//! (milliseconds) that the driver advances.
+
+pub mod cluster;
+pub mod job;
+pub mod rng;
+pub mod state;
+pub mod time;
+
+pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switch, SwitchSpec};
+pub use job::{Job, StageTimes};
+pub use rng::Rng;
+pub use state::{ClusterState, Placement, StateError};
+pub use time::{Time, fmt_duration, HOUR, MINUTE, SECOND};

@@ -1,0 +1,140 @@
+//! A small, fully specified pseudo-random generator.
+//!
+//! Reproducibility across versions matters more here than statistical luxury: the
+//! algorithm is xoshiro256** (Blackman and Vigna) seeded through SplitMix64, both
+//! defined in a few lines below, so the same seed gives the same stream forever,
+//! whatever crate versions are in the lock file. Independent streams for separate
+//! concerns (arrivals, durations, each policy) come from [`Rng::stream`], so adding a
+//! consumer never perturbs the others.
+
+/// xoshiro256** seeded by SplitMix64.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+fn splitmix64(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Rng {
+        let mut x = seed;
+        Rng {
+            s: [
+                splitmix64(&mut x),
+                splitmix64(&mut x),
+                splitmix64(&mut x),
+                splitmix64(&mut x),
+            ],
+        }
+    }
+
+    /// An independent stream named `name` derived from one run seed.
+    pub fn stream(seed: u64, name: &str) -> Rng {
+        // FNV-1a of the name, mixed with the seed: stable and dependency-free.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in name.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+        Rng::new(seed ^ h.rotate_left(17))
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in [0, 1), 53 bits of precision.
+    pub fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform integer in [0, n); `n` must be positive.
+    pub fn below(&mut self, n: u64) -> u64 {
+        // Lemire's multiply-shift; the tiny bias is irrelevant for simulation inputs.
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Exponentially distributed with the given mean.
+    pub fn exp(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.f64()).ln()
+    }
+
+    /// Standard normal (Box–Muller; one value per call, for simplicity of replay).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.f64();
+        let u2 = self.f64();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// Log-normal with parameters `mu`, `sigma` of the underlying normal.
+    pub fn lognormal(&mut self, mu: f64, sigma: f64) -> f64 {
+        (mu + sigma * self.normal()).exp()
+    }
+
+    /// Index drawn with probability proportional to `weights` (not all zero).
+    pub fn weighted(&mut self, weights: &[f64]) -> usize {
+        let total: f64 = weights.iter().sum();
+        let mut x = self.f64() * total;
+        for (i, w) in weights.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        weights.len() - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden_values_never_change() {
+        // Reference values computed independently (a Python transcription of the
+        // published algorithms). If this fails, every seeded result apiary ever
+        // produced changes: don't.
+        let mut x = 0;
+        assert_eq!(splitmix64(&mut x), 0xe220_a839_7b1d_cdaf);
+        let mut r = Rng::new(42);
+        assert_eq!(r.next_u64(), 1_546_998_764_402_558_742);
+        assert_eq!(r.next_u64(), 6_990_951_692_964_543_102);
+        assert_eq!(r.next_u64(), 12_544_586_762_248_559_009);
+    }
+
+    #[test]
+    fn streams_differ_and_repeat() {
+        let a: Vec<u64> = (0..4).map({ let mut r = Rng::stream(7, "arrivals"); move |_| r.next_u64() }).collect();
+        let b: Vec<u64> = (0..4).map({ let mut r = Rng::stream(7, "arrivals"); move |_| r.next_u64() }).collect();
+        let c: Vec<u64> = (0..4).map({ let mut r = Rng::stream(7, "durations"); move |_| r.next_u64() }).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn ranges() {
+        let mut r = Rng::new(1);
+        for _ in 0..1000 {
+            let x = r.f64();
+            assert!((0.0..1.0).contains(&x));
+            assert!(r.below(10) < 10);
+            assert!(r.exp(5.0) >= 0.0);
+        }
+    }
+}

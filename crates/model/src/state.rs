@@ -1,0 +1,239 @@
+//! Which GPUs are free right now, indexed for fast placement.
+//!
+//! Every GPU is a bit in its node's mask, so a double booking is detectable at the
+//! moment it would happen. Nodes are also bucketed by their free-GPU count, so a
+//! placement strategy finds "the first node with at least g free GPUs" in
+//! O(G log N) instead of scanning every node: the simulator calls this on every start.
+
+use crate::cluster::Cluster;
+use std::collections::BTreeSet;
+
+/// A set of GPUs: per node, a bit mask of GPU indices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// `(node index, GPU mask)` pairs, one per node used, in increasing node order.
+    pub parts: Vec<(u32, u64)>,
+}
+
+impl Placement {
+    /// Number of GPUs.
+    pub fn gpus(&self) -> u32 {
+        self.parts.iter().map(|(_, m)| m.count_ones()).sum()
+    }
+    /// Number of distinct nodes.
+    pub fn nodes(&self) -> usize {
+        self.parts.len()
+    }
+    /// Removes all parts, keeping the allocation for reuse.
+    pub fn clear(&mut self) {
+        self.parts.clear();
+    }
+}
+
+/// An allocation request that would break the cluster's invariants.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StateError {
+    /// A GPU is already in use.
+    #[error("GPU {gpu} of node {node} is already allocated")]
+    DoubleBooked {
+        /// Node index.
+        node: u32,
+        /// GPU index within the node.
+        gpu: u32,
+    },
+    /// A GPU index or node index does not exist.
+    #[error("node {node} has no GPU set {mask:#x}")]
+    NoSuchGpu {
+        /// Node index.
+        node: u32,
+        /// The offending mask.
+        mask: u64,
+    },
+    /// Releasing a GPU that was free.
+    #[error("GPU {gpu} of node {node} is not allocated")]
+    NotAllocated {
+        /// Node index.
+        node: u32,
+        /// GPU index.
+        gpu: u32,
+    },
+}
+
+/// Free-GPU bookkeeping for one cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterState {
+    free_mask: Vec<u64>,
+    full_mask: Vec<u64>,
+    switch_of: Vec<u32>,
+    free_total: u64,
+    by_free: Vec<BTreeSet<u32>>,
+    full_free_per_switch: Vec<u32>,
+    switch_first: Vec<u32>,
+    switch_nodes: Vec<u32>,
+}
+
+impl ClusterState {
+    /// All GPUs free.
+    pub fn new(cluster: &Cluster) -> ClusterState {
+        let full_mask: Vec<u64> = cluster
+            .nodes
+            .iter()
+            .map(|n| if n.gpus == 64 { u64::MAX } else { (1u64 << n.gpus) - 1 })
+            .collect();
+        let mut by_free = vec![BTreeSet::new(); cluster.max_gpus_per_node as usize + 1];
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            by_free[n.gpus as usize].insert(i as u32);
+        }
+        ClusterState {
+            free_mask: full_mask.clone(),
+            full_mask,
+            switch_of: cluster.nodes.iter().map(|n| n.switch).collect(),
+            free_total: cluster.total_gpus as u64,
+            by_free,
+            full_free_per_switch: cluster.switches.iter().map(|s| s.nodes).collect(),
+            switch_first: cluster.switches.iter().map(|s| s.first_node).collect(),
+            switch_nodes: cluster.switches.iter().map(|s| s.nodes).collect(),
+        }
+    }
+
+    /// Free GPUs in the whole cluster.
+    pub fn free_gpus(&self) -> u64 {
+        self.free_total
+    }
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.free_mask.len()
+    }
+    /// Free GPUs on one node.
+    pub fn free_on(&self, node: u32) -> u32 {
+        self.free_mask[node as usize].count_ones()
+    }
+    /// Capacity of one node.
+    pub fn capacity_of(&self, node: u32) -> u32 {
+        self.full_mask[node as usize].count_ones()
+    }
+    /// Free-GPU mask of one node.
+    pub fn free_mask(&self, node: u32) -> u64 {
+        self.free_mask[node as usize]
+    }
+    /// Whether every GPU of the node is free.
+    pub fn node_idle(&self, node: u32) -> bool {
+        self.free_mask[node as usize] == self.full_mask[node as usize]
+    }
+    /// Nodes with exactly `f` free GPUs, in node order.
+    pub fn nodes_with_free(&self, f: u32) -> &BTreeSet<u32> {
+        static EMPTY: BTreeSet<u32> = BTreeSet::new();
+        self.by_free.get(f as usize).unwrap_or(&EMPTY)
+    }
+    /// Largest per-node GPU count.
+    pub fn max_free_bucket(&self) -> u32 {
+        self.by_free.len() as u32 - 1
+    }
+    /// Number of switches.
+    pub fn switch_count(&self) -> usize {
+        self.switch_first.len()
+    }
+    /// Node range of a switch.
+    pub fn switch_nodes(&self, s: u32) -> std::ops::Range<u32> {
+        let f = self.switch_first[s as usize];
+        f..f + self.switch_nodes[s as usize]
+    }
+    /// Fully idle nodes under a switch.
+    pub fn idle_nodes_in_switch(&self, s: u32) -> u32 {
+        self.full_free_per_switch[s as usize]
+    }
+    /// Switch of a node.
+    pub fn switch_of(&self, node: u32) -> u32 {
+        self.switch_of[node as usize]
+    }
+
+    fn set_mask(&mut self, node: u32, new: u64) {
+        let n = node as usize;
+        let old = self.free_mask[n];
+        let full = self.full_mask[n];
+        let (fo, fnew) = (old.count_ones() as usize, new.count_ones() as usize);
+        if fo != fnew {
+            self.by_free[fo].remove(&node);
+            self.by_free[fnew].insert(node);
+        }
+        let s = self.switch_of[n] as usize;
+        if old == full && new != full {
+            self.full_free_per_switch[s] -= 1;
+        } else if old != full && new == full {
+            self.full_free_per_switch[s] += 1;
+        }
+        self.free_total = self.free_total + fnew as u64 - fo as u64;
+        self.free_mask[n] = new;
+    }
+
+    /// Checks that every GPU of `p` exists and is free.
+    pub fn check_free(&self, p: &Placement) -> Result<(), StateError> {
+        for &(node, mask) in &p.parts {
+            let full = *self.full_mask.get(node as usize).ok_or(StateError::NoSuchGpu { node, mask })?;
+            if mask & !full != 0 || mask == 0 {
+                return Err(StateError::NoSuchGpu { node, mask });
+            }
+            let busy = mask & !self.free_mask[node as usize];
+            if busy != 0 {
+                return Err(StateError::DoubleBooked { node, gpu: busy.trailing_zeros() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the GPUs of `p` busy; fails without changing anything if any is taken.
+    pub fn allocate(&mut self, p: &Placement) -> Result<(), StateError> {
+        self.check_free(p)?;
+        for &(node, mask) in &p.parts {
+            let m = self.free_mask[node as usize] & !mask;
+            self.set_mask(node, m);
+        }
+        Ok(())
+    }
+
+    /// Marks the GPUs of `p` free again.
+    pub fn release(&mut self, p: &Placement) -> Result<(), StateError> {
+        for &(node, mask) in &p.parts {
+            let full = *self.full_mask.get(node as usize).ok_or(StateError::NoSuchGpu { node, mask })?;
+            if mask & !full != 0 {
+                return Err(StateError::NoSuchGpu { node, mask });
+            }
+            let already = mask & self.free_mask[node as usize];
+            if already != 0 {
+                return Err(StateError::NotAllocated { node, gpu: already.trailing_zeros() });
+            }
+        }
+        for &(node, mask) in &p.parts {
+            let m = self.free_mask[node as usize] | mask;
+            self.set_mask(node, m);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClusterSpec;
+
+    #[test]
+    fn allocate_release_and_double_booking() {
+        let c = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
+        let mut s = ClusterState::new(&c);
+        assert_eq!(s.free_gpus(), 8);
+        let p = Placement { parts: vec![(0, 0b0011), (1, 0b1111)] };
+        s.allocate(&p).unwrap();
+        assert_eq!(s.free_gpus(), 2);
+        assert_eq!(s.nodes_with_free(2).iter().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(s.nodes_with_free(0).iter().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(s.idle_nodes_in_switch(0), 0);
+        let q = Placement { parts: vec![(0, 0b0110)] };
+        assert_eq!(s.allocate(&q), Err(StateError::DoubleBooked { node: 0, gpu: 1 }));
+        assert_eq!(s.free_gpus(), 2, "failed allocation changes nothing");
+        s.release(&p).unwrap();
+        assert_eq!(s.free_gpus(), 8);
+        assert_eq!(s.idle_nodes_in_switch(0), 2);
+        assert!(s.release(&p).is_err());
+        assert!(s.allocate(&Placement { parts: vec![(0, 0b1_0000)] }).is_err());
+    }
+}
