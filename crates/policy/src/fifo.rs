@@ -1,0 +1,78 @@
+//! FIFO and SJF: non-preemptive queues ordered by submission or by job duration.
+//!
+//! SJF reads each job's duration, which a real scheduler would not know: it is the
+//! oracle baseline the Tiresias and Muri papers compare against.
+
+use crate::greedy::{self, Opts, Scratch};
+use crate::world::{Ctx, JobIdx};
+use crate::{Params, ParamError, Policy, PlacementStrategy};
+use std::collections::BTreeSet;
+
+/// Queue order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Submission order.
+    Fifo,
+    /// Shortest (reference) duration first, then submission order.
+    Sjf,
+}
+
+/// A non-preemptive ordered queue.
+#[derive(Debug)]
+pub struct Queue {
+    order: Order,
+    opts: Opts,
+    pending: BTreeSet<(u64, JobIdx)>,
+    scratch: Scratch,
+}
+
+impl Queue {
+    /// Builds from parameters `backfill` (default false) and `placement` (default
+    /// consolidated).
+    pub fn new(order: Order, p: &Params) -> Result<Queue, ParamError> {
+        Ok(Queue {
+            order,
+            opts: Opts { preemptive: false, backfill: p.bool("backfill", false)?, placement: placement_param(p, PlacementStrategy::Consolidated)? },
+            pending: BTreeSet::new(),
+            scratch: Scratch::default(),
+        })
+    }
+}
+
+/// Reads the `placement` parameter.
+pub fn placement_param(p: &Params, default: PlacementStrategy) -> Result<PlacementStrategy, ParamError> {
+    match p.str("placement") {
+        None => Ok(default),
+        Some(s) => PlacementStrategy::parse(s).ok_or_else(|| ParamError::Bad {
+            key: "placement".into(),
+            value: s.into(),
+            message: "expected counting, consolidated (yarn) or best-fit".into(),
+        }),
+    }
+}
+
+impl Policy for Queue {
+    fn name(&self) -> &'static str {
+        match self.order {
+            Order::Fifo => "fifo",
+            Order::Sjf => "sjf",
+        }
+    }
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        let key = match self.order {
+            Order::Fifo => 0,
+            Order::Sjf => ctx.job(j).duration,
+        };
+        self.pending.insert((key, j));
+    }
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        greedy::pass(ctx, self.pending.iter().map(|k| k.1), self.opts, &mut self.scratch);
+        for &j in &self.scratch.started {
+            let key = match self.order {
+                Order::Fifo => 0,
+                Order::Sjf => ctx.job(j).duration,
+            };
+            self.pending.remove(&(key, j));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The one table of built-in policies. `apiary policies`, the docs and parameter
+//! validation all read it, so a policy's name, summary and knobs are written once.
+
+use crate::fifo::{Order, Queue};
+use crate::srtf::Srtf;
+use crate::tiresias::Tiresias;
+use crate::{ParamError, Params, Policy};
+
+/// One parameter of a policy.
+#[derive(Debug)]
+pub struct ParamSpec {
+    /// Key for `--set key=value`.
+    pub key: &'static str,
+    /// Default, as text.
+    pub default: &'static str,
+    /// What it does.
+    pub about: &'static str,
+}
+
+/// A registered policy.
+#[derive(Debug)]
+pub struct PolicySpec {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// One line.
+    pub about: &'static str,
+    /// Whether it reads job durations (an oracle a real scheduler lacks).
+    pub needs_durations: bool,
+    /// Parameters.
+    pub params: &'static [ParamSpec],
+    /// Constructor.
+    pub build: fn(&Params) -> Result<Box<dyn Policy>, ParamError>,
+}
+
+const BACKFILL_OFF: ParamSpec = ParamSpec { key: "backfill", default: "false", about: "start later jobs that fit when the head of the queue does not" };
+const BACKFILL_ON: ParamSpec = ParamSpec { key: "backfill", default: "true", about: "start lower-priority jobs that fit past one that does not (the artifacts' first-fit)" };
+const PLACE_CONS: ParamSpec = ParamSpec { key: "placement", default: "consolidated", about: "counting | consolidated (yarn) | best-fit" };
+const PLACE_COUNT: ParamSpec = ParamSpec { key: "placement", default: "counting", about: "counting | consolidated (yarn) | best-fit" };
+const TIRESIAS_PARAMS: &[ParamSpec] = &[
+    ParamSpec { key: "thresholds", default: "3250,7200", about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)" },
+    ParamSpec { key: "starvation", default: "0", about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)" },
+    ParamSpec { key: "gittins", default: "false", about: "order each queue by Gittins index instead of arrival" },
+    ParamSpec { key: "gittins_delta", default: "3250", about: "Gittins quantum, GPU-seconds" },
+    BACKFILL_ON,
+    PLACE_COUNT,
+];
+
+fn keys(ps: &[ParamSpec]) -> Vec<&'static str> {
+    ps.iter().map(|p| p.key).collect()
+}
+
+/// Every built-in policy.
+pub const BUILTIN: &[PolicySpec] = &[
+    PolicySpec {
+        name: "fifo",
+        about: "first in, first out; non-preemptive",
+        needs_durations: false,
+        params: &[BACKFILL_OFF, PLACE_CONS],
+        build: |p| Ok(Box::new(Queue::new(Order::Fifo, p)?)),
+    },
+    PolicySpec {
+        name: "sjf",
+        about: "shortest job first by duration; non-preemptive (oracle)",
+        needs_durations: true,
+        params: &[BACKFILL_OFF, PLACE_CONS],
+        build: |p| Ok(Box::new(Queue::new(Order::Sjf, p)?)),
+    },
+    PolicySpec {
+        name: "srtf",
+        about: "shortest remaining time first; preemptive (oracle; Muri's `shortest`)",
+        needs_durations: true,
+        params: &[BACKFILL_ON, PLACE_CONS],
+        build: |p| Ok(Box::new(Srtf::new(false, p)?)),
+    },
+    PolicySpec {
+        name: "srsf",
+        about: "shortest remaining GPU-service (time x GPUs) first; preemptive (oracle; Muri's `shortest-gpu`)",
+        needs_durations: true,
+        params: &[BACKFILL_ON, PLACE_CONS],
+        build: |p| Ok(Box::new(Srtf::new(true, p)?)),
+    },
+    PolicySpec {
+        name: "tiresias",
+        about: "Tiresias discretized 2D-LAS: multi-level queues on attained GPU-time; no job knowledge",
+        needs_durations: false,
+        params: TIRESIAS_PARAMS,
+        build: |p| Ok(Box::new(Tiresias::new(p, false)?)),
+    },
+    PolicySpec {
+        name: "tiresias-gittins",
+        about: "Tiresias discretized 2D-Gittins: queues ordered by Gittins index of the GPU-time distribution",
+        needs_durations: false,
+        params: TIRESIAS_PARAMS,
+        build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
+    },
+];
+
+/// Looks a policy up by name.
+pub fn find(name: &str) -> Option<&'static PolicySpec> {
+    BUILTIN.iter().find(|s| s.name == name)
+}
+
+/// Builds a policy by name, rejecting unknown parameters.
+pub fn build(name: &str, params: &Params) -> Result<Box<dyn Policy>, ParamError> {
+    let spec = find(name).ok_or_else(|| ParamError::Unknown {
+        policy: name.into(),
+        key: "(policy name)".into(),
+        known: BUILTIN.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+    })?;
+    params.check_known(spec.name, &keys(spec.params))?;
+    (spec.build)(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn every_policy_builds_with_defaults_and_rejects_typos() {
+        for s in BUILTIN {
+            let p = build(s.name, &Params::default()).unwrap();
+            assert_eq!(p.name(), s.name);
+            let bad = Params::from_pairs(["no_such_knob=1"]).unwrap();
+            assert!(matches!(build(s.name, &bad), Err(ParamError::Unknown { .. })));
+        }
+        assert!(build("nope", &Params::default()).is_err());
+        let bad = Params::from_pairs(["placement=sideways"]).unwrap();
+        assert!(build("fifo", &bad).is_err());
+    }
+}

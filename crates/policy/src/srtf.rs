@@ -1,0 +1,61 @@
+//! SRTF and SRSF: preemptive shortest-remaining-time (or remaining GPU-service) first,
+//! as the Tiresias and Muri simulators' `shortest` and `shortest-gpu`.
+//!
+//! Both know every job's remaining work (oracle baselines). Each pass re-sorts the
+//! active jobs by remaining time (× GPUs for SRSF), ties by submission order.
+
+use crate::fifo::placement_param;
+use crate::greedy::{self, Opts, Scratch};
+use crate::world::{Ctx, JobIdx, Status};
+use crate::{Params, ParamError, Policy, PlacementStrategy};
+
+/// Shortest-remaining first.
+#[derive(Debug)]
+pub struct Srtf {
+    service: bool,
+    opts: Opts,
+    active: Vec<JobIdx>,
+    keyed: Vec<(u64, JobIdx)>,
+    scratch: Scratch,
+}
+
+impl Srtf {
+    /// `service` = SRSF. Parameters: `backfill` (default true: the artifacts start any
+    /// job that fits) and `placement` (default consolidated).
+    pub fn new(service: bool, p: &Params) -> Result<Srtf, ParamError> {
+        Ok(Srtf {
+            service,
+            opts: Opts { preemptive: true, backfill: p.bool("backfill", true)?, placement: placement_param(p, PlacementStrategy::Consolidated)? },
+            active: Vec::new(),
+            keyed: Vec::new(),
+            scratch: Scratch::default(),
+        })
+    }
+}
+
+impl Policy for Srtf {
+    fn name(&self) -> &'static str {
+        if self.service { "srsf" } else { "srtf" }
+    }
+    fn on_submit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        self.active.push(j);
+    }
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        if ctx.pending_count() == 0 {
+            return;
+        }
+        // Finished jobs leave lazily: the pass touches every active job anyway.
+        self.active.retain(|&j| ctx.status(j) != Status::Finished);
+        self.keyed.clear();
+        for &j in &self.active {
+            let mut r = ctx.remaining(j);
+            if self.service {
+                r *= ctx.job(j).gpus as f64;
+            }
+            // Non-negative floats order like their bit patterns.
+            self.keyed.push((r.to_bits(), j));
+        }
+        self.keyed.sort_unstable();
+        greedy::pass(ctx, self.keyed.iter().map(|k| k.1), self.opts, &mut self.scratch);
+    }
+}

@@ -1,0 +1,327 @@
+//! Tiresias (NSDI'19): discretized two-dimensional least-attained-service (2D-LAS) and
+//! discretized 2D-Gittins, as the Tiresias, Muri and ElasticFlow simulators implement
+//! `dlas-gpu` and `dlas-gpu-gittins`.
+//!
+//! Attained service is GPUs × time held (GPU-ms). Jobs enter queue 0 and move down one
+//! queue when their attained service crosses the queue's threshold (3,250 and 7,200
+//! GPU-seconds by default: three queues). Each pass walks the queues from the top;
+//! within a queue the order is the artifact's: the list as of the previous pass
+//! stably partitioned into running then pending jobs, with jobs that arrived or were
+//! demoted since appended at the end. GPUs are counted from the full cluster, jobs that
+//! fit are kept or started, running jobs that do not fit are preempted (first-fit
+//! skipping). The starvation guard (off by default, as in the artifacts) sends a job back
+//! to queue 0 once it has waited `starvation` × its executed time since its last
+//! promotion. With `gittins=true`, jobs inside each queue are ordered by their Gittins
+//! index at their attained service (highest first; ties: later submission first, as
+//! the artifact's reversed sort does), computed from the GPU-time distribution of the
+//! run's own jobs.
+
+use crate::fifo::placement_param;
+use crate::greedy::{self, Opts, Scratch};
+use crate::world::{Ctx, JobIdx, Status};
+use crate::{Params, ParamError, Policy, PlacementStrategy};
+use apiary_model::Time;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Default)]
+struct Level {
+    running: BTreeSet<(u64, JobIdx)>,
+    pending: BTreeSet<(u64, JobIdx)>,
+    tail: Vec<(u64, JobIdx)>,
+}
+
+/// Discretized 2D-LAS / 2D-Gittins.
+#[derive(Debug)]
+pub struct Tiresias {
+    limits: Vec<u64>,
+    starvation: f64,
+    gittins: Option<Gittins>,
+    opts: Opts,
+    levels: Vec<Level>,
+    level: Vec<u8>,
+    pos: Vec<u64>,
+    attained_base: Vec<u64>,
+    executed_base: Vec<Time>,
+    pending_base: Vec<Time>,
+    demote_at: Vec<Time>,
+    demote: BTreeSet<(Time, JobIdx)>,
+    next_pos: u64,
+    order: Vec<JobIdx>,
+    keyed: Vec<(u64, u64, JobIdx)>,
+    scratch: Scratch,
+}
+
+impl Tiresias {
+    /// Parameters: `thresholds` (GPU-seconds, comma-separated; default 3250,7200),
+    /// `starvation` (0 = off), `gittins` (bool), `gittins_delta` (GPU-seconds, default
+    /// 3250), `placement` (default counting, as the artifacts' count-only pass),
+    /// `backfill` (default true).
+    pub fn new(p: &Params, gittins_default: bool) -> Result<Tiresias, ParamError> {
+        let limits: Vec<u64> = p.f64_list("thresholds", &[3250.0, 7200.0])?.iter().map(|s| (s * 1000.0).round() as u64).collect();
+        if limits.windows(2).any(|w| w[0] >= w[1]) || limits.len() > 250 {
+            return Err(ParamError::Bad { key: "thresholds".into(), value: p.str("thresholds").unwrap_or("").into(), message: "thresholds must increase".into() });
+        }
+        let gittins = if p.bool("gittins", gittins_default)? {
+            Some(Gittins::new((p.f64("gittins_delta", 3250.0)? * 1000.0) as u64))
+        } else {
+            None
+        };
+        Ok(Tiresias {
+            levels: (0..=limits.len()).map(|_| Level::default()).collect(),
+            limits,
+            starvation: p.f64("starvation", 0.0)?,
+            gittins,
+            opts: Opts { preemptive: true, backfill: p.bool("backfill", true)?, placement: placement_param(p, PlacementStrategy::Counting)? },
+            level: Vec::new(),
+            pos: Vec::new(),
+            attained_base: Vec::new(),
+            executed_base: Vec::new(),
+            pending_base: Vec::new(),
+            demote_at: Vec::new(),
+            demote: BTreeSet::new(),
+            next_pos: 0,
+            order: Vec::new(),
+            keyed: Vec::new(),
+            scratch: Scratch::default(),
+        })
+    }
+
+    fn ensure(&mut self, n: usize) {
+        if self.level.len() < n {
+            self.level.resize(n, 0);
+            self.pos.resize(n, 0);
+            self.attained_base.resize(n, 0);
+            self.executed_base.resize(n, 0);
+            self.pending_base.resize(n, 0);
+            self.demote_at.resize(n, Time::MAX);
+        }
+    }
+
+    fn remove_from_level(&mut self, j: JobIdx) {
+        let l = &mut self.levels[self.level[j as usize] as usize];
+        let key = (self.pos[j as usize], j);
+        if !l.running.remove(&key) && !l.pending.remove(&key) {
+            if let Some(i) = l.tail.iter().position(|&k| k == key) {
+                l.tail.remove(i);
+            }
+        }
+    }
+
+    fn append(&mut self, j: JobIdx, level: usize) {
+        self.level[j as usize] = level as u8;
+        self.pos[j as usize] = self.next_pos;
+        self.levels[level].tail.push((self.next_pos, j));
+        self.next_pos += 1;
+    }
+
+    fn clear_demotion(&mut self, j: JobIdx) {
+        let t = self.demote_at[j as usize];
+        if t != Time::MAX {
+            self.demote.remove(&(t, j));
+            self.demote_at[j as usize] = Time::MAX;
+        }
+    }
+
+    fn set_demotion(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.clear_demotion(j);
+        let l = self.level[j as usize] as usize;
+        if l < self.limits.len() {
+            let att = ctx.attained(j) - self.attained_base[j as usize];
+            let g = ctx.job(j).gpus as u64;
+            let t = ctx.now() + self.limits[l].saturating_sub(att).div_ceil(g);
+            self.demote_at[j as usize] = t;
+            self.demote.insert((t, j));
+        }
+    }
+
+    fn waited_since_promotion(&self, ctx: &Ctx<'_>, j: JobIdx) -> Time {
+        let rt = ctx.rt(j);
+        let first = rt.first_start.unwrap_or(ctx.now());
+        (ctx.now() - first).saturating_sub(ctx.executed(j)).saturating_sub(self.pending_base[j as usize])
+    }
+}
+
+impl Policy for Tiresias {
+    fn name(&self) -> &'static str {
+        if self.gittins.is_some() { "tiresias-gittins" } else { "tiresias" }
+    }
+
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.ensure(ctx.world().jobs.len());
+        self.append(j, 0);
+    }
+
+    fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        self.remove_from_level(j);
+        self.clear_demotion(j);
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        // Demotions due now (one queue per event, as the artifact checks once per event).
+        while let Some(&(t, j)) = self.demote.first() {
+            if t > now {
+                break;
+            }
+            self.demote.pop_first();
+            self.demote_at[j as usize] = Time::MAX;
+            if ctx.status(j) != Status::Running {
+                continue;
+            }
+            let l = self.level[j as usize] as usize;
+            self.remove_from_level(j);
+            self.append(j, (l + 1).min(self.limits.len()));
+        }
+        if self.starvation > 0.0 {
+            let mut promote = Vec::new();
+            for l in 1..self.levels.len() {
+                let lv = &self.levels[l];
+                for &(_, j) in lv.pending.iter().chain(lv.tail.iter()) {
+                    let exec = ctx.executed(j) - self.executed_base[j as usize];
+                    if ctx.status(j) == Status::Pending && exec > 0 {
+                        let waited = self.waited_since_promotion(ctx, j);
+                        let due = (exec as f64 * self.starvation) as Time;
+                        if waited >= due {
+                            promote.push(j);
+                        } else {
+                            ctx.wake_at(now + (due - waited));
+                        }
+                    }
+                }
+            }
+            for j in promote {
+                self.remove_from_level(j);
+                self.append(j, 0);
+                self.attained_base[j as usize] = ctx.attained(j);
+                self.executed_base[j as usize] = ctx.executed(j);
+                let first = ctx.rt(j).first_start.unwrap_or(now);
+                self.pending_base[j as usize] = (now - first).saturating_sub(ctx.executed(j));
+            }
+        }
+
+        self.order.clear();
+        for lv in &self.levels {
+            if let Some(g) = &self.gittins {
+                self.keyed.clear();
+                for &(_, j) in lv.running.iter().chain(lv.pending.iter()).chain(lv.tail.iter()) {
+                    let a = ctx.attained(j);
+                    let idx = g.index(a);
+                    // Highest index first, then later submission first.
+                    self.keyed.push((u64::MAX - idx.to_bits(), u64::MAX - ctx.job(j).submit, j));
+                }
+                self.keyed.sort_unstable();
+                self.order.extend(self.keyed.iter().map(|k| k.2));
+            } else {
+                self.order.extend(lv.running.iter().chain(lv.pending.iter()).chain(lv.tail.iter()).map(|k| k.1));
+            }
+        }
+        if let Some(g) = &mut self.gittins {
+            if !g.ready {
+                g.learn(ctx);
+            }
+        }
+        greedy::pass(ctx, self.order.iter().copied(), self.opts, &mut self.scratch);
+
+        let started = std::mem::take(&mut self.scratch.started);
+        let preempted = std::mem::take(&mut self.scratch.preempted);
+        for &j in &started {
+            let key = (self.pos[j as usize], j);
+            let l = &mut self.levels[self.level[j as usize] as usize];
+            if l.pending.remove(&key) {
+                l.running.insert(key);
+            }
+            self.set_demotion(ctx, j);
+        }
+        for &j in &preempted {
+            let key = (self.pos[j as usize], j);
+            let l = &mut self.levels[self.level[j as usize] as usize];
+            if l.running.remove(&key) {
+                l.pending.insert(key);
+            }
+            self.clear_demotion(j);
+        }
+        self.scratch.started = started;
+        self.scratch.preempted = preempted;
+        // Merge the tails: the list is now partitioned into running, then pending.
+        let mut demote_new = Vec::new();
+        for lv in &mut self.levels {
+            for (p, j) in lv.tail.drain(..) {
+                if ctx.status(j) == Status::Running {
+                    lv.running.insert((p, j));
+                    demote_new.push(j);
+                } else {
+                    lv.pending.insert((p, j));
+                }
+            }
+        }
+        for j in demote_new {
+            if self.demote_at[j as usize] == Time::MAX {
+                self.set_demotion(ctx, j);
+            }
+        }
+        if let Some(&(t, _)) = self.demote.first() {
+            ctx.wake_at(t);
+        }
+    }
+}
+
+/// Gittins index over an empirical GPU-time distribution (GPU-ms).
+#[derive(Debug)]
+struct Gittins {
+    delta: u64,
+    samples: Vec<u64>,
+    prefix: Vec<u128>,
+    ready: bool,
+}
+
+impl Gittins {
+    fn new(delta: u64) -> Gittins {
+        Gittins { delta: delta.max(1), samples: Vec::new(), prefix: vec![0], ready: false }
+    }
+
+    fn learn(&mut self, ctx: &Ctx<'_>) {
+        self.samples = ctx.world().jobs.iter().map(|j| (j.gpu_time()).min(u64::MAX as u128) as u64).collect();
+        self.samples.sort_unstable();
+        self.prefix = std::iter::once(0u128)
+            .chain(self.samples.iter().scan(0u128, |acc, &s| {
+                *acc += s as u128;
+                Some(*acc)
+            }))
+            .collect();
+        self.ready = true;
+    }
+
+    /// G(a) = P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 past the largest sample.
+    fn index(&self, a: u64) -> f64 {
+        if !self.ready {
+            return 0.0;
+        }
+        let lo = self.samples.partition_point(|&s| s <= a);
+        let n = self.samples.len() - lo;
+        if n == 0 {
+            return 0.0;
+        }
+        let hi = self.samples.partition_point(|&s| s <= a.saturating_add(self.delta));
+        let k = hi - lo;
+        let within: u128 = self.prefix[hi] - self.prefix[lo] - k as u128 * a as u128;
+        let expect = within as f64 + (n - k) as f64 * self.delta as f64;
+        if expect <= 0.0 { 0.0 } else { (k as f64) / expect }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn gittins_index_by_hand() {
+        let mut g = Gittins::new(10);
+        g.samples = vec![5, 20, 100];
+        g.prefix = vec![0, 5, 25, 125];
+        g.ready = true;
+        // a = 0: S > 0 all three; within Δ=10: {5}; E[min] = (5 + 10 + 10)/3.
+        assert!((g.index(0) - 1.0 / 25.0).abs() < 1e-12);
+        // a = 15: {20, 100}; within (15, 25]: {20} contributes 5; 100 contributes 10.
+        assert!((g.index(15) - 1.0 / 15.0).abs() < 1e-12);
+        assert_eq!(g.index(100), 0.0);
+    }
+}

@@ -1,0 +1,404 @@
+//! The state a driver keeps about jobs and GPUs, and the [`Ctx`] through which a
+//! policy reads it and acts on it.
+//!
+//! Progress accounting lives here too ([`World::sync`]), so both drivers charge
+//! service, restarts and remaining work by one definition.
+
+use crate::placement::{self, PlacementStrategy};
+use apiary_model::{Cluster, ClusterState, Job, Placement, Time};
+use std::collections::BTreeMap;
+
+/// Dense index of a job within one run (its position in [`World::jobs`]).
+pub type JobIdx = u32;
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    /// Not submitted yet.
+    Future,
+    /// Submitted, waiting for GPUs (never started, or preempted).
+    Pending,
+    /// Holding GPUs.
+    Running,
+    /// Done.
+    Finished,
+}
+
+/// Per-job runtime state.
+#[derive(Clone, Debug)]
+pub struct JobRt {
+    /// Life-cycle state.
+    pub status: Status,
+    /// GPUs held while running (kept, cleared, while not, to reuse its allocation).
+    pub placement: Placement,
+    /// Reference work left, in ms of run time at rate 1, as of `last_update`.
+    pub remaining: f64,
+    /// Work done per ms while running and past the restart overhead.
+    pub rate: f64,
+    /// A (re)started job makes no progress before this time.
+    pub overhead_until: Time,
+    /// Attained service in GPU-ms (GPUs × time held), as of `last_update`.
+    pub attained: u64,
+    /// Time held GPUs, ms, as of `last_update`.
+    pub executed: Time,
+    /// When the counters above were last brought up to date.
+    pub last_update: Time,
+    /// First start.
+    pub first_start: Option<Time>,
+    /// Most recent start.
+    pub last_start: Time,
+    /// When it last became pending (submission or preemption).
+    pub pending_since: Time,
+    /// Completion time.
+    pub finish: Option<Time>,
+    /// Times preempted.
+    pub preemptions: u32,
+    /// Bumped whenever a scheduled completion becomes stale.
+    pub generation: u32,
+}
+
+/// What a policy did, for the driver to act on (schedule completions, count, log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The job started on its `placement`.
+    Start(JobIdx),
+    /// The job was preempted; it is pending again.
+    Preempt(JobIdx),
+}
+
+/// Jobs, GPUs and time: everything a policy may look at.
+#[derive(Debug)]
+pub struct World {
+    /// The topology.
+    pub cluster: Cluster,
+    /// Free GPUs.
+    pub state: ClusterState,
+    /// Every job of the run, in submission order.
+    pub jobs: Vec<Job>,
+    /// Runtime state, parallel to `jobs`.
+    pub rt: Vec<JobRt>,
+    /// Current time.
+    pub now: Time,
+    /// Time lost by a job each time it resumes after a preemption.
+    pub restart_overhead: Time,
+    running: Vec<JobIdx>,
+    running_pos: Vec<u32>,
+    pending: usize,
+    pending_gpus: BTreeMap<u32, u32>,
+}
+
+const NOT_RUNNING: u32 = u32::MAX;
+
+impl World {
+    /// A world with every job in the future. `jobs` must be sorted by submit time.
+    pub fn new(cluster: Cluster, jobs: Vec<Job>) -> World {
+        let state = ClusterState::new(&cluster);
+        let rt = jobs
+            .iter()
+            .map(|j| JobRt {
+                status: Status::Future,
+                placement: Placement::default(),
+                remaining: j.duration as f64,
+                rate: 1.0,
+                overhead_until: 0,
+                attained: 0,
+                executed: 0,
+                last_update: 0,
+                first_start: None,
+                last_start: 0,
+                pending_since: j.submit,
+                finish: None,
+                preemptions: 0,
+                generation: 0,
+            })
+            .collect();
+        let n = jobs.len();
+        World {
+            cluster,
+            state,
+            jobs,
+            rt,
+            now: 0,
+            restart_overhead: 0,
+            running: Vec::new(),
+            running_pos: vec![NOT_RUNNING; n],
+            pending: 0,
+            pending_gpus: BTreeMap::new(),
+        }
+    }
+
+    /// Brings a running job's counters up to `now`.
+    pub fn sync(&mut self, i: JobIdx) {
+        let now = self.now;
+        let gpus = self.jobs[i as usize].gpus as u64;
+        let rt = &mut self.rt[i as usize];
+        if rt.status != Status::Running || rt.last_update >= now {
+            return;
+        }
+        let from = rt.last_update.max(rt.overhead_until);
+        if now > from {
+            rt.remaining = (rt.remaining - (now - from) as f64 * rt.rate).max(0.0);
+        }
+        let dt = now - rt.last_update;
+        rt.executed += dt;
+        rt.attained += dt * gpus;
+        rt.last_update = now;
+    }
+
+    /// When a running job will complete if nothing changes.
+    pub fn finish_time(&self, i: JobIdx) -> Time {
+        let rt = &self.rt[i as usize];
+        let from = rt.last_update.max(rt.overhead_until);
+        if rt.rate <= 0.0 {
+            return Time::MAX;
+        }
+        // The small slack absorbs float residue so an exact duration is not rounded up.
+        let t = (rt.remaining / rt.rate - 1e-6).ceil().max(0.0);
+        from.saturating_add(t as Time)
+    }
+
+    /// Marks a job submitted.
+    pub fn submit(&mut self, i: JobIdx) {
+        let rt = &mut self.rt[i as usize];
+        debug_assert_eq!(rt.status, Status::Future);
+        rt.status = Status::Pending;
+        rt.pending_since = self.now;
+        self.pending += 1;
+        *self.pending_gpus.entry(self.jobs[i as usize].gpus).or_default() += 1;
+    }
+
+    fn leave_pending(&mut self, i: JobIdx) {
+        self.pending -= 1;
+        let g = self.jobs[i as usize].gpus;
+        if let Some(c) = self.pending_gpus.get_mut(&g) {
+            *c -= 1;
+            if *c == 0 {
+                self.pending_gpus.remove(&g);
+            }
+        }
+    }
+
+    fn enter_pending(&mut self, i: JobIdx) {
+        self.pending += 1;
+        *self.pending_gpus.entry(self.jobs[i as usize].gpus).or_default() += 1;
+    }
+
+    fn add_running(&mut self, i: JobIdx) {
+        self.running_pos[i as usize] = self.running.len() as u32;
+        self.running.push(i);
+    }
+
+    fn remove_running(&mut self, i: JobIdx) {
+        let p = self.running_pos[i as usize];
+        if p == NOT_RUNNING {
+            return;
+        }
+        let last = *self.running.last().expect("running list holds i");
+        self.running.swap_remove(p as usize);
+        if last != i {
+            self.running_pos[last as usize] = p;
+        }
+        self.running_pos[i as usize] = NOT_RUNNING;
+    }
+
+    /// Starts a pending job on `p`. Returns false (and changes nothing) if the job is
+    /// not pending, `p` has the wrong GPU count, or a GPU of `p` is taken.
+    pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
+        let idx = i as usize;
+        if self.rt[idx].status != Status::Pending || p.gpus() != self.jobs[idx].gpus {
+            return false;
+        }
+        if self.state.allocate(&p).is_err() {
+            return false;
+        }
+        self.leave_pending(i);
+        self.add_running(i);
+        let now = self.now;
+        let overhead = if self.rt[idx].preemptions > 0 { self.restart_overhead } else { 0 };
+        let rt = &mut self.rt[idx];
+        rt.status = Status::Running;
+        rt.placement = p;
+        rt.last_update = now;
+        rt.last_start = now;
+        rt.overhead_until = now + overhead;
+        rt.first_start.get_or_insert(now);
+        true
+    }
+
+    /// Preempts a running job. Returns false if it was not running.
+    pub fn preempt(&mut self, i: JobIdx) -> bool {
+        if self.rt[i as usize].status != Status::Running {
+            return false;
+        }
+        self.sync(i);
+        let p = std::mem::take(&mut self.rt[i as usize].placement);
+        // The placement came from a successful allocate, so release cannot fail.
+        let _ = self.state.release(&p);
+        self.remove_running(i);
+        self.enter_pending(i);
+        let now = self.now;
+        let rt = &mut self.rt[i as usize];
+        rt.placement = p;
+        rt.placement.clear();
+        rt.status = Status::Pending;
+        rt.pending_since = now;
+        rt.preemptions += 1;
+        rt.generation += 1;
+        true
+    }
+
+    /// Completes a running job.
+    pub fn finish(&mut self, i: JobIdx) {
+        self.sync(i);
+        let p = std::mem::take(&mut self.rt[i as usize].placement);
+        let _ = self.state.release(&p);
+        self.remove_running(i);
+        let now = self.now;
+        let rt = &mut self.rt[i as usize];
+        rt.status = Status::Finished;
+        rt.remaining = 0.0;
+        rt.finish = Some(now);
+        rt.generation += 1;
+        rt.placement = Placement { parts: Vec::new() };
+    }
+
+    /// Jobs holding GPUs (in no particular order).
+    pub fn running(&self) -> &[JobIdx] {
+        &self.running
+    }
+    /// Number of pending jobs.
+    pub fn pending_count(&self) -> usize {
+        self.pending
+    }
+    /// Smallest GPU demand of any pending job.
+    pub fn min_pending_gpus(&self) -> Option<u32> {
+        self.pending_gpus.keys().next().copied()
+    }
+    /// GPUs held by running jobs.
+    pub fn busy_gpus(&self) -> u64 {
+        self.cluster.total_gpus as u64 - self.state.free_gpus()
+    }
+}
+
+/// A policy's window on the [`World`] during one call.
+pub struct Ctx<'a> {
+    w: &'a mut World,
+    actions: &'a mut Vec<Action>,
+    wake: Option<Time>,
+}
+
+impl<'a> Ctx<'a> {
+    /// Wraps a world for one policy call; actions are appended to `actions`.
+    pub fn new(w: &'a mut World, actions: &'a mut Vec<Action>) -> Ctx<'a> {
+        Ctx { w, actions, wake: None }
+    }
+    /// The earliest wake-up the policy asked for.
+    pub fn wake(&self) -> Option<Time> {
+        self.wake
+    }
+    /// Current time.
+    pub fn now(&self) -> Time {
+        self.w.now
+    }
+    /// The whole world, read-only.
+    pub fn world(&self) -> &World {
+        self.w
+    }
+    /// A job's description.
+    pub fn job(&self, i: JobIdx) -> &Job {
+        &self.w.jobs[i as usize]
+    }
+    /// A job's runtime record (counters as of its last update; use the accessors below
+    /// for live values).
+    pub fn rt(&self, i: JobIdx) -> &JobRt {
+        &self.w.rt[i as usize]
+    }
+    /// A job's status.
+    pub fn status(&self, i: JobIdx) -> Status {
+        self.w.rt[i as usize].status
+    }
+    /// Attained service (GPU-ms) up to now.
+    pub fn attained(&self, i: JobIdx) -> u64 {
+        let rt = &self.w.rt[i as usize];
+        if rt.status == Status::Running {
+            rt.attained + (self.w.now - rt.last_update) * self.w.jobs[i as usize].gpus as u64
+        } else {
+            rt.attained
+        }
+    }
+    /// Time run so far (ms) up to now.
+    pub fn executed(&self, i: JobIdx) -> Time {
+        let rt = &self.w.rt[i as usize];
+        if rt.status == Status::Running { rt.executed + (self.w.now - rt.last_update) } else { rt.executed }
+    }
+    /// Reference work left (ms at rate 1) as of now. Only policies that are allowed to
+    /// know job durations (SJF, SRTF, SRSF) should call this.
+    pub fn remaining(&self, i: JobIdx) -> f64 {
+        let rt = &self.w.rt[i as usize];
+        if rt.status != Status::Running {
+            return rt.remaining;
+        }
+        let from = rt.last_update.max(rt.overhead_until);
+        if self.w.now > from { (rt.remaining - (self.w.now - from) as f64 * rt.rate).max(0.0) } else { rt.remaining }
+    }
+    /// Free GPUs.
+    pub fn free_gpus(&self) -> u64 {
+        self.w.state.free_gpus()
+    }
+    /// Total GPUs.
+    pub fn total_gpus(&self) -> u64 {
+        self.w.cluster.total_gpus as u64
+    }
+    /// Running jobs (unordered).
+    pub fn running(&self) -> &[JobIdx] {
+        self.w.running()
+    }
+    /// Number of pending jobs.
+    pub fn pending_count(&self) -> usize {
+        self.w.pending_count()
+    }
+    /// Smallest GPU demand among pending jobs.
+    pub fn min_pending_gpus(&self) -> Option<u32> {
+        self.w.min_pending_gpus()
+    }
+    /// Finds GPUs for a job with a strategy, without taking them.
+    pub fn find_placement(&self, i: JobIdx, strategy: PlacementStrategy, out: &mut Placement) -> bool {
+        placement::place(&self.w.cluster, &self.w.state, self.w.jobs[i as usize].gpus, strategy, out)
+    }
+    /// Starts a job on GPUs chosen by `strategy`. Returns false if none fit.
+    pub fn start_with(&mut self, i: JobIdx, strategy: PlacementStrategy) -> bool {
+        if self.w.rt[i as usize].status != Status::Pending {
+            return false;
+        }
+        let mut p = std::mem::take(&mut self.w.rt[i as usize].placement);
+        p.clear();
+        if !placement::place(&self.w.cluster, &self.w.state, self.w.jobs[i as usize].gpus, strategy, &mut p) {
+            self.w.rt[i as usize].placement = p;
+            return false;
+        }
+        self.start(i, p)
+    }
+    /// Starts a job on the given GPUs. Returns false (changing nothing) if the job is not
+    /// pending, the GPU count is wrong, or a GPU is taken.
+    pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
+        let ok = self.w.start(i, p);
+        if ok {
+            self.actions.push(Action::Start(i));
+        }
+        ok
+    }
+    /// Preempts a running job; its GPUs are free at once.
+    pub fn preempt(&mut self, i: JobIdx) -> bool {
+        let ok = self.w.preempt(i);
+        if ok {
+            self.actions.push(Action::Preempt(i));
+        }
+        ok
+    }
+    /// Asks to be called again at `t` (the earliest request wins).
+    pub fn wake_at(&mut self, t: Time) {
+        if t > self.w.now {
+            self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+        }
+    }
+}
