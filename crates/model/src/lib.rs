@@ -9,12 +9,14 @@
 
 pub mod cluster;
 pub mod job;
+pub mod outcome;
 pub mod rng;
 pub mod state;
 pub mod time;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switch, SwitchSpec};
 pub use job::{Job, StageTimes};
+pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
 pub use rng::Rng;
 pub use state::{ClusterState, Placement, StateError};
 pub use time::{Time, fmt_duration, HOUR, MINUTE, SECOND};

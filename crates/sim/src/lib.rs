@@ -1,1 +1,292 @@
-//! tmp
+//! The discrete-event simulator: replays a trace on a cluster under a policy.
+//!
+//! Determinism by construction: time is an integer (ms), completions sit in a binary
+//! heap keyed by `(time, seq)` so equal times pop in insertion order, arrivals come from
+//! the time-sorted job list, and every event at one time stamp is applied before the
+//! policy is asked once. Completions made stale by a preemption or a speed change are
+//! skipped by a per-job generation number rather than removed from the heap.
+//!
+//! The engine owns no decision logic: it advances time, applies the policy's starts and
+//! preemptions to the [`World`], asks the [`Throughput`] model how fast each started job
+//! runs, and records what happened.
+
+mod overhead;
+pub mod throughput;
+
+pub use overhead::muri_restart_overhead;
+pub use throughput::{Throughput, DurationModel};
+
+use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
+use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// When the policy is consulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// After every batch of simultaneous events (Tiresias, Muri).
+    EventDriven,
+    /// Only at multiples of the slot length (ElasticFlow 60/240 s, Gavel 360 s rounds).
+    Slotted(Time),
+}
+
+/// Engine settings beyond the policy.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Scheduling mode.
+    pub mode: Mode,
+    /// Time a job makes no progress after resuming from a preemption.
+    pub restart_overhead: Time,
+    /// Artifact quirk (Muri and its Tiresias/SRTF baselines): at every event, every
+    /// running job loses its model's restart overhead from the interval just ended,
+    /// whether or not it was touched. See `docs/fidelity.md`.
+    pub per_event_overhead: bool,
+    /// Seed for any randomness (recorded in the outcome).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { mode: Mode::EventDriven, restart_overhead: 0, per_event_overhead: false, seed: 0 }
+    }
+}
+
+/// How far a run has got, for progress bars.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Simulated time.
+    pub now: Time,
+    /// Events so far.
+    pub events: u64,
+    /// Jobs finished.
+    pub finished: usize,
+    /// Jobs in the trace.
+    pub total: usize,
+}
+
+/// Why a run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The jobs were not sorted by submission time.
+    #[error("jobs must be sorted by submit time (job {id} at {submit} ms comes after {prev} ms)")]
+    Unsorted {
+        /// The offending job.
+        id: String,
+        /// Its submit time.
+        submit: Time,
+        /// The previous job's submit time.
+        prev: Time,
+    },
+    /// A slot length of zero.
+    #[error("slot length must be positive")]
+    ZeroSlot,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Completion {
+    time: Time,
+    seq: u64,
+    job: JobIdx,
+    generation: u32,
+}
+
+/// Runs `jobs` (sorted by submit time) on `cluster` under `policy`.
+///
+/// Jobs that need more GPUs than the cluster has are not given to the policy; they
+/// appear in the outcome with `rejected` set, never silently dropped.
+pub fn run(
+    cluster: Cluster,
+    jobs: Vec<Job>,
+    policy: &mut dyn Policy,
+    throughput: &dyn Throughput,
+    cfg: &Config,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunOutcome, SimError> {
+    if let Mode::Slotted(0) = cfg.mode {
+        return Err(SimError::ZeroSlot);
+    }
+    for w in jobs.windows(2) {
+        if w[1].submit < w[0].submit {
+            return Err(SimError::Unsorted { id: w[1].id.clone(), submit: w[1].submit, prev: w[0].submit });
+        }
+    }
+    let total_gpus = cluster.total_gpus;
+    let cluster_name = cluster.name.clone();
+    let start_time = jobs.first().map_or(0, |j| j.submit);
+    let n = jobs.len();
+    let mut world = World::new(cluster, jobs);
+    world.restart_overhead = cfg.restart_overhead;
+    world.now = start_time;
+    let oh: Vec<Time> = if cfg.per_event_overhead {
+        world.jobs.iter().map(|j| muri_restart_overhead(j.model.as_deref(), j.gpus)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut rejected: Vec<Option<String>> = vec![None; n];
+    let mut heap: BinaryHeap<Reverse<Completion>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut cursor = 0usize;
+    let mut actions: Vec<Action> = Vec::new();
+    let mut wake: Option<Time> = None;
+    let mut util = UtilSeries::new(start_time, total_gpus);
+    let mut last_util_t = start_time;
+    let mut events = 0u64;
+    let mut passes = 0u64;
+    let mut finished = 0usize;
+    let mut dirty = false;
+    let mut next_progress = 1u64 << 16;
+
+    loop {
+        // The next time anything happens.
+        while let Some(Reverse(c)) = heap.peek() {
+            if world.rt[c.job as usize].generation != c.generation || world.rt[c.job as usize].status != Status::Running {
+                heap.pop();
+            } else {
+                break;
+            }
+        }
+        let mut next = Time::MAX;
+        if cursor < n {
+            next = next.min(world.jobs[cursor].submit);
+        }
+        if let Some(Reverse(c)) = heap.peek() {
+            next = next.min(c.time);
+        }
+        if let Some(w) = wake {
+            next = next.min(w);
+        }
+        if let Mode::Slotted(slot) = cfg.mode {
+            // Something changed since the last pass: decide at the next boundary.
+            if dirty {
+                next = next.min((world.now / slot + 1) * slot);
+            }
+        }
+        if next == Time::MAX {
+            break;
+        }
+        let busy = world.busy_gpus();
+        util.add(last_util_t, next, busy);
+        last_util_t = next;
+        let prev_now = world.now;
+        world.now = next;
+        let now = next;
+
+        // Completions first, then arrivals, as the Tiresias-family loops do.
+        while let Some(Reverse(c)) = heap.peek().copied() {
+            if c.time != now {
+                break;
+            }
+            heap.pop();
+            let rt = &world.rt[c.job as usize];
+            if rt.generation != c.generation || rt.status != Status::Running {
+                continue;
+            }
+            world.finish(c.job);
+            finished += 1;
+            events += 1;
+            dirty = true;
+            let ctx = Ctx::new(&mut world, &mut actions);
+            policy.on_finish(&ctx, c.job);
+        }
+        while cursor < n && world.jobs[cursor].submit == now {
+            let j = cursor as JobIdx;
+            cursor += 1;
+            events += 1;
+            if world.jobs[j as usize].gpus > total_gpus || world.jobs[j as usize].gpus == 0 {
+                rejected[j as usize] = Some(format!(
+                    "needs {} GPUs; the cluster has {}",
+                    world.jobs[j as usize].gpus, total_gpus
+                ));
+                continue;
+            }
+            world.submit(j);
+            dirty = true;
+            let ctx = Ctx::new(&mut world, &mut actions);
+            policy.on_submit(&ctx, j);
+        }
+        if wake == Some(now) {
+            wake = None;
+            dirty = true;
+        }
+
+        if cfg.per_event_overhead && now > prev_now {
+            // Every running job loses up to its overhead from the interval just ended.
+            for k in 0..world.running().len() {
+                let j = world.running()[k];
+                let before = world.rt[j as usize].last_update;
+                world.sync(j);
+                let rt = &mut world.rt[j as usize];
+                let lost = oh[j as usize].min(now - before);
+                if lost > 0 {
+                    rt.remaining += lost as f64 * rt.rate;
+                    rt.generation += 1;
+                    let t = world.finish_time(j);
+                    let g = world.rt[j as usize].generation;
+                    heap.push(Reverse(Completion { time: t, seq, job: j, generation: g }));
+                    seq += 1;
+                }
+            }
+        }
+
+        let consult = match cfg.mode {
+            Mode::EventDriven => dirty,
+            Mode::Slotted(slot) => dirty && now % slot == 0,
+        };
+        if consult {
+            dirty = false;
+            passes += 1;
+            let mut ctx = Ctx::new(&mut world, &mut actions);
+            policy.schedule(&mut ctx);
+            wake = match (ctx.wake(), cfg.mode) {
+                (Some(w), Mode::Slotted(slot)) => Some(w.div_ceil(slot) * slot),
+                (w, _) => w,
+            };
+            for a in actions.drain(..) {
+                if let Action::Start(j) = a {
+                    let rate = throughput.rate(&world.jobs[j as usize], &world.rt[j as usize].placement, &world.cluster);
+                    world.rt[j as usize].rate = rate;
+                    let t = world.finish_time(j);
+                    let g = world.rt[j as usize].generation;
+                    heap.push(Reverse(Completion { time: t, seq, job: j, generation: g }));
+                    seq += 1;
+                }
+            }
+        }
+        if events >= next_progress {
+            next_progress = events + (1 << 16);
+            progress(Progress { now, events, finished, total: n });
+        }
+    }
+    progress(Progress { now: world.now, events, finished, total: n });
+
+    let jobs_out = world
+        .jobs
+        .iter()
+        .zip(world.rt.iter())
+        .zip(rejected)
+        .map(|((j, rt), rej)| JobOutcome {
+            id: j.id.clone(),
+            submit: j.submit,
+            gpus: j.gpus,
+            duration: j.duration,
+            vc: j.vc.clone(),
+            first_start: rt.first_start,
+            finish: rt.finish,
+            preemptions: rt.preemptions,
+            executed: rt.executed,
+            gpu_time: rt.attained,
+            rejected: rej,
+        })
+        .collect();
+    Ok(RunOutcome {
+        policy: policy.name().to_string(),
+        params: Vec::new(),
+        cluster: cluster_name,
+        total_gpus,
+        jobs: jobs_out,
+        util,
+        events,
+        passes,
+        seed: cfg.seed,
+    })
+}

@@ -1,0 +1,130 @@
+//! What a run produced, in the shape both drivers (simulator and live service) fill and
+//! the report crate summarises: one definition of every metric's inputs.
+
+use crate::time::Time;
+
+/// The fate of one job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// Trace identifier.
+    pub id: String,
+    /// Submission time.
+    pub submit: Time,
+    /// GPUs.
+    pub gpus: u32,
+    /// Reference duration.
+    pub duration: Time,
+    /// Virtual cluster, if any.
+    pub vc: Option<String>,
+    /// First start, if it ever ran.
+    pub first_start: Option<Time>,
+    /// Completion, if it finished.
+    pub finish: Option<Time>,
+    /// Times preempted.
+    pub preemptions: u32,
+    /// Time holding GPUs (ms).
+    pub executed: Time,
+    /// GPU-ms held.
+    pub gpu_time: u64,
+    /// Why it never ran, if it was refused outright.
+    pub rejected: Option<String>,
+}
+
+/// Busy GPUs over time, integrated into equal-width buckets whose width doubles as
+/// the run grows, so memory stays bounded whatever the run length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UtilSeries {
+    /// Time of the first bucket's start.
+    pub start: Time,
+    /// Bucket width, ms.
+    pub width: Time,
+    /// Busy GPU-ms in each bucket.
+    pub busy: Vec<f64>,
+    /// Cluster GPUs.
+    pub total_gpus: u32,
+}
+
+const MAX_BUCKETS: usize = 2048;
+
+impl UtilSeries {
+    /// Starts empty at `start`.
+    pub fn new(start: Time, total_gpus: u32) -> UtilSeries {
+        UtilSeries { start, width: 60_000, busy: Vec::new(), total_gpus }
+    }
+
+    /// Adds `gpus` busy GPUs over `[from, to)`.
+    pub fn add(&mut self, from: Time, to: Time, gpus: u64) {
+        if to <= from || gpus == 0 || from < self.start {
+            return;
+        }
+        while (to - self.start).div_ceil(self.width) as usize > MAX_BUCKETS {
+            self.coarsen();
+        }
+        let need = (to - self.start).div_ceil(self.width) as usize;
+        if self.busy.len() < need {
+            self.busy.resize(need, 0.0);
+        }
+        let mut t = from;
+        while t < to {
+            let b = ((t - self.start) / self.width) as usize;
+            let end = (self.start + (b as Time + 1) * self.width).min(to);
+            self.busy[b] += (end - t) as f64 * gpus as f64;
+            t = end;
+        }
+    }
+
+    fn coarsen(&mut self) {
+        self.width *= 2;
+        let merged: Vec<f64> = self.busy.chunks(2).map(|c| c.iter().sum()).collect();
+        self.busy = merged;
+    }
+
+    /// Utilisation (0..1) per bucket, paired with the bucket's start time.
+    pub fn points(&self) -> Vec<(Time, f64)> {
+        let cap = self.width as f64 * self.total_gpus as f64;
+        self.busy.iter().enumerate().map(|(i, b)| (self.start + i as Time * self.width, if cap > 0.0 { b / cap } else { 0.0 })).collect()
+    }
+
+    /// Total busy GPU-ms.
+    pub fn total_busy(&self) -> f64 {
+        self.busy.iter().sum()
+    }
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// Policy name.
+    pub policy: String,
+    /// Policy parameters, `key=value`.
+    pub params: Vec<String>,
+    /// Cluster name.
+    pub cluster: String,
+    /// Cluster GPUs.
+    pub total_gpus: u32,
+    /// Per job, in trace order.
+    pub jobs: Vec<JobOutcome>,
+    /// Busy GPUs over time.
+    pub util: UtilSeries,
+    /// Events processed.
+    pub events: u64,
+    /// Policy invocations.
+    pub passes: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn util_buckets_integrate_and_coarsen() {
+        let mut u = UtilSeries::new(0, 4);
+        u.add(0, 120_000, 2);
+        assert_eq!(u.busy, vec![120_000.0, 120_000.0]);
+        assert_eq!(u.points()[0].1, 0.5);
+        u.add(0, 60_000 * 5000, 1);
+        assert!(u.busy.len() <= MAX_BUCKETS);
+        assert_eq!(u.total_busy(), 240_000.0 + 300_000_000.0);
+    }
+}
