@@ -1,0 +1,490 @@
+//! Format detection and one row parser per format.
+
+use crate::open::{first_line, open};
+use crate::{ReadOptions, Trace, TraceError};
+use apiary_model::{Job, StageTimes, Time};
+use csv::StringRecord;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub(crate) type CxPub<'a> = Cx<'a>;
+pub(crate) type RowPub = Row;
+
+/// A trace format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// apiary's canonical CSV (times in seconds).
+    Apiary,
+    /// apiary's canonical JSON lines (same fields).
+    Jsonl,
+    /// Philly per-job summary (`philly.csv`, Pollux artifact).
+    Philly,
+    /// Gavel per-VC trace, 7 tab-separated fields.
+    Gavel,
+    /// Gavel physical-cluster trace, 10 tab-separated fields.
+    Gavel10,
+    /// Microsoft ITP raw (`job_id,submission_time,duration,num_gpu`).
+    Itp,
+    /// ITP with ElasticFlow's generated fields (`…,deadline,batch_size,num_gpu,duration`).
+    ItpElasticflow,
+    /// ElasticFlow's own CSV (`job_id,submit_time,…,ddl,…`).
+    Elasticflow,
+    /// Muri CSV (milliseconds, stage times).
+    Muri,
+    /// Tiresias CSV (seconds).
+    Tiresias,
+    /// Pollux workload (`name,time,application,num_replicas,batch_size`).
+    Pollux,
+    /// Alibaba GPU v2023 pod list.
+    Alibaba,
+}
+
+const ALL: [(Format, &str); 12] = [
+    (Format::Apiary, "apiary"),
+    (Format::Jsonl, "jsonl"),
+    (Format::Philly, "philly"),
+    (Format::Gavel, "gavel"),
+    (Format::Gavel10, "gavel10"),
+    (Format::Itp, "itp"),
+    (Format::ItpElasticflow, "itp-elasticflow"),
+    (Format::Elasticflow, "elasticflow"),
+    (Format::Muri, "muri"),
+    (Format::Tiresias, "tiresias"),
+    (Format::Pollux, "pollux"),
+    (Format::Alibaba, "alibaba"),
+];
+
+impl Format {
+    /// Parses a format name.
+    pub fn parse(s: &str) -> Option<Format> {
+        ALL.iter().find(|(_, n)| *n == s).map(|(f, _)| *f)
+    }
+    /// The name.
+    pub fn name(self) -> &'static str {
+        ALL.iter().find(|(f, _)| *f == self).map_or("?", |(_, n)| n)
+    }
+    /// Every format name.
+    pub fn names() -> String {
+        ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Recognises a format from a file's first line.
+    pub fn detect(first: &str) -> Option<Format> {
+        let t = first.trim();
+        if t.starts_with('{') {
+            return Some(Format::Jsonl);
+        }
+        if t.contains('\t') {
+            return match t.split('\t').count() {
+                7 => Some(Format::Gavel),
+                10 => Some(Format::Gavel10),
+                _ => None,
+            };
+        }
+        let h: Vec<&str> = t.split(',').map(str::trim).collect();
+        let has = |c: &str| h.contains(&c);
+        if h.first() == Some(&"id") && has("submit") && has("gpus") && has("duration") {
+            Some(Format::Apiary)
+        } else if h == ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"] {
+            Some(Format::Philly)
+        } else if has("resource_time_0") && has("iteration_time") {
+            Some(Format::Muri)
+        } else if has("submission_time") && has("deadline") {
+            Some(Format::ItpElasticflow)
+        } else if has("submission_time") && has("num_gpu") {
+            Some(Format::Itp)
+        } else if has("ddl") && has("submit_time") {
+            Some(Format::Elasticflow)
+        } else if has("submit_time") && has("num_gpu") && has("duration") && has("model_name") {
+            Some(Format::Tiresias)
+        } else if h == ["name", "time", "application", "num_replicas", "batch_size"] {
+            Some(Format::Pollux)
+        } else if has("gpu_milli") && has("creation_time") {
+            Some(Format::Alibaba)
+        } else {
+            None
+        }
+    }
+}
+
+pub(crate) struct Cx<'a> {
+    file: &'a str,
+    line: u64,
+}
+
+impl Cx<'_> {
+    pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> TraceError {
+        TraceError::Row { file: self.file.to_string(), line: self.line, field: field.to_string(), message: message.into() }
+    }
+    fn s<'r>(&self, rec: &'r StringRecord, i: usize, field: &str) -> Result<&'r str, TraceError> {
+        rec.get(i).map(str::trim).ok_or_else(|| self.err(field, "missing"))
+    }
+    fn f(&self, rec: &StringRecord, i: usize, field: &str) -> Result<f64, TraceError> {
+        let v = self.s(rec, i, field)?;
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            _ => Err(self.err(field, format!("'{v}' is not a non-negative number"))),
+        }
+    }
+    fn secs(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
+        let x = self.f(rec, i, field)?;
+        apiary_model::time::secs_f64(x).ok_or_else(|| self.err(field, "out of range"))
+    }
+    fn millis(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
+        let x = self.f(rec, i, field)?;
+        if x > 1e17 {
+            return Err(self.err(field, "out of range"));
+        }
+        Ok(x.round() as Time)
+    }
+    fn u(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u64, TraceError> {
+        let v = self.s(rec, i, field)?;
+        v.parse::<u64>()
+            .or_else(|_| v.parse::<f64>().ok().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1e18).map(|x| x as u64).ok_or(()))
+            .map_err(|_| self.err(field, format!("'{v}' is not a non-negative integer")))
+    }
+    fn gpus(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
+        let g = self.u(rec, i, field)?;
+        if g > 1_000_000 {
+            return Err(self.err(field, format!("{g} GPUs is out of range")));
+        }
+        Ok(g as u32)
+    }
+    fn opt(&self, rec: &StringRecord, i: Option<usize>) -> Option<String> {
+        i.and_then(|i| rec.get(i)).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+    }
+}
+
+fn col(h: &StringRecord, name: &str, file: &str) -> Result<usize, TraceError> {
+    h.iter().position(|c| c.trim() == name).ok_or_else(|| TraceError::Row {
+        file: file.to_string(),
+        line: 1,
+        field: name.to_string(),
+        message: "column missing from the header".into(),
+    })
+}
+fn ocol(h: &StringRecord, name: &str) -> Option<usize> {
+    h.iter().position(|c| c.trim() == name)
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn parse_datetime(s: &str) -> Option<i64> {
+    let (date, time) = s.trim().split_once(' ')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, mo, da) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':').map(|x| x.parse::<i64>().ok());
+    let (h, mi, se) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 || d.next().is_some() {
+        return None;
+    }
+    Some(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
+}
+
+pub(crate) enum Row {
+    Job(Job),
+    Excluded(&'static str),
+}
+
+pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
+    let file = path.display().to_string();
+    let format = match opts.format {
+        Some(f) => f,
+        None => {
+            let first = first_line(path)?;
+            Format::detect(&first).ok_or_else(|| TraceError::UnknownFormat {
+                file: file.clone(),
+                first_line: first.chars().take(100).collect(),
+                known: Format::names(),
+            })?
+        }
+    };
+    if format == Format::Pollux {
+        return Err(TraceError::Missing {
+            file,
+            message: "Pollux workloads carry no job duration: Pollux derives each job's work from its \
+                      per-application goodput model, which apiary does not implement yet (see the README's \
+                      'not done yet')"
+                .into(),
+        });
+    }
+    if format == Format::Jsonl {
+        return crate::canonical::read_jsonl(path, opts);
+    }
+    let tab = matches!(format, Format::Gavel | Format::Gavel10);
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(!tab)
+        .delimiter(if tab { b'\t' } else { b',' })
+        .flexible(true)
+        .quoting(!tab)
+        .from_reader(open(path)?);
+    let headers = if tab { StringRecord::new() } else {
+        rdr.headers().map_err(|e| TraceError::Row { file: file.clone(), line: 1, field: "header".into(), message: e.to_string() })?.clone()
+    };
+    let mut parser = make_parser(format, &headers, &file, path, opts)?;
+    let mut jobs = Vec::new();
+    let mut skipped = 0;
+    let mut first_skip = None;
+    let mut excluded: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut rec = StringRecord::new();
+    let mut line = if tab { 0 } else { 1 };
+    let expected = if tab { 0 } else { headers.len() };
+    loop {
+        let more = rdr.read_record(&mut rec).map_err(|e| TraceError::Row {
+            file: file.clone(),
+            line: e.position().map_or(line + 1, |p| p.line()),
+            field: "record".into(),
+            message: e.to_string(),
+        });
+        let more = match more {
+            Ok(m) => m,
+            Err(e) if opts.skip_bad_rows => {
+                skipped += 1;
+                first_skip.get_or_insert(e.to_string());
+                line += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if !more {
+            break;
+        }
+        line = rec.position().map_or(line + 1, |p| p.line());
+        if rec.iter().all(|f| f.trim().is_empty()) {
+            continue;
+        }
+        let cx = Cx { file: &file, line };
+        let res = if expected > 0 && rec.len() != expected {
+            Err(cx.err("record", format!("expected {expected} fields, found {}", rec.len())))
+        } else {
+            parser(&cx, &rec)
+        };
+        match res {
+            Ok(Row::Job(j)) => jobs.push(j),
+            Ok(Row::Excluded(why)) => *excluded.entry(why).or_default() += 1,
+            Err(e) if opts.skip_bad_rows => {
+                skipped += 1;
+                first_skip.get_or_insert(e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if format == Format::Philly {
+        // Philly times are wall-clock dates: start the trace at its first submission.
+        if let Some(min) = jobs.iter().map(|j| j.submit).min() {
+            for j in &mut jobs {
+                j.submit -= min;
+            }
+        }
+    }
+    jobs.sort_by_key(|j| j.submit);
+    Ok(Trace { jobs, format, skipped, first_skip, excluded: excluded.into_iter().map(|(k, v)| (k.to_string(), v)).collect() })
+}
+
+type Parser = Box<dyn FnMut(&Cx<'_>, &StringRecord) -> Result<Row, TraceError>>;
+
+fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: &ReadOptions) -> Result<Parser, TraceError> {
+    let c = |n: &str| col(h, n, file);
+    Ok(match format {
+        Format::Apiary => crate::canonical::csv_parser(h, file)?,
+        Format::Philly => {
+            let (ts, du, ng, cl) = (c("timestamp")?, c("duration")?, c("num_gpus")?, c("cluster")?);
+            Box::new(move |cx, r| {
+                let t = parse_datetime(cx.s(r, ts, "timestamp")?)
+                    .filter(|t| *t >= 0)
+                    .ok_or_else(|| cx.err("timestamp", "expected YYYY-MM-DD HH:MM:SS"))?;
+                let mut j = Job::new(format!("{}", cx.line - 1), t as Time * 1000, cx.gpus(r, ng, "num_gpus")?, cx.secs(r, du, "duration")?);
+                j.vc = cx.opt(r, Some(cl));
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Itp | Format::ItpElasticflow => {
+            let (id, st, du, ng) = (c("job_id")?, c("submission_time")?, c("duration")?, c("num_gpu")?);
+            let (it, mo, dl, bs) = (ocol(h, "num_iteration"), ocol(h, "model_name"), ocol(h, "deadline"), ocol(h, "batch_size"));
+            Box::new(move |cx, r| {
+                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submission_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
+                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "num_iteration")?) }
+                j.model = cx.opt(r, mo);
+                if let Some(i) = dl { j.deadline = Some(cx.secs(r, i, "deadline")?) }
+                if let Some(i) = bs { j.batch_size = Some(cx.u(r, i, "batch_size")? as u32) }
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Elasticflow => {
+            let (id, st, ng, du, dl) = (c("job_id")?, c("submit_time")?, c("num_gpu")?, c("duration")?, c("ddl")?);
+            let it = ocol(h, "iteration").or(ocol(h, "real_iteration"));
+            let (mo, bs, be) = (ocol(h, "model_name"), ocol(h, "batch_size"), ocol(h, "best_effort"));
+            Box::new(move |cx, r| {
+                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
+                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "iteration")?) }
+                j.model = cx.opt(r, mo);
+                if let Some(i) = bs { j.batch_size = Some(cx.u(r, i, "batch_size")? as u32) }
+                let best_effort = match be { Some(i) => cx.u(r, i, "best_effort")? == 1, None => false };
+                if !best_effort {
+                    j.deadline = Some(cx.secs(r, dl, "ddl")?);
+                }
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Muri => {
+            let factor = opts.muri_itertime_factor.unwrap_or(1.015);
+            let (id, ng, st, it, mo, bs, itt) = (c("job_id")?, c("num_gpu")?, c("submit_time")?, c("iterations")?, c("model_name")?, c("batch_size")?, c("iteration_time")?);
+            let (r0, r1, r2, pr) = (c("resource_time_0")?, c("resource_time_1")?, c("resource_time_2")?, ocol(h, "priority"));
+            Box::new(move |cx, r| {
+                let iters = cx.u(r, it, "iterations")?;
+                let t = cx.f(r, itt, "iteration_time")?;
+                let dur = iters as f64 * t * factor;
+                if dur > 1e17 {
+                    return Err(cx.err("iterations", "iterations x iteration_time out of range"));
+                }
+                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.millis(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, dur.round() as Time);
+                j.iterations = Some(iters);
+                j.model = cx.opt(r, Some(mo));
+                j.batch_size = Some(cx.u(r, bs, "batch_size")? as u32);
+                j.stages = Some(StageTimes { data: cx.f(r, r0, "resource_time_0")?, gpu: cx.f(r, r1, "resource_time_1")?, net: cx.f(r, r2, "resource_time_2")? });
+                if let Some(i) = pr { j.priority = cx.u(r, i, "priority")? as i32 }
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Tiresias => {
+            let (id, ng, st, du) = (c("job_id")?, c("num_gpu")?, c("submit_time")?, c("duration")?);
+            let (it, mo) = (ocol(h, "iterations"), ocol(h, "model_name"));
+            Box::new(move |cx, r| {
+                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
+                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "iterations")?) }
+                j.model = cx.opt(r, mo);
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Alibaba => {
+            let (nm, ng, gm, spec, ct, dt, stt) = (c("name")?, c("num_gpu")?, c("gpu_milli")?, c("gpu_spec")?, c("creation_time")?, c("deletion_time")?, c("scheduled_time")?);
+            let qos = ocol(h, "qos");
+            Box::new(move |cx, r| {
+                let g = cx.gpus(r, ng, "num_gpu")?;
+                let milli = cx.u(r, gm, "gpu_milli")?;
+                if g == 0 {
+                    return Ok(Row::Excluded("CPU-only pod (num_gpu = 0)"));
+                }
+                let (c0, d0, s0) = (cx.u(r, ct, "creation_time")?, cx.u(r, dt, "deletion_time")?, cx.u(r, stt, "scheduled_time")?);
+                if d0 < s0 {
+                    return Err(cx.err("deletion_time", format!("{d0} is before scheduled_time {s0}")));
+                }
+                if s0 == 0 && c0 > 0 {
+                    return Ok(Row::Excluded("never scheduled (scheduled_time = 0)"));
+                }
+                let mut j = Job::new(cx.s(r, nm, "name")?, c0 * 1000, g, (d0 - s0) * 1000);
+                j.gpu_type = cx.opt(r, Some(spec)).map(|s| s.split('|').next().unwrap_or("").to_string());
+                if milli > 0 && milli < 1000 {
+                    // Fractional pods take one whole GPU here; GPU sharing is a later model.
+                    j.model = Some(format!("shared-{milli}m"));
+                }
+                j.priority = match cx.opt(r, qos).as_deref() { Some("LS") | Some("Guaranteed") => 1, _ => 0 };
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Gavel | Format::Gavel10 => {
+            let table = gavel_table(path, file, opts)?;
+            let ten = format == Format::Gavel10;
+            let (ty, steps, sf, at) = if ten { (0, 5, 6, 9) } else { (0, 4, 6, 5) };
+            let worker = opts.gavel_worker.clone().unwrap_or_else(|| "v100".into());
+            let mut n = 0u64;
+            Box::new(move |cx, r| {
+                let want = if ten { 10 } else { 7 };
+                if r.len() != want {
+                    return Err(cx.err("record", format!("expected {want} tab-separated fields, found {}", r.len())));
+                }
+                let jt = cx.s(r, ty, "job_type")?;
+                let s = cx.u(r, steps, "total_steps")?;
+                let g = cx.gpus(r, sf, "scale_factor")?;
+                let tput = table.get(&(worker.clone(), jt.to_string(), g)).copied().ok_or_else(|| {
+                    cx.err("job_type", format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"))
+                })?;
+                let dur = s as f64 / tput * 1000.0;
+                if !dur.is_finite() || dur > 1e17 {
+                    return Err(cx.err("total_steps", "duration out of range"));
+                }
+                let mut j = Job::new(format!("{n}"), cx.secs(r, at, "arrival_time")?, g, dur.round() as Time);
+                n += 1;
+                j.iterations = Some(s);
+                j.model = Some(jt.to_string());
+                if ten {
+                    j.priority = cx.f(r, 7, "priority_weight")?.round() as i32;
+                }
+                Ok(Row::Job(j))
+            })
+        }
+        Format::Jsonl | Format::Pollux => unreachable!("handled before"),
+    })
+}
+
+fn gavel_table(path: &Path, file: &str, opts: &ReadOptions) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
+    let found = opts.gavel_throughputs.clone().or_else(|| {
+        // Beside a `traces/` tree laid out like ../shared/traces.
+        let mut dir: Option<PathBuf> = path.parent().map(Path::to_path_buf);
+        while let Some(d) = dir {
+            let cand = d.join("peers/gavel/simulation_throughputs.json");
+            if cand.is_file() {
+                return Some(cand);
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        None
+    });
+    let Some(tp) = found else {
+        return Err(TraceError::Missing {
+            file: file.into(),
+            message: "Gavel traces give work in steps; pass --gavel-throughputs simulation_throughputs.json".into(),
+        });
+    };
+    let text = std::fs::read_to_string(&tp).map_err(|e| TraceError::Io { file: tp.display().to_string(), source: e })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| TraceError::Row {
+        file: tp.display().to_string(),
+        line: e.line() as u64,
+        field: "json".into(),
+        message: e.to_string(),
+    })?;
+    let mut out = BTreeMap::new();
+    if let Some(workers) = v.as_object() {
+        for (w, entries) in workers {
+            let Some(entries) = entries.as_object() else { continue };
+            for (k, e) in entries {
+                // Keys look like "('ResNet-18 (batch size 32)', 1)".
+                let Some(inner) = k.strip_prefix("('").and_then(|s| s.strip_suffix(')')) else { continue };
+                let Some((jt, sf)) = inner.rsplit_once("', ") else { continue };
+                let (Ok(sf), Some(t)) = (sf.trim().parse::<u32>(), e.get("null").and_then(|x| x.as_f64())) else { continue };
+                if t > 0.0 {
+                    out.insert((w.clone(), jt.to_string(), sf), t);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn detects_headers() {
+        assert_eq!(Format::detect("timestamp,duration,num_gpus,gpu_time,cluster"), Some(Format::Philly));
+        assert_eq!(Format::detect("job_id,submission_time,duration,num_gpu"), Some(Format::Itp));
+        assert_eq!(Format::detect("job_id,num_gpu,submit_time,iterations,model_name,duration,interval"), Some(Format::Tiresias));
+        assert_eq!(Format::detect("a\tb\tc\td\te\tf\tg"), Some(Format::Gavel));
+        assert_eq!(Format::detect("hello,world"), None);
+    }
+    #[test]
+    fn civil_dates() {
+        assert_eq!(parse_datetime("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(parse_datetime("2017-10-09 07:01:55"), Some(1_507_532_515));
+        assert_eq!(parse_datetime("2017-13-09 07:01:55"), None);
+        assert_eq!(parse_datetime("yesterday"), None);
+    }
+}
