@@ -1,1 +1,461 @@
-fn main() {}
+//! The `apiary` command: simulate and compare scheduling policies on real GPU-cluster
+//! traces, inspect and convert traces, show clusters and list policies.
+//!
+//! This is the only crate that uses `anyhow`, draws progress bars or touches the
+//! terminal; everything it does is a thin layer over the library crates.
+
+use anyhow::{Context, Result, bail};
+use apiary_model::{Cluster, ClusterSpec, Job, RunOutcome, fmt_duration};
+use apiary_policy::{Params, registry};
+use apiary_report::{Percentile, Summary};
+use apiary_sim::{Config, DurationModel, Mode};
+use apiary_trace::{Format, ReadOptions};
+use clap::{Args, Parser, Subcommand};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const SAMPLE_TRACE: &str = "testdata/traces/philly-sample.csv";
+const SAMPLE_TRACE_BYTES: &[u8] = include_bytes!("../../../testdata/traces/philly-sample.csv");
+
+#[derive(Parser)]
+#[command(name = "apiary", version, about = "A GPU-cluster scheduler and deterministic trace-driven simulator for deep-learning workloads")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Replay a trace on a cluster under one policy (no arguments: a committed Philly sample).
+    Simulate(SimArgs),
+    /// Run several policies on one trace; print a side-by-side table and write an HTML report.
+    Compare(CompareArgs),
+    /// List the built-in policies and their parameters.
+    Policies,
+    /// Cluster descriptions.
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
+    },
+    /// Inspect, convert and generate traces.
+    Trace {
+        #[command(subcommand)]
+        cmd: TraceCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCmd {
+    /// Print a cluster (a preset such as n8g8, philly, itp; a .toml spec; or a peer .csv spec).
+    Show {
+        /// Preset name or file.
+        cluster: String,
+        /// Print the TOML spec instead of the tree.
+        #[arg(long)]
+        toml: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Job count, time span, GPU-count histogram and GPU-hours.
+    Info {
+        /// Trace file.
+        file: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// Write a trace in apiary's canonical CSV (or JSON lines).
+    Convert {
+        /// Trace file.
+        file: PathBuf,
+        /// Output file (`-` for stdout).
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Write JSON lines instead of CSV.
+        #[arg(long)]
+        jsonl: bool,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+    /// Generate a Philly-calibrated synthetic trace.
+    Synth {
+        /// Number of jobs.
+        #[arg(long, default_value_t = 10_000)]
+        jobs: usize,
+        /// GPUs of the target cluster (sets the arrival rate).
+        #[arg(long, default_value_t = 2816)]
+        gpus: u32,
+        /// Offered load (GPU-time demanded ÷ capacity); Philly's own is 0.133.
+        #[arg(long, default_value_t = apiary_trace::synth::PHILLY_LOAD)]
+        load: f64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file (`-` for stdout).
+        #[arg(long, short)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Args, Clone)]
+struct ReadArgs {
+    /// Trace format (detected from the header when omitted).
+    #[arg(long)]
+    format: Option<String>,
+    /// Skip malformed rows (and report how many) instead of failing.
+    #[arg(long)]
+    skip_bad_rows: bool,
+    /// Gavel throughput table for Gavel traces.
+    #[arg(long)]
+    gavel_throughputs: Option<PathBuf>,
+    /// Muri's iteration-time scale on load (its simulator uses 1.015).
+    #[arg(long)]
+    muri_itertime_factor: Option<f64>,
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// Trace file (default: the committed Philly sample).
+    #[arg(long, short)]
+    trace: Option<PathBuf>,
+    /// Cluster: preset (nNgG, philly, itp), .toml or peer .csv spec.
+    #[arg(long, short, default_value = "n64g8")]
+    cluster: String,
+    /// Policy parameter, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Scheduling mode: `event` or `slot:SECONDS`.
+    #[arg(long, default_value = "event")]
+    mode: String,
+    /// Seconds a job loses when it resumes after a preemption.
+    #[arg(long, default_value_t = 0.0)]
+    restart_overhead: f64,
+    /// Artifact quirk: charge every running job its model's restart overhead at every
+    /// event (Muri's simulator and its baselines).
+    #[arg(long)]
+    per_event_overhead: bool,
+    /// Percentile definition: `nearest` (nearest rank) or `floor` (Muri's calc.py).
+    #[arg(long, default_value = "nearest")]
+    percentile: String,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Directory for jobs.csv, summary.json (and report.html for compare).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// No progress bar or timing lines.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+#[derive(Args)]
+struct SimArgs {
+    /// Policy (see `apiary policies`).
+    #[arg(long, short, default_value = "tiresias")]
+    policy: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Comma-separated policies.
+    #[arg(long, short, default_value = "fifo,sjf,srtf,srsf,tiresias")]
+    policies: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Simulate(a) => simulate(a),
+        Cmd::Compare(a) => compare(a),
+        Cmd::Policies => {
+            policies();
+            Ok(())
+        }
+        Cmd::Cluster { cmd: ClusterCmd::Show { cluster, toml } } => load_cluster(&cluster).map(|(spec, c)| {
+            if toml { print!("{}", spec.to_toml()) } else { print!("{}", c.describe()) }
+        }),
+        Cmd::Trace { cmd } => trace_cmd(cmd),
+    };
+    if let Err(e) = res {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn policies() {
+    for s in registry::BUILTIN {
+        println!("{:<18} {}", s.name, s.about);
+        for p in s.params {
+            println!("    {:<16} {:<14} {}", p.key, format!("[{}]", p.default), p.about);
+        }
+    }
+}
+
+fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
+    let p = Path::new(name);
+    let spec = if p.is_file() {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?;
+        if name.ends_with(".csv") { ClusterSpec::from_peer_csv_str(&text, name)? } else { ClusterSpec::from_toml_str(&text, name)? }
+    } else {
+        ClusterSpec::preset(name)?
+    };
+    let c = spec.build()?;
+    Ok((spec, c))
+}
+
+fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
+    let format = match &a.format {
+        None => None,
+        Some(f) => Some(Format::parse(f).with_context(|| format!("unknown --format '{f}' (one of: {})", Format::names()))?),
+    };
+    Ok(ReadOptions {
+        format,
+        skip_bad_rows: a.skip_bad_rows,
+        gavel_throughputs: a.gavel_throughputs.clone(),
+        gavel_worker: None,
+        muri_itertime_factor: a.muri_itertime_factor,
+    })
+}
+
+fn load_trace(path: Option<&Path>, a: &ReadArgs, quiet: bool) -> Result<(String, Vec<Job>)> {
+    let (name, trace) = match path {
+        Some(p) => (p.display().to_string(), apiary_trace::read(p, &read_opts(a)?)?),
+        None => {
+            // The committed sample, embedded so the default run works from any directory.
+            let dir = std::env::temp_dir().join(format!("apiary-sample-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let f = dir.join("philly-sample.csv");
+            std::fs::write(&f, SAMPLE_TRACE_BYTES)?;
+            let t = apiary_trace::read(&f, &read_opts(a)?);
+            let _ = std::fs::remove_dir_all(&dir);
+            (format!("{SAMPLE_TRACE} (3,000 Philly jobs, CC-BY-4.0, see testdata/traces/README.md)"), t?)
+        }
+    };
+    if trace.skipped > 0 {
+        eprintln!("warning: skipped {} malformed rows of {name}; first: {}", trace.skipped, trace.first_skip.as_deref().unwrap_or(""));
+    }
+    for (why, n) in &trace.excluded {
+        if !quiet {
+            eprintln!("note: {n} rows of {name} are not jobs here: {why}");
+        }
+    }
+    Ok((name, trace.jobs))
+}
+
+fn config(a: &RunArgs) -> Result<Config> {
+    let mode = match a.mode.as_str() {
+        "event" => Mode::EventDriven,
+        m => match m.strip_prefix("slot:").and_then(|s| s.parse::<f64>().ok()) {
+            Some(s) if s > 0.0 => Mode::Slotted((s * 1000.0).round() as u64),
+            _ => bail!("--mode must be 'event' or 'slot:SECONDS' (got '{m}')"),
+        },
+    };
+    if !(a.restart_overhead.is_finite() && a.restart_overhead >= 0.0) {
+        bail!("--restart-overhead must be a non-negative number of seconds");
+    }
+    Ok(Config { mode, restart_overhead: (a.restart_overhead * 1000.0).round() as u64, per_event_overhead: a.per_event_overhead, seed: a.seed })
+}
+
+fn percentile(a: &RunArgs) -> Result<Percentile> {
+    match a.percentile.as_str() {
+        "nearest" => Ok(Percentile::NearestRank),
+        "floor" => Ok(Percentile::Floor),
+        p => bail!("--percentile must be 'nearest' or 'floor' (got '{p}')"),
+    }
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn run_one(policy: &str, a: &RunArgs, cluster: &Cluster, jobs: Vec<Job>, cfg: &Config) -> Result<RunOutcome> {
+    let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
+    let mut p = registry::build(policy, &params)?;
+    let bar = if a.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b.set_prefix(policy.to_string());
+        b
+    };
+    let t0 = Instant::now();
+    let mut out = apiary_sim::run(cluster.clone(), jobs, p.as_mut(), &DurationModel, cfg, &mut |pr| {
+        bar.set_position(pr.finished as u64);
+        let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+    })?;
+    bar.finish_and_clear();
+    let wall = t0.elapsed().as_secs_f64();
+    out.params = params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !a.quiet {
+        eprintln!(
+            "{policy}: {} events in {:.3} s ({:.2} M events/s), {} policy passes, peak memory {}",
+            out.events,
+            wall,
+            out.events as f64 / wall.max(1e-9) / 1e6,
+            out.passes,
+            peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
+        );
+    }
+    Ok(out)
+}
+
+fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let f = |n: String| -> Result<std::io::BufWriter<std::fs::File>> {
+        let p = dir.join(n);
+        Ok(std::io::BufWriter::new(std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?))
+    };
+    apiary_report::write_jobs_csv(o, f(format!("{name}jobs.csv"))?)?;
+    apiary_report::write_summary_json(sum, o, f(format!("{name}summary.json"))?)?;
+    Ok(())
+}
+
+fn simulate(a: SimArgs) -> Result<()> {
+    let r = &a.run;
+    let (_, cluster) = load_cluster(&r.cluster)?;
+    let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
+    let cfg = config(r)?;
+    if !r.quiet && !r.json {
+        println!("trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}", jobs.len(), cluster.name, cluster.total_gpus, a.policy);
+    }
+    let out = run_one(&a.policy, r, &cluster, jobs, &cfg)?;
+    let sum = Summary::of(&out, percentile(r)?);
+    if let Some(dir) = &r.out {
+        write_outputs(dir, "", &sum, &out)?;
+    }
+    if r.json {
+        println!("{}", serde_json::to_string_pretty(&sum)?);
+    } else {
+        print!("{}", apiary_report::table(std::slice::from_ref(&sum)));
+    }
+    Ok(())
+}
+
+fn compare(a: CompareArgs) -> Result<()> {
+    let r = &a.run;
+    let (_, cluster) = load_cluster(&r.cluster)?;
+    let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
+    let cfg = config(r)?;
+    let pct = percentile(r)?;
+    let names: Vec<&str> = a.policies.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if names.is_empty() {
+        bail!("--policies is empty");
+    }
+    for n in &names {
+        if registry::find(n).is_none() {
+            bail!("unknown policy '{n}' (see `apiary policies`)");
+        }
+    }
+    if !r.quiet && !r.json {
+        println!("trace {tname}: {} jobs; cluster {}: {} GPUs", jobs.len(), cluster.name, cluster.total_gpus);
+    }
+    let mut runs = Vec::new();
+    for n in &names {
+        let out = run_one(n, r, &cluster, jobs.clone(), &cfg)?;
+        let sum = Summary::of(&out, pct);
+        runs.push((sum, out));
+    }
+    let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
+    if let Some(dir) = &r.out {
+        for (s, o) in &runs {
+            write_outputs(dir, &format!("{}-", s.policy), s, o)?;
+        }
+        let refs: Vec<(Summary, &RunOutcome)> = runs.iter().map(|(s, o)| (s.clone(), o)).collect();
+        let html = apiary_report::html_report(&format!("apiary compare: {tname} on {}", cluster.name), &refs);
+        let p = dir.join("report.html");
+        std::fs::write(&p, html).with_context(|| format!("writing {}", p.display()))?;
+        if !r.quiet {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if r.json {
+        println!("{}", serde_json::to_string_pretty(&sums)?);
+    } else {
+        print!("{}", apiary_report::table(&sums));
+    }
+    Ok(())
+}
+
+fn open_out(p: &Path) -> Result<Box<dyn Write>> {
+    if p == Path::new("-") {
+        Ok(Box::new(std::io::BufWriter::new(std::io::stdout().lock())))
+    } else {
+        Ok(Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)))
+    }
+}
+
+fn trace_cmd(cmd: TraceCmd) -> Result<()> {
+    match cmd {
+        TraceCmd::Info { file, read } => {
+            let t = apiary_trace::read(&file, &read_opts(&read)?)?;
+            let jobs = &t.jobs;
+            println!("file      {}", file.display());
+            println!("format    {}", t.format.name());
+            println!("jobs      {}", jobs.len());
+            if t.skipped > 0 {
+                println!("skipped   {} malformed rows (first: {})", t.skipped, t.first_skip.as_deref().unwrap_or(""));
+            }
+            for (why, n) in &t.excluded {
+                println!("excluded  {n} rows: {why}");
+            }
+            if let (Some(f), Some(l)) = (jobs.first(), jobs.last()) {
+                println!("span      {} (first submit {:.3} s, last {:.3} s)", fmt_duration(l.submit - f.submit), f.submit as f64 / 1e3, l.submit as f64 / 1e3);
+            }
+            let gpu_h: f64 = jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 3.6e6;
+            println!("GPU-hours {gpu_h:.1}");
+            let mut hist = std::collections::BTreeMap::<u32, usize>::new();
+            for j in jobs {
+                *hist.entry(j.gpus).or_default() += 1;
+            }
+            println!("GPUs per job:");
+            for (g, n) in hist {
+                println!("  {g:>6}  {n:>8}  {:5.1}%", 100.0 * n as f64 / jobs.len().max(1) as f64);
+            }
+            let mut d: Vec<u64> = jobs.iter().map(|j| j.duration).collect();
+            d.sort_unstable();
+            if !d.is_empty() {
+                let mean = d.iter().map(|x| *x as f64).sum::<f64>() / d.len() as f64;
+                println!("duration  median {}  mean {}  max {}", fmt_duration(d[d.len() / 2]), fmt_duration(mean as u64), fmt_duration(d[d.len() - 1]));
+            }
+            let vcs: std::collections::BTreeSet<&str> = jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
+            if !vcs.is_empty() {
+                println!("VCs       {}", vcs.len());
+            }
+            Ok(())
+        }
+        TraceCmd::Convert { file, out, jsonl, read } => {
+            let t = apiary_trace::read(&file, &read_opts(&read)?)?;
+            let w = open_out(&out)?;
+            if jsonl { apiary_trace::write_jsonl(&t.jobs, w)? } else { apiary_trace::write_csv(&t.jobs, w)? }
+            if out != Path::new("-") {
+                eprintln!("wrote {} jobs ({} format) to {}", t.jobs.len(), t.format.name(), out.display());
+            }
+            Ok(())
+        }
+        TraceCmd::Synth { jobs, gpus, load, seed, out } => {
+            if !(load.is_finite() && load > 0.0) {
+                bail!("--load must be positive");
+            }
+            let o = apiary_trace::synth::SynthOptions { jobs, cluster_gpus: gpus, load, seed, max_gpus: gpus };
+            let js = apiary_trace::synth::generate(&o);
+            apiary_trace::write_csv(&js, open_out(&out)?)?;
+            Ok(())
+        }
+    }
+}

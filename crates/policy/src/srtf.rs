@@ -44,6 +44,25 @@ impl Policy for Srtf {
         if ctx.pending_count() == 0 {
             return;
         }
+        // When every waiting job fits in the free GPUs, the count-based pass keeps every
+        // running job and selects every pending one, whatever the order: only the
+        // pending jobs need sorting (for placement order). This is the common case on
+        // an unsaturated cluster and saves sorting all running jobs at each arrival.
+        if ctx.pending_gpu_sum() <= ctx.free_gpus() {
+            self.keyed.clear();
+            for &j in &self.active {
+                if ctx.status(j) == Status::Pending {
+                    let mut r = ctx.remaining(j);
+                    if self.service {
+                        r *= ctx.job(j).gpus as f64;
+                    }
+                    self.keyed.push((r.to_bits(), j));
+                }
+            }
+            self.keyed.sort_unstable();
+            greedy::pass(ctx, self.keyed.iter().map(|k| k.1), self.opts, &mut self.scratch);
+            return;
+        }
         // Finished jobs leave lazily: the pass touches every active job anyway.
         self.active.retain(|&j| ctx.status(j) != Status::Finished);
         self.keyed.clear();

@@ -274,6 +274,10 @@ impl World {
     pub fn min_pending_gpus(&self) -> Option<u32> {
         self.pending_gpus.keys().next().copied()
     }
+    /// GPUs wanted by all pending jobs together.
+    pub fn pending_gpu_sum(&self) -> u64 {
+        self.pending_gpus.iter().map(|(g, c)| *g as u64 * *c as u64).sum()
+    }
     /// GPUs held by running jobs.
     pub fn busy_gpus(&self) -> u64 {
         self.cluster.total_gpus as u64 - self.state.free_gpus()
@@ -356,6 +360,10 @@ impl<'a> Ctx<'a> {
     /// Number of pending jobs.
     pub fn pending_count(&self) -> usize {
         self.w.pending_count()
+    }
+    /// GPUs wanted by all pending jobs together.
+    pub fn pending_gpu_sum(&self) -> u64 {
+        self.w.pending_gpu_sum()
     }
     /// Smallest GPU demand among pending jobs.
     pub fn min_pending_gpus(&self) -> Option<u32> {

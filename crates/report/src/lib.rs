@@ -1,1 +1,236 @@
-//! tmp
+//! Metrics and reports, defined once for both drivers.
+//!
+//! [`Summary::of`] turns a [`RunOutcome`] into the numbers researchers compare: JCT
+//! mean/median/p95/p99, queueing delay, makespan, GPU utilisation, finished and
+//! unfinished counts. Where the artifacts define a metric differently, the variant is
+//! selectable ([`Percentile`]). Writers emit the per-job CSV, the summary JSON, a text
+//! table, and a self-contained HTML report with inline SVG charts.
+
+mod html;
+pub use html::html_report;
+
+use apiary_model::{RunOutcome, Time};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::Write;
+
+/// How a percentile is read off sorted values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Percentile {
+    /// Nearest rank: the value at index ⌈p·n⌉ − 1.
+    #[default]
+    NearestRank,
+    /// Muri's `calc.py`: the value at index ⌊p·n⌋.
+    Floor,
+}
+
+impl Percentile {
+    fn at(self, sorted: &[f64], p: f64) -> f64 {
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        let n = sorted.len();
+        let i = match self {
+            Percentile::NearestRank => ((p * n as f64).ceil() as usize).max(1) - 1,
+            Percentile::Floor => (p * n as f64).floor() as usize,
+        };
+        sorted[i.min(n - 1)]
+    }
+}
+
+/// Headline numbers of one run. Times in seconds.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Policy.
+    pub policy: String,
+    /// Policy parameters.
+    pub params: Vec<String>,
+    /// Cluster.
+    pub cluster: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// Jobs in the trace.
+    pub jobs: usize,
+    /// Jobs that finished.
+    pub finished: usize,
+    /// Jobs still pending or running at the end (starved or blocked).
+    pub unfinished: usize,
+    /// Jobs refused because they can never fit.
+    pub rejected: usize,
+    /// Mean JCT of finished jobs.
+    pub jct_mean: f64,
+    /// Median JCT.
+    pub jct_median: f64,
+    /// 95th percentile JCT.
+    pub jct_p95: f64,
+    /// 99th percentile JCT.
+    pub jct_p99: f64,
+    /// Mean queueing delay (first start − submit) of jobs that started.
+    pub queue_mean: f64,
+    /// Median queueing delay.
+    pub queue_median: f64,
+    /// Last finish − first submit.
+    pub makespan: f64,
+    /// Busy GPU-time ÷ (GPUs × makespan).
+    pub util_mean: f64,
+    /// Preemptions in total.
+    pub preemptions: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+fn s(ms: Time) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl Summary {
+    /// Summarises a run.
+    pub fn of(o: &RunOutcome, pct: Percentile) -> Summary {
+        let mut jct: Vec<f64> = Vec::new();
+        let mut queue: Vec<f64> = Vec::new();
+        let (mut first_submit, mut last_finish) = (Time::MAX, 0);
+        let mut rejected = 0;
+        let mut preemptions = 0u64;
+        for j in &o.jobs {
+            if j.rejected.is_some() {
+                rejected += 1;
+                continue;
+            }
+            first_submit = first_submit.min(j.submit);
+            preemptions += j.preemptions as u64;
+            if let Some(f) = j.finish {
+                jct.push(s(f - j.submit));
+                last_finish = last_finish.max(f);
+            }
+            if let Some(st) = j.first_start {
+                queue.push(s(st - j.submit));
+            }
+        }
+        jct.sort_by(f64::total_cmp);
+        queue.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let makespan = if last_finish > first_submit { last_finish - first_submit } else { 0 };
+        let util = if makespan > 0 { o.util.total_busy() / (makespan as f64 * o.total_gpus as f64) } else { 0.0 };
+        Summary {
+            policy: o.policy.clone(),
+            params: o.params.clone(),
+            cluster: o.cluster.clone(),
+            gpus: o.total_gpus,
+            jobs: o.jobs.len(),
+            finished: jct.len(),
+            unfinished: o.jobs.len() - jct.len() - rejected,
+            rejected,
+            jct_mean: mean(&jct),
+            jct_median: Percentile::NearestRank.at(&jct, 0.5),
+            jct_p95: pct.at(&jct, 0.95),
+            jct_p99: pct.at(&jct, 0.99),
+            queue_mean: mean(&queue),
+            queue_median: Percentile::NearestRank.at(&queue, 0.5),
+            makespan: s(makespan),
+            util_mean: util,
+            preemptions,
+            events: o.events,
+            seed: o.seed,
+        }
+    }
+}
+
+/// Writes one row per job.
+pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
+    writeln!(w, "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,preemptions,executed,gpu_time,status")?;
+    let opt = |x: Option<Time>| x.map(|v| format!("{:.3}", s(v))).unwrap_or_default();
+    for j in &o.jobs {
+        let status = if j.rejected.is_some() { "rejected" } else if j.finish.is_some() { "finished" } else if j.first_start.is_some() { "unfinished" } else { "never-started" };
+        let vc = j.vc.as_deref().unwrap_or("");
+        let quote = |x: &str| if x.contains([',', '"', '\n']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
+        writeln!(
+            w,
+            "{},{:.3},{},{},{},{},{},{},{},{:.3},{:.3},{}",
+            quote(&j.id),
+            s(j.submit),
+            j.gpus,
+            quote(vc),
+            opt(j.first_start),
+            opt(j.finish),
+            opt(j.finish.map(|f| f - j.submit)),
+            opt(j.first_start.map(|st| st - j.submit)),
+            j.preemptions,
+            s(j.executed),
+            j.gpu_time as f64 / 1000.0,
+            status
+        )?;
+    }
+    w.flush()
+}
+
+/// Writes the summary JSON, with the utilisation series.
+pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        #[serde(flatten)]
+        summary: &'a Summary,
+        util_bucket_s: f64,
+        util_over_time: Vec<(f64, f64)>,
+    }
+    let pts = o.util.points().into_iter().map(|(t, u)| (s(t), (u * 1e4).round() / 1e4)).collect();
+    serde_json::to_writer_pretty(&mut w, &Out { summary: sum, util_bucket_s: s(o.util.width), util_over_time: pts })?;
+    writeln!(w)?;
+    w.flush()
+}
+
+fn fmt_s(x: f64) -> String {
+    if x >= 1e6 { format!("{x:.4e}") } else { format!("{x:.1}") }
+}
+
+/// A side-by-side text table of several runs.
+pub fn table(sums: &[Summary]) -> String {
+    let rows: [(&str, fn(&Summary) -> String); 11] = [
+        ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
+        ("unfinished", |s| s.unfinished.to_string()),
+        ("rejected", |s| s.rejected.to_string()),
+        ("JCT mean (s)", |s| fmt_s(s.jct_mean)),
+        ("JCT median (s)", |s| fmt_s(s.jct_median)),
+        ("JCT p95 (s)", |s| fmt_s(s.jct_p95)),
+        ("JCT p99 (s)", |s| fmt_s(s.jct_p99)),
+        ("queueing mean (s)", |s| fmt_s(s.queue_mean)),
+        ("makespan (s)", |s| fmt_s(s.makespan)),
+        ("GPU util mean", |s| format!("{:.3}", s.util_mean)),
+        ("preemptions", |s| s.preemptions.to_string()),
+    ];
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let cells: Vec<Vec<String>> = sums.iter().map(|s| rows.iter().map(|r| (r.1)(s)).collect()).collect();
+    let col_w: Vec<usize> = sums
+        .iter()
+        .enumerate()
+        .map(|(i, s)| cells[i].iter().map(String::len).max().unwrap_or(0).max(s.policy.len()))
+        .collect();
+    let mut out = String::new();
+    let _ = write!(out, "{:label_w$}", "");
+    for (i, s) in sums.iter().enumerate() {
+        let _ = write!(out, "  {:>w$}", s.policy, w = col_w[i]);
+    }
+    out.push('\n');
+    for (r, row) in rows.iter().enumerate() {
+        let _ = write!(out, "{:label_w$}", row.0);
+        for (i, c) in cells.iter().enumerate() {
+            let _ = write!(out, "  {:>w$}", c[r], w = col_w[i]);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(Percentile::NearestRank.at(&v, 0.99), 99.0);
+        assert_eq!(Percentile::Floor.at(&v, 0.99), 100.0);
+        assert_eq!(Percentile::NearestRank.at(&v, 0.5), 50.0);
+        assert_eq!(Percentile::Floor.at(&[], 0.5), 0.0);
+    }
+}

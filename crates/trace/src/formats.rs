@@ -373,6 +373,9 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
                 if g == 0 {
                     return Ok(Row::Excluded("CPU-only pod (num_gpu = 0)"));
                 }
+                if cx.opt(r, Some(stt)).is_none() || cx.opt(r, Some(dt)).is_none() {
+                    return Ok(Row::Excluded("never scheduled or never deleted (empty scheduled_time or deletion_time)"));
+                }
                 let (c0, d0, s0) = (cx.u(r, ct, "creation_time")?, cx.u(r, dt, "deletion_time")?, cx.u(r, stt, "scheduled_time")?);
                 if d0 < s0 {
                     return Err(cx.err("deletion_time", format!("{d0} is before scheduled_time {s0}")));
@@ -404,7 +407,9 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
                 let jt = cx.s(r, ty, "job_type")?;
                 let s = cx.u(r, steps, "total_steps")?;
                 let g = cx.gpus(r, sf, "scale_factor")?;
-                let tput = table.get(&(worker.clone(), jt.to_string(), g)).copied().ok_or_else(|| {
+                // Gavel's per-VC traces draw job types at random, so some (type, scale)
+                // pairs were never measured; those fall back to the 1-GPU throughput.
+                let tput = table.get(&(worker.clone(), jt.to_string(), g)).or_else(|| table.get(&(worker.clone(), jt.to_string(), 1))).copied().ok_or_else(|| {
                     cx.err("job_type", format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"))
                 })?;
                 let dur = s as f64 / tput * 1000.0;

@@ -1,0 +1,5 @@
+//! Integration tests of the engine with real policies: data-driven scenarios from
+//! `testdata/scenarios`, invariants under random workloads, and determinism.
+
+mod props;
+mod scenarios;

@@ -1,0 +1,119 @@
+//! Invariants that must hold for every policy on any workload, and determinism.
+
+use apiary_model::{ClusterSpec, Job};
+use apiary_policy::{Ctx, JobIdx, Params, Policy, Status, registry};
+use apiary_sim::{Config, DurationModel, Mode};
+use proptest::prelude::*;
+
+/// Wraps a policy and checks the world after every decision.
+struct Checked {
+    inner: Box<dyn Policy>,
+    backfill_counting: bool,
+    violations: Vec<String>,
+}
+
+impl Policy for Checked {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.inner.on_submit(ctx, j)
+    }
+    fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.inner.on_finish(ctx, j)
+    }
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        self.inner.schedule(ctx);
+        let w = ctx.world();
+        let mut seen = vec![0u64; w.cluster.nodes.len()];
+        let mut busy = 0u64;
+        for &j in w.running() {
+            let p = &w.rt[j as usize].placement;
+            if p.gpus() != w.jobs[j as usize].gpus {
+                self.violations.push(format!("job {j} holds {} GPUs, asked {}", p.gpus(), w.jobs[j as usize].gpus));
+            }
+            for &(n, m) in &p.parts {
+                if seen[n as usize] & m != 0 {
+                    self.violations.push(format!("GPU double-booked on node {n}"));
+                }
+                seen[n as usize] |= m;
+                busy += m.count_ones() as u64;
+            }
+        }
+        if busy != w.busy_gpus() {
+            self.violations.push(format!("placements hold {busy} GPUs, state says {}", w.busy_gpus()));
+        }
+        if self.backfill_counting {
+            let free = ctx.free_gpus();
+            for (i, rt) in w.rt.iter().enumerate() {
+                if rt.status == Status::Pending && (w.jobs[i].gpus as u64) <= free {
+                    self.violations.push(format!("job {i} ({} GPUs) waits while {free} GPUs are idle", w.jobs[i].gpus));
+                }
+            }
+        }
+    }
+}
+
+fn workload() -> impl Strategy<Value = Vec<(u64, u32, u64)>> {
+    proptest::collection::vec((0u64..500, prop_oneof![Just(1u32), Just(2), Just(4), Just(8)], 1u64..300), 1..40)
+}
+
+fn run(policy: &str, params: &[&str], cluster: &str, w: &[(u64, u32, u64)], backfill_counting: bool, slot: Option<u64>) -> (apiary_model::RunOutcome, Vec<String>) {
+    let mut jobs: Vec<Job> = w.iter().enumerate().map(|(i, &(s, g, d))| Job::new(format!("{i}"), s * 1000, g, d * 1000)).collect();
+    jobs.sort_by_key(|j| j.submit);
+    let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
+    let mut p = Checked { inner: registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap()).unwrap(), backfill_counting, violations: Vec::new() };
+    let cfg = Config { mode: slot.map_or(Mode::EventDriven, Mode::Slotted), ..Config::default() };
+    let out = apiary_sim::run(c, jobs, &mut p, &DurationModel, &cfg, &mut |_| {}).unwrap();
+    (out, p.violations)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_policy_keeps_invariants_and_finishes_everything(w in workload()) {
+        for spec in registry::BUILTIN {
+            for cluster in ["n2g4", "n2g8"] {
+                let (out, v) = run(spec.name, &[], cluster, &w, false, None);
+                prop_assert!(v.is_empty(), "{} on {cluster}: {:?}", spec.name, v);
+                for j in &out.jobs {
+                    prop_assert!(j.finish.is_some(), "{} on {cluster}: job {} never finished", spec.name, j.id);
+                    let f = j.finish.unwrap();
+                    prop_assert!(f >= j.submit + j.duration, "{}: job {} finished early", spec.name, j.id);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn backfilling_leaves_no_fitting_job_waiting(w in workload()) {
+        for (p, params) in [("fifo", &["backfill=true", "placement=counting"][..]), ("sjf", &["backfill=true", "placement=counting"][..]), ("srtf", &["placement=counting"][..]), ("srsf", &["placement=counting"][..]), ("tiresias", &[][..])] {
+            let (_, v) = run(p, params, "n2g8", &w, true, None);
+            prop_assert!(v.is_empty(), "{p}: {:?}", v);
+        }
+    }
+
+    #[test]
+    fn slotted_mode_keeps_invariants(w in workload()) {
+        let (out, v) = run("tiresias", &[], "n2g4", &w, false, Some(60_000));
+        prop_assert!(v.is_empty(), "{:?}", v);
+        prop_assert!(out.jobs.iter().all(|j| j.first_start.is_none_or(|s| s % 60_000 == 0)));
+    }
+}
+
+#[test]
+fn same_input_same_output() {
+    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/traces/philly-sample.csv");
+    let t = apiary_trace::read(&trace, &Default::default()).unwrap();
+    let go = |policy: &str| {
+        let c = ClusterSpec::preset("n16g8").unwrap().build().unwrap();
+        let mut p = registry::build(policy, &Params::default()).unwrap();
+        let cfg = Config { per_event_overhead: true, restart_overhead: 3000, ..Config::default() };
+        let out = apiary_sim::run(c, t.jobs.clone(), p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+        format!("{:?}|{:?}|{}", out.jobs, out.util, out.events)
+    };
+    for p in ["srtf", "tiresias", "tiresias-gittins", "fifo"] {
+        assert_eq!(go(p), go(p), "{p} is not deterministic");
+    }
+}
