@@ -19,7 +19,11 @@ const SAMPLE_TRACE: &str = "testdata/traces/philly-sample.csv";
 const SAMPLE_TRACE_BYTES: &[u8] = include_bytes!("../../../testdata/traces/philly-sample.csv");
 
 #[derive(Parser)]
-#[command(name = "apiary", version, about = "A GPU-cluster scheduler and deterministic trace-driven simulator for deep-learning workloads")]
+#[command(
+    name = "apiary",
+    version,
+    about = "A GPU-cluster scheduler and deterministic trace-driven simulator for deep-learning workloads"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -182,8 +186,14 @@ fn main() {
             policies();
             Ok(())
         }
-        Cmd::Cluster { cmd: ClusterCmd::Show { cluster, toml } } => load_cluster(&cluster).map(|(spec, c)| {
-            if toml { print!("{}", spec.to_toml()) } else { print!("{}", c.describe()) }
+        Cmd::Cluster {
+            cmd: ClusterCmd::Show { cluster, toml },
+        } => load_cluster(&cluster).map(|(spec, c)| {
+            if toml {
+                print!("{}", spec.to_toml())
+            } else {
+                print!("{}", c.describe())
+            }
         }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
     };
@@ -197,7 +207,12 @@ fn policies() {
     for s in registry::BUILTIN {
         println!("{:<18} {}", s.name, s.about);
         for p in s.params {
-            println!("    {:<16} {:<14} {}", p.key, format!("[{}]", p.default), p.about);
+            println!(
+                "    {:<16} {:<14} {}",
+                p.key,
+                format!("[{}]", p.default),
+                p.about
+            );
         }
     }
 }
@@ -206,7 +221,11 @@ fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
     let p = Path::new(name);
     let spec = if p.is_file() {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?;
-        if name.ends_with(".csv") { ClusterSpec::from_peer_csv_str(&text, name)? } else { ClusterSpec::from_toml_str(&text, name)? }
+        if name.ends_with(".csv") {
+            ClusterSpec::from_peer_csv_str(&text, name)?
+        } else {
+            ClusterSpec::from_toml_str(&text, name)?
+        }
     } else {
         ClusterSpec::preset(name)?
     };
@@ -217,7 +236,10 @@ fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
 fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
     let format = match &a.format {
         None => None,
-        Some(f) => Some(Format::parse(f).with_context(|| format!("unknown --format '{f}' (one of: {})", Format::names()))?),
+        Some(f) => Some(
+            Format::parse(f)
+                .with_context(|| format!("unknown --format '{f}' (one of: {})", Format::names()))?,
+        ),
     };
     Ok(ReadOptions {
         format,
@@ -230,7 +252,10 @@ fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
 
 fn load_trace(path: Option<&Path>, a: &ReadArgs, quiet: bool) -> Result<(String, Vec<Job>)> {
     let (name, trace) = match path {
-        Some(p) => (p.display().to_string(), apiary_trace::read(p, &read_opts(a)?)?),
+        Some(p) => (
+            p.display().to_string(),
+            apiary_trace::read(p, &read_opts(a)?)?,
+        ),
         None => {
             // The committed sample, embedded so the default run works from any directory.
             let dir = std::env::temp_dir().join(format!("apiary-sample-{}", std::process::id()));
@@ -239,11 +264,20 @@ fn load_trace(path: Option<&Path>, a: &ReadArgs, quiet: bool) -> Result<(String,
             std::fs::write(&f, SAMPLE_TRACE_BYTES)?;
             let t = apiary_trace::read(&f, &read_opts(a)?);
             let _ = std::fs::remove_dir_all(&dir);
-            (format!("{SAMPLE_TRACE} (3,000 Philly jobs, CC-BY-4.0, see testdata/traces/README.md)"), t?)
+            (
+                format!(
+                    "{SAMPLE_TRACE} (3,000 Philly jobs, CC-BY-4.0, see testdata/traces/README.md)"
+                ),
+                t?,
+            )
         }
     };
     if trace.skipped > 0 {
-        eprintln!("warning: skipped {} malformed rows of {name}; first: {}", trace.skipped, trace.first_skip.as_deref().unwrap_or(""));
+        eprintln!(
+            "warning: skipped {} malformed rows of {name}; first: {}",
+            trace.skipped,
+            trace.first_skip.as_deref().unwrap_or("")
+        );
     }
     for (why, n) in &trace.excluded {
         if !quiet {
@@ -264,7 +298,12 @@ fn config(a: &RunArgs) -> Result<Config> {
     if !(a.restart_overhead.is_finite() && a.restart_overhead >= 0.0) {
         bail!("--restart-overhead must be a non-negative number of seconds");
     }
-    Ok(Config { mode, restart_overhead: (a.restart_overhead * 1000.0).round() as u64, per_event_overhead: a.per_event_overhead, seed: a.seed })
+    Ok(Config {
+        mode,
+        restart_overhead: (a.restart_overhead * 1000.0).round() as u64,
+        per_event_overhead: a.per_event_overhead,
+        seed: a.seed,
+    })
 }
 
 fn percentile(a: &RunArgs) -> Result<Percentile> {
@@ -282,23 +321,41 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn run_one(policy: &str, a: &RunArgs, cluster: &Cluster, jobs: Vec<Job>, cfg: &Config) -> Result<RunOutcome> {
+fn run_one(
+    policy: &str,
+    a: &RunArgs,
+    cluster: &Cluster,
+    jobs: Vec<Job>,
+    cfg: &Config,
+) -> Result<RunOutcome> {
     let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
     let mut p = registry::build(policy, &params)?;
     let bar = if a.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {
         let b = indicatif::ProgressBar::new(jobs.len() as u64);
-        b.set_style(indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
         b.set_prefix(policy.to_string());
         b
     };
     let t0 = Instant::now();
-    let mut out = apiary_sim::run(cluster.clone(), jobs, p.as_mut(), &DurationModel, cfg, &mut |pr| {
-        bar.set_position(pr.finished as u64);
-        let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-        bar.set_message(format!("{:.2} M events/s", rate / 1e6));
-    })?;
+    let mut out = apiary_sim::run(
+        cluster.clone(),
+        jobs,
+        p.as_mut(),
+        &DurationModel,
+        cfg,
+        &mut |pr| {
+            bar.set_position(pr.finished as u64);
+            let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+        },
+    )?;
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     out.params = params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -319,7 +376,9 @@ fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Resul
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let f = |n: String| -> Result<std::io::BufWriter<std::fs::File>> {
         let p = dir.join(n);
-        Ok(std::io::BufWriter::new(std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?))
+        Ok(std::io::BufWriter::new(
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
+        ))
     };
     apiary_report::write_jobs_csv(o, f(format!("{name}jobs.csv"))?)?;
     apiary_report::write_summary_json(sum, o, f(format!("{name}summary.json"))?)?;
@@ -332,7 +391,13 @@ fn simulate(a: SimArgs) -> Result<()> {
     let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
     let cfg = config(r)?;
     if !r.quiet && !r.json {
-        println!("trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}", jobs.len(), cluster.name, cluster.total_gpus, a.policy);
+        println!(
+            "trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}",
+            jobs.len(),
+            cluster.name,
+            cluster.total_gpus,
+            a.policy
+        );
     }
     let out = run_one(&a.policy, r, &cluster, jobs, &cfg)?;
     let sum = Summary::of(&out, percentile(r)?);
@@ -353,7 +418,12 @@ fn compare(a: CompareArgs) -> Result<()> {
     let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
     let cfg = config(r)?;
     let pct = percentile(r)?;
-    let names: Vec<&str> = a.policies.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let names: Vec<&str> = a
+        .policies
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if names.is_empty() {
         bail!("--policies is empty");
     }
@@ -363,7 +433,12 @@ fn compare(a: CompareArgs) -> Result<()> {
         }
     }
     if !r.quiet && !r.json {
-        println!("trace {tname}: {} jobs; cluster {}: {} GPUs", jobs.len(), cluster.name, cluster.total_gpus);
+        println!(
+            "trace {tname}: {} jobs; cluster {}: {} GPUs",
+            jobs.len(),
+            cluster.name,
+            cluster.total_gpus
+        );
     }
     let mut runs = Vec::new();
     for n in &names {
@@ -377,7 +452,10 @@ fn compare(a: CompareArgs) -> Result<()> {
             write_outputs(dir, &format!("{}-", s.policy), s, o)?;
         }
         let refs: Vec<(Summary, &RunOutcome)> = runs.iter().map(|(s, o)| (s.clone(), o)).collect();
-        let html = apiary_report::html_report(&format!("apiary compare: {tname} on {}", cluster.name), &refs);
+        let html = apiary_report::html_report(
+            &format!("apiary compare: {tname} on {}", cluster.name),
+            &refs,
+        );
         let p = dir.join("report.html");
         std::fs::write(&p, html).with_context(|| format!("writing {}", p.display()))?;
         if !r.quiet {
@@ -396,7 +474,9 @@ fn open_out(p: &Path) -> Result<Box<dyn Write>> {
     if p == Path::new("-") {
         Ok(Box::new(std::io::BufWriter::new(std::io::stdout().lock())))
     } else {
-        Ok(Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)))
+        Ok(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )))
     }
 }
 
@@ -409,13 +489,22 @@ fn trace_cmd(cmd: TraceCmd) -> Result<()> {
             println!("format    {}", t.format.name());
             println!("jobs      {}", jobs.len());
             if t.skipped > 0 {
-                println!("skipped   {} malformed rows (first: {})", t.skipped, t.first_skip.as_deref().unwrap_or(""));
+                println!(
+                    "skipped   {} malformed rows (first: {})",
+                    t.skipped,
+                    t.first_skip.as_deref().unwrap_or("")
+                );
             }
             for (why, n) in &t.excluded {
                 println!("excluded  {n} rows: {why}");
             }
             if let (Some(f), Some(l)) = (jobs.first(), jobs.last()) {
-                println!("span      {} (first submit {:.3} s, last {:.3} s)", fmt_duration(l.submit - f.submit), f.submit as f64 / 1e3, l.submit as f64 / 1e3);
+                println!(
+                    "span      {} (first submit {:.3} s, last {:.3} s)",
+                    fmt_duration(l.submit - f.submit),
+                    f.submit as f64 / 1e3,
+                    l.submit as f64 / 1e3
+                );
             }
             let gpu_h: f64 = jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 3.6e6;
             println!("GPU-hours {gpu_h:.1}");
@@ -425,34 +514,69 @@ fn trace_cmd(cmd: TraceCmd) -> Result<()> {
             }
             println!("GPUs per job:");
             for (g, n) in hist {
-                println!("  {g:>6}  {n:>8}  {:5.1}%", 100.0 * n as f64 / jobs.len().max(1) as f64);
+                println!(
+                    "  {g:>6}  {n:>8}  {:5.1}%",
+                    100.0 * n as f64 / jobs.len().max(1) as f64
+                );
             }
             let mut d: Vec<u64> = jobs.iter().map(|j| j.duration).collect();
             d.sort_unstable();
             if !d.is_empty() {
                 let mean = d.iter().map(|x| *x as f64).sum::<f64>() / d.len() as f64;
-                println!("duration  median {}  mean {}  max {}", fmt_duration(d[d.len() / 2]), fmt_duration(mean as u64), fmt_duration(d[d.len() - 1]));
+                println!(
+                    "duration  median {}  mean {}  max {}",
+                    fmt_duration(d[d.len() / 2]),
+                    fmt_duration(mean as u64),
+                    fmt_duration(d[d.len() - 1])
+                );
             }
-            let vcs: std::collections::BTreeSet<&str> = jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
+            let vcs: std::collections::BTreeSet<&str> =
+                jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
             if !vcs.is_empty() {
                 println!("VCs       {}", vcs.len());
             }
             Ok(())
         }
-        TraceCmd::Convert { file, out, jsonl, read } => {
+        TraceCmd::Convert {
+            file,
+            out,
+            jsonl,
+            read,
+        } => {
             let t = apiary_trace::read(&file, &read_opts(&read)?)?;
             let w = open_out(&out)?;
-            if jsonl { apiary_trace::write_jsonl(&t.jobs, w)? } else { apiary_trace::write_csv(&t.jobs, w)? }
+            if jsonl {
+                apiary_trace::write_jsonl(&t.jobs, w)?
+            } else {
+                apiary_trace::write_csv(&t.jobs, w)?
+            }
             if out != Path::new("-") {
-                eprintln!("wrote {} jobs ({} format) to {}", t.jobs.len(), t.format.name(), out.display());
+                eprintln!(
+                    "wrote {} jobs ({} format) to {}",
+                    t.jobs.len(),
+                    t.format.name(),
+                    out.display()
+                );
             }
             Ok(())
         }
-        TraceCmd::Synth { jobs, gpus, load, seed, out } => {
+        TraceCmd::Synth {
+            jobs,
+            gpus,
+            load,
+            seed,
+            out,
+        } => {
             if !(load.is_finite() && load > 0.0) {
                 bail!("--load must be positive");
             }
-            let o = apiary_trace::synth::SynthOptions { jobs, cluster_gpus: gpus, load, seed, max_gpus: gpus };
+            let o = apiary_trace::synth::SynthOptions {
+                jobs,
+                cluster_gpus: gpus,
+                load,
+                seed,
+                max_gpus: gpus,
+            };
             let js = apiary_trace::synth::generate(&o);
             apiary_trace::write_csv(&js, open_out(&out)?)?;
             Ok(())

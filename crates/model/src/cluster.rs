@@ -166,8 +166,14 @@ impl ClusterSpec {
 
     /// Parses the Tiresias-family CSV (`num_switch,num_node_p_switch,num_gpu_p_node,
     /// num_cpu_p_node,mem_p_node`), as shipped by Tiresias, Muri and ElasticFlow.
-    pub fn from_peer_csv_str(text: &str, source_name: &str) -> Result<ClusterSpec, ClusterSpecError> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    pub fn from_peer_csv_str(
+        text: &str,
+        source_name: &str,
+    ) -> Result<ClusterSpec, ClusterSpecError> {
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
         let err = |line: usize, message: String| ClusterSpecError::Csv {
             source_name: source_name.to_string(),
             line,
@@ -175,20 +181,32 @@ impl ClusterSpec {
         };
         let (_, header) = lines.next().ok_or_else(|| err(1, "empty file".into()))?;
         let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-        let expect = ["num_switch", "num_node_p_switch", "num_gpu_p_node", "num_cpu_p_node", "mem_p_node"];
+        let expect = [
+            "num_switch",
+            "num_node_p_switch",
+            "num_gpu_p_node",
+            "num_cpu_p_node",
+            "mem_p_node",
+        ];
         if cols != expect {
             return Err(err(1, format!("expected header {}", expect.join(","))));
         }
         let (i, row) = lines.next().ok_or_else(|| err(2, "no data row".into()))?;
         let vals: Vec<&str> = row.split(',').map(str::trim).collect();
         if vals.len() != 5 {
-            return Err(err(i + 1, format!("expected 5 fields, found {}", vals.len())));
+            return Err(err(
+                i + 1,
+                format!("expected 5 fields, found {}", vals.len()),
+            ));
         }
         let mut nums = [0u32; 5];
         for (k, v) in vals.iter().enumerate() {
-            nums[k] = v
-                .parse()
-                .map_err(|_| err(i + 1, format!("field {}: '{}' is not a non-negative integer", expect[k], v)))?;
+            nums[k] = v.parse().map_err(|_| {
+                err(
+                    i + 1,
+                    format!("field {}: '{}' is not a non-negative integer", expect[k], v),
+                )
+            })?;
         }
         let name = std::path::Path::new(source_name)
             .file_stem()
@@ -293,9 +311,16 @@ impl ClusterSpec {
                 }
                 let count = nodes.len() as u32 - first;
                 if count == 0 {
-                    return Err(invalid(format!("switches[{si}] has no nodes (every count is 0)")));
+                    return Err(invalid(format!(
+                        "switches[{si}] has no nodes (every count is 0)"
+                    )));
                 }
-                switches.push(Switch { name: sname, first_node: first, nodes: count, uplink_gbps: s.uplink_gbps });
+                switches.push(Switch {
+                    name: sname,
+                    first_node: first,
+                    nodes: count,
+                    uplink_gbps: s.uplink_gbps,
+                });
             }
         }
         if nodes.is_empty() {
@@ -304,7 +329,13 @@ impl ClusterSpec {
         if total > u32::MAX as u64 {
             return Err(invalid("more than 2^32 GPUs".into()));
         }
-        Ok(Cluster { name: self.name.clone(), switches, nodes, total_gpus: total as u32, max_gpus_per_node: max_g })
+        Ok(Cluster {
+            name: self.name.clone(),
+            switches,
+            nodes,
+            total_gpus: total as u32,
+            max_gpus_per_node: max_g,
+        })
     }
 }
 
@@ -322,12 +353,25 @@ fn uniform(name: &str, n: u32, g: u32, gpu_type: &str, per_switch: u32) -> Clust
         intra_gbps: None,
     };
     if full > 0 {
-        switches.push(SwitchSpec { name: None, count: full, uplink_gbps: None, nodes: vec![group(per_switch)] });
+        switches.push(SwitchSpec {
+            name: None,
+            count: full,
+            uplink_gbps: None,
+            nodes: vec![group(per_switch)],
+        });
     }
     if rest > 0 {
-        switches.push(SwitchSpec { name: None, count: 1, uplink_gbps: None, nodes: vec![group(rest)] });
+        switches.push(SwitchSpec {
+            name: None,
+            count: 1,
+            uplink_gbps: None,
+            nodes: vec![group(rest)],
+        });
     }
-    ClusterSpec { name: name.to_string(), switches }
+    ClusterSpec {
+        name: name.to_string(),
+        switches,
+    }
 }
 
 /// Philly-like: the node counts the Helios authors assign to each Philly VC
@@ -400,13 +444,24 @@ impl Cluster {
             self.switches.len(),
             self.nodes.len(),
             self.total_gpus,
-            types.iter().map(|(t, c)| format!("{c} {t}")).collect::<Vec<_>>().join(", ")
+            types
+                .iter()
+                .map(|(t, c)| format!("{c} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         for s in &self.switches {
             let nodes = &self.nodes[s.first_node as usize..(s.first_node + s.nodes) as usize];
             let gpus: u32 = nodes.iter().map(|n| n.gpus).sum();
-            let uplink = s.uplink_gbps.map(|b| format!(", uplink {b} Gb/s")).unwrap_or_default();
-            let _ = writeln!(out, "  switch {}: {} nodes, {} GPUs{}", s.name, s.nodes, gpus, uplink);
+            let uplink = s
+                .uplink_gbps
+                .map(|b| format!(", uplink {b} Gb/s"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  switch {}: {} nodes, {} GPUs{}",
+                s.name, s.nodes, gpus, uplink
+            );
             // Runs of identical nodes print as one line.
             let mut i = 0;
             while i < nodes.len() {
@@ -420,8 +475,15 @@ impl Cluster {
                 {
                     j += 1;
                 }
-                let range = if j - i == 1 { n.name.clone() } else { format!("{} .. {}", n.name, nodes[j - 1].name) };
-                let nic = n.nic_gbps.map(|b| format!(", NIC {b} Gb/s")).unwrap_or_default();
+                let range = if j - i == 1 {
+                    n.name.clone()
+                } else {
+                    format!("{} .. {}", n.name, nodes[j - 1].name)
+                };
+                let nic = n
+                    .nic_gbps
+                    .map(|b| format!(", NIC {b} Gb/s"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "    {range}: {} x {} GPU, {} CPU, {} GB{nic}",
@@ -470,11 +532,20 @@ memory_gb = 512
         let spec = ClusterSpec::from_toml_str(text, "lab.toml").unwrap();
         let c = spec.build().unwrap();
         assert_eq!(c.total_gpus, 8);
-        assert_eq!(ClusterSpec::from_toml_str(&spec.to_toml(), "x").unwrap(), spec);
+        assert_eq!(
+            ClusterSpec::from_toml_str(&spec.to_toml(), "x").unwrap(),
+            spec
+        );
         let bad = text.replace("gpus = 4", "gpus = 0");
-        let e = ClusterSpec::from_toml_str(&bad, "lab.toml").unwrap().build().unwrap_err().to_string();
+        let e = ClusterSpec::from_toml_str(&bad, "lab.toml")
+            .unwrap()
+            .build()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("switches[0].nodes[0].gpus"), "{e}");
-        let e = ClusterSpec::from_toml_str("name = 1", "bad.toml").unwrap_err().to_string();
+        let e = ClusterSpec::from_toml_str("name = 1", "bad.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bad.toml") && e.contains("line 1"), "{e}");
     }
 
@@ -486,8 +557,13 @@ memory_gb = 512
         )
         .unwrap();
         let c = s.build().unwrap();
-        assert_eq!((c.name.as_str(), c.switches.len(), c.total_gpus), ("n64g8", 2, 512));
-        let e = ClusterSpec::from_peer_csv_str("num_switch,x\n1,2", "f.csv").unwrap_err().to_string();
+        assert_eq!(
+            (c.name.as_str(), c.switches.len(), c.total_gpus),
+            ("n64g8", 2, 512)
+        );
+        let e = ClusterSpec::from_peer_csv_str("num_switch,x\n1,2", "f.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("f.csv, line 1"), "{e}");
         let e = ClusterSpec::from_peer_csv_str(
             "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,a,8,1,1",
@@ -495,6 +571,9 @@ memory_gb = 512
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("line 2") && e.contains("num_node_p_switch"), "{e}");
+        assert!(
+            e.contains("line 2") && e.contains("num_node_p_switch"),
+            "{e}"
+        );
     }
 }

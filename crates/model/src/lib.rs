@@ -19,4 +19,4 @@ pub use job::{Job, StageTimes};
 pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
 pub use rng::Rng;
 pub use state::{ClusterState, Placement, StateError};
-pub use time::{Time, fmt_duration, HOUR, MINUTE, SECOND};
+pub use time::{HOUR, MINUTE, SECOND, Time, fmt_duration};

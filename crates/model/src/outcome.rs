@@ -49,7 +49,12 @@ const MAX_BUCKETS: usize = 2048;
 impl UtilSeries {
     /// Starts empty at `start`.
     pub fn new(start: Time, total_gpus: u32) -> UtilSeries {
-        UtilSeries { start, width: 60_000, busy: Vec::new(), total_gpus }
+        UtilSeries {
+            start,
+            width: 60_000,
+            busy: Vec::new(),
+            total_gpus,
+        }
     }
 
     /// Adds `gpus` busy GPUs over `[from, to)`.
@@ -82,7 +87,16 @@ impl UtilSeries {
     /// Utilisation (0..1) per bucket, paired with the bucket's start time.
     pub fn points(&self) -> Vec<(Time, f64)> {
         let cap = self.width as f64 * self.total_gpus as f64;
-        self.busy.iter().enumerate().map(|(i, b)| (self.start + i as Time * self.width, if cap > 0.0 { b / cap } else { 0.0 })).collect()
+        self.busy
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                (
+                    self.start + i as Time * self.width,
+                    if cap > 0.0 { b / cap } else { 0.0 },
+                )
+            })
+            .collect()
     }
 
     /// Total busy GPU-ms.

@@ -78,7 +78,13 @@ impl ClusterState {
         let full_mask: Vec<u64> = cluster
             .nodes
             .iter()
-            .map(|n| if n.gpus == 64 { u64::MAX } else { (1u64 << n.gpus) - 1 })
+            .map(|n| {
+                if n.gpus == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << n.gpus) - 1
+                }
+            })
             .collect();
         let mut by_free = vec![BTreeSet::new(); cluster.max_gpus_per_node as usize + 1];
         for (i, n) in cluster.nodes.iter().enumerate() {
@@ -169,13 +175,19 @@ impl ClusterState {
     /// Checks that every GPU of `p` exists and is free.
     pub fn check_free(&self, p: &Placement) -> Result<(), StateError> {
         for &(node, mask) in &p.parts {
-            let full = *self.full_mask.get(node as usize).ok_or(StateError::NoSuchGpu { node, mask })?;
+            let full = *self
+                .full_mask
+                .get(node as usize)
+                .ok_or(StateError::NoSuchGpu { node, mask })?;
             if mask & !full != 0 || mask == 0 {
                 return Err(StateError::NoSuchGpu { node, mask });
             }
             let busy = mask & !self.free_mask[node as usize];
             if busy != 0 {
-                return Err(StateError::DoubleBooked { node, gpu: busy.trailing_zeros() });
+                return Err(StateError::DoubleBooked {
+                    node,
+                    gpu: busy.trailing_zeros(),
+                });
             }
         }
         Ok(())
@@ -194,13 +206,19 @@ impl ClusterState {
     /// Marks the GPUs of `p` free again.
     pub fn release(&mut self, p: &Placement) -> Result<(), StateError> {
         for &(node, mask) in &p.parts {
-            let full = *self.full_mask.get(node as usize).ok_or(StateError::NoSuchGpu { node, mask })?;
+            let full = *self
+                .full_mask
+                .get(node as usize)
+                .ok_or(StateError::NoSuchGpu { node, mask })?;
             if mask & !full != 0 {
                 return Err(StateError::NoSuchGpu { node, mask });
             }
             let already = mask & self.free_mask[node as usize];
             if already != 0 {
-                return Err(StateError::NotAllocated { node, gpu: already.trailing_zeros() });
+                return Err(StateError::NotAllocated {
+                    node,
+                    gpu: already.trailing_zeros(),
+                });
             }
         }
         for &(node, mask) in &p.parts {
@@ -221,19 +239,37 @@ mod tests {
         let c = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
         let mut s = ClusterState::new(&c);
         assert_eq!(s.free_gpus(), 8);
-        let p = Placement { parts: vec![(0, 0b0011), (1, 0b1111)] };
+        let p = Placement {
+            parts: vec![(0, 0b0011), (1, 0b1111)],
+        };
         s.allocate(&p).unwrap();
         assert_eq!(s.free_gpus(), 2);
-        assert_eq!(s.nodes_with_free(2).iter().copied().collect::<Vec<_>>(), vec![0]);
-        assert_eq!(s.nodes_with_free(0).iter().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(
+            s.nodes_with_free(2).iter().copied().collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert_eq!(
+            s.nodes_with_free(0).iter().copied().collect::<Vec<_>>(),
+            vec![1]
+        );
         assert_eq!(s.idle_nodes_in_switch(0), 0);
-        let q = Placement { parts: vec![(0, 0b0110)] };
-        assert_eq!(s.allocate(&q), Err(StateError::DoubleBooked { node: 0, gpu: 1 }));
+        let q = Placement {
+            parts: vec![(0, 0b0110)],
+        };
+        assert_eq!(
+            s.allocate(&q),
+            Err(StateError::DoubleBooked { node: 0, gpu: 1 })
+        );
         assert_eq!(s.free_gpus(), 2, "failed allocation changes nothing");
         s.release(&p).unwrap();
         assert_eq!(s.free_gpus(), 8);
         assert_eq!(s.idle_nodes_in_switch(0), 2);
         assert!(s.release(&p).is_err());
-        assert!(s.allocate(&Placement { parts: vec![(0, 0b1_0000)] }).is_err());
+        assert!(
+            s.allocate(&Placement {
+                parts: vec![(0, 0b1_0000)]
+            })
+            .is_err()
+        );
     }
 }

@@ -30,7 +30,7 @@ pub fn fmt_duration(ms: Time) -> String {
 /// Converts seconds given as a float (as most traces write them) to milliseconds,
 /// rounding to the nearest millisecond. Returns `None` for negative or non-finite input.
 pub fn secs_f64(s: f64) -> Option<Time> {
-    if s.is_finite() && s >= 0.0 && s < 1.0e15 {
+    if (0.0..1.0e15).contains(&s) {
         Some((s * 1000.0).round() as Time)
     } else {
         None

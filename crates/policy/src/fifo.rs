@@ -5,7 +5,7 @@
 
 use crate::greedy::{self, Opts, Scratch};
 use crate::world::{Ctx, JobIdx};
-use crate::{Params, ParamError, Policy, PlacementStrategy};
+use crate::{ParamError, Params, PlacementStrategy, Policy};
 use std::collections::BTreeSet;
 
 /// Queue order.
@@ -32,7 +32,11 @@ impl Queue {
     pub fn new(order: Order, p: &Params) -> Result<Queue, ParamError> {
         Ok(Queue {
             order,
-            opts: Opts { preemptive: false, backfill: p.bool("backfill", false)?, placement: placement_param(p, PlacementStrategy::Consolidated)? },
+            opts: Opts {
+                preemptive: false,
+                backfill: p.bool("backfill", false)?,
+                placement: placement_param(p, PlacementStrategy::Consolidated)?,
+            },
             pending: BTreeSet::new(),
             scratch: Scratch::default(),
         })
@@ -40,7 +44,10 @@ impl Queue {
 }
 
 /// Reads the `placement` parameter.
-pub fn placement_param(p: &Params, default: PlacementStrategy) -> Result<PlacementStrategy, ParamError> {
+pub fn placement_param(
+    p: &Params,
+    default: PlacementStrategy,
+) -> Result<PlacementStrategy, ParamError> {
     match p.str("placement") {
         None => Ok(default),
         Some(s) => PlacementStrategy::parse(s).ok_or_else(|| ParamError::Bad {
@@ -66,7 +73,12 @@ impl Policy for Queue {
         self.pending.insert((key, j));
     }
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
-        greedy::pass(ctx, self.pending.iter().map(|k| k.1), self.opts, &mut self.scratch);
+        greedy::pass(
+            ctx,
+            self.pending.iter().map(|k| k.1),
+            self.opts,
+            &mut self.scratch,
+        );
         for &j in &self.scratch.started {
             let key = match self.order {
                 Order::Fifo => 0,

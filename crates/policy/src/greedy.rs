@@ -39,7 +39,12 @@ pub struct Scratch {
 
 /// Runs one pass over `order` (highest priority first). `order` should hold every
 /// pending job, and in preemptive mode every running job too.
-pub fn pass(ctx: &mut Ctx<'_>, order: impl IntoIterator<Item = JobIdx>, opts: Opts, s: &mut Scratch) {
+pub fn pass(
+    ctx: &mut Ctx<'_>,
+    order: impl IntoIterator<Item = JobIdx>,
+    opts: Opts,
+    s: &mut Scratch,
+) {
     s.start.clear();
     s.preempt.clear();
     s.started.clear();

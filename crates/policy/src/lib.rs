@@ -22,7 +22,7 @@ pub mod world;
 
 pub use params::{ParamError, Params};
 pub use placement::PlacementStrategy;
-pub use registry::{PolicySpec, BUILTIN, build, find};
+pub use registry::{BUILTIN, PolicySpec, build, find};
 pub use world::{Action, Ctx, JobIdx, JobRt, Status, World};
 
 /// A scheduling policy.

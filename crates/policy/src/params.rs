@@ -47,7 +47,12 @@ impl Params {
         Ok(Params(m))
     }
 
-    fn get<T: std::str::FromStr>(&self, key: &str, default: T, what: &str) -> Result<T, ParamError> {
+    fn get<T: std::str::FromStr>(
+        &self,
+        key: &str,
+        default: T,
+        what: &str,
+    ) -> Result<T, ParamError> {
         match self.0.get(key) {
             None => Ok(default),
             Some(v) => v.parse().map_err(|_| ParamError::Bad {
@@ -66,7 +71,11 @@ impl Params {
     pub fn f64(&self, key: &str, default: f64) -> Result<f64, ParamError> {
         let v: f64 = self.get(key, default, "a number")?;
         if !v.is_finite() || v < 0.0 {
-            return Err(ParamError::Bad { key: key.into(), value: v.to_string(), message: "expected a non-negative number".into() });
+            return Err(ParamError::Bad {
+                key: key.into(),
+                value: v.to_string(),
+                message: "expected a non-negative number".into(),
+            });
         }
         Ok(v)
     }
@@ -80,7 +89,12 @@ impl Params {
             None => Ok(default.to_vec()),
             Some(v) => v
                 .split(',')
-                .map(|x| x.trim().parse::<f64>().ok().filter(|f| f.is_finite() && *f >= 0.0))
+                .map(|x| {
+                    x.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|f| f.is_finite() && *f >= 0.0)
+                })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| ParamError::Bad {
                     key: key.into(),
@@ -101,7 +115,11 @@ impl Params {
                 return Err(ParamError::Unknown {
                     policy: policy.into(),
                     key: k.clone(),
-                    known: if known.is_empty() { "nothing".into() } else { known.join(", ") },
+                    known: if known.is_empty() {
+                        "nothing".into()
+                    } else {
+                        known.join(", ")
+                    },
                 });
             }
         }

@@ -61,7 +61,13 @@ fn low_bits(mask: u64, k: u32) -> u64 {
 
 /// Finds `gpus` GPUs; writes them to `out` (cleared first) and returns true, or
 /// returns false if the strategy finds none.
-pub fn place(cluster: &Cluster, state: &ClusterState, gpus: u32, strategy: PlacementStrategy, out: &mut Placement) -> bool {
+pub fn place(
+    cluster: &Cluster,
+    state: &ClusterState,
+    gpus: u32,
+    strategy: PlacementStrategy,
+    out: &mut Placement,
+) -> bool {
     out.clear();
     if gpus == 0 || gpus as u64 > state.free_gpus() {
         return false;
@@ -71,7 +77,11 @@ pub fn place(cluster: &Cluster, state: &ClusterState, gpus: u32, strategy: Place
         PlacementStrategy::Consolidated | PlacementStrategy::BestFit => {
             let best = strategy == PlacementStrategy::BestFit;
             if gpus <= cluster.max_gpus_per_node {
-                match if best { tightest_node(state, gpus) } else { first_node(state, gpus) } {
+                match if best {
+                    tightest_node(state, gpus)
+                } else {
+                    first_node(state, gpus)
+                } {
                     Some(n) => {
                         out.parts.push((n, low_bits(state.free_mask(n), gpus)));
                         true
@@ -95,7 +105,9 @@ pub fn place(cluster: &Cluster, state: &ClusterState, gpus: u32, strategy: Place
 }
 
 fn first_node(state: &ClusterState, g: u32) -> Option<u32> {
-    (g..=state.max_free_bucket()).filter_map(|f| state.nodes_with_free(f).first().copied()).min()
+    (g..=state.max_free_bucket())
+        .filter_map(|f| state.nodes_with_free(f).first().copied())
+        .min()
 }
 
 fn tightest_node(state: &ClusterState, g: u32) -> Option<u32> {
@@ -112,10 +124,10 @@ fn counting(state: &ClusterState, gpus: u32, out: &mut Placement) -> bool {
     while need > 0 {
         let mut best: Option<(u32, usize)> = None;
         for (k, it) in iters.iter_mut().enumerate() {
-            if let Some(&n) = it.peek() {
-                if best.is_none_or(|(b, _)| n < b) {
-                    best = Some((n, k));
-                }
+            if let Some(&n) = it.peek()
+                && best.is_none_or(|(b, _)| n < b)
+            {
+                best = Some((n, k));
             }
         }
         let Some((n, k)) = best else { return false };
@@ -169,21 +181,31 @@ fn fill_switch(state: &ClusterState, s: u32, gpus: u32, best: bool, out: &mut Pl
 }
 
 fn switch_gpus(state: &ClusterState, s: u32) -> u64 {
-    state.switch_nodes(s).map(|n| state.capacity_of(n) as u64).sum()
+    state
+        .switch_nodes(s)
+        .map(|n| state.capacity_of(n) as u64)
+        .sum()
 }
 
 fn multi_node(state: &ClusterState, gpus: u32, best: bool, out: &mut Placement) -> bool {
     let switches = state.switch_count() as u32;
     let max_cap = state.max_free_bucket();
-    let largest_switch = (0..switches).map(|s| switch_gpus(state, s)).max().unwrap_or(0);
+    let largest_switch = (0..switches)
+        .map(|s| switch_gpus(state, s))
+        .max()
+        .unwrap_or(0);
     if gpus as u64 <= largest_switch {
         let mut order: Vec<u32> = (0..switches)
-            .filter(|&s| state.idle_nodes_in_switch(s) as u64 * max_cap as u64 + max_cap as u64 > gpus as u64)
+            .filter(|&s| {
+                state.idle_nodes_in_switch(s) as u64 * max_cap as u64 + max_cap as u64 > gpus as u64
+            })
             .collect();
         if best {
             order.sort_by_key(|&s| (state.idle_nodes_in_switch(s), s));
         }
-        return order.into_iter().any(|s| fill_switch(state, s, gpus, best, out));
+        return order
+            .into_iter()
+            .any(|s| fill_switch(state, s, gpus, best, out));
     }
     // Larger than any switch: whole idle nodes across switches in order, then the
     // remainder on the first node with room.
@@ -222,7 +244,10 @@ mod tests {
     fn consolidated_prefers_one_node() {
         let (c, mut s) = setup("n4g4");
         let mut p = Placement::default();
-        s.allocate(&Placement { parts: vec![(0, 0b0111), (1, 0b0001)] }).unwrap();
+        s.allocate(&Placement {
+            parts: vec![(0, 0b0111), (1, 0b0001)],
+        })
+        .unwrap();
         assert!(place(&c, &s, 3, PlacementStrategy::Consolidated, &mut p));
         assert_eq!(p.parts, vec![(1, 0b1110)]);
         assert!(place(&c, &s, 4, PlacementStrategy::Consolidated, &mut p));
@@ -249,7 +274,13 @@ mod tests {
         assert!(p.parts.iter().all(|(n, _)| (32..64).contains(n)));
         // Larger than any switch: spans switches.
         let (c2, s2) = setup("n64g8");
-        assert!(place(&c2, &s2, 300, PlacementStrategy::Consolidated, &mut p));
+        assert!(place(
+            &c2,
+            &s2,
+            300,
+            PlacementStrategy::Consolidated,
+            &mut p
+        ));
         assert_eq!(p.gpus(), 300);
         assert!(!place(&c2, &s2, 513, PlacementStrategy::Counting, &mut p));
         assert!(p.parts.is_empty());

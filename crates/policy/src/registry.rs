@@ -32,15 +32,47 @@ pub struct PolicySpec {
     pub build: fn(&Params) -> Result<Box<dyn Policy>, ParamError>,
 }
 
-const BACKFILL_OFF: ParamSpec = ParamSpec { key: "backfill", default: "false", about: "start later jobs that fit when the head of the queue does not" };
-const BACKFILL_ON: ParamSpec = ParamSpec { key: "backfill", default: "true", about: "start lower-priority jobs that fit past one that does not (the artifacts' first-fit)" };
-const PLACE_CONS: ParamSpec = ParamSpec { key: "placement", default: "consolidated", about: "counting | consolidated (yarn) | best-fit" };
-const PLACE_COUNT: ParamSpec = ParamSpec { key: "placement", default: "counting", about: "counting | consolidated (yarn) | best-fit" };
+const BACKFILL_OFF: ParamSpec = ParamSpec {
+    key: "backfill",
+    default: "false",
+    about: "start later jobs that fit when the head of the queue does not",
+};
+const BACKFILL_ON: ParamSpec = ParamSpec {
+    key: "backfill",
+    default: "true",
+    about: "start lower-priority jobs that fit past one that does not (the artifacts' first-fit)",
+};
+const PLACE_CONS: ParamSpec = ParamSpec {
+    key: "placement",
+    default: "consolidated",
+    about: "counting | consolidated (yarn) | best-fit",
+};
+const PLACE_COUNT: ParamSpec = ParamSpec {
+    key: "placement",
+    default: "counting",
+    about: "counting | consolidated (yarn) | best-fit",
+};
 const TIRESIAS_PARAMS: &[ParamSpec] = &[
-    ParamSpec { key: "thresholds", default: "3250,7200", about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)" },
-    ParamSpec { key: "starvation", default: "0", about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)" },
-    ParamSpec { key: "gittins", default: "false", about: "order each queue by Gittins index instead of arrival" },
-    ParamSpec { key: "gittins_delta", default: "3250", about: "Gittins quantum, GPU-seconds" },
+    ParamSpec {
+        key: "thresholds",
+        default: "3250,7200",
+        about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)",
+    },
+    ParamSpec {
+        key: "starvation",
+        default: "0",
+        about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)",
+    },
+    ParamSpec {
+        key: "gittins",
+        default: "false",
+        about: "order each queue by Gittins index instead of arrival",
+    },
+    ParamSpec {
+        key: "gittins_delta",
+        default: "3250",
+        about: "Gittins quantum, GPU-seconds",
+    },
     BACKFILL_ON,
     PLACE_COUNT,
 ];
@@ -105,7 +137,11 @@ pub fn build(name: &str, params: &Params) -> Result<Box<dyn Policy>, ParamError>
     let spec = find(name).ok_or_else(|| ParamError::Unknown {
         policy: name.into(),
         key: "(policy name)".into(),
-        known: BUILTIN.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+        known: BUILTIN
+            .iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", "),
     })?;
     params.check_known(spec.name, &keys(spec.params))?;
     (spec.build)(params)
@@ -120,7 +156,10 @@ mod tests {
             let p = build(s.name, &Params::default()).unwrap();
             assert_eq!(p.name(), s.name);
             let bad = Params::from_pairs(["no_such_knob=1"]).unwrap();
-            assert!(matches!(build(s.name, &bad), Err(ParamError::Unknown { .. })));
+            assert!(matches!(
+                build(s.name, &bad),
+                Err(ParamError::Unknown { .. })
+            ));
         }
         assert!(build("nope", &Params::default()).is_err());
         let bad = Params::from_pairs(["placement=sideways"]).unwrap();

@@ -7,7 +7,7 @@
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::world::{Ctx, JobIdx, Status};
-use crate::{Params, ParamError, Policy, PlacementStrategy};
+use crate::{ParamError, Params, PlacementStrategy, Policy};
 
 /// Shortest-remaining first.
 #[derive(Debug)]
@@ -25,7 +25,11 @@ impl Srtf {
     pub fn new(service: bool, p: &Params) -> Result<Srtf, ParamError> {
         Ok(Srtf {
             service,
-            opts: Opts { preemptive: true, backfill: p.bool("backfill", true)?, placement: placement_param(p, PlacementStrategy::Consolidated)? },
+            opts: Opts {
+                preemptive: true,
+                backfill: p.bool("backfill", true)?,
+                placement: placement_param(p, PlacementStrategy::Consolidated)?,
+            },
             active: Vec::new(),
             keyed: Vec::new(),
             scratch: Scratch::default(),
@@ -60,7 +64,12 @@ impl Policy for Srtf {
                 }
             }
             self.keyed.sort_unstable();
-            greedy::pass(ctx, self.keyed.iter().map(|k| k.1), self.opts, &mut self.scratch);
+            greedy::pass(
+                ctx,
+                self.keyed.iter().map(|k| k.1),
+                self.opts,
+                &mut self.scratch,
+            );
             return;
         }
         // Finished jobs leave lazily: the pass touches every active job anyway.
@@ -75,6 +84,11 @@ impl Policy for Srtf {
             self.keyed.push((r.to_bits(), j));
         }
         self.keyed.sort_unstable();
-        greedy::pass(ctx, self.keyed.iter().map(|k| k.1), self.opts, &mut self.scratch);
+        greedy::pass(
+            ctx,
+            self.keyed.iter().map(|k| k.1),
+            self.opts,
+            &mut self.scratch,
+        );
     }
 }

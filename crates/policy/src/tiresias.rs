@@ -19,7 +19,7 @@
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::world::{Ctx, JobIdx, Status};
-use crate::{Params, ParamError, Policy, PlacementStrategy};
+use crate::{ParamError, Params, PlacementStrategy, Policy};
 use apiary_model::Time;
 use std::collections::BTreeSet;
 
@@ -57,12 +57,22 @@ impl Tiresias {
     /// 3250), `placement` (default counting, as the artifacts' count-only pass),
     /// `backfill` (default true).
     pub fn new(p: &Params, gittins_default: bool) -> Result<Tiresias, ParamError> {
-        let limits: Vec<u64> = p.f64_list("thresholds", &[3250.0, 7200.0])?.iter().map(|s| (s * 1000.0).round() as u64).collect();
+        let limits: Vec<u64> = p
+            .f64_list("thresholds", &[3250.0, 7200.0])?
+            .iter()
+            .map(|s| (s * 1000.0).round() as u64)
+            .collect();
         if limits.windows(2).any(|w| w[0] >= w[1]) || limits.len() > 250 {
-            return Err(ParamError::Bad { key: "thresholds".into(), value: p.str("thresholds").unwrap_or("").into(), message: "thresholds must increase".into() });
+            return Err(ParamError::Bad {
+                key: "thresholds".into(),
+                value: p.str("thresholds").unwrap_or("").into(),
+                message: "thresholds must increase".into(),
+            });
         }
         let gittins = if p.bool("gittins", gittins_default)? {
-            Some(Gittins::new((p.f64("gittins_delta", 3250.0)? * 1000.0) as u64))
+            Some(Gittins::new(
+                (p.f64("gittins_delta", 3250.0)? * 1000.0) as u64,
+            ))
         } else {
             None
         };
@@ -71,7 +81,11 @@ impl Tiresias {
             limits,
             starvation: p.f64("starvation", 0.0)?,
             gittins,
-            opts: Opts { preemptive: true, backfill: p.bool("backfill", true)?, placement: placement_param(p, PlacementStrategy::Counting)? },
+            opts: Opts {
+                preemptive: true,
+                backfill: p.bool("backfill", true)?,
+                placement: placement_param(p, PlacementStrategy::Counting)?,
+            },
             level: Vec::new(),
             pos: Vec::new(),
             attained_base: Vec::new(),
@@ -100,10 +114,11 @@ impl Tiresias {
     fn remove_from_level(&mut self, j: JobIdx) {
         let l = &mut self.levels[self.level[j as usize] as usize];
         let key = (self.pos[j as usize], j);
-        if !l.running.remove(&key) && !l.pending.remove(&key) {
-            if let Some(i) = l.tail.iter().position(|&k| k == key) {
-                l.tail.remove(i);
-            }
+        if !l.running.remove(&key)
+            && !l.pending.remove(&key)
+            && let Some(i) = l.tail.iter().position(|&k| k == key)
+        {
+            l.tail.remove(i);
         }
     }
 
@@ -137,13 +152,19 @@ impl Tiresias {
     fn waited_since_promotion(&self, ctx: &Ctx<'_>, j: JobIdx) -> Time {
         let rt = ctx.rt(j);
         let first = rt.first_start.unwrap_or(ctx.now());
-        (ctx.now() - first).saturating_sub(ctx.executed(j)).saturating_sub(self.pending_base[j as usize])
+        (ctx.now() - first)
+            .saturating_sub(ctx.executed(j))
+            .saturating_sub(self.pending_base[j as usize])
     }
 }
 
 impl Policy for Tiresias {
     fn name(&self) -> &'static str {
-        if self.gittins.is_some() { "tiresias-gittins" } else { "tiresias" }
+        if self.gittins.is_some() {
+            "tiresias-gittins"
+        } else {
+            "tiresias"
+        }
     }
 
     fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
@@ -203,24 +224,41 @@ impl Policy for Tiresias {
         for lv in &self.levels {
             if let Some(g) = &self.gittins {
                 self.keyed.clear();
-                for &(_, j) in lv.running.iter().chain(lv.pending.iter()).chain(lv.tail.iter()) {
+                for &(_, j) in lv
+                    .running
+                    .iter()
+                    .chain(lv.pending.iter())
+                    .chain(lv.tail.iter())
+                {
                     let a = ctx.attained(j);
                     let idx = g.index(a);
                     // Highest index first, then later submission first.
-                    self.keyed.push((u64::MAX - idx.to_bits(), u64::MAX - ctx.job(j).submit, j));
+                    self.keyed
+                        .push((u64::MAX - idx.to_bits(), u64::MAX - ctx.job(j).submit, j));
                 }
                 self.keyed.sort_unstable();
                 self.order.extend(self.keyed.iter().map(|k| k.2));
             } else {
-                self.order.extend(lv.running.iter().chain(lv.pending.iter()).chain(lv.tail.iter()).map(|k| k.1));
+                self.order.extend(
+                    lv.running
+                        .iter()
+                        .chain(lv.pending.iter())
+                        .chain(lv.tail.iter())
+                        .map(|k| k.1),
+                );
             }
         }
-        if let Some(g) = &mut self.gittins {
-            if !g.ready {
-                g.learn(ctx);
-            }
+        if let Some(g) = &mut self.gittins
+            && !g.ready
+        {
+            g.learn(ctx);
         }
-        greedy::pass(ctx, self.order.iter().copied(), self.opts, &mut self.scratch);
+        greedy::pass(
+            ctx,
+            self.order.iter().copied(),
+            self.opts,
+            &mut self.scratch,
+        );
 
         let started = std::mem::take(&mut self.scratch.started);
         let preempted = std::mem::take(&mut self.scratch.preempted);
@@ -276,11 +314,21 @@ struct Gittins {
 
 impl Gittins {
     fn new(delta: u64) -> Gittins {
-        Gittins { delta: delta.max(1), samples: Vec::new(), prefix: vec![0], ready: false }
+        Gittins {
+            delta: delta.max(1),
+            samples: Vec::new(),
+            prefix: vec![0],
+            ready: false,
+        }
     }
 
     fn learn(&mut self, ctx: &Ctx<'_>) {
-        self.samples = ctx.world().jobs.iter().map(|j| (j.gpu_time()).min(u64::MAX as u128) as u64).collect();
+        self.samples = ctx
+            .world()
+            .jobs
+            .iter()
+            .map(|j| (j.gpu_time()).min(u64::MAX as u128) as u64)
+            .collect();
         self.samples.sort_unstable();
         self.prefix = std::iter::once(0u128)
             .chain(self.samples.iter().scan(0u128, |acc, &s| {
@@ -301,11 +349,17 @@ impl Gittins {
         if n == 0 {
             return 0.0;
         }
-        let hi = self.samples.partition_point(|&s| s <= a.saturating_add(self.delta));
+        let hi = self
+            .samples
+            .partition_point(|&s| s <= a.saturating_add(self.delta));
         let k = hi - lo;
         let within: u128 = self.prefix[hi] - self.prefix[lo] - k as u128 * a as u128;
         let expect = within as f64 + (n - k) as f64 * self.delta as f64;
-        if expect <= 0.0 { 0.0 } else { (k as f64) / expect }
+        if expect <= 0.0 {
+            0.0
+        } else {
+            (k as f64) / expect
+        }
     }
 }
 

@@ -164,7 +164,10 @@ impl World {
         rt.status = Status::Pending;
         rt.pending_since = self.now;
         self.pending += 1;
-        *self.pending_gpus.entry(self.jobs[i as usize].gpus).or_default() += 1;
+        *self
+            .pending_gpus
+            .entry(self.jobs[i as usize].gpus)
+            .or_default() += 1;
     }
 
     fn leave_pending(&mut self, i: JobIdx) {
@@ -180,7 +183,10 @@ impl World {
 
     fn enter_pending(&mut self, i: JobIdx) {
         self.pending += 1;
-        *self.pending_gpus.entry(self.jobs[i as usize].gpus).or_default() += 1;
+        *self
+            .pending_gpus
+            .entry(self.jobs[i as usize].gpus)
+            .or_default() += 1;
     }
 
     fn add_running(&mut self, i: JobIdx) {
@@ -214,7 +220,11 @@ impl World {
         self.leave_pending(i);
         self.add_running(i);
         let now = self.now;
-        let overhead = if self.rt[idx].preemptions > 0 { self.restart_overhead } else { 0 };
+        let overhead = if self.rt[idx].preemptions > 0 {
+            self.restart_overhead
+        } else {
+            0
+        };
         let rt = &mut self.rt[idx];
         rt.status = Status::Running;
         rt.placement = p;
@@ -276,7 +286,10 @@ impl World {
     }
     /// GPUs wanted by all pending jobs together.
     pub fn pending_gpu_sum(&self) -> u64 {
-        self.pending_gpus.iter().map(|(g, c)| *g as u64 * *c as u64).sum()
+        self.pending_gpus
+            .iter()
+            .map(|(g, c)| *g as u64 * *c as u64)
+            .sum()
     }
     /// GPUs held by running jobs.
     pub fn busy_gpus(&self) -> u64 {
@@ -294,7 +307,11 @@ pub struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// Wraps a world for one policy call; actions are appended to `actions`.
     pub fn new(w: &'a mut World, actions: &'a mut Vec<Action>) -> Ctx<'a> {
-        Ctx { w, actions, wake: None }
+        Ctx {
+            w,
+            actions,
+            wake: None,
+        }
     }
     /// The earliest wake-up the policy asked for.
     pub fn wake(&self) -> Option<Time> {
@@ -333,7 +350,11 @@ impl<'a> Ctx<'a> {
     /// Time run so far (ms) up to now.
     pub fn executed(&self, i: JobIdx) -> Time {
         let rt = &self.w.rt[i as usize];
-        if rt.status == Status::Running { rt.executed + (self.w.now - rt.last_update) } else { rt.executed }
+        if rt.status == Status::Running {
+            rt.executed + (self.w.now - rt.last_update)
+        } else {
+            rt.executed
+        }
     }
     /// Reference work left (ms at rate 1) as of now. Only policies that are allowed to
     /// know job durations (SJF, SRTF, SRSF) should call this.
@@ -343,7 +364,11 @@ impl<'a> Ctx<'a> {
             return rt.remaining;
         }
         let from = rt.last_update.max(rt.overhead_until);
-        if self.w.now > from { (rt.remaining - (self.w.now - from) as f64 * rt.rate).max(0.0) } else { rt.remaining }
+        if self.w.now > from {
+            (rt.remaining - (self.w.now - from) as f64 * rt.rate).max(0.0)
+        } else {
+            rt.remaining
+        }
     }
     /// Free GPUs.
     pub fn free_gpus(&self) -> u64 {
@@ -370,8 +395,19 @@ impl<'a> Ctx<'a> {
         self.w.min_pending_gpus()
     }
     /// Finds GPUs for a job with a strategy, without taking them.
-    pub fn find_placement(&self, i: JobIdx, strategy: PlacementStrategy, out: &mut Placement) -> bool {
-        placement::place(&self.w.cluster, &self.w.state, self.w.jobs[i as usize].gpus, strategy, out)
+    pub fn find_placement(
+        &self,
+        i: JobIdx,
+        strategy: PlacementStrategy,
+        out: &mut Placement,
+    ) -> bool {
+        placement::place(
+            &self.w.cluster,
+            &self.w.state,
+            self.w.jobs[i as usize].gpus,
+            strategy,
+            out,
+        )
     }
     /// Starts a job on GPUs chosen by `strategy`. Returns false if none fit.
     pub fn start_with(&mut self, i: JobIdx, strategy: PlacementStrategy) -> bool {
@@ -380,7 +416,13 @@ impl<'a> Ctx<'a> {
         }
         let mut p = std::mem::take(&mut self.w.rt[i as usize].placement);
         p.clear();
-        if !placement::place(&self.w.cluster, &self.w.state, self.w.jobs[i as usize].gpus, strategy, &mut p) {
+        if !placement::place(
+            &self.w.cluster,
+            &self.w.state,
+            self.w.jobs[i as usize].gpus,
+            strategy,
+            &mut p,
+        ) {
             self.w.rt[i as usize].placement = p;
             return false;
         }

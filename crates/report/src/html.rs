@@ -6,16 +6,27 @@ use crate::{Summary, table};
 use apiary_model::RunOutcome;
 use std::fmt::Write as _;
 
-const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
 const W: f64 = 640.0;
 const H: f64 = 300.0;
 const PAD: f64 = 50.0;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-fn chart(title: &str, xlabel: &str, ylabel: &str, log_x: bool, series: &[(String, Vec<(f64, f64)>)]) -> String {
+fn chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    log_x: bool,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> String {
     let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
     let tx = |x: f64| if log_x { x.max(1.0).log10() } else { x };
     let (mut x0, mut x1) = (f64::MAX, f64::MIN);
@@ -26,28 +37,85 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, log_x: bool, series: &[(String
     if x0 >= x1 {
         x1 = x0 + 1.0;
     }
-    let y1 = series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-9);
+    let y1 = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
     let px = |x: f64| PAD + (tx(x) - x0) / (x1 - x0) * (W - 2.0 * PAD);
     let py = |y: f64| H - PAD + -(y / y1) * (H - 2.0 * PAD);
     let mut o = String::new();
-    let _ = write!(o, r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">"#);
-    let _ = write!(o, r#"<text x="{}" y="16" text-anchor="middle" font-size="13">{}</text>"#, W / 2.0, esc(title));
-    let _ = write!(o, r#"<line x1="{PAD}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{}" stroke="black"/>"#, H - PAD, W - PAD, H - PAD, H - PAD);
+    let _ = write!(
+        o,
+        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="16" text-anchor="middle" font-size="13">{}</text>"#,
+        W / 2.0,
+        esc(title)
+    );
+    let _ = write!(
+        o,
+        r#"<line x1="{PAD}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{}" stroke="black"/>"#,
+        H - PAD,
+        W - PAD,
+        H - PAD,
+        H - PAD
+    );
     for k in 0..=4 {
         let fx = x0 + (x1 - x0) * k as f64 / 4.0;
-        let label = if log_x { format!("{:.0}", 10f64.powf(fx)) } else { format!("{fx:.0}") };
+        let label = if log_x {
+            format!("{:.0}", 10f64.powf(fx))
+        } else {
+            format!("{fx:.0}")
+        };
         let xp = PAD + (W - 2.0 * PAD) * k as f64 / 4.0;
-        let _ = write!(o, r#"<text x="{xp:.1}" y="{}" text-anchor="middle">{label}</text>"#, H - PAD + 15.0);
+        let _ = write!(
+            o,
+            r#"<text x="{xp:.1}" y="{}" text-anchor="middle">{label}</text>"#,
+            H - PAD + 15.0
+        );
         let yv = y1 * k as f64 / 4.0;
-        let _ = write!(o, r#"<text x="{}" y="{:.1}" text-anchor="end">{yv:.2}</text>"#, PAD - 4.0, py(yv) + 4.0);
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{yv:.2}</text>"#,
+            PAD - 4.0,
+            py(yv) + 4.0
+        );
     }
-    let _ = write!(o, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, W / 2.0, H - 12.0, esc(xlabel));
-    let _ = write!(o, r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#, H / 2.0, H / 2.0, esc(ylabel));
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        W / 2.0,
+        H - 12.0,
+        esc(xlabel)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        H / 2.0,
+        H / 2.0,
+        esc(ylabel)
+    );
     for (i, (name, pts)) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
-        let path: Vec<String> = pts.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
-        let _ = write!(o, r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#, path.join(" "));
-        let _ = write!(o, r#"<text x="{}" y="{}" fill="{c}">{}</text>"#, W - PAD - 120.0, PAD + 14.0 * i as f64, esc(name));
+        let path: Vec<String> = pts
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = write!(
+            o,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
+            path.join(" ")
+        );
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
+            W - PAD - 120.0,
+            PAD + 14.0 * i as f64,
+            esc(name)
+        );
     }
     o.push_str("</svg></figure>\n");
     o
@@ -57,7 +125,12 @@ fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     let step = (n / 400).max(1);
-    let mut out: Vec<(f64, f64)> = v.iter().enumerate().step_by(step).map(|(i, x)| (*x, (i + 1) as f64 / n as f64)).collect();
+    let mut out: Vec<(f64, f64)> = v
+        .iter()
+        .enumerate()
+        .step_by(step)
+        .map(|(i, x)| (*x, (i + 1) as f64 / n as f64))
+        .collect();
     if let Some(l) = v.last() {
         out.push((*l, 1.0));
     }
@@ -69,22 +142,74 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
     let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
     let jct: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .map(|(s, o)| (s.policy.clone(), cdf(o.jobs.iter().filter_map(|j| j.finish.map(|f| (f - j.submit) as f64 / 1000.0)).collect())))
+        .map(|(s, o)| {
+            (
+                s.policy.clone(),
+                cdf(o
+                    .jobs
+                    .iter()
+                    .filter_map(|j| j.finish.map(|f| (f - j.submit) as f64 / 1000.0))
+                    .collect()),
+            )
+        })
         .collect();
     let queue: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .map(|(s, o)| (s.policy.clone(), cdf(o.jobs.iter().filter_map(|j| j.first_start.map(|f| (f - j.submit) as f64 / 1000.0)).collect())))
+        .map(|(s, o)| {
+            (
+                s.policy.clone(),
+                cdf(o
+                    .jobs
+                    .iter()
+                    .filter_map(|j| j.first_start.map(|f| (f - j.submit) as f64 / 1000.0))
+                    .collect()),
+            )
+        })
         .collect();
     let util: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .map(|(s, o)| (s.policy.clone(), o.util.points().into_iter().map(|(t, u)| ((t - o.util.start) as f64 / 3.6e6, u)).collect()))
+        .map(|(s, o)| {
+            (
+                s.policy.clone(),
+                o.util
+                    .points()
+                    .into_iter()
+                    .map(|(t, u)| ((t - o.util.start) as f64 / 3.6e6, u))
+                    .collect(),
+            )
+        })
         .collect();
     let mut h = String::new();
-    let _ = write!(h, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n", t = esc(title));
-    let _ = write!(h, "<pre>{}</pre>\n", esc(&table(&sums)));
-    h.push_str(&chart("JCT CDF", "JCT (s, log scale)", "fraction of jobs", true, &jct));
-    h.push_str(&chart("Queueing delay CDF", "queueing delay + 1 (s, log scale)", "fraction of jobs", true, &queue.into_iter().map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x + 1.0, y)).collect())).collect::<Vec<_>>()));
-    h.push_str(&chart("GPU utilisation over time", "hours since first submission", "utilisation", false, &util));
+    let _ = write!(
+        h,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n",
+        t = esc(title)
+    );
+    let _ = writeln!(h, "<pre>{}</pre>", esc(&table(&sums)));
+    h.push_str(&chart(
+        "JCT CDF",
+        "JCT (s, log scale)",
+        "fraction of jobs",
+        true,
+        &jct,
+    ));
+    h.push_str(&chart(
+        "Queueing delay CDF",
+        "queueing delay + 1 (s, log scale)",
+        "fraction of jobs",
+        true,
+        &queue
+            .into_iter()
+            .map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x + 1.0, y)).collect()))
+            .collect::<Vec<_>>(),
+    ));
+    h.push_str(&chart(
+        "GPU utilisation over time",
+        "hours since first submission",
+        "utilisation",
+        false,
+        &util,
+    ));
     h.push_str("</body></html>\n");
     h
 }

@@ -110,9 +110,19 @@ impl Summary {
         }
         jct.sort_by(f64::total_cmp);
         queue.sort_by(f64::total_cmp);
-        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-        let makespan = if last_finish > first_submit { last_finish - first_submit } else { 0 };
-        let util = if makespan > 0 { o.util.total_busy() / (makespan as f64 * o.total_gpus as f64) } else { 0.0 };
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let makespan = last_finish.saturating_sub(first_submit);
+        let util = if makespan > 0 {
+            o.util.total_busy() / (makespan as f64 * o.total_gpus as f64)
+        } else {
+            0.0
+        };
         Summary {
             policy: o.policy.clone(),
             params: o.params.clone(),
@@ -139,12 +149,29 @@ impl Summary {
 
 /// Writes one row per job.
 pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
-    writeln!(w, "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,preemptions,executed,gpu_time,status")?;
+    writeln!(
+        w,
+        "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,preemptions,executed,gpu_time,status"
+    )?;
     let opt = |x: Option<Time>| x.map(|v| format!("{:.3}", s(v))).unwrap_or_default();
     for j in &o.jobs {
-        let status = if j.rejected.is_some() { "rejected" } else if j.finish.is_some() { "finished" } else if j.first_start.is_some() { "unfinished" } else { "never-started" };
+        let status = if j.rejected.is_some() {
+            "rejected"
+        } else if j.finish.is_some() {
+            "finished"
+        } else if j.first_start.is_some() {
+            "unfinished"
+        } else {
+            "never-started"
+        };
         let vc = j.vc.as_deref().unwrap_or("");
-        let quote = |x: &str| if x.contains([',', '"', '\n']) { format!("\"{}\"", x.replace('"', "\"\"")) } else { x.to_string() };
+        let quote = |x: &str| {
+            if x.contains([',', '"', '\n']) {
+                format!("\"{}\"", x.replace('"', "\"\""))
+            } else {
+                x.to_string()
+            }
+        };
         writeln!(
             w,
             "{},{:.3},{},{},{},{},{},{},{},{:.3},{:.3},{}",
@@ -174,19 +201,37 @@ pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> s
         util_bucket_s: f64,
         util_over_time: Vec<(f64, f64)>,
     }
-    let pts = o.util.points().into_iter().map(|(t, u)| (s(t), (u * 1e4).round() / 1e4)).collect();
-    serde_json::to_writer_pretty(&mut w, &Out { summary: sum, util_bucket_s: s(o.util.width), util_over_time: pts })?;
+    let pts = o
+        .util
+        .points()
+        .into_iter()
+        .map(|(t, u)| (s(t), (u * 1e4).round() / 1e4))
+        .collect();
+    serde_json::to_writer_pretty(
+        &mut w,
+        &Out {
+            summary: sum,
+            util_bucket_s: s(o.util.width),
+            util_over_time: pts,
+        },
+    )?;
     writeln!(w)?;
     w.flush()
 }
 
 fn fmt_s(x: f64) -> String {
-    if x >= 1e6 { format!("{x:.4e}") } else { format!("{x:.1}") }
+    if x >= 1e6 {
+        format!("{x:.4e}")
+    } else {
+        format!("{x:.1}")
+    }
 }
+
+type Row = (&'static str, fn(&Summary) -> String);
 
 /// A side-by-side text table of several runs.
 pub fn table(sums: &[Summary]) -> String {
-    let rows: [(&str, fn(&Summary) -> String); 11] = [
+    let rows: [Row; 11] = [
         ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
         ("unfinished", |s| s.unfinished.to_string()),
         ("rejected", |s| s.rejected.to_string()),
@@ -200,11 +245,21 @@ pub fn table(sums: &[Summary]) -> String {
         ("preemptions", |s| s.preemptions.to_string()),
     ];
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let cells: Vec<Vec<String>> = sums.iter().map(|s| rows.iter().map(|r| (r.1)(s)).collect()).collect();
+    let cells: Vec<Vec<String>> = sums
+        .iter()
+        .map(|s| rows.iter().map(|r| (r.1)(s)).collect())
+        .collect();
     let col_w: Vec<usize> = sums
         .iter()
         .enumerate()
-        .map(|(i, s)| cells[i].iter().map(String::len).max().unwrap_or(0).max(s.policy.len()))
+        .map(|(i, s)| {
+            cells[i]
+                .iter()
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+                .max(s.policy.len())
+        })
         .collect();
     let mut out = String::new();
     let _ = write!(out, "{:label_w$}", "");

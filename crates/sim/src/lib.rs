@@ -14,7 +14,7 @@ mod overhead;
 pub mod throughput;
 
 pub use overhead::muri_restart_overhead;
-pub use throughput::{Throughput, DurationModel};
+pub use throughput::{DurationModel, Throughput};
 
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};
@@ -47,7 +47,12 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
-        Config { mode: Mode::EventDriven, restart_overhead: 0, per_event_overhead: false, seed: 0 }
+        Config {
+            mode: Mode::EventDriven,
+            restart_overhead: 0,
+            per_event_overhead: false,
+            seed: 0,
+        }
     }
 }
 
@@ -107,7 +112,11 @@ pub fn run(
     }
     for w in jobs.windows(2) {
         if w[1].submit < w[0].submit {
-            return Err(SimError::Unsorted { id: w[1].id.clone(), submit: w[1].submit, prev: w[0].submit });
+            return Err(SimError::Unsorted {
+                id: w[1].id.clone(),
+                submit: w[1].submit,
+                prev: w[0].submit,
+            });
         }
     }
     let total_gpus = cluster.total_gpus;
@@ -118,7 +127,11 @@ pub fn run(
     world.restart_overhead = cfg.restart_overhead;
     world.now = start_time;
     let oh: Vec<Time> = if cfg.per_event_overhead {
-        world.jobs.iter().map(|j| muri_restart_overhead(j.model.as_deref(), j.gpus)).collect()
+        world
+            .jobs
+            .iter()
+            .map(|j| muri_restart_overhead(j.model.as_deref(), j.gpus))
+            .collect()
     } else {
         Vec::new()
     };
@@ -139,7 +152,9 @@ pub fn run(
     loop {
         // The next time anything happens.
         while let Some(Reverse(c)) = heap.peek() {
-            if world.rt[c.job as usize].generation != c.generation || world.rt[c.job as usize].status != Status::Running {
+            if world.rt[c.job as usize].generation != c.generation
+                || world.rt[c.job as usize].status != Status::Running
+            {
                 heap.pop();
             } else {
                 break;
@@ -222,7 +237,12 @@ pub fn run(
                     rt.generation += 1;
                     let t = world.finish_time(j);
                     let g = world.rt[j as usize].generation;
-                    heap.push(Reverse(Completion { time: t, seq, job: j, generation: g }));
+                    heap.push(Reverse(Completion {
+                        time: t,
+                        seq,
+                        job: j,
+                        generation: g,
+                    }));
                     seq += 1;
                 }
             }
@@ -243,21 +263,40 @@ pub fn run(
             };
             for a in actions.drain(..) {
                 if let Action::Start(j) = a {
-                    let rate = throughput.rate(&world.jobs[j as usize], &world.rt[j as usize].placement, &world.cluster);
+                    let rate = throughput.rate(
+                        &world.jobs[j as usize],
+                        &world.rt[j as usize].placement,
+                        &world.cluster,
+                    );
                     world.rt[j as usize].rate = rate;
                     let t = world.finish_time(j);
                     let g = world.rt[j as usize].generation;
-                    heap.push(Reverse(Completion { time: t, seq, job: j, generation: g }));
+                    heap.push(Reverse(Completion {
+                        time: t,
+                        seq,
+                        job: j,
+                        generation: g,
+                    }));
                     seq += 1;
                 }
             }
         }
         if events >= next_progress {
             next_progress = events + (1 << 16);
-            progress(Progress { now, events, finished, total: n });
+            progress(Progress {
+                now,
+                events,
+                finished,
+                total: n,
+            });
         }
     }
-    progress(Progress { now: world.now, events, finished, total: n });
+    progress(Progress {
+        now: world.now,
+        events,
+        finished,
+        total: n,
+    });
 
     let jobs_out = world
         .jobs

@@ -3,7 +3,16 @@
 
 use apiary_model::{SECOND, Time};
 
-const MODELS: [&str; 8] = ["vgg16", "vgg19", "resnet18", "shufflenet_v2_x1_0", "bert", "gpt2", "a2c", "dqn"];
+const MODELS: [&str; 8] = [
+    "vgg16",
+    "vgg19",
+    "resnet18",
+    "shufflenet_v2_x1_0",
+    "bert",
+    "gpt2",
+    "a2c",
+    "dqn",
+];
 const GPUS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 const TABLE: [[u64; 8]; 6] = [
     [7, 7, 4, 4, 10, 10, 38, 5],

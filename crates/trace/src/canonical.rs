@@ -11,8 +11,21 @@ use std::path::Path;
 
 /// Column order of the canonical CSV.
 pub const COLUMNS: [&str; 15] = [
-    "id", "submit", "gpus", "duration", "iterations", "model", "batch_size", "vc", "priority", "deadline",
-    "stage_data_ms", "stage_gpu_ms", "stage_net_ms", "dataset_gb", "gpu_type",
+    "id",
+    "submit",
+    "gpus",
+    "duration",
+    "iterations",
+    "model",
+    "batch_size",
+    "vc",
+    "priority",
+    "deadline",
+    "stage_data_ms",
+    "stage_gpu_ms",
+    "stage_net_ms",
+    "dataset_gb",
+    "gpu_type",
 ];
 
 #[derive(Serialize, Deserialize)]
@@ -73,20 +86,34 @@ impl Row {
 }
 
 fn ms(field: &str, v: f64) -> Result<Time, String> {
-    apiary_model::time::secs_f64(v).ok_or_else(|| format!("{field}: {v} is not a non-negative number of seconds"))
+    apiary_model::time::secs_f64(v)
+        .ok_or_else(|| format!("{field}: {v} is not a non-negative number of seconds"))
 }
 
 fn to_job(r: Row) -> Result<Job, (String, String)> {
-    let mut j = Job::new(r.id, ms("submit", r.submit).map_err(|m| ("submit".into(), m))?, r.gpus, ms("duration", r.duration).map_err(|m| ("duration".into(), m))?);
+    let mut j = Job::new(
+        r.id,
+        ms("submit", r.submit).map_err(|m| ("submit".into(), m))?,
+        r.gpus,
+        ms("duration", r.duration).map_err(|m| ("duration".into(), m))?,
+    );
     j.iterations = r.iterations;
     j.model = r.model;
     j.batch_size = r.batch_size;
     j.vc = r.vc;
     j.priority = r.priority;
-    j.deadline = r.deadline.map(|d| ms("deadline", d)).transpose().map_err(|m| ("deadline".into(), m))?;
+    j.deadline = r
+        .deadline
+        .map(|d| ms("deadline", d))
+        .transpose()
+        .map_err(|m| ("deadline".into(), m))?;
     j.stages = match (r.stage_data_ms, r.stage_gpu_ms, r.stage_net_ms) {
         (None, None, None) => None,
-        (d, g, n) => Some(StageTimes { data: d.unwrap_or(0.0), gpu: g.unwrap_or(0.0), net: n.unwrap_or(0.0) }),
+        (d, g, n) => Some(StageTimes {
+            data: d.unwrap_or(0.0),
+            gpu: g.unwrap_or(0.0),
+            net: n.unwrap_or(0.0),
+        }),
     };
     j.dataset_gb = r.dataset_gb;
     j.gpu_type = r.gpu_type;
@@ -95,7 +122,9 @@ fn to_job(r: Row) -> Result<Job, (String, String)> {
 
 /// Writes jobs as canonical CSV.
 pub fn write_csv(jobs: &[Job], out: impl Write) -> std::io::Result<()> {
-    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(out);
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
     w.write_record(COLUMNS)?;
     let o = |x: Option<String>| x.unwrap_or_default();
     for j in jobs {
@@ -130,28 +159,70 @@ pub fn write_jsonl(jobs: &[Job], mut out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
-pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<Box<dyn FnMut(&super::formats::CxPub<'_>, &StringRecord) -> Result<super::formats::RowPub, TraceError>>, TraceError> {
-    let idx: Vec<Option<usize>> = COLUMNS.iter().map(|c| h.iter().position(|x| x.trim() == *c)).collect();
+type CsvParser = Box<
+    dyn FnMut(
+        &super::formats::CxPub<'_>,
+        &StringRecord,
+    ) -> Result<super::formats::RowPub, TraceError>,
+>;
+
+pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, TraceError> {
+    let idx: Vec<Option<usize>> = COLUMNS
+        .iter()
+        .map(|c| h.iter().position(|x| x.trim() == *c))
+        .collect();
     for (k, c) in COLUMNS.iter().enumerate().take(4) {
         if idx[k].is_none() {
-            return Err(TraceError::Row { file: file.into(), line: 1, field: (*c).into(), message: "column missing from the header".into() });
+            return Err(TraceError::Row {
+                file: file.into(),
+                line: 1,
+                field: (*c).into(),
+                message: "column missing from the header".into(),
+            });
         }
     }
     if let Some(extra) = h.iter().find(|x| !COLUMNS.contains(&x.trim())) {
-        return Err(TraceError::Row { file: file.into(), line: 1, field: extra.into(), message: format!("unknown column (known: {})", COLUMNS.join(",")) });
+        return Err(TraceError::Row {
+            file: file.into(),
+            line: 1,
+            field: extra.into(),
+            message: format!("unknown column (known: {})", COLUMNS.join(",")),
+        });
     }
     Ok(Box::new(move |cx, r| {
-        let get = |k: usize| idx[k].and_then(|i| r.get(i)).map(str::trim).filter(|s| !s.is_empty());
+        let get = |k: usize| {
+            idx[k]
+                .and_then(|i| r.get(i))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
         let num = |k: usize| -> Result<Option<f64>, TraceError> {
-            get(k).map(|v| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| cx.err(COLUMNS[k], format!("'{v}' is not a non-negative number")))).transpose()
+            get(k)
+                .map(|v| {
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .ok_or_else(|| {
+                            cx.err(COLUMNS[k], format!("'{v}' is not a non-negative number"))
+                        })
+                })
+                .transpose()
         };
         let int = |k: usize| -> Result<Option<u64>, TraceError> {
-            get(k).map(|v| v.parse::<u64>().map_err(|_| cx.err(COLUMNS[k], format!("'{v}' is not a non-negative integer")))).transpose()
+            get(k)
+                .map(|v| {
+                    v.parse::<u64>().map_err(|_| {
+                        cx.err(COLUMNS[k], format!("'{v}' is not a non-negative integer"))
+                    })
+                })
+                .transpose()
         };
         let row = Row {
             id: get(0).ok_or_else(|| cx.err("id", "missing"))?.to_string(),
             submit: num(1)?.ok_or_else(|| cx.err("submit", "missing"))?,
-            gpus: int(2)?.ok_or_else(|| cx.err("gpus", "missing"))?.min(u32::MAX as u64) as u32,
+            gpus: int(2)?
+                .ok_or_else(|| cx.err("gpus", "missing"))?
+                .min(u32::MAX as u64) as u32,
             duration: num(3)?.ok_or_else(|| cx.err("duration", "missing"))?,
             iterations: int(4)?,
             model: get(5).map(str::to_string),
@@ -159,7 +230,9 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<Box<dyn FnMut(&
             vc: get(7).map(str::to_string),
             priority: match get(8) {
                 None => 0,
-                Some(v) => v.parse().map_err(|_| cx.err("priority", format!("'{v}' is not an integer")))?,
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| cx.err("priority", format!("'{v}' is not an integer")))?,
             },
             deadline: num(9)?,
             stage_data_ms: num(10)?,
@@ -168,7 +241,9 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<Box<dyn FnMut(&
             dataset_gb: num(13)?,
             gpu_type: get(14).map(str::to_string),
         };
-        to_job(row).map(super::formats::RowPub::Job).map_err(|(f, m)| cx.err(&f, m))
+        to_job(row)
+            .map(super::formats::RowPub::Job)
+            .map_err(|(f, m)| cx.err(&f, m))
     }))
 }
 
@@ -178,13 +253,28 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
     let mut jobs = Vec::new();
     let (mut skipped, mut first_skip) = (0, None);
     for (i, line) in r.lines().enumerate() {
-        let line = line.map_err(|e| TraceError::Io { file: file.clone(), source: e })?;
+        let line = line.map_err(|e| TraceError::Io {
+            file: file.clone(),
+            source: e,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
         let res = serde_json::from_str::<Row>(&line)
-            .map_err(|e| TraceError::Row { file: file.clone(), line: i as u64 + 1, field: "json".into(), message: e.to_string() })
-            .and_then(|row| to_job(row).map_err(|(f, m)| TraceError::Row { file: file.clone(), line: i as u64 + 1, field: f, message: m }));
+            .map_err(|e| TraceError::Row {
+                file: file.clone(),
+                line: i as u64 + 1,
+                field: "json".into(),
+                message: e.to_string(),
+            })
+            .and_then(|row| {
+                to_job(row).map_err(|(f, m)| TraceError::Row {
+                    file: file.clone(),
+                    line: i as u64 + 1,
+                    field: f,
+                    message: m,
+                })
+            });
         match res {
             Ok(j) => jobs.push(j),
             Err(e) if opts.skip_bad_rows => {
@@ -195,5 +285,11 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
         }
     }
     jobs.sort_by_key(|j| j.submit);
-    Ok(Trace { jobs, format: crate::Format::Jsonl, skipped, first_skip, excluded: Vec::new() })
+    Ok(Trace {
+        jobs,
+        format: crate::Format::Jsonl,
+        skipped,
+        first_skip,
+        excluded: Vec::new(),
+    })
 }

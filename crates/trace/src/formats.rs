@@ -114,10 +114,17 @@ pub(crate) struct Cx<'a> {
 
 impl Cx<'_> {
     pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> TraceError {
-        TraceError::Row { file: self.file.to_string(), line: self.line, field: field.to_string(), message: message.into() }
+        TraceError::Row {
+            file: self.file.to_string(),
+            line: self.line,
+            field: field.to_string(),
+            message: message.into(),
+        }
     }
     fn s<'r>(&self, rec: &'r StringRecord, i: usize, field: &str) -> Result<&'r str, TraceError> {
-        rec.get(i).map(str::trim).ok_or_else(|| self.err(field, "missing"))
+        rec.get(i)
+            .map(str::trim)
+            .ok_or_else(|| self.err(field, "missing"))
     }
     fn f(&self, rec: &StringRecord, i: usize, field: &str) -> Result<f64, TraceError> {
         let v = self.s(rec, i, field)?;
@@ -140,7 +147,13 @@ impl Cx<'_> {
     fn u(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u64, TraceError> {
         let v = self.s(rec, i, field)?;
         v.parse::<u64>()
-            .or_else(|_| v.parse::<f64>().ok().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1e18).map(|x| x as u64).ok_or(()))
+            .or_else(|_| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1e18)
+                    .map(|x| x as u64)
+                    .ok_or(())
+            })
             .map_err(|_| self.err(field, format!("'{v}' is not a non-negative integer")))
     }
     fn gpus(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
@@ -151,17 +164,22 @@ impl Cx<'_> {
         Ok(g as u32)
     }
     fn opt(&self, rec: &StringRecord, i: Option<usize>) -> Option<String> {
-        i.and_then(|i| rec.get(i)).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+        i.and_then(|i| rec.get(i))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
     }
 }
 
 fn col(h: &StringRecord, name: &str, file: &str) -> Result<usize, TraceError> {
-    h.iter().position(|c| c.trim() == name).ok_or_else(|| TraceError::Row {
-        file: file.to_string(),
-        line: 1,
-        field: name.to_string(),
-        message: "column missing from the header".into(),
-    })
+    h.iter()
+        .position(|c| c.trim() == name)
+        .ok_or_else(|| TraceError::Row {
+            file: file.to_string(),
+            line: 1,
+            field: name.to_string(),
+            message: "column missing from the header".into(),
+        })
 }
 fn ocol(h: &StringRecord, name: &str) -> Option<usize> {
     h.iter().position(|c| c.trim() == name)
@@ -183,7 +201,13 @@ fn parse_datetime(s: &str) -> Option<i64> {
     let (y, mo, da) = (d.next()??, d.next()??, d.next()??);
     let mut t = time.split(':').map(|x| x.parse::<i64>().ok());
     let (h, mi, se) = (t.next()??, t.next()??, t.next()??);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 || d.next().is_some() {
+    if !(1..=12).contains(&mo)
+        || !(1..=31).contains(&da)
+        || h > 23
+        || mi > 59
+        || se > 60
+        || d.next().is_some()
+    {
         return None;
     }
     Some(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
@@ -226,8 +250,17 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         .flexible(true)
         .quoting(!tab)
         .from_reader(open(path)?);
-    let headers = if tab { StringRecord::new() } else {
-        rdr.headers().map_err(|e| TraceError::Row { file: file.clone(), line: 1, field: "header".into(), message: e.to_string() })?.clone()
+    let headers = if tab {
+        StringRecord::new()
+    } else {
+        rdr.headers()
+            .map_err(|e| TraceError::Row {
+                file: file.clone(),
+                line: 1,
+                field: "header".into(),
+                message: e.to_string(),
+            })?
+            .clone()
     };
     let mut parser = make_parser(format, &headers, &file, path, opts)?;
     let mut jobs = Vec::new();
@@ -263,7 +296,10 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         }
         let cx = Cx { file: &file, line };
         let res = if expected > 0 && rec.len() != expected {
-            Err(cx.err("record", format!("expected {expected} fields, found {}", rec.len())))
+            Err(cx.err(
+                "record",
+                format!("expected {expected} fields, found {}", rec.len()),
+            ))
         } else {
             parser(&cx, &rec)
         };
@@ -286,48 +322,116 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         }
     }
     jobs.sort_by_key(|j| j.submit);
-    Ok(Trace { jobs, format, skipped, first_skip, excluded: excluded.into_iter().map(|(k, v)| (k.to_string(), v)).collect() })
+    Ok(Trace {
+        jobs,
+        format,
+        skipped,
+        first_skip,
+        excluded: excluded
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    })
 }
 
 type Parser = Box<dyn FnMut(&Cx<'_>, &StringRecord) -> Result<Row, TraceError>>;
 
-fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: &ReadOptions) -> Result<Parser, TraceError> {
+fn make_parser(
+    format: Format,
+    h: &StringRecord,
+    file: &str,
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<Parser, TraceError> {
     let c = |n: &str| col(h, n, file);
     Ok(match format {
         Format::Apiary => crate::canonical::csv_parser(h, file)?,
         Format::Philly => {
-            let (ts, du, ng, cl) = (c("timestamp")?, c("duration")?, c("num_gpus")?, c("cluster")?);
+            let (ts, du, ng, cl) = (
+                c("timestamp")?,
+                c("duration")?,
+                c("num_gpus")?,
+                c("cluster")?,
+            );
             Box::new(move |cx, r| {
                 let t = parse_datetime(cx.s(r, ts, "timestamp")?)
                     .filter(|t| *t >= 0)
                     .ok_or_else(|| cx.err("timestamp", "expected YYYY-MM-DD HH:MM:SS"))?;
-                let mut j = Job::new(format!("{}", cx.line - 1), t as Time * 1000, cx.gpus(r, ng, "num_gpus")?, cx.secs(r, du, "duration")?);
+                let mut j = Job::new(
+                    format!("{}", cx.line - 1),
+                    t as Time * 1000,
+                    cx.gpus(r, ng, "num_gpus")?,
+                    cx.secs(r, du, "duration")?,
+                );
                 j.vc = cx.opt(r, Some(cl));
                 Ok(Row::Job(j))
             })
         }
         Format::Itp | Format::ItpElasticflow => {
-            let (id, st, du, ng) = (c("job_id")?, c("submission_time")?, c("duration")?, c("num_gpu")?);
-            let (it, mo, dl, bs) = (ocol(h, "num_iteration"), ocol(h, "model_name"), ocol(h, "deadline"), ocol(h, "batch_size"));
+            let (id, st, du, ng) = (
+                c("job_id")?,
+                c("submission_time")?,
+                c("duration")?,
+                c("num_gpu")?,
+            );
+            let (it, mo, dl, bs) = (
+                ocol(h, "num_iteration"),
+                ocol(h, "model_name"),
+                ocol(h, "deadline"),
+                ocol(h, "batch_size"),
+            );
             Box::new(move |cx, r| {
-                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submission_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
-                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "num_iteration")?) }
+                let mut j = Job::new(
+                    cx.s(r, id, "job_id")?,
+                    cx.secs(r, st, "submission_time")?,
+                    cx.gpus(r, ng, "num_gpu")?,
+                    cx.secs(r, du, "duration")?,
+                );
+                if let Some(i) = it {
+                    j.iterations = Some(cx.u(r, i, "num_iteration")?)
+                }
                 j.model = cx.opt(r, mo);
-                if let Some(i) = dl { j.deadline = Some(cx.secs(r, i, "deadline")?) }
-                if let Some(i) = bs { j.batch_size = Some(cx.u(r, i, "batch_size")? as u32) }
+                if let Some(i) = dl {
+                    j.deadline = Some(cx.secs(r, i, "deadline")?)
+                }
+                if let Some(i) = bs {
+                    j.batch_size = Some(cx.u(r, i, "batch_size")? as u32)
+                }
                 Ok(Row::Job(j))
             })
         }
         Format::Elasticflow => {
-            let (id, st, ng, du, dl) = (c("job_id")?, c("submit_time")?, c("num_gpu")?, c("duration")?, c("ddl")?);
+            let (id, st, ng, du, dl) = (
+                c("job_id")?,
+                c("submit_time")?,
+                c("num_gpu")?,
+                c("duration")?,
+                c("ddl")?,
+            );
             let it = ocol(h, "iteration").or(ocol(h, "real_iteration"));
-            let (mo, bs, be) = (ocol(h, "model_name"), ocol(h, "batch_size"), ocol(h, "best_effort"));
+            let (mo, bs, be) = (
+                ocol(h, "model_name"),
+                ocol(h, "batch_size"),
+                ocol(h, "best_effort"),
+            );
             Box::new(move |cx, r| {
-                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
-                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "iteration")?) }
+                let mut j = Job::new(
+                    cx.s(r, id, "job_id")?,
+                    cx.secs(r, st, "submit_time")?,
+                    cx.gpus(r, ng, "num_gpu")?,
+                    cx.secs(r, du, "duration")?,
+                );
+                if let Some(i) = it {
+                    j.iterations = Some(cx.u(r, i, "iteration")?)
+                }
                 j.model = cx.opt(r, mo);
-                if let Some(i) = bs { j.batch_size = Some(cx.u(r, i, "batch_size")? as u32) }
-                let best_effort = match be { Some(i) => cx.u(r, i, "best_effort")? == 1, None => false };
+                if let Some(i) = bs {
+                    j.batch_size = Some(cx.u(r, i, "batch_size")? as u32)
+                }
+                let best_effort = match be {
+                    Some(i) => cx.u(r, i, "best_effort")? == 1,
+                    None => false,
+                };
                 if !best_effort {
                     j.deadline = Some(cx.secs(r, dl, "ddl")?);
                 }
@@ -336,8 +440,21 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
         }
         Format::Muri => {
             let factor = opts.muri_itertime_factor.unwrap_or(1.015);
-            let (id, ng, st, it, mo, bs, itt) = (c("job_id")?, c("num_gpu")?, c("submit_time")?, c("iterations")?, c("model_name")?, c("batch_size")?, c("iteration_time")?);
-            let (r0, r1, r2, pr) = (c("resource_time_0")?, c("resource_time_1")?, c("resource_time_2")?, ocol(h, "priority"));
+            let (id, ng, st, it, mo, bs, itt) = (
+                c("job_id")?,
+                c("num_gpu")?,
+                c("submit_time")?,
+                c("iterations")?,
+                c("model_name")?,
+                c("batch_size")?,
+                c("iteration_time")?,
+            );
+            let (r0, r1, r2, pr) = (
+                c("resource_time_0")?,
+                c("resource_time_1")?,
+                c("resource_time_2")?,
+                ocol(h, "priority"),
+            );
             Box::new(move |cx, r| {
                 let iters = cx.u(r, it, "iterations")?;
                 let t = cx.f(r, itt, "iteration_time")?;
@@ -345,27 +462,58 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
                 if dur > 1e17 {
                     return Err(cx.err("iterations", "iterations x iteration_time out of range"));
                 }
-                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.millis(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, dur.round() as Time);
+                let mut j = Job::new(
+                    cx.s(r, id, "job_id")?,
+                    cx.millis(r, st, "submit_time")?,
+                    cx.gpus(r, ng, "num_gpu")?,
+                    dur.round() as Time,
+                );
                 j.iterations = Some(iters);
                 j.model = cx.opt(r, Some(mo));
                 j.batch_size = Some(cx.u(r, bs, "batch_size")? as u32);
-                j.stages = Some(StageTimes { data: cx.f(r, r0, "resource_time_0")?, gpu: cx.f(r, r1, "resource_time_1")?, net: cx.f(r, r2, "resource_time_2")? });
-                if let Some(i) = pr { j.priority = cx.u(r, i, "priority")? as i32 }
+                j.stages = Some(StageTimes {
+                    data: cx.f(r, r0, "resource_time_0")?,
+                    gpu: cx.f(r, r1, "resource_time_1")?,
+                    net: cx.f(r, r2, "resource_time_2")?,
+                });
+                if let Some(i) = pr {
+                    j.priority = cx.u(r, i, "priority")? as i32
+                }
                 Ok(Row::Job(j))
             })
         }
         Format::Tiresias => {
-            let (id, ng, st, du) = (c("job_id")?, c("num_gpu")?, c("submit_time")?, c("duration")?);
+            let (id, ng, st, du) = (
+                c("job_id")?,
+                c("num_gpu")?,
+                c("submit_time")?,
+                c("duration")?,
+            );
             let (it, mo) = (ocol(h, "iterations"), ocol(h, "model_name"));
             Box::new(move |cx, r| {
-                let mut j = Job::new(cx.s(r, id, "job_id")?, cx.secs(r, st, "submit_time")?, cx.gpus(r, ng, "num_gpu")?, cx.secs(r, du, "duration")?);
-                if let Some(i) = it { j.iterations = Some(cx.u(r, i, "iterations")?) }
+                let mut j = Job::new(
+                    cx.s(r, id, "job_id")?,
+                    cx.secs(r, st, "submit_time")?,
+                    cx.gpus(r, ng, "num_gpu")?,
+                    cx.secs(r, du, "duration")?,
+                );
+                if let Some(i) = it {
+                    j.iterations = Some(cx.u(r, i, "iterations")?)
+                }
                 j.model = cx.opt(r, mo);
                 Ok(Row::Job(j))
             })
         }
         Format::Alibaba => {
-            let (nm, ng, gm, spec, ct, dt, stt) = (c("name")?, c("num_gpu")?, c("gpu_milli")?, c("gpu_spec")?, c("creation_time")?, c("deletion_time")?, c("scheduled_time")?);
+            let (nm, ng, gm, spec, ct, dt, stt) = (
+                c("name")?,
+                c("num_gpu")?,
+                c("gpu_milli")?,
+                c("gpu_spec")?,
+                c("creation_time")?,
+                c("deletion_time")?,
+                c("scheduled_time")?,
+            );
             let qos = ocol(h, "qos");
             Box::new(move |cx, r| {
                 let g = cx.gpus(r, ng, "num_gpu")?;
@@ -374,22 +522,36 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
                     return Ok(Row::Excluded("CPU-only pod (num_gpu = 0)"));
                 }
                 if cx.opt(r, Some(stt)).is_none() || cx.opt(r, Some(dt)).is_none() {
-                    return Ok(Row::Excluded("never scheduled or never deleted (empty scheduled_time or deletion_time)"));
+                    return Ok(Row::Excluded(
+                        "never scheduled or never deleted (empty scheduled_time or deletion_time)",
+                    ));
                 }
-                let (c0, d0, s0) = (cx.u(r, ct, "creation_time")?, cx.u(r, dt, "deletion_time")?, cx.u(r, stt, "scheduled_time")?);
+                let (c0, d0, s0) = (
+                    cx.u(r, ct, "creation_time")?,
+                    cx.u(r, dt, "deletion_time")?,
+                    cx.u(r, stt, "scheduled_time")?,
+                );
                 if d0 < s0 {
-                    return Err(cx.err("deletion_time", format!("{d0} is before scheduled_time {s0}")));
+                    return Err(cx.err(
+                        "deletion_time",
+                        format!("{d0} is before scheduled_time {s0}"),
+                    ));
                 }
                 if s0 == 0 && c0 > 0 {
                     return Ok(Row::Excluded("never scheduled (scheduled_time = 0)"));
                 }
                 let mut j = Job::new(cx.s(r, nm, "name")?, c0 * 1000, g, (d0 - s0) * 1000);
-                j.gpu_type = cx.opt(r, Some(spec)).map(|s| s.split('|').next().unwrap_or("").to_string());
+                j.gpu_type = cx
+                    .opt(r, Some(spec))
+                    .map(|s| s.split('|').next().unwrap_or("").to_string());
                 if milli > 0 && milli < 1000 {
                     // Fractional pods take one whole GPU here; GPU sharing is a later model.
                     j.model = Some(format!("shared-{milli}m"));
                 }
-                j.priority = match cx.opt(r, qos).as_deref() { Some("LS") | Some("Guaranteed") => 1, _ => 0 };
+                j.priority = match cx.opt(r, qos).as_deref() {
+                    Some("LS") | Some("Guaranteed") => 1,
+                    _ => 0,
+                };
                 Ok(Row::Job(j))
             })
         }
@@ -402,21 +564,36 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
             Box::new(move |cx, r| {
                 let want = if ten { 10 } else { 7 };
                 if r.len() != want {
-                    return Err(cx.err("record", format!("expected {want} tab-separated fields, found {}", r.len())));
+                    return Err(cx.err(
+                        "record",
+                        format!("expected {want} tab-separated fields, found {}", r.len()),
+                    ));
                 }
                 let jt = cx.s(r, ty, "job_type")?;
                 let s = cx.u(r, steps, "total_steps")?;
                 let g = cx.gpus(r, sf, "scale_factor")?;
                 // Gavel's per-VC traces draw job types at random, so some (type, scale)
                 // pairs were never measured; those fall back to the 1-GPU throughput.
-                let tput = table.get(&(worker.clone(), jt.to_string(), g)).or_else(|| table.get(&(worker.clone(), jt.to_string(), 1))).copied().ok_or_else(|| {
-                    cx.err("job_type", format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"))
-                })?;
+                let tput = table
+                    .get(&(worker.clone(), jt.to_string(), g))
+                    .or_else(|| table.get(&(worker.clone(), jt.to_string(), 1)))
+                    .copied()
+                    .ok_or_else(|| {
+                        cx.err(
+                            "job_type",
+                            format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"),
+                        )
+                    })?;
                 let dur = s as f64 / tput * 1000.0;
                 if !dur.is_finite() || dur > 1e17 {
                     return Err(cx.err("total_steps", "duration out of range"));
                 }
-                let mut j = Job::new(format!("{n}"), cx.secs(r, at, "arrival_time")?, g, dur.round() as Time);
+                let mut j = Job::new(
+                    format!("{n}"),
+                    cx.secs(r, at, "arrival_time")?,
+                    g,
+                    dur.round() as Time,
+                );
                 n += 1;
                 j.iterations = Some(s);
                 j.model = Some(jt.to_string());
@@ -430,7 +607,11 @@ fn make_parser(format: Format, h: &StringRecord, file: &str, path: &Path, opts: 
     })
 }
 
-fn gavel_table(path: &Path, file: &str, opts: &ReadOptions) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
+fn gavel_table(
+    path: &Path,
+    file: &str,
+    opts: &ReadOptions,
+) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
     let found = opts.gavel_throughputs.clone().or_else(|| {
         // Beside a `traces/` tree laid out like ../shared/traces.
         let mut dir: Option<PathBuf> = path.parent().map(Path::to_path_buf);
@@ -449,7 +630,10 @@ fn gavel_table(path: &Path, file: &str, opts: &ReadOptions) -> Result<BTreeMap<(
             message: "Gavel traces give work in steps; pass --gavel-throughputs simulation_throughputs.json".into(),
         });
     };
-    let text = std::fs::read_to_string(&tp).map_err(|e| TraceError::Io { file: tp.display().to_string(), source: e })?;
+    let text = std::fs::read_to_string(&tp).map_err(|e| TraceError::Io {
+        file: tp.display().to_string(),
+        source: e,
+    })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| TraceError::Row {
         file: tp.display().to_string(),
         line: e.line() as u64,
@@ -459,12 +643,23 @@ fn gavel_table(path: &Path, file: &str, opts: &ReadOptions) -> Result<BTreeMap<(
     let mut out = BTreeMap::new();
     if let Some(workers) = v.as_object() {
         for (w, entries) in workers {
-            let Some(entries) = entries.as_object() else { continue };
+            let Some(entries) = entries.as_object() else {
+                continue;
+            };
             for (k, e) in entries {
                 // Keys look like "('ResNet-18 (batch size 32)', 1)".
-                let Some(inner) = k.strip_prefix("('").and_then(|s| s.strip_suffix(')')) else { continue };
-                let Some((jt, sf)) = inner.rsplit_once("', ") else { continue };
-                let (Ok(sf), Some(t)) = (sf.trim().parse::<u32>(), e.get("null").and_then(|x| x.as_f64())) else { continue };
+                let Some(inner) = k.strip_prefix("('").and_then(|s| s.strip_suffix(')')) else {
+                    continue;
+                };
+                let Some((jt, sf)) = inner.rsplit_once("', ") else {
+                    continue;
+                };
+                let (Ok(sf), Some(t)) = (
+                    sf.trim().parse::<u32>(),
+                    e.get("null").and_then(|x| x.as_f64()),
+                ) else {
+                    continue;
+                };
                 if t > 0.0 {
                     out.insert((w.clone(), jt.to_string(), sf), t);
                 }
@@ -479,9 +674,18 @@ mod tests {
     use super::*;
     #[test]
     fn detects_headers() {
-        assert_eq!(Format::detect("timestamp,duration,num_gpus,gpu_time,cluster"), Some(Format::Philly));
-        assert_eq!(Format::detect("job_id,submission_time,duration,num_gpu"), Some(Format::Itp));
-        assert_eq!(Format::detect("job_id,num_gpu,submit_time,iterations,model_name,duration,interval"), Some(Format::Tiresias));
+        assert_eq!(
+            Format::detect("timestamp,duration,num_gpus,gpu_time,cluster"),
+            Some(Format::Philly)
+        );
+        assert_eq!(
+            Format::detect("job_id,submission_time,duration,num_gpu"),
+            Some(Format::Itp)
+        );
+        assert_eq!(
+            Format::detect("job_id,num_gpu,submit_time,iterations,model_name,duration,interval"),
+            Some(Format::Tiresias)
+        );
         assert_eq!(Format::detect("a\tb\tc\td\te\tf\tg"), Some(Format::Gavel));
         assert_eq!(Format::detect("hello,world"), None);
     }

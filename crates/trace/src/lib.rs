@@ -43,7 +43,9 @@ pub enum TraceError {
         message: String,
     },
     /// The format could not be recognised.
-    #[error("{file}: unrecognised trace format (first line: '{first_line}'); pass --format (one of: {known})")]
+    #[error(
+        "{file}: unrecognised trace format (first line: '{first_line}'); pass --format (one of: {known})"
+    )]
     UnknownFormat {
         /// The file.
         file: String,

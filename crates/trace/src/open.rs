@@ -6,11 +6,17 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
-    let io = |source| TraceError::Io { file: path.display().to_string(), source };
+    let io = |source| TraceError::Io {
+        file: path.display().to_string(),
+        source,
+    };
     let mut f = BufReader::with_capacity(1 << 16, File::open(path).map_err(io)?);
     let magic = f.fill_buf().map_err(io)?;
     let r: Box<dyn BufRead> = if magic.starts_with(&[0x1f, 0x8b]) {
-        Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(f)))
+        Box::new(BufReader::with_capacity(
+            1 << 16,
+            flate2::bufread::MultiGzDecoder::new(f),
+        ))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         let d = zstd::stream::read::Decoder::with_buffer(f).map_err(io)?;
         Box::new(BufReader::with_capacity(1 << 16, d))
@@ -30,8 +36,16 @@ pub(crate) fn first_line(path: &Path) -> Result<String, TraceError> {
             Ok(0) => break,
             Ok(_) if byte[0] == b'\n' => break,
             Ok(_) => buf.push(byte[0]),
-            Err(e) => return Err(TraceError::Io { file: path.display().to_string(), source: e }),
+            Err(e) => {
+                return Err(TraceError::Io {
+                    file: path.display().to_string(),
+                    source: e,
+                });
+            }
         }
     }
-    Ok(String::from_utf8_lossy(&buf).trim_start_matches('\u{feff}').trim_end_matches('\r').to_string())
+    Ok(String::from_utf8_lossy(&buf)
+        .trim_start_matches('\u{feff}')
+        .trim_end_matches('\r')
+        .to_string())
 }

@@ -30,24 +30,35 @@ impl Policy for Checked {
         for &j in w.running() {
             let p = &w.rt[j as usize].placement;
             if p.gpus() != w.jobs[j as usize].gpus {
-                self.violations.push(format!("job {j} holds {} GPUs, asked {}", p.gpus(), w.jobs[j as usize].gpus));
+                self.violations.push(format!(
+                    "job {j} holds {} GPUs, asked {}",
+                    p.gpus(),
+                    w.jobs[j as usize].gpus
+                ));
             }
             for &(n, m) in &p.parts {
                 if seen[n as usize] & m != 0 {
-                    self.violations.push(format!("GPU double-booked on node {n}"));
+                    self.violations
+                        .push(format!("GPU double-booked on node {n}"));
                 }
                 seen[n as usize] |= m;
                 busy += m.count_ones() as u64;
             }
         }
         if busy != w.busy_gpus() {
-            self.violations.push(format!("placements hold {busy} GPUs, state says {}", w.busy_gpus()));
+            self.violations.push(format!(
+                "placements hold {busy} GPUs, state says {}",
+                w.busy_gpus()
+            ));
         }
         if self.backfill_counting {
             let free = ctx.free_gpus();
             for (i, rt) in w.rt.iter().enumerate() {
                 if rt.status == Status::Pending && (w.jobs[i].gpus as u64) <= free {
-                    self.violations.push(format!("job {i} ({} GPUs) waits while {free} GPUs are idle", w.jobs[i].gpus));
+                    self.violations.push(format!(
+                        "job {i} ({} GPUs) waits while {free} GPUs are idle",
+                        w.jobs[i].gpus
+                    ));
                 }
             }
         }
@@ -55,15 +66,41 @@ impl Policy for Checked {
 }
 
 fn workload() -> impl Strategy<Value = Vec<(u64, u32, u64)>> {
-    proptest::collection::vec((0u64..500, prop_oneof![Just(1u32), Just(2), Just(4), Just(8)], 1u64..300), 1..40)
+    proptest::collection::vec(
+        (
+            0u64..500,
+            prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
+            1u64..300,
+        ),
+        1..40,
+    )
 }
 
-fn run(policy: &str, params: &[&str], cluster: &str, w: &[(u64, u32, u64)], backfill_counting: bool, slot: Option<u64>) -> (apiary_model::RunOutcome, Vec<String>) {
-    let mut jobs: Vec<Job> = w.iter().enumerate().map(|(i, &(s, g, d))| Job::new(format!("{i}"), s * 1000, g, d * 1000)).collect();
+fn run(
+    policy: &str,
+    params: &[&str],
+    cluster: &str,
+    w: &[(u64, u32, u64)],
+    backfill_counting: bool,
+    slot: Option<u64>,
+) -> (apiary_model::RunOutcome, Vec<String>) {
+    let mut jobs: Vec<Job> = w
+        .iter()
+        .enumerate()
+        .map(|(i, &(s, g, d))| Job::new(format!("{i}"), s * 1000, g, d * 1000))
+        .collect();
     jobs.sort_by_key(|j| j.submit);
     let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
-    let mut p = Checked { inner: registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap()).unwrap(), backfill_counting, violations: Vec::new() };
-    let cfg = Config { mode: slot.map_or(Mode::EventDriven, Mode::Slotted), ..Config::default() };
+    let mut p = Checked {
+        inner: registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap())
+            .unwrap(),
+        backfill_counting,
+        violations: Vec::new(),
+    };
+    let cfg = Config {
+        mode: slot.map_or(Mode::EventDriven, Mode::Slotted),
+        ..Config::default()
+    };
     let out = apiary_sim::run(c, jobs, &mut p, &DurationModel, &cfg, &mut |_| {}).unwrap();
     (out, p.violations)
 }
@@ -104,13 +141,26 @@ proptest! {
 
 #[test]
 fn same_input_same_output() {
-    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/traces/philly-sample.csv");
+    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/traces/philly-sample.csv");
     let t = apiary_trace::read(&trace, &Default::default()).unwrap();
     let go = |policy: &str| {
         let c = ClusterSpec::preset("n16g8").unwrap().build().unwrap();
         let mut p = registry::build(policy, &Params::default()).unwrap();
-        let cfg = Config { per_event_overhead: true, restart_overhead: 3000, ..Config::default() };
-        let out = apiary_sim::run(c, t.jobs.clone(), p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+        let cfg = Config {
+            per_event_overhead: true,
+            restart_overhead: 3000,
+            ..Config::default()
+        };
+        let out = apiary_sim::run(
+            c,
+            t.jobs.clone(),
+            p.as_mut(),
+            &DurationModel,
+            &cfg,
+            &mut |_| {},
+        )
+        .unwrap();
         format!("{:?}|{:?}|{}", out.jobs, out.util, out.events)
     };
     for p in ["srtf", "tiresias", "tiresias-gittins", "fifo"] {

@@ -21,33 +21,62 @@ fn secs(v: &str) -> u64 {
 }
 
 fn run_scenario(text: &str) -> (String, String) {
-    let (input, expected) = text.split_once("\n----\n").expect("scenario needs a ---- line");
+    let (input, expected) = text
+        .split_once("\n----\n")
+        .expect("scenario needs a ---- line");
     let mut cluster = None;
     let mut policy = None;
     let mut cfg = Config::default();
     let mut jobs = Vec::new();
-    for line in input.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in input
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let mut w = line.split_whitespace();
         match w.next().unwrap() {
-            "cluster" => cluster = Some(ClusterSpec::preset(w.next().unwrap()).unwrap().build().unwrap()),
+            "cluster" => {
+                cluster = Some(
+                    ClusterSpec::preset(w.next().unwrap())
+                        .unwrap()
+                        .build()
+                        .unwrap(),
+                )
+            }
             "policy" => {
                 let name = w.next().unwrap().to_string();
                 let params = Params::from_pairs(w).unwrap();
                 policy = Some(registry::build(&name, &params).unwrap());
             }
-            "mode" => cfg.mode = Mode::Slotted(secs(w.next().unwrap().strip_prefix("slot:").unwrap())),
+            "mode" => {
+                cfg.mode = Mode::Slotted(secs(w.next().unwrap().strip_prefix("slot:").unwrap()))
+            }
             "restart_overhead" => cfg.restart_overhead = secs(w.next().unwrap()),
             "job" => {
                 let id = w.next().unwrap();
-                let kv: std::collections::BTreeMap<&str, &str> = w.map(|p| p.split_once('=').unwrap()).collect();
-                jobs.push(Job::new(id, secs(kv["submit"]), kv["gpus"].parse().unwrap(), secs(kv["duration"])));
+                let kv: std::collections::BTreeMap<&str, &str> =
+                    w.map(|p| p.split_once('=').unwrap()).collect();
+                jobs.push(Job::new(
+                    id,
+                    secs(kv["submit"]),
+                    kv["gpus"].parse().unwrap(),
+                    secs(kv["duration"]),
+                ));
             }
             other => panic!("unknown command {other}"),
         }
     }
     jobs.sort_by_key(|j| j.submit);
     let mut p = policy.expect("policy line");
-    let out = apiary_sim::run(cluster.expect("cluster line"), jobs, p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+    let out = apiary_sim::run(
+        cluster.expect("cluster line"),
+        jobs,
+        p.as_mut(),
+        &DurationModel,
+        &cfg,
+        &mut |_| {},
+    )
+    .unwrap();
     let mut got: Vec<String> = out
         .jobs
         .iter()
@@ -55,12 +84,24 @@ fn run_scenario(text: &str) -> (String, String) {
             if j.rejected.is_some() {
                 return format!("{} rejected", j.id);
             }
-            let f = |t: Option<u64>| t.map_or("-".to_string(), |t| format!("{}", t as f64 / 1000.0));
-            format!("{} start={} finish={} preemptions={}", j.id, f(j.first_start), f(j.finish), j.preemptions)
+            let f =
+                |t: Option<u64>| t.map_or("-".to_string(), |t| format!("{}", t as f64 / 1000.0));
+            format!(
+                "{} start={} finish={} preemptions={}",
+                j.id,
+                f(j.first_start),
+                f(j.finish),
+                j.preemptions
+            )
         })
         .collect();
     got.sort();
-    let mut exp: Vec<String> = expected.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+    let mut exp: Vec<String> = expected
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
     exp.sort();
     (got.join("\n"), exp.join("\n"))
 }
@@ -68,14 +109,25 @@ fn run_scenario(text: &str) -> (String, String) {
 #[test]
 fn scenario_files() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "txt")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
     files.sort();
-    assert!(files.len() >= 8, "scenario files missing from {}", dir.display());
+    assert!(
+        files.len() >= 8,
+        "scenario files missing from {}",
+        dir.display()
+    );
     let mut failures = Vec::new();
     for f in &files {
         let (got, exp) = run_scenario(&std::fs::read_to_string(f).unwrap());
         if got != exp {
-            failures.push(format!("{}:\n--- expected\n{exp}\n--- got\n{got}", f.display()));
+            failures.push(format!(
+                "{}:\n--- expected\n{exp}\n--- got\n{got}",
+                f.display()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

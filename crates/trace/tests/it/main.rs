@@ -14,7 +14,11 @@ fn real(rel: &str) -> Option<PathBuf> {
         Some(p)
     } else {
         // CI always has ../shared; a checkout without it skips, loudly.
-        assert!(std::env::var("CI").is_err(), "{} missing under CI", p.display());
+        assert!(
+            std::env::var("CI").is_err(),
+            "{} missing under CI",
+            p.display()
+        );
         eprintln!("skipping: {} not present", p.display());
         None
     }
@@ -25,17 +29,52 @@ fn real_traces_load_with_documented_counts() {
     let cases: &[(&str, Format, usize, u64)] = &[
         // (file, format, jobs, total GPUs over jobs)
         ("philly/philly.csv", Format::Philly, 82_247, 0),
-        ("philly/gavel_msr_seed0/0e4a51.trace", Format::Gavel, 1_181, 0),
-        ("philly/elasticflow_philly_103959.csv", Format::Elasticflow, 876, 0),
+        (
+            "philly/gavel_msr_seed0/0e4a51.trace",
+            Format::Gavel,
+            1_181,
+            0,
+        ),
+        (
+            "philly/elasticflow_philly_103959.csv",
+            Format::Elasticflow,
+            876,
+            0,
+        ),
         ("itp/raw/cluster10.csv", Format::Itp, 260, 0),
-        ("itp/elasticflow/cluster10.csv", Format::ItpElasticflow, 260, 0),
+        (
+            "itp/elasticflow/cluster10.csv",
+            Format::ItpElasticflow,
+            260,
+            0,
+        ),
         ("itp/elasticflow/195job.csv", Format::ItpElasticflow, 195, 0),
-        ("peers/elasticflow/elasticVpollux_e.csv", Format::Elasticflow, 195, 0),
-        ("peers/elasticflow/resnet_cifar_trace.csv", Format::Elasticflow, 5, 0),
-        ("peers/muri/cluster_exp/cluster_trace.csv", Format::Muri, 400, 0),
+        (
+            "peers/elasticflow/elasticVpollux_e.csv",
+            Format::Elasticflow,
+            195,
+            0,
+        ),
+        (
+            "peers/elasticflow/resnet_cifar_trace.csv",
+            Format::Elasticflow,
+            5,
+            0,
+        ),
+        (
+            "peers/muri/cluster_exp/cluster_trace.csv",
+            Format::Muri,
+            400,
+            0,
+        ),
         ("peers/muri/trace-data/trace3.csv", Format::Muri, 992, 0),
         ("peers/tiresias/60_job.csv", Format::Tiresias, 60, 0),
-        ("peers/gavel/physical_cluster/max_min_fairness.trace", Format::Gavel10, 96, 0),
+        (
+            "peers/gavel/physical_cluster/max_min_fairness.trace",
+            Format::Gavel10,
+            96,
+            0,
+        ),
     ];
     for &(rel, fmt, n, _) in cases {
         let Some(p) = real(rel) else { continue };
@@ -43,7 +82,10 @@ fn real_traces_load_with_documented_counts() {
         assert_eq!(t.format, fmt, "{rel}");
         assert_eq!(t.jobs.len(), n, "{rel}");
         assert_eq!(t.skipped, 0, "{rel}");
-        assert!(t.jobs.windows(2).all(|w| w[0].submit <= w[1].submit), "{rel} not sorted");
+        assert!(
+            t.jobs.windows(2).all(|w| w[0].submit <= w[1].submit),
+            "{rel} not sorted"
+        );
         assert!(t.jobs.iter().all(|j| j.gpus > 0), "{rel}");
     }
 }
@@ -56,27 +98,58 @@ fn real_trace_details() {
         assert!((gpu_h - 978_078.47).abs() < 0.1, "{gpu_h}");
         assert_eq!(t.jobs.iter().filter(|j| j.gpus == 128).count(), 3);
         assert_eq!(t.jobs[0].submit, 0);
-        assert_eq!(t.jobs.iter().filter_map(|j| j.vc.as_deref()).collect::<std::collections::BTreeSet<_>>().len(), 15);
+        assert_eq!(
+            t.jobs
+                .iter()
+                .filter_map(|j| j.vc.as_deref())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            15
+        );
     }
     if let Some(p) = real("peers/muri/cluster_exp/cluster_trace.csv") {
-        let t = read(&p, &ReadOptions { muri_itertime_factor: Some(1.0), ..Default::default() }).unwrap();
+        let t = read(
+            &p,
+            &ReadOptions {
+                muri_itertime_factor: Some(1.0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let j = t.jobs.iter().find(|j| j.id == "0").unwrap();
-        assert_eq!((j.gpus, j.duration, j.iterations), (8, 10_956 * 437, Some(10_956)));
+        assert_eq!(
+            (j.gpus, j.duration, j.iterations),
+            (8, 10_956 * 437, Some(10_956))
+        );
         assert_eq!(j.stages.unwrap().gpu, 419.0);
-        assert_eq!(t.jobs.iter().find(|j| j.id == "1").unwrap().submit, 1_534_000);
+        assert_eq!(
+            t.jobs.iter().find(|j| j.id == "1").unwrap().submit,
+            1_534_000
+        );
     }
     if let Some(p) = real("alibaba/gpu-v2023/openb_pod_list_default.csv") {
         let t = read(&p, &ReadOptions::default()).unwrap();
         assert_eq!(t.format, Format::Alibaba);
-        let cpu_only = t.excluded.iter().find(|e| e.0.contains("CPU-only")).map_or(0, |e| e.1);
+        let cpu_only = t
+            .excluded
+            .iter()
+            .find(|e| e.0.contains("CPU-only"))
+            .map_or(0, |e| e.1);
         assert_eq!(cpu_only, 1_088);
-        assert_eq!(t.jobs.len() as u64 + t.excluded.iter().map(|e| e.1).sum::<u64>(), 8_152);
+        assert_eq!(
+            t.jobs.len() as u64 + t.excluded.iter().map(|e| e.1).sum::<u64>(),
+            8_152
+        );
     }
     if let Some(p) = real("philly/pollux_workloads/workload-6.csv") {
         let e = read(&p, &ReadOptions::default()).unwrap_err().to_string();
         assert!(e.contains("Pollux") && e.contains("workload-6.csv"), "{e}");
     }
-    for rel in ["itp/raw/cluster01.csv", "itp/raw/cluster04.csv", "itp/elasticflow/cluster08.csv"] {
+    for rel in [
+        "itp/raw/cluster01.csv",
+        "itp/raw/cluster04.csv",
+        "itp/elasticflow/cluster08.csv",
+    ] {
         if let Some(p) = real(rel) {
             read(&p, &ReadOptions::default()).unwrap_or_else(|e| panic!("{rel}: {e}"));
         }
@@ -98,36 +171,109 @@ fn err_of(p: &Path) -> String {
 #[test]
 fn malformed_rows_name_file_line_and_field() {
     let cases: &[(&str, &str, &str)] = &[
-        ("philly.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n2017-13-09 07:01:55,66.0,1,66.0,a\n", "line 3, field 'timestamp'"),
-        ("philly2.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,-4,1,66.0,a\n", "line 2, field 'duration'"),
-        ("itp.csv", "job_id,submission_time,duration,num_gpu\nx,1,2,two\n", "line 2, field 'num_gpu'"),
-        ("itpef.csv", "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\nx,1,5,bert,zz,32,1,3\n", "line 2, field 'deadline'"),
-        ("ef.csv", "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n0,1,5,bert,9,32,1\n", "line 2, field 'record'"),
-        ("muri.csv", "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,NaN,1,1,1,0\n", "line 2, field 'iteration_time'"),
-        ("tiresias.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,,30\n", "line 2, field 'duration'"),
-        ("ali.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np,1,1,1,1000,,LS,Running,5,3,4\n", "line 2, field 'deletion_time'"),
-        ("canon.csv", "id,submit,gpus,duration\na,1,1,x\n", "line 2, field 'duration'"),
-        ("canon2.csv", "id,submit,gpus,duration,colour\na,1,1,1,red\n", "field 'colour'"),
-        ("canon.jsonl", "{\"id\":\"a\",\"submit\":1,\"gpus\":1,\"duration\":2}\n{\"id\":\"b\",\"submit\":-1,\"gpus\":1,\"duration\":2}\n", "line 2, field 'submit'"),
-        ("gavel.trace", "ResNet-18 (batch size 32)\tcmd\t--num_steps\t1\tmany\t0.0\t1\n", "line 1, field 'total_steps'"),
-        ("nonsense.csv", "hello,world\n1,2\n", "unrecognised trace format"),
+        (
+            "philly.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n2017-13-09 07:01:55,66.0,1,66.0,a\n",
+            "line 3, field 'timestamp'",
+        ),
+        (
+            "philly2.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,-4,1,66.0,a\n",
+            "line 2, field 'duration'",
+        ),
+        (
+            "itp.csv",
+            "job_id,submission_time,duration,num_gpu\nx,1,2,two\n",
+            "line 2, field 'num_gpu'",
+        ),
+        (
+            "itpef.csv",
+            "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\nx,1,5,bert,zz,32,1,3\n",
+            "line 2, field 'deadline'",
+        ),
+        (
+            "ef.csv",
+            "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n0,1,5,bert,9,32,1\n",
+            "line 2, field 'record'",
+        ),
+        (
+            "muri.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,NaN,1,1,1,0\n",
+            "line 2, field 'iteration_time'",
+        ),
+        (
+            "tiresias.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,,30\n",
+            "line 2, field 'duration'",
+        ),
+        (
+            "ali.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np,1,1,1,1000,,LS,Running,5,3,4\n",
+            "line 2, field 'deletion_time'",
+        ),
+        (
+            "canon.csv",
+            "id,submit,gpus,duration\na,1,1,x\n",
+            "line 2, field 'duration'",
+        ),
+        (
+            "canon2.csv",
+            "id,submit,gpus,duration,colour\na,1,1,1,red\n",
+            "field 'colour'",
+        ),
+        (
+            "canon.jsonl",
+            "{\"id\":\"a\",\"submit\":1,\"gpus\":1,\"duration\":2}\n{\"id\":\"b\",\"submit\":-1,\"gpus\":1,\"duration\":2}\n",
+            "line 2, field 'submit'",
+        ),
+        (
+            "gavel.trace",
+            "ResNet-18 (batch size 32)\tcmd\t--num_steps\t1\tmany\t0.0\t1\n",
+            "line 1, field 'total_steps'",
+        ),
+        (
+            "nonsense.csv",
+            "hello,world\n1,2\n",
+            "unrecognised trace format",
+        ),
     ];
     for (name, body, want) in cases {
         let p = tmp(name, body.as_bytes());
         let e = if name.ends_with(".trace") {
-            read(&p, &ReadOptions { gavel_throughputs: real("peers/gavel/simulation_throughputs.json"), ..Default::default() })
-                .map(|_| ()).unwrap_err().to_string()
+            read(
+                &p,
+                &ReadOptions {
+                    gavel_throughputs: real("peers/gavel/simulation_throughputs.json"),
+                    ..Default::default()
+                },
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
         } else {
             err_of(&p)
         };
-        assert!(e.contains(want) && e.contains(name), "{name}: got '{e}', want '{want}'");
+        assert!(
+            e.contains(want) && e.contains(name),
+            "{name}: got '{e}', want '{want}'"
+        );
     }
 }
 
 #[test]
 fn skip_bad_rows_counts_and_keeps_the_rest() {
-    let p = tmp("skip.csv", b"job_id,submission_time,duration,num_gpu\na,1,2,1\nb,x,2,1\nc,3,2,\nd,4,5,2\n");
-    let t = read(&p, &ReadOptions { skip_bad_rows: true, ..Default::default() }).unwrap();
+    let p = tmp(
+        "skip.csv",
+        b"job_id,submission_time,duration,num_gpu\na,1,2,1\nb,x,2,1\nc,3,2,\nd,4,5,2\n",
+    );
+    let t = read(
+        &p,
+        &ReadOptions {
+            skip_bad_rows: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(t.jobs.len(), 2);
     assert_eq!(t.skipped, 2);
     assert!(t.first_skip.unwrap().contains("line 3"));
@@ -151,7 +297,12 @@ fn compressed_files_and_canonical_roundtrip() {
     assert_eq!(c.jobs, a.jobs);
     let mut jl = Vec::new();
     apiary_trace::write_jsonl(&a.jobs, &mut jl).unwrap();
-    assert_eq!(read(&tmp("canon-rt.jsonl", &jl), &ReadOptions::default()).unwrap().jobs, a.jobs);
+    assert_eq!(
+        read(&tmp("canon-rt.jsonl", &jl), &ReadOptions::default())
+            .unwrap()
+            .jobs,
+        a.jobs
+    );
 }
 
 fn zstd_compress(b: &[u8]) -> Vec<u8> {
