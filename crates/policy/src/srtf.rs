@@ -48,6 +48,11 @@ impl Policy for Srtf {
         if ctx.pending_count() == 0 {
             return;
         }
+        // Finished jobs leave lazily, once they would make up half the list, so the
+        // cost stays linear in the jobs still active.
+        if self.active.len() > 2 * (ctx.running().len() + ctx.pending_count()) + 64 {
+            self.active.retain(|&j| ctx.status(j) != Status::Finished);
+        }
         // When every waiting job fits in the free GPUs, the count-based pass keeps every
         // running job and selects every pending one, whatever the order: only the
         // pending jobs need sorting (for placement order). This is the common case on
@@ -72,10 +77,11 @@ impl Policy for Srtf {
             );
             return;
         }
-        // Finished jobs leave lazily: the pass touches every active job anyway.
-        self.active.retain(|&j| ctx.status(j) != Status::Finished);
         self.keyed.clear();
         for &j in &self.active {
+            if ctx.status(j) == Status::Finished {
+                continue;
+            }
             let mut r = ctx.remaining(j);
             if self.service {
                 r *= ctx.job(j).gpus as f64;
