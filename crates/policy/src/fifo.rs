@@ -43,6 +43,16 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Sort key within the queue; ties break by job index, i.e. submission order.
+    fn key(&self, ctx: &Ctx<'_>, j: JobIdx) -> u64 {
+        match self.order {
+            Order::Fifo => 0,
+            Order::Sjf => ctx.job(j).duration,
+        }
+    }
+}
+
 /// Reads the `placement` parameter.
 pub fn placement_param(
     p: &Params,
@@ -66,11 +76,7 @@ impl Policy for Queue {
         }
     }
     fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        let key = match self.order {
-            Order::Fifo => 0,
-            Order::Sjf => ctx.job(j).duration,
-        };
-        self.pending.insert((key, j));
+        self.pending.insert((self.key(ctx, j), j));
     }
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
         greedy::pass(
@@ -80,11 +86,7 @@ impl Policy for Queue {
             &mut self.scratch,
         );
         for &j in &self.scratch.started {
-            let key = match self.order {
-                Order::Fifo => 0,
-                Order::Sjf => ctx.job(j).duration,
-            };
-            self.pending.remove(&(key, j));
+            self.pending.remove(&(self.key(ctx, j), j));
         }
     }
 }

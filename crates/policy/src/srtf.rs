@@ -61,11 +61,7 @@ impl Policy for Srtf {
             self.keyed.clear();
             for &j in &self.active {
                 if ctx.status(j) == Status::Pending {
-                    let mut r = ctx.remaining(j);
-                    if self.service {
-                        r *= ctx.job(j).gpus as f64;
-                    }
-                    self.keyed.push((r.to_bits(), j));
+                    self.keyed.push((key(self.service, ctx, j), j));
                 }
             }
             self.keyed.sort_unstable();
@@ -79,15 +75,9 @@ impl Policy for Srtf {
         }
         self.keyed.clear();
         for &j in &self.active {
-            if ctx.status(j) == Status::Finished {
-                continue;
+            if ctx.status(j) != Status::Finished {
+                self.keyed.push((key(self.service, ctx, j), j));
             }
-            let mut r = ctx.remaining(j);
-            if self.service {
-                r *= ctx.job(j).gpus as f64;
-            }
-            // Non-negative floats order like their bit patterns.
-            self.keyed.push((r.to_bits(), j));
         }
         self.keyed.sort_unstable();
         greedy::pass(
@@ -97,4 +87,16 @@ impl Policy for Srtf {
             &mut self.scratch,
         );
     }
+}
+
+/// Remaining time (× GPUs for SRSF) as a sortable integer: non-negative floats order
+/// like their bit patterns.
+fn key(service: bool, ctx: &Ctx<'_>, j: JobIdx) -> u64 {
+    let r = ctx.remaining(j);
+    (if service {
+        r * ctx.job(j).gpus as f64
+    } else {
+        r
+    })
+    .to_bits()
 }

@@ -95,6 +95,24 @@ struct Completion {
     generation: u32,
 }
 
+/// Pushes the completion of running job `j` as things stand now; an earlier entry for it
+/// stays in the heap and is skipped later by its stale generation.
+fn schedule_completion(
+    world: &World,
+    j: JobIdx,
+    heap: &mut BinaryHeap<Reverse<Completion>>,
+    seq: &mut u64,
+) {
+    let generation = world.rt[j as usize].generation;
+    heap.push(Reverse(Completion {
+        time: world.finish_time(j),
+        seq: *seq,
+        job: j,
+        generation,
+    }));
+    *seq += 1;
+}
+
 /// Runs `jobs` (sorted by submit time) on `cluster` under `policy`.
 ///
 /// Jobs that need more GPUs than the cluster has are not given to the policy; they
@@ -235,15 +253,7 @@ pub fn run(
                 if lost > 0 {
                     rt.remaining += lost as f64 * rt.rate;
                     rt.generation += 1;
-                    let t = world.finish_time(j);
-                    let g = world.rt[j as usize].generation;
-                    heap.push(Reverse(Completion {
-                        time: t,
-                        seq,
-                        job: j,
-                        generation: g,
-                    }));
-                    seq += 1;
+                    schedule_completion(&world, j, &mut heap, &mut seq);
                 }
             }
         }
@@ -269,15 +279,7 @@ pub fn run(
                         &world.cluster,
                     );
                     world.rt[j as usize].rate = rate;
-                    let t = world.finish_time(j);
-                    let g = world.rt[j as usize].generation;
-                    heap.push(Reverse(Completion {
-                        time: t,
-                        seq,
-                        job: j,
-                        generation: g,
-                    }));
-                    seq += 1;
+                    schedule_completion(&world, j, &mut heap, &mut seq);
                 }
             }
         }
