@@ -46,6 +46,8 @@ pub struct Tiresias {
     demote_at: Vec<Time>,
     demote: BTreeSet<(Time, JobIdx)>,
     next_pos: u64,
+    back: u64,
+    front: u64,
     order: Vec<JobIdx>,
     keyed: Vec<(u64, u64, JobIdx)>,
     scratch: Scratch,
@@ -94,6 +96,8 @@ impl Tiresias {
             demote_at: Vec::new(),
             demote: BTreeSet::new(),
             next_pos: 0,
+            back: 1 << 62,
+            front: 1 << 62,
             order: Vec::new(),
             keyed: Vec::new(),
             scratch: Scratch::default(),
@@ -260,30 +264,42 @@ impl Policy for Tiresias {
             &mut self.scratch,
         );
 
+        // Re-partition each queue as the artifact does after every pass: jobs started from
+        // the pending segment move to the end of the running segment (then those from the
+        // tail, in tail order), preempted jobs move to the front of the pending segment
+        // (keeping their order), and the tail splits into the two segments' ends.
         let started = std::mem::take(&mut self.scratch.started);
         let preempted = std::mem::take(&mut self.scratch.preempted);
         for &j in &started {
             let key = (self.pos[j as usize], j);
             let l = &mut self.levels[self.level[j as usize] as usize];
             if l.pending.remove(&key) {
-                l.running.insert(key);
+                let p = self.back;
+                self.back += 1;
+                self.pos[j as usize] = p;
+                l.running.insert((p, j));
             }
             self.set_demotion(ctx, j);
         }
-        for &j in &preempted {
+        for &j in preempted.iter().rev() {
             let key = (self.pos[j as usize], j);
             let l = &mut self.levels[self.level[j as usize] as usize];
             if l.running.remove(&key) {
-                l.pending.insert(key);
+                self.front -= 1;
+                let p = self.front;
+                self.pos[j as usize] = p;
+                l.pending.insert((p, j));
             }
             self.clear_demotion(j);
         }
         self.scratch.started = started;
         self.scratch.preempted = preempted;
-        // Merge the tails: the list is now partitioned into running, then pending.
         let mut demote_new = Vec::new();
         for lv in &mut self.levels {
-            for (p, j) in lv.tail.drain(..) {
+            for (_, j) in lv.tail.drain(..) {
+                let p = self.back;
+                self.back += 1;
+                self.pos[j as usize] = p;
                 if ctx.status(j) == Status::Running {
                     lv.running.insert((p, j));
                     demote_new.push(j);
