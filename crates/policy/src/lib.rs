@@ -12,6 +12,7 @@
 //! validation read.
 
 pub mod fifo;
+pub mod gandiva;
 pub mod greedy;
 pub mod params;
 pub mod placement;

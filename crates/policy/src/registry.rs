@@ -2,6 +2,7 @@
 //! validation all read it, so a policy's name, summary and knobs are written once.
 
 use crate::fifo::{Order, Queue};
+use crate::gandiva::Gandiva;
 use crate::srtf::Srtf;
 use crate::tiresias::Tiresias;
 use crate::{ParamError, Params, Policy};
@@ -124,6 +125,29 @@ pub const BUILTIN: &[PolicySpec] = &[
         needs_durations: false,
         params: TIRESIAS_PARAMS,
         build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
+    },
+    PolicySpec {
+        name: "gandiva",
+        about: "Gandiva as the Tiresias/ElasticFlow artifacts emulate it: node-sets per job size, 60 s time slicing",
+        needs_durations: false,
+        params: &[
+            ParamSpec {
+                key: "quantum",
+                default: "60",
+                about: "time-slice length in seconds (round robin inside a node-set)",
+            },
+            ParamSpec {
+                key: "tick",
+                default: "10",
+                about: "seconds between node-set adjustments (the Tiresias artifact's step)",
+            },
+            ParamSpec {
+                key: "quirks",
+                default: "true",
+                about: "keep the artifact's strict join, stale loads, skipped growth rearrangement and retry skip",
+            },
+        ],
+        build: |p| Ok(Box::new(Gandiva::new(p)?)),
     },
 ];
 

@@ -282,6 +282,14 @@ pub fn run(
                     schedule_completion(&world, j, &mut heap, &mut seq);
                 }
             }
+            // Preemption-heavy policies leave many stale entries; drop them once they
+            // outnumber the live ones so pops stay cheap.
+            if heap.len() > 4 * world.running().len() + 4096 {
+                heap.retain(|Reverse(c)| {
+                    let rt = &world.rt[c.job as usize];
+                    rt.generation == c.generation && rt.status == Status::Running
+                });
+            }
         }
         if events >= next_progress {
             next_progress = events + (1 << 16);

@@ -124,6 +124,15 @@ proptest! {
     }
 
     #[test]
+    fn gandiva_without_quirks_keeps_invariants(w in workload()) {
+        for cluster in ["n2g4", "n2g8"] {
+            let (out, v) = run("gandiva", &["quirks=false"], cluster, &w, false, None);
+            prop_assert!(v.is_empty(), "gandiva on {cluster}: {:?}", v);
+            prop_assert!(out.jobs.iter().all(|j| j.finish.is_some()));
+        }
+    }
+
+    #[test]
     fn backfilling_leaves_no_fitting_job_waiting(w in workload()) {
         for (p, params) in [("fifo", &["backfill=true", "placement=counting"][..]), ("sjf", &["backfill=true", "placement=counting"][..]), ("srtf", &["placement=counting"][..]), ("srsf", &["placement=counting"][..]), ("tiresias", &[][..])] {
             let (_, v) = run(p, params, "n2g8", &w, true, None);

@@ -1,0 +1,487 @@
+//! Gandiva (OSDI'18) as the Tiresias and ElasticFlow artifacts emulate it for their
+//! baselines (`SymbioticLab/Tiresias:simulator/cluster.py`, the same code in
+//! `pkusys/ElasticFlow`): no job knowledge, nodes grouped into node-sets per job size,
+//! and round-robin time slicing inside an oversubscribed node-set.
+//!
+//! * A node-set of class `g` (jobs of `g` GPUs) is the fewest free nodes that hold `g`
+//!   GPUs; its capacity is how many `g`-GPU jobs fit on them at once.
+//! * An arriving job joins the least-loaded node-set of its class if it has room, else it
+//!   takes a new node-set from the free nodes, else it joins the least-loaded node-set
+//!   anyway (oversubscription, time slicing). With no node-set of its class and no free
+//!   node it waits, and is retried when a node-set is released.
+//! * In every node-set the first `capacity` jobs run; every `quantum` (60 s) those jobs
+//!   move to the back of the set's list (round robin).
+//! * Every tick (10 s, the Tiresias artifact's step) node-sets of each class grow or shrink
+//!   towards a share of the cluster proportional to the class's GPU demand; shrinking
+//!   moves the jobs of the released sets into the remaining ones.
+//!
+//! Both artifacts give every model a memory footprint of one GPU (`m_mem = [1, …]`), so
+//! concurrency is never above capacity and packing never shares a GPU. Jobs do not run
+//! faster or slower for being time-sliced; a job moved to another node-set restarts
+//! (restart overhead, if configured).
+//!
+//! `quirks=true` (default) keeps three artifact behaviours that change results: a job
+//! joins an existing node-set only while `load + 1 < capacity` (strictly below), the
+//! load counter of a node-set counts every job ever added and is not lowered when a job
+//! finishes (only a rearrangement resets it), and growing a class whose node-sets fit on
+//! one node rearranges its jobs only when the last attempt to take free nodes failed (a
+//! reused loop variable in `gandiva_node_set_expand`); the retry of waiting jobs skips
+//! the job after each one it places (a list mutated while iterated). `quirks=false`
+//! gives the evident intent: `load ≤ capacity`, live loads, rearrange after every
+//! growth, and every waiting job retried.
+
+use crate::world::{Ctx, JobIdx, Status};
+use crate::{ParamError, Params, Policy};
+use apiary_model::{Placement, SECOND, Time};
+use std::collections::{BTreeMap, VecDeque};
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct NodeSet {
+    nodes: Vec<u32>,
+    gpus: u32,
+    capacity: u32,
+    load: u32,
+    jobs: Vec<JobIdx>,
+}
+
+impl NodeSet {
+    fn concurrency(&self) -> usize {
+        self.jobs.len().min(self.capacity as usize)
+    }
+}
+
+/// The Gandiva emulation.
+#[derive(Debug)]
+pub struct Gandiva {
+    quantum: Time,
+    tick: Time,
+    quirks: bool,
+    ready: bool,
+    free_nodes: VecDeque<u32>,
+    classes: BTreeMap<u32, Vec<u32>>,
+    sets: BTreeMap<u32, NodeSet>,
+    next_id: u32,
+    arrivals: Vec<JobIdx>,
+    waiting: Vec<JobIdx>,
+    set_of: Vec<u32>,
+    run_on: Vec<(u32, u32)>,
+    mark: Vec<u32>,
+    epoch: u32,
+    released: bool,
+    maybe_empty: bool,
+    slot_used: Vec<bool>,
+}
+
+impl Gandiva {
+    /// Parameters: `quantum` (s, default 60), `tick` (s, default 10), `quirks` (default
+    /// true).
+    pub fn new(p: &Params) -> Result<Gandiva, ParamError> {
+        let secs = |key: &str, d: f64| -> Result<Time, ParamError> {
+            let v = p.f64(key, d)?;
+            if !(v.is_finite() && v >= 0.001) {
+                return Err(ParamError::Bad {
+                    key: key.into(),
+                    value: v.to_string(),
+                    message: "must be a positive number of seconds".into(),
+                });
+            }
+            Ok((v * SECOND as f64).round() as Time)
+        };
+        Ok(Gandiva {
+            quantum: secs("quantum", 60.0)?,
+            tick: secs("tick", 10.0)?,
+            quirks: p.bool("quirks", true)?,
+            ready: false,
+            free_nodes: VecDeque::new(),
+            classes: BTreeMap::new(),
+            sets: BTreeMap::new(),
+            next_id: 0,
+            arrivals: Vec::new(),
+            waiting: Vec::new(),
+            set_of: Vec::new(),
+            run_on: Vec::new(),
+            mark: Vec::new(),
+            epoch: 0,
+            released: false,
+            maybe_empty: false,
+            slot_used: Vec::new(),
+        })
+    }
+
+    fn sort_class(&mut self, g: u32) {
+        let sets = &self.sets;
+        if let Some(list) = self.classes.get_mut(&g) {
+            list.sort_by_key(|id| sets[id].load);
+        }
+    }
+
+    /// Takes the first free nodes that together hold `g` GPUs, if there are enough.
+    fn take_free(&mut self, ctx: &Ctx<'_>, g: u32) -> Option<(Vec<u32>, u32)> {
+        let state = &ctx.world().state;
+        let mut sum = 0;
+        let mut k = 0;
+        while sum < g {
+            let &n = self.free_nodes.get(k)?;
+            sum += state.capacity_of(n);
+            k += 1;
+        }
+        Some((self.free_nodes.drain(..k).collect(), sum))
+    }
+
+    fn new_set(&mut self, g: u32, nodes: Vec<u32>, gpus: u32) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.sets.insert(
+            id,
+            NodeSet {
+                nodes,
+                gpus,
+                capacity: gpus / g,
+                load: 0,
+                jobs: Vec::new(),
+            },
+        );
+        self.classes.entry(g).or_default().push(id);
+        self.maybe_empty = true;
+        id
+    }
+
+    fn add_to(&mut self, id: u32, j: JobIdx) {
+        let s = self.sets.get_mut(&id).expect("live node-set");
+        s.load += 1;
+        s.jobs.push(j);
+        self.set_of[j as usize] = id;
+    }
+
+    /// `gandiva_placement`: join, new node-set, or oversubscribe; false if none.
+    fn place(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> bool {
+        let g = ctx.job(j).gpus;
+        let list = self.classes.entry(g).or_default();
+        if !list.is_empty() {
+            let id = list.remove(0);
+            let s = &self.sets[&id];
+            let room = if self.quirks {
+                s.load + 1 < s.capacity
+            } else {
+                s.load < s.capacity
+            };
+            self.classes.get_mut(&g).expect("class").push(id);
+            if room {
+                self.add_to(id, j);
+                self.sort_class(g);
+                return true;
+            }
+            if !self.quirks {
+                self.sort_class(g);
+            }
+        }
+        if let Some((nodes, gpus)) = self.take_free(ctx, g) {
+            let id = self.new_set(g, nodes, gpus);
+            self.add_to(id, j);
+            self.sort_class(g);
+            return true;
+        }
+        let list = self.classes.get_mut(&g).expect("class");
+        if list.is_empty() {
+            return false;
+        }
+        let id = list.remove(0);
+        list.push(id);
+        self.add_to(id, j);
+        self.sort_class(g);
+        true
+    }
+
+    /// Moves every job of class `g` into the class's node-sets again, least loaded first.
+    ///
+    /// The artifact re-sorts the list (stably, by load) after every job. Once sorted, that
+    /// sort only moves the head past the sets whose load equals its old load, which is
+    /// what the loop below does without sorting.
+    fn redistribute(&mut self, g: u32, jobs: Vec<JobIdx>) {
+        let mut sorted = false;
+        for j in jobs {
+            let id = self.classes[&g][0];
+            self.add_to(id, j);
+            if !sorted {
+                self.sort_class(g);
+                sorted = true;
+                continue;
+            }
+            let load = self.sets[&id].load;
+            let list = self.classes.get_mut(&g).expect("class");
+            let p = list[1..]
+                .iter()
+                .position(|x| self.sets[x].load >= load)
+                .map_or(list.len(), |i| i + 1);
+            list[..p].rotate_left(1);
+        }
+    }
+
+    fn expand(&mut self, ctx: &Ctx<'_>, g: u32, count: u64) {
+        let mut created = 0;
+        let mut last_created_nodes = 0;
+        let mut last_ok = false;
+        for _ in 0..count {
+            match self.take_free(ctx, g) {
+                Some((nodes, gpus)) => {
+                    last_created_nodes = nodes.len();
+                    self.new_set(g, nodes, gpus);
+                    created += 1;
+                    last_ok = true;
+                }
+                None => last_ok = false,
+            }
+        }
+        let rearrange = if self.quirks {
+            !last_ok || last_created_nodes > 1
+        } else {
+            created > 0
+        };
+        if !rearrange {
+            return;
+        }
+        let mut jobs = Vec::new();
+        for id in &self.classes[&g] {
+            let s = self.sets.get_mut(id).expect("live node-set");
+            if !s.jobs.is_empty() {
+                jobs.append(&mut s.jobs);
+                s.load = 0;
+            }
+        }
+        self.redistribute(g, jobs);
+    }
+
+    fn shrink(&mut self, g: u32, count: u64) {
+        let list = self.classes.get_mut(&g).expect("class");
+        let n = if list.len() as u64 <= count {
+            list.len().saturating_sub(1)
+        } else {
+            count as usize
+        };
+        if n == 0 {
+            return;
+        }
+        let mut jobs = Vec::new();
+        for id in list.drain(..n).collect::<Vec<_>>() {
+            let s = self.sets.remove(&id).expect("live node-set");
+            jobs.extend(s.jobs);
+            self.free_nodes.extend(s.nodes);
+        }
+        self.redistribute(g, jobs);
+    }
+
+    /// `gandiva_node_set_adjust`: each class towards its demand share of the cluster.
+    fn adjust(&mut self, ctx: &Ctx<'_>) {
+        let mut demand = Vec::new();
+        let mut total: u64 = 0;
+        for (&g, list) in &self.classes {
+            let jobs: u64 = list.iter().map(|id| self.sets[id].jobs.len() as u64).sum();
+            let held: u64 = list.iter().map(|id| self.sets[id].gpus as u64).sum();
+            demand.push((g, jobs * g as u64, held));
+            total += jobs * g as u64;
+        }
+        if total == 0 {
+            return;
+        }
+        let cluster = ctx.total_gpus() as f64;
+        for (g, d, held) in demand {
+            if d == 0 {
+                continue;
+            }
+            let plan = ((d as f64 / total as f64) * cluster).floor() as u64;
+            let target = plan.min(d) as i64;
+            let diff = target - held as i64;
+            if diff > 0 {
+                self.expand(ctx, g, (diff as u64).div_ceil(g as u64));
+            } else if diff < 0 {
+                self.shrink(g, diff.unsigned_abs().div_ceil(g as u64));
+            }
+        }
+    }
+
+    fn release_empty(&mut self) {
+        if !std::mem::take(&mut self.maybe_empty) {
+            return;
+        }
+        for list in self.classes.values_mut() {
+            let sets = &mut self.sets;
+            let free = &mut self.free_nodes;
+            let released = &mut self.released;
+            list.retain(|id| {
+                if sets[id].jobs.is_empty() {
+                    let s = sets.remove(id).expect("live node-set");
+                    free.extend(s.nodes);
+                    *released = true;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    fn rotate(&mut self) {
+        for s in self.sets.values_mut() {
+            let c = s.concurrency();
+            if s.jobs.len() > c {
+                s.jobs.rotate_left(c);
+            }
+        }
+    }
+
+    fn retry_waiting(&mut self, ctx: &Ctx<'_>) {
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let j = self.waiting[i];
+            if self.place(ctx, j) {
+                self.waiting.remove(i);
+                if self.quirks {
+                    i += 1;
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// GPUs of slot `k` of a node-set (its GPUs in node order, `g` per slot).
+    fn slot_placement(ctx: &Ctx<'_>, s: &NodeSet, g: u32, k: u32, out: &mut Placement) {
+        out.clear();
+        let (lo, hi) = (k * g, (k + 1) * g);
+        let mut off = 0;
+        for &n in &s.nodes {
+            let c = ctx.world().state.capacity_of(n);
+            let (a, b) = (lo.max(off), hi.min(off + c));
+            if a < b {
+                let mut mask = 0u64;
+                for i in a - off..b - off {
+                    mask |= 1u64 << i;
+                }
+                out.parts.push((n, mask));
+            }
+            off += c;
+        }
+    }
+
+    /// Runs the first `capacity` jobs of every node-set, where they belong.
+    fn materialize(&mut self, ctx: &mut Ctx<'_>) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 1;
+        }
+        for s in self.sets.values() {
+            for &j in &s.jobs[..s.concurrency()] {
+                self.mark[j as usize] = self.epoch;
+            }
+        }
+        let running: Vec<JobIdx> = ctx.running().to_vec();
+        for j in running {
+            let keep = self.mark[j as usize] == self.epoch
+                && self.set_of[j as usize] == self.run_on[j as usize].0;
+            if !keep {
+                ctx.preempt(j);
+                self.run_on[j as usize] = (NONE, 0);
+            }
+        }
+        let mut p = Placement::default();
+        for (&g, list) in &self.classes {
+            for id in list {
+                let s = &self.sets[id];
+                let c = s.concurrency();
+                self.slot_used.clear();
+                self.slot_used.resize(s.capacity as usize, false);
+                for &j in &s.jobs[..c] {
+                    if ctx.status(j) == Status::Running {
+                        self.slot_used[self.run_on[j as usize].1 as usize] = true;
+                    }
+                }
+                for &j in &s.jobs[..c] {
+                    if ctx.status(j) != Status::Pending {
+                        continue;
+                    }
+                    let Some(k) = self.slot_used.iter().position(|u| !u) else {
+                        break;
+                    };
+                    Self::slot_placement(ctx, s, g, k as u32, &mut p);
+                    if ctx.start(j, std::mem::take(&mut p)) {
+                        self.slot_used[k] = true;
+                        self.run_on[j as usize] = (*id, k as u32);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Policy for Gandiva {
+    fn name(&self) -> &'static str {
+        "gandiva"
+    }
+
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        let n = ctx.world().jobs.len();
+        if self.set_of.len() < n {
+            self.set_of.resize(n, NONE);
+            self.run_on.resize(n, (NONE, 0));
+            self.mark.resize(n, 0);
+        }
+        self.arrivals.push(j);
+    }
+
+    fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        let id = std::mem::replace(&mut self.set_of[j as usize], NONE);
+        self.run_on[j as usize] = (NONE, 0);
+        if let Some(s) = self.sets.get_mut(&id)
+            && let Some(i) = s.jobs.iter().position(|&x| x == j)
+        {
+            s.jobs.remove(i);
+            self.maybe_empty |= s.jobs.is_empty();
+            if !self.quirks {
+                s.load -= 1;
+            }
+        }
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.ready {
+            self.free_nodes = (0..ctx.world().state.node_count() as u32).collect();
+            self.ready = true;
+        }
+        let now = ctx.now();
+        self.release_empty();
+        self.adjust(ctx);
+        self.release_empty();
+        if now.is_multiple_of(self.quantum) {
+            self.rotate();
+        }
+        for j in std::mem::take(&mut self.arrivals) {
+            if !self.place(ctx, j) {
+                self.waiting.push(j);
+            }
+        }
+        if std::mem::take(&mut self.released) && !self.waiting.is_empty() {
+            self.retry_waiting(ctx);
+        }
+        self.materialize(ctx);
+        // The artifact adjusts node-sets every tick while any job is in the system.
+        if !self.sets.is_empty() || !self.waiting.is_empty() {
+            let next_tick = (now / self.tick + 1) * self.tick;
+            let next_quantum = (now / self.quantum + 1) * self.quantum;
+            ctx.wake_at(next_tick.min(next_quantum));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_quantum() {
+        let p = Params::from_pairs(["quantum=0"]).unwrap();
+        assert!(Gandiva::new(&p).is_err());
+    }
+}
