@@ -8,7 +8,8 @@ use anyhow::{Context, Result, bail};
 use apiary_model::{Cluster, ClusterSpec, Job, RunOutcome, fmt_duration};
 use apiary_policy::{Params, registry};
 use apiary_report::{Percentile, Summary};
-use apiary_sim::{Config, DurationModel, Mode};
+use apiary_sim::{Config, DurationModel, Mode, SpreadModel, Throughput};
+use apiary_trace::speed;
 use apiary_trace::{Format, ReadOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Write};
@@ -140,6 +141,19 @@ struct RunArgs {
     /// event (Muri's simulator and its baselines).
     #[arg(long)]
     per_event_overhead: bool,
+    /// Job speed model: `trace` (every placement runs at trace speed, as the
+    /// Tiresias-family simulators), `gavel[:k80|p100|v100]` (Gavel's unconsolidated ÷
+    /// consolidated throughput when a job spans nodes; GPU type v100 by default) or
+    /// `pollux` (Pollux's measured step times by node count).
+    #[arg(long, default_value = "trace")]
+    speed: String,
+    /// Data for --speed: Gavel's simulation_throughputs.json or the Pollux profile
+    /// directory (found beside ../shared/traces when omitted).
+    #[arg(long)]
+    speed_data: Option<PathBuf>,
+    /// Speed factor on a multi-node placement for models the --speed table lacks.
+    #[arg(long, default_value_t = 1.0)]
+    speed_unknown: f64,
     /// Percentile definition: `nearest` (nearest rank) or `floor` (Muri's calc.py).
     #[arg(long, default_value = "nearest")]
     percentile: String,
@@ -198,7 +212,18 @@ fn main() {
         Cmd::Trace { cmd } => trace_cmd(cmd),
     };
     if let Err(e) = res {
-        eprintln!("error: {e:#}");
+        // Library errors often already print their cause; show each cause once.
+        let mut msg = String::new();
+        for cause in e.chain() {
+            let c = cause.to_string();
+            if !msg.contains(&c) {
+                if !msg.is_empty() {
+                    msg.push_str(": ");
+                }
+                msg.push_str(&c);
+            }
+        }
+        eprintln!("error: {msg}");
         std::process::exit(1);
     }
 }
@@ -321,6 +346,43 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// The throughput model chosen by `--speed`.
+fn speed_model(a: &RunArgs) -> Result<Box<dyn Throughput>> {
+    if !(a.speed_unknown.is_finite() && a.speed_unknown > 0.0 && a.speed_unknown <= 1.0) {
+        bail!("--speed-unknown must be in (0, 1]");
+    }
+    let (kind, arg) = a.speed.split_once(':').unwrap_or((a.speed.as_str(), ""));
+    let start = a.trace.as_deref().and_then(Path::parent);
+    let mut table = match kind {
+        "trace" => return Ok(Box::new(DurationModel)),
+        "gavel" => {
+            let worker = if arg.is_empty() { "v100" } else { arg };
+            let path = a
+                .speed_data
+                .clone()
+                .or_else(|| speed::find_peer_file(start, "peers/gavel/simulation_throughputs.json"))
+                .context("--speed gavel needs Gavel's simulation_throughputs.json: pass --speed-data FILE")?;
+            speed::gavel_spread(&path, worker)?
+        }
+        "pollux" => {
+            let path = a
+                .speed_data
+                .clone()
+                .or_else(|| speed::find_peer_file(start, "peers/pollux"))
+                .context(
+                    "--speed pollux needs Pollux's profile directory: pass --speed-data DIR",
+                )?;
+            speed::pollux_spread(&path)?
+        }
+        other => bail!("--speed must be trace, gavel[:GPU] or pollux (got '{other}')"),
+    };
+    table.unknown = a.speed_unknown;
+    if !a.quiet {
+        eprintln!("speed: {} ({} factors)", table.source, table.len());
+    }
+    Ok(Box::new(SpreadModel(table)))
+}
+
 fn run_one(
     policy: &str,
     a: &RunArgs,
@@ -328,6 +390,7 @@ fn run_one(
     jobs: Vec<Job>,
     cfg: &Config,
 ) -> Result<RunOutcome> {
+    let speed = speed_model(a)?;
     let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
     let mut p = registry::build(policy, &params)?;
     let bar = if a.quiet || !std::io::stderr().is_terminal() {
@@ -348,7 +411,7 @@ fn run_one(
         cluster.clone(),
         jobs,
         p.as_mut(),
-        &DurationModel,
+        speed.as_ref(),
         cfg,
         &mut |pr| {
             bar.set_position(pr.finished as u64);

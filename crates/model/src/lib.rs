@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod job;
 pub mod outcome;
 pub mod rng;
+pub mod speed;
 pub mod state;
 pub mod time;
 
@@ -18,5 +19,6 @@ pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switc
 pub use job::{Job, StageTimes};
 pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
 pub use rng::Rng;
+pub use speed::SpreadTable;
 pub use state::{ClusterState, Placement, StateError};
 pub use time::{HOUR, MINUTE, SECOND, Time, fmt_duration};

@@ -14,7 +14,7 @@ mod overhead;
 pub mod throughput;
 
 pub use overhead::muri_restart_overhead;
-pub use throughput::{DurationModel, Throughput};
+pub use throughput::{DurationModel, SpreadModel, Throughput};
 
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};

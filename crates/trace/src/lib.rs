@@ -11,6 +11,7 @@
 mod canonical;
 mod formats;
 mod open;
+pub mod speed;
 pub mod synth;
 
 pub use canonical::{write_csv, write_jsonl};

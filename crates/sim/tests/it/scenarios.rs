@@ -132,3 +132,32 @@ fn scenario_files() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+#[test]
+fn spread_model_slows_multi_node_placements() {
+    use apiary_model::SpreadTable;
+    use apiary_sim::SpreadModel;
+    let mut t = SpreadTable::new("test");
+    t.insert("resnet50", 0, 2, 0, 0.5);
+    let speed = SpreadModel(t);
+    let run = |preset: &str| {
+        let mut j = Job::new("a", 0, 2, 100_000);
+        j.model = Some("resnet50".into());
+        let c = ClusterSpec::preset(preset).unwrap().build().unwrap();
+        let mut p = registry::build("fifo", &Params::default()).unwrap();
+        let out = apiary_sim::run(
+            c,
+            vec![j],
+            p.as_mut(),
+            &speed,
+            &Config::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        out.jobs[0].finish.unwrap()
+    };
+    // Two 1-GPU nodes: the job spans both and runs at half speed.
+    assert_eq!(run("n2g1"), 200_000);
+    // One 2-GPU node: trace speed.
+    assert_eq!(run("n1g2"), 100_000);
+}

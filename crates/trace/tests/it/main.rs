@@ -313,3 +313,57 @@ fn zstd_compress(b: &[u8]) -> Vec<u8> {
     out.extend_from_slice(b);
     out
 }
+
+#[test]
+fn spread_tables_from_gavel_and_pollux() {
+    use apiary_trace::speed::{gavel_spread, pollux_spread};
+    if let Some(p) = real("peers/gavel/simulation_throughputs.json") {
+        let t = gavel_spread(&p, "v100").unwrap();
+        // LM, batch 5, 2 GPUs: 40.352 / 185.724 iterations/s spread vs packed.
+        let f = t.factor(Some("LM (batch size 5)"), None, 2, 2);
+        assert!(
+            (f - 40.35214697555348 / 185.72383101933428).abs() < 1e-9,
+            "{f}"
+        );
+        // One node is never slowed; an unknown GPU type is an error naming it.
+        assert_eq!(t.factor(Some("LM (batch size 5)"), None, 2, 1), 1.0);
+        let e = gavel_spread(&p, "h100").unwrap_err().to_string();
+        assert!(e.contains("h100"), "{e}");
+    }
+    if let Some(p) = real("peers/pollux/bert/placements.csv") {
+        let t = pollux_spread(p.parent().unwrap().parent().unwrap()).unwrap();
+        // Four bert replicas on four nodes are slower than on one.
+        let four = t.factor(Some("bert"), None, 4, 4);
+        assert!(four < 0.9, "{four}");
+        // Two nodes are measured too (shapes 22 and 13), and are slower still for bert.
+        let two = t.factor(Some("bert"), None, 4, 2);
+        assert!(two < 1.0 && two != four, "{two} {four}");
+        // Trace names map onto Pollux's models (resnet -> imagenet).
+        assert!(t.factor(Some("resnet50"), None, 4, 4) < 1.0);
+    }
+}
+
+#[test]
+fn spread_loader_errors_name_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("apiary-pollux-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("m")).unwrap();
+    std::fs::write(
+        dir.join("m/placements.csv"),
+        "placement,local_bsz,step_time,sync_time\n1,4,0.5,0.1\n1x,4,0.5,0.1\n",
+    )
+    .unwrap();
+    let e = apiary_trace::speed::pollux_spread(&dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 3") && e.contains("placement"), "{e}");
+    std::fs::write(
+        dir.join("m/placements.csv"),
+        "placement,local_bsz,step_time,sync_time\n1,4,-1,0.1\n",
+    )
+    .unwrap();
+    let e = apiary_trace::speed::pollux_spread(&dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("step_time"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
