@@ -10,6 +10,8 @@ use apiary_policy::{Params, registry};
 use apiary_report::{Percentile, Summary};
 use apiary_sim::{Config, DurationModel, Mode, SpreadModel, Throughput};
 use apiary_trace::speed;
+
+mod bench;
 use apiary_trace::{Format, ReadOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Write};
@@ -42,6 +44,22 @@ enum Cmd {
     Cluster {
         #[command(subcommand)]
         cmd: ClusterCmd,
+    },
+    /// Measure the simulator: the README's performance figures, each in a child process.
+    Bench {
+        /// Traces directory (default: ../shared/traces beside the checkout or the working
+        /// directory).
+        #[arg(long)]
+        traces: Option<PathBuf>,
+        /// Also run the 1,000,000-job synthetic cases (generates the trace once).
+        #[arg(long)]
+        full: bool,
+        /// Where the synthetic trace is kept.
+        #[arg(long, default_value = "target/bench")]
+        work: PathBuf,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect, convert and generate traces.
     Trace {
@@ -210,6 +228,18 @@ fn main() {
             }
         }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
+        Cmd::Bench {
+            traces,
+            full,
+            work,
+            json,
+        } => {
+            let dir = traces.or_else(|| {
+                speed::find_peer_file(None, "philly/philly.csv")
+                    .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+            });
+            bench::bench(dir.as_deref(), full, &work, json)
+        }
     };
     if let Err(e) = res {
         // Library errors often already print their cause; show each cause once.

@@ -234,10 +234,12 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     if format == Format::Pollux {
         return Err(TraceError::Missing {
             file,
-            message: "Pollux workloads carry no job duration: Pollux derives each job's work from its \
-                      per-application goodput model, which apiary does not implement yet (see the README's \
-                      'not done yet')"
-                .into(),
+            message:
+                "Pollux workloads carry no job duration: each job's work follows from Pollux's \
+                      per-application validation curves (validation-*.csv in petuum/adaptdl's \
+                      simulator/traces), which ../shared/traces/peers/pollux does not carry; \
+                      see the README's 'not done yet'"
+                    .into(),
         });
     }
     if format == Format::Jsonl {
