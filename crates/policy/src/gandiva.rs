@@ -72,6 +72,7 @@ pub struct Gandiva {
     released: bool,
     maybe_empty: bool,
     slot_used: Vec<bool>,
+    running: Vec<JobIdx>,
 }
 
 impl Gandiva {
@@ -107,6 +108,7 @@ impl Gandiva {
             released: false,
             maybe_empty: false,
             slot_used: Vec::new(),
+            running: Vec::new(),
         })
     }
 
@@ -377,8 +379,10 @@ impl Gandiva {
                 self.mark[j as usize] = self.epoch;
             }
         }
-        let running: Vec<JobIdx> = ctx.running().to_vec();
-        for j in running {
+        let mut running = std::mem::take(&mut self.running);
+        running.clear();
+        running.extend_from_slice(ctx.running());
+        for &j in &running {
             let keep = self.mark[j as usize] == self.epoch
                 && self.set_of[j as usize] == self.run_on[j as usize].0;
             if !keep {
@@ -386,6 +390,7 @@ impl Gandiva {
                 self.run_on[j as usize] = (NONE, 0);
             }
         }
+        self.running = running;
         let mut p = Placement::default();
         for (&g, list) in &self.classes {
             for id in list {

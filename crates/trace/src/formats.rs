@@ -5,7 +5,7 @@ use crate::{ReadOptions, Trace, TraceError};
 use apiary_model::{Job, StageTimes, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub(crate) type CxPub<'a> = Cx<'a>;
 pub(crate) type RowPub = Row;
@@ -615,16 +615,7 @@ fn gavel_table(
     opts: &ReadOptions,
 ) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
     let found = opts.gavel_throughputs.clone().or_else(|| {
-        // Beside a `traces/` tree laid out like ../shared/traces.
-        let mut dir: Option<PathBuf> = path.parent().map(Path::to_path_buf);
-        while let Some(d) = dir {
-            let cand = d.join("peers/gavel/simulation_throughputs.json");
-            if cand.is_file() {
-                return Some(cand);
-            }
-            dir = d.parent().map(Path::to_path_buf);
-        }
-        None
+        crate::speed::find_peer_file(path.parent(), "peers/gavel/simulation_throughputs.json")
     });
     let Some(tp) = found else {
         return Err(TraceError::Missing {
@@ -632,43 +623,7 @@ fn gavel_table(
             message: "Gavel traces give work in steps; pass --gavel-throughputs simulation_throughputs.json".into(),
         });
     };
-    let text = std::fs::read_to_string(&tp).map_err(|e| TraceError::Io {
-        file: tp.display().to_string(),
-        source: e,
-    })?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| TraceError::Row {
-        file: tp.display().to_string(),
-        line: e.line() as u64,
-        field: "json".into(),
-        message: e.to_string(),
-    })?;
-    let mut out = BTreeMap::new();
-    if let Some(workers) = v.as_object() {
-        for (w, entries) in workers {
-            let Some(entries) = entries.as_object() else {
-                continue;
-            };
-            for (k, e) in entries {
-                // Keys look like "('ResNet-18 (batch size 32)', 1)".
-                let Some(inner) = k.strip_prefix("('").and_then(|s| s.strip_suffix(')')) else {
-                    continue;
-                };
-                let Some((jt, sf)) = inner.rsplit_once("', ") else {
-                    continue;
-                };
-                let (Ok(sf), Some(t)) = (
-                    sf.trim().parse::<u32>(),
-                    e.get("null").and_then(|x| x.as_f64()),
-                ) else {
-                    continue;
-                };
-                if t > 0.0 {
-                    out.insert((w.clone(), jt.to_string(), sf), t);
-                }
-            }
-        }
-    }
-    Ok(out)
+    crate::speed::read_gavel_throughputs(&tp)
 }
 
 #[cfg(test)]

@@ -33,30 +33,26 @@ pub fn find_peer_file(start: Option<&Path>, rel: &str) -> Option<PathBuf> {
     None
 }
 
-/// Gavel: factor = unconsolidated ÷ consolidated isolated throughput for each (job type,
-/// scale factor > 1) on GPU type `worker` (k80, p100 or v100).
-pub fn gavel_spread(path: &Path, worker: &str) -> Result<SpreadTable, TraceError> {
+/// Gavel's `simulation_throughputs.json` as (GPU type, job type, scale factor) →
+/// isolated throughput (the `null` entry; co-location entries are ignored). Keys look
+/// like `('ResNet-18 (batch size 32)', 1)`.
+pub fn read_gavel_throughputs(
+    path: &Path,
+) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| TraceError::Io {
         file: file.clone(),
         source: e,
     })?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| TraceError::Row {
-        file: file.clone(),
+        file,
         line: e.line() as u64,
         field: "json".into(),
         message: e.to_string(),
     })?;
-    let get = |w: &str| -> Result<BTreeMap<(String, u32), f64>, TraceError> {
-        let entries = v
-            .get(w)
-            .and_then(|x| x.as_object())
-            .ok_or_else(|| TraceError::Missing {
-                file: file.clone(),
-                message: format!("no '{w}' table (GPU types: k80, p100, v100)"),
-            })?;
-        let mut out = BTreeMap::new();
-        for (k, e) in entries {
+    let mut out = BTreeMap::new();
+    for (w, entries) in v.as_object().into_iter().flatten() {
+        for (k, e) in entries.as_object().into_iter().flatten() {
             let Some(inner) = k.strip_prefix("('").and_then(|s| s.strip_suffix(')')) else {
                 continue;
             };
@@ -68,21 +64,35 @@ pub fn gavel_spread(path: &Path, worker: &str) -> Result<SpreadTable, TraceError
                 e.get("null").and_then(|x| x.as_f64()),
             ) && t > 0.0
             {
-                out.insert((jt.to_string(), sf), t);
+                out.insert((w.clone(), jt.to_string(), sf), t);
             }
         }
-        Ok(out)
-    };
-    let cons = get(worker)?;
-    let uncons = get(&format!("{worker}_unconsolidated"))?;
+    }
+    Ok(out)
+}
+
+/// Gavel: factor = unconsolidated ÷ consolidated isolated throughput for each (job type,
+/// scale factor > 1) on GPU type `worker` (k80, p100 or v100).
+pub fn gavel_spread(path: &Path, worker: &str) -> Result<SpreadTable, TraceError> {
+    let file = path.display().to_string();
+    let all = read_gavel_throughputs(path)?;
+    let spread_worker = format!("{worker}_unconsolidated");
+    for w in [worker, spread_worker.as_str()] {
+        if !all.keys().any(|k| k.0 == w) {
+            return Err(TraceError::Missing {
+                file: file.clone(),
+                message: format!("no '{w}' table (GPU types: k80, p100, v100)"),
+            });
+        }
+    }
     let mut t = SpreadTable::new(format!(
         "Gavel {worker} unconsolidated/consolidated ({file})"
     ));
-    for ((jt, sf), c) in &cons {
-        if *sf < 2 {
+    for ((w, jt, sf), c) in &all {
+        if w != worker || *sf < 2 {
             continue;
         }
-        let Some(u) = uncons.get(&(jt.clone(), *sf)) else {
+        let Some(u) = all.get(&(spread_worker.clone(), jt.clone(), *sf)) else {
             continue;
         };
         let (family, batch) = match jt.split_once(" (batch size ") {
