@@ -12,6 +12,7 @@ use apiary_sim::{Config, DurationModel, Mode, SpreadModel, Throughput};
 use apiary_trace::speed;
 
 mod bench;
+mod hived;
 use apiary_trace::{Format, ReadOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Write};
@@ -61,10 +62,39 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// HiveD: replay algorithm calls, print cell status.
+    Hived {
+        #[command(subcommand)]
+        cmd: HivedCmd,
+    },
     /// Inspect, convert and generate traces.
     Trace {
         #[command(subcommand)]
         cmd: TraceCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum HivedCmd {
+    /// Replay a scenario of HiveD calls (config, pods, steps; YAML or JSON); one JSON line
+    /// per step.
+    Replay {
+        /// Scenario file.
+        scenario: PathBuf,
+        /// Add the affinity groups and cluster status (HiveD's inspect shapes) to every line.
+        #[arg(long)]
+        inspect_each_step: bool,
+    },
+    /// Print physical and virtual cell status for a HiveD config (all nodes healthy).
+    Status {
+        /// HiveD config (YAML or JSON).
+        config: PathBuf,
+        /// HiveD's inspect JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Only this VC.
+        #[arg(long)]
+        vc: Option<String>,
     },
 }
 
@@ -228,6 +258,13 @@ fn main() {
             }
         }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
+        Cmd::Hived { cmd } => match cmd {
+            HivedCmd::Replay {
+                scenario,
+                inspect_each_step,
+            } => hived::replay(&scenario, inspect_each_step),
+            HivedCmd::Status { config, json, vc } => hived::status(&config, json, vc.as_deref()),
+        },
         Cmd::Bench {
             traces,
             full,

@@ -310,7 +310,7 @@ impl Hived {
         }
         // Pinned cells are bound statically.
         for (vc, _pid, pc, root) in b.pinned {
-            let _ = h.allocate_preassigned(pc, vc);
+            let _ = h.allocate_preassigned(pc, vc, false);
             h.bind(pc, root);
         }
         for n in 0..h.nodes.len() {
@@ -463,7 +463,7 @@ impl Hived {
                 if swap_remove(&mut self.vc_doomed[owner][chain][level], c) {
                     self.all_vc_doomed[chain][level] -= 1;
                 }
-                self.release_preassigned(c, owner);
+                self.release_preassigned(c, owner, true);
             }
         }
         let Some(parent) = self.p[c].parent else {
@@ -512,7 +512,7 @@ impl Hived {
                 self.v[vcell].phys = Some(pc);
                 self.vc_doomed[vi][c][l].push(pc);
                 self.all_vc_doomed[c][l] += 1;
-                let _ = self.allocate_preassigned(pc, vi);
+                let _ = self.allocate_preassigned(pc, vi, true);
             }
         }
     }
@@ -529,7 +529,7 @@ impl Hived {
                 self.p[pc].virt = None;
                 swap_remove(&mut self.vc_doomed[vi][c][l], pc);
                 self.all_vc_doomed[c][l] -= 1;
-                self.release_preassigned(pc, vi);
+                self.release_preassigned(pc, vi, true);
             }
         }
     }
@@ -587,7 +587,7 @@ impl Hived {
 
     /// Binds a physical cell to a VC's preassigned cell: takes it off the free list and
     /// keeps the counters; returns false if this breaks the safety inequality.
-    fn allocate_preassigned(&mut self, c: usize, vc: usize) -> bool {
+    fn allocate_preassigned(&mut self, c: usize, vc: usize, doomed_bad: bool) -> bool {
         let mut safety = true;
         let (chain, level) = (self.p[c].chain, self.p[c].level);
         self.vc_free[vc][chain][level] -= 1;
@@ -610,6 +610,10 @@ impl Hived {
         }
         if !self.p[c].healthy {
             self.allocate_bad_cell(c);
+            if !doomed_bad {
+                // This VC has one free cell fewer, healthy obtainable cells are unchanged.
+                self.try_unbind_doomed(chain, level);
+            }
         } else {
             self.try_bind_doomed(chain, level);
         }
@@ -619,7 +623,9 @@ impl Hived {
             if self.total_left[chain][l] < self.all_vc_free[chain][l] {
                 safety = false;
             }
-            self.try_bind_doomed(chain, l);
+            if !doomed_bad {
+                self.try_bind_doomed(chain, l);
+            }
             reduce *= self.chains[chain].level_fanout[l] as i64;
         }
         safety
@@ -642,7 +648,7 @@ impl Hived {
         }
     }
 
-    fn release_preassigned(&mut self, c: usize, vc: usize) {
+    fn release_preassigned(&mut self, c: usize, vc: usize, doomed_bad: bool) {
         let (chain, level) = (self.p[c].chain, self.p[c].level);
         self.vc_free[vc][chain][level] += 1;
         self.all_vc_free[chain][level] += 1;
@@ -661,17 +667,24 @@ impl Hived {
         }
         if !self.p[c].healthy {
             self.release_bad_cell(c);
+            if !doomed_bad {
+                self.try_bind_doomed(chain, level);
+            }
         } else {
             self.try_unbind_doomed(chain, level);
         }
         let mut add = self.p[c].children.len() as i64;
         for l in (1..level).rev() {
             self.total_left[chain][l] += add;
-            self.try_unbind_doomed(chain, l);
+            if !doomed_bad {
+                self.try_unbind_doomed(chain, l);
+            }
             add *= self.chains[chain].level_fanout[l] as i64;
         }
     }
 
+    /// Puts a released bad cell and its bad descendants back among the bad obtainable
+    /// cells of their levels, unbinding them.
     fn release_bad_cell(&mut self, c: usize) {
         let (chain, level) = (self.p[c].chain, self.p[c].level);
         self.bad_free[chain][level].push(c);
@@ -680,20 +693,7 @@ impl Hived {
         }
         for child in self.p[c].children.clone() {
             if !self.p[child].healthy {
-                self.release_bad_cell_child(child);
-            }
-        }
-    }
-
-    /// Below a released bad cell only the bindings go; the children are not free-list
-    /// entries of their own.
-    fn release_bad_cell_child(&mut self, c: usize) {
-        if let Some(vc) = self.p[c].virt.take() {
-            self.v[vc].phys = None;
-        }
-        for child in self.p[c].children.clone() {
-            if !self.p[child].healthy {
-                self.release_bad_cell_child(child);
+                self.release_bad_cell(child);
             }
         }
     }
@@ -762,7 +762,7 @@ impl Hived {
                 self.bind(p, v);
             }
             if newly && let Some(pp) = self.v[pac].phys {
-                safety = self.allocate_preassigned(pp, vc);
+                safety = self.allocate_preassigned(pp, vc, false);
             }
         } else {
             set_priority(&mut self.p, p, OPPORTUNISTIC);
@@ -793,7 +793,7 @@ impl Hived {
                 && self.v[pac].priority < 0
                 && !self.vc_doomed[owner][self.p[pp].chain][self.p[pp].level].contains(&pp)
             {
-                self.release_preassigned(pp, owner);
+                self.release_preassigned(pp, owner, false);
             }
         } else {
             self.p[p].opp_vc = None;
@@ -1830,9 +1830,13 @@ impl Hived {
                             }
                         },
                     }
-                    // A virtual cell still bound elsewhere (reconfiguration) cannot be used.
+                    // A virtual cell still bound elsewhere, or a physical cell whose
+                    // preassigned-level ancestor is neither free nor bound to this VC cell
+                    // (records that predate a lazy preemption or a reconfiguration), cannot
+                    // be used: the group runs lazily preempted instead of corrupting the
+                    // free lists.
                     if let Some(vl) = v
-                        && self.v[vl].phys.is_some_and(|x| x != p)
+                        && !self.can_bind(p, vl)
                     {
                         v = None;
                         should_lazy = true;
@@ -1856,6 +1860,25 @@ impl Hived {
             self.lazy_preempt(g, &name);
         }
         g
+    }
+
+    fn can_bind(&self, p: usize, vl: usize) -> bool {
+        if self.v[vl].phys.is_some_and(|x| x != p) {
+            return false;
+        }
+        let pre = self.v[vl].preassigned;
+        let mut anc = p;
+        while self.p[anc].level < self.v[pre].level {
+            match self.p[anc].parent {
+                Some(x) => anc = x,
+                None => return false,
+            }
+        }
+        match (self.p[anc].virt, self.v[pre].phys) {
+            (Some(bound), Some(pp)) => bound == pre && pp == anc,
+            (None, None) => self.in_free_list(anc),
+            _ => false,
+        }
     }
 
     fn find_leaf(&self, chain: Option<usize>, node: &str, idx: i32) -> Option<usize> {
@@ -1891,18 +1914,28 @@ impl Hived {
         } else {
             &self.vcs[vc].pinned.get(&r.pinned)?.0
         };
-        self.phys_to_virt(p, &cells.preassigned, level, r.priority)
+        self.phys_to_virt(p, &cells.preassigned, level, r.priority, vc)
     }
 
-    fn phys_to_virt(&self, c: usize, pre: &[Vec<usize>], level: usize, prio: i32) -> Option<usize> {
+    fn phys_to_virt(
+        &self,
+        c: usize,
+        pre: &[Vec<usize>],
+        level: usize,
+        prio: i32,
+        vc: usize,
+    ) -> Option<usize> {
         if let Some(v) = self.p[c].virt {
-            return Some(v);
+            // Bound to another VC (a record from before a lazy preemption, or a
+            // reconfiguration): the pod cannot be guaranteed here; upstream returned the
+            // foreign cell and mixed two VCs' bindings.
+            return (self.v[v].vc == vc).then_some(v);
         }
         if self.p[c].level == level {
             return self.lowest_priority_virtual(pre.get(level)?, prio);
         }
         let parent = self.p[c].parent?;
-        let pv = self.phys_to_virt(parent, pre, level, prio)?;
+        let pv = self.phys_to_virt(parent, pre, level, prio, vc)?;
         self.lowest_priority_virtual(&self.v[pv].children.clone(), prio)
     }
 

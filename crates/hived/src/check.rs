@@ -1,1 +1,274 @@
-//! placeholder
+//! Invariants of hived.md §9, checked against the live state: leaf states agree with
+//! their users, bindings are symmetric and topology-preserving, free lists partition the
+//! cells and are maximally merged, the counters equal their recomputation, priorities and
+//! usage sums propagate, and (all nodes healthy) the safety inequality holds.
+
+use std::collections::BTreeSet;
+
+use crate::algo::{GroupState, Hived};
+use crate::cells::{CellState, FREE};
+
+impl Hived {
+    /// Every violated invariant, described; empty when the state is consistent.
+    pub fn check_invariants(&self) -> Vec<String> {
+        let mut bad = Vec::new();
+        self.check_cells(&mut bad);
+        self.check_free_lists(&mut bad);
+        self.check_groups(&mut bad);
+        bad
+    }
+
+    fn check_cells(&self, bad: &mut Vec<String>) {
+        for (i, c) in self.p.iter().enumerate() {
+            if c.level == 1 {
+                let ok = matches!(
+                    (c.state, c.using.is_some(), c.reserving.is_some()),
+                    (CellState::Free, false, false)
+                        | (CellState::Used, true, false)
+                        | (CellState::Reserving, true, true)
+                        | (CellState::Reserved, false, true)
+                );
+                if !ok {
+                    bad.push(format!(
+                        "leaf {} state {:?} using {:?} reserving {:?}",
+                        c.address, c.state, c.using, c.reserving
+                    ));
+                }
+                if c.state == CellState::Free && c.priority != FREE {
+                    bad.push(format!(
+                        "free leaf {} has priority {}",
+                        c.address, c.priority
+                    ));
+                }
+                let used: u32 = c.used.0.iter().map(|e| e.1).sum();
+                if used > 1 {
+                    bad.push(format!("leaf {} counted {used} times in use", c.address));
+                }
+            } else {
+                let max = c
+                    .children
+                    .iter()
+                    .map(|&x| self.p[x].priority)
+                    .max()
+                    .unwrap_or(FREE);
+                if c.priority != max {
+                    bad.push(format!(
+                        "cell {} priority {} != max of children {max}",
+                        c.address, c.priority
+                    ));
+                }
+                let mut sum = crate::cells::Used::default();
+                for &ch in &c.children {
+                    for &(p, n) in &self.p[ch].used.0 {
+                        sum.add(p, n as i64);
+                    }
+                }
+                if sum != c.used {
+                    bad.push(format!(
+                        "cell {} usage {:?} != children {:?}",
+                        c.address, c.used, sum
+                    ));
+                }
+            }
+            if let Some(v) = c.virt {
+                if self.v[v].phys != Some(i) {
+                    bad.push(format!(
+                        "{} -> {} is not mirrored",
+                        c.address, self.v[v].address
+                    ));
+                }
+                if self.v[v].level != c.level || self.v[v].chain != c.chain {
+                    bad.push(format!(
+                        "{} bound to {} at another level",
+                        c.address, self.v[v].address
+                    ));
+                }
+                if let (Some(vp), Some(pp)) = (self.v[v].parent, c.parent)
+                    && let Some(bp) = self.v[vp].phys
+                    && bp != pp
+                {
+                    bad.push(format!("binding of {} breaks topology", c.address));
+                }
+            }
+        }
+        for (i, v) in self.v.iter().enumerate() {
+            if let Some(p) = v.phys
+                && self.p[p].virt != Some(i)
+            {
+                bad.push(format!(
+                    "{} -> {} is not mirrored",
+                    v.address, self.p[p].address
+                ));
+            }
+            if v.level > 1 {
+                let max = v
+                    .children
+                    .iter()
+                    .map(|&x| self.v[x].priority)
+                    .max()
+                    .unwrap_or(FREE);
+                if v.priority != max {
+                    bad.push(format!(
+                        "virtual {} priority {} != max {max}",
+                        v.address, v.priority
+                    ));
+                }
+            }
+        }
+    }
+
+    fn check_free_lists(&self, bad: &mut Vec<String>) {
+        for (ci, ch) in self.chains.iter().enumerate() {
+            let mut seen = BTreeSet::new();
+            for l in 1..=ch.top {
+                for &c in &self.free[ci][l] {
+                    let pc = &self.p[c];
+                    if !seen.insert(c) {
+                        bad.push(format!("{} twice in the free lists", pc.address));
+                    }
+                    if pc.level != l || pc.virt.is_some() || pc.split {
+                        bad.push(format!(
+                            "free-list entry {} is bound, split or misplaced",
+                            pc.address
+                        ));
+                    }
+                }
+            }
+            // Partition: each top cell and each child of a split cell is free, bound or split.
+            let mut stack: Vec<usize> = ch.full[ch.top].clone();
+            while let Some(c) = stack.pop() {
+                let pc = &self.p[c];
+                let n = [seen.contains(&c), pc.virt.is_some(), pc.split]
+                    .iter()
+                    .filter(|&&x| x)
+                    .count();
+                if n != 1 {
+                    bad.push(format!(
+                        "cell {} is in {n} of (free list, bound, split)",
+                        pc.address
+                    ));
+                }
+                if pc.split {
+                    if pc.children.iter().all(|ch| seen.contains(ch)) {
+                        bad.push(format!(
+                            "split cell {} has all children free (not merged)",
+                            pc.address
+                        ));
+                    }
+                    stack.extend(pc.children.iter().copied());
+                }
+            }
+            // Counters.
+            for l in 1..=ch.top {
+                let mut left = 0i64;
+                for k in l..=ch.top {
+                    let per = (ch.level_leaves[k] / ch.level_leaves[l]) as i64;
+                    left += self.free[ci][k].len() as i64 * per;
+                }
+                if left != self.total_left[ci][l] {
+                    bad.push(format!(
+                        "chain {} level {l}: totalLeft {} but free lists give {left}",
+                        ch.name, self.total_left[ci][l]
+                    ));
+                }
+                let mut all = 0;
+                for (vi, vc) in self.vcs.iter().enumerate() {
+                    let mut unbound = 0i64;
+                    if let Some(cells) = vc.chains.get(&ci) {
+                        unbound += cells.preassigned[l]
+                            .iter()
+                            .filter(|&&x| self.v[x].phys.is_none())
+                            .count() as i64;
+                    }
+                    for (cells, pid) in vc.pinned.values() {
+                        if self.p[*pid].chain == ci {
+                            unbound += cells.preassigned[l]
+                                .iter()
+                                .filter(|&&x| self.v[x].phys.is_none())
+                                .count() as i64;
+                        }
+                    }
+                    if unbound != self.vc_free[vi][ci][l] {
+                        bad.push(format!(
+                            "VC {} chain {} level {l}: vcFree {} but {unbound} unbound cells",
+                            vc.name, ch.name, self.vc_free[vi][ci][l]
+                        ));
+                    }
+                    all += self.vc_free[vi][ci][l];
+                }
+                if all != self.all_vc_free[ci][l] {
+                    bad.push(format!("chain {} level {l}: allVCFree mismatch", ch.name));
+                }
+                if !self.bad_nodes.iter().any(|&b| b)
+                    && self.total_left[ci][l] < self.all_vc_free[ci][l]
+                {
+                    bad.push(format!(
+                        "safety broken: chain {} level {l}: {} left < {} unbound VC cells",
+                        ch.name, self.total_left[ci][l], self.all_vc_free[ci][l]
+                    ));
+                }
+            }
+        }
+    }
+
+    fn check_groups(&self, bad: &mut Vec<String>) {
+        for (gi, g) in self.groups.iter().enumerate() {
+            let Some(g) = g else { continue };
+            for (_, _, _, p) in g.leaves() {
+                let pc = &self.p[p];
+                let ok = match g.state {
+                    GroupState::Allocated => {
+                        pc.using == Some(gi)
+                            && matches!(pc.state, CellState::Used | CellState::Reserving)
+                    }
+                    GroupState::BeingPreempted => pc.using == Some(gi),
+                    GroupState::Preempting => pc.reserving == Some(gi),
+                };
+                if !ok {
+                    bad.push(format!(
+                        "group {} ({:?}) does not hold leaf {}",
+                        g.name, g.state, pc.address
+                    ));
+                }
+                if let Some(virt) = &g.virt
+                    && pc.using == Some(gi)
+                    && pc.state == CellState::Used
+                    && let Some(v) = pc.virt
+                    && self.v[v].vc != g.vc
+                    && pc.priority >= 0
+                {
+                    let _ = virt;
+                    bad.push(format!(
+                        "group {} uses {} bound to another VC",
+                        g.name, pc.address
+                    ));
+                }
+            }
+        }
+    }
+
+    /// A fingerprint of the allocation state (per-cell priority, state, usage, whether
+    /// bound or split, and the free lists as sets), for comparing a recovered state.
+    pub fn fingerprint(&self) -> String {
+        let mut s = String::new();
+        for c in &self.p {
+            s.push_str(&format!(
+                "{} {} {:?} {:?} {} {}\n",
+                c.address,
+                c.priority,
+                c.state,
+                c.used.0,
+                c.virt.is_some(),
+                c.split
+            ));
+        }
+        for (ci, levels) in self.free.iter().enumerate() {
+            for (l, list) in levels.iter().enumerate() {
+                let set: BTreeSet<&str> =
+                    list.iter().map(|&c| self.p[c].address.as_str()).collect();
+                s.push_str(&format!("free {ci} {l} {set:?}\n"));
+            }
+        }
+        s
+    }
+}

@@ -196,6 +196,15 @@ impl<'a> Replayer<'a> {
         })
     }
 
+    fn group_of(&self, pod: &str) -> Option<String> {
+        let s = self.pods.get(pod)?;
+        Some(
+            s.affinity_group
+                .as_ref()
+                .map_or_else(|| pod.to_string(), |g| g.name.clone()),
+        )
+    }
+
     fn spec(&self, pod: &str) -> Result<&'a PodSpec, String> {
         self.pods
             .get(pod)
@@ -228,6 +237,11 @@ impl<'a> Replayer<'a> {
                         line["result"] = json!("error");
                         line["error"] = json!(e);
                     }
+                }
+                if let Some(group) = self.group_of(pod)
+                    && let Some(state) = self.hived.group_state(&group)
+                {
+                    line["groupState"] = json!(state);
                 }
                 line
             }
