@@ -878,15 +878,27 @@ impl Hived {
                         req.group
                     )));
                 };
-                return Ok(Decision::Bind(self.bind_info(g, si, slot)));
+                let gr = self.group(g);
+                return Ok(Decision::Bind(self.bind_info(
+                    &gr.phys,
+                    gr.virt.as_ref(),
+                    si,
+                    slot,
+                )));
             }
             if phase == Phase::Preempting && bad {
                 self.delete_preempting_group(g);
             } else {
-                let victims = self.victims(&self.group(g).phys.clone()).0;
+                let victims = self.victims(&self.group(g).phys).0;
                 self.group_mut(g).preempting.insert(pod.to_string());
                 if victims.is_empty() {
-                    return Ok(Decision::Bind(self.bind_info(g, si, 0)));
+                    let gr = self.group(g);
+                    return Ok(Decision::Bind(self.bind_info(
+                        &gr.phys,
+                        gr.virt.as_ref(),
+                        si,
+                        0,
+                    )));
                 }
                 return Ok(Decision::Preempt(victims));
             }
@@ -916,13 +928,7 @@ impl Hived {
             .iter()
             .position(|&(s, _)| s == req.size)
             .unwrap_or(0);
-        Ok(Decision::Bind(self.bind_info_for(
-            &req,
-            &phys,
-            virt.as_ref(),
-            si,
-            0,
-        )))
+        Ok(Decision::Bind(self.bind_info(&phys, virt.as_ref(), si, 0)))
     }
 
     fn bad_or_unsuggested(&self, g: usize, sugg: &[bool]) -> bool {
@@ -1204,7 +1210,7 @@ impl Hived {
                 return false;
             };
             if self
-                .map_cells(group, ListRef::Children(pp), free, ctx, bindings, false)
+                .map_cells(group, ListRef::Children(pp), free, ctx, bindings)
                 .is_none()
             {
                 return false;
@@ -1228,7 +1234,6 @@ impl Hived {
                 free,
                 ctx,
                 bindings,
-                true,
             ) {
                 for c in picked {
                     swap_remove(&mut free[level], c);
@@ -1307,7 +1312,6 @@ impl Hived {
                 free,
                 ctx,
                 bindings,
-                true,
             ) {
                 for c in picked {
                     swap_remove(&mut free[level], c);
@@ -1373,7 +1377,6 @@ impl Hived {
         free: &mut [Vec<usize>],
         ctx: &Ctx<'_>,
         bindings: &mut HashMap<usize, usize>,
-        _want_picked: bool,
     ) -> Option<Vec<usize>> {
         let cands = self.usable(list, free, cells.len(), ctx)?;
         let mut picked_idx = vec![0usize; cells.len()];
@@ -1399,7 +1402,6 @@ impl Hived {
                         free,
                         ctx,
                         bindings,
-                        false,
                     )
                     .is_some()
                 };
@@ -1469,27 +1471,9 @@ impl Hived {
         (out, preemptors)
     }
 
-    fn bind_info(&self, g: usize, si: usize, slot: usize) -> BindInfo {
-        let gr = self.group(g);
-        let sizes: Vec<(usize, usize)> = gr.sizes.iter().map(|&s| (s, 0)).collect();
-        let req_like = (sizes, gr.name.clone());
-        self.bind_info_inner(&req_like.0, &gr.phys, gr.virt.as_ref(), si, slot)
-    }
-
-    fn bind_info_for(
+    /// The bind record for pod `slot` of size class `si` of a placement.
+    fn bind_info(
         &self,
-        r: &Request,
-        phys: &Placement,
-        virt: Option<&Placement>,
-        si: usize,
-        slot: usize,
-    ) -> BindInfo {
-        self.bind_info_inner(&r.sizes, phys, virt, si, slot)
-    }
-
-    fn bind_info_inner(
-        &self,
-        _sizes: &[(usize, usize)],
         phys: &Placement,
         virt: Option<&Placement>,
         si: usize,

@@ -261,12 +261,7 @@ impl Built {
             let id = b.physical(top, &top.cell_type, chain, None, None, &path)?;
             b.built.tops[chain].push(id);
         }
-        let pinned_names: BTreeMap<String, String> = b
-            .pinned_ids
-            .keys()
-            .map(|k| (k.clone(), String::new()))
-            .collect();
-        validate_vcs(raw, &types, &chain_names, &pinned_names)?;
+        validate_vcs(raw, &types, &chain_names, &b.pinned_ids)?;
         // Node leaves, chain by chain.
         let mut node_leaves = vec![Vec::new(); b.built.nodes.len()];
         for ch in &b.built.chains {
@@ -463,23 +458,9 @@ impl Builder<'_> {
                 let level = self.types[root_type].level;
                 free[chain][level] += v.cell_number;
                 for _ in 0..v.cell_number {
-                    let entry = vc.chains.entry(chain).or_insert_with(|| VcCells {
-                        full: vec![Vec::new(); self.built.chains[chain].top + 1],
-                        preassigned: vec![Vec::new(); self.built.chains[chain].top + 1],
-                        view: Vec::new(),
-                    });
-                    let root = build_virtual(
-                        &mut self.built.vcells,
-                        self.types,
-                        &mut entry.full,
-                        vi,
-                        chain,
-                        root_type,
-                        format!("{vname}/{count}"),
-                        None,
-                        None,
-                    );
-                    entry.preassigned[level].push(root);
+                    let top = self.built.chains[chain].top;
+                    let entry = vc.chains.entry(chain).or_insert_with(|| VcCells::new(top));
+                    self.preassigned_root(entry, vi, chain, root_type, format!("{vname}/{count}"));
                     count += 1;
                 }
             }
@@ -490,23 +471,14 @@ impl Builder<'_> {
                 let level = pc.level;
                 let root_type = self.built.chains[chain].level_type[level].clone();
                 free[chain][level] += 1;
-                let mut cells = VcCells {
-                    full: vec![Vec::new(); self.built.chains[chain].top + 1],
-                    preassigned: vec![Vec::new(); self.built.chains[chain].top + 1],
-                    view: Vec::new(),
-                };
-                let root = build_virtual(
-                    &mut self.built.vcells,
-                    self.types,
-                    &mut cells.full,
+                let mut cells = VcCells::new(self.built.chains[chain].top);
+                let root = self.preassigned_root(
+                    &mut cells,
                     vi,
                     chain,
                     &root_type,
                     format!("{vname}/{count}"),
-                    None,
-                    None,
                 );
-                cells.preassigned[level].push(root);
                 count += 1;
                 self.built
                     .pinned
@@ -518,6 +490,42 @@ impl Builder<'_> {
             self.built.vcs.push(vc);
         }
         Ok(())
+    }
+}
+
+impl VcCells {
+    fn new(top: usize) -> VcCells {
+        VcCells {
+            full: vec![Vec::new(); top + 1],
+            preassigned: vec![Vec::new(); top + 1],
+            view: Vec::new(),
+        }
+    }
+}
+
+impl Builder<'_> {
+    /// Builds one preassigned virtual cell (a full subtree) into `cells`.
+    fn preassigned_root(
+        &mut self,
+        cells: &mut VcCells,
+        vc: usize,
+        chain: usize,
+        cell_type: &str,
+        address: String,
+    ) -> usize {
+        let root = build_virtual(
+            &mut self.built.vcells,
+            self.types,
+            &mut cells.full,
+            vc,
+            chain,
+            cell_type,
+            address,
+            None,
+            None,
+        );
+        cells.preassigned[self.types[cell_type].level].push(root);
+        root
     }
 }
 

@@ -230,14 +230,13 @@ impl Hived {
                         g.name, g.state, pc.address
                     ));
                 }
-                if let Some(virt) = &g.virt
+                if g.virt.is_some()
                     && pc.using == Some(gi)
                     && pc.state == CellState::Used
                     && let Some(v) = pc.virt
                     && self.v[v].vc != g.vc
                     && pc.priority >= 0
                 {
-                    let _ = virt;
                     bad.push(format!(
                         "group {} uses {} bound to another VC",
                         g.name, pc.address

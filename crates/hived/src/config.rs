@@ -312,7 +312,7 @@ pub(crate) fn validate_vcs(
     cfg: &Config,
     types: &BTreeMap<String, TypeInfo>,
     chains: &BTreeSet<String>,
-    pinned: &BTreeMap<String, String>,
+    pinned: &BTreeMap<String, usize>,
 ) -> Result<(), ConfigError> {
     let mut pinned_owner: BTreeMap<&str, &str> = BTreeMap::new();
     for (vc, spec) in &cfg.virtual_clusters {
