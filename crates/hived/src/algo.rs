@@ -86,6 +86,9 @@ pub struct Hived {
     pub(crate) groups: Vec<Option<Group>>,
     pub(crate) group_ids: BTreeMap<String, usize>,
     pub(crate) now: i64,
+    /// Set while a recovered group is allocated: no new doomed cells are forecast until
+    /// all its leaves are in place (see `release_all_doomed`).
+    pub(crate) forecast_paused: bool,
 }
 
 trait TreeCell {
@@ -233,6 +236,7 @@ impl Hived {
             groups: Vec::new(),
             group_ids: BTreeMap::new(),
             now: 0,
+            forecast_paused: false,
             vc_free: b.vc_free,
             chains: b.chains,
             p: b.pcells,
@@ -390,6 +394,7 @@ impl Hived {
         for leaf in self.node_leaves[n].clone() {
             self.set_bad_cell(leaf);
         }
+        self.settle_doomed();
     }
 
     fn set_node_healthy_id(&mut self, n: usize) {
@@ -399,6 +404,29 @@ impl Hived {
         self.bad_nodes[n] = false;
         for leaf in self.node_leaves[n].clone() {
             self.set_healthy_cell(leaf);
+        }
+        self.settle_doomed();
+    }
+
+    /// Re-evaluates the doomed bad cells at every level until none can be bound or
+    /// unbound. Upstream re-checks only the levels a change touched; a doomed cell that
+    /// turns healthy is released with `doomedBad` set, which skips the levels below it,
+    /// so doomed cells below stayed bound although healthy cells had come back: the VC
+    /// kept avoiding them, and the doomed set depended on the order nodes reported in.
+    /// Binding or unbinding a doomed cell leaves its level's healthy count unchanged and
+    /// moves the VC's free count towards it, so this terminates.
+    fn settle_doomed(&mut self) {
+        for chain in 0..self.chains.len() {
+            loop {
+                let before = self.all_vc_doomed[chain].clone();
+                for l in (1..=self.chains[chain].top).rev() {
+                    self.try_unbind_doomed(chain, l);
+                    self.try_bind_doomed(chain, l);
+                }
+                if self.all_vc_doomed[chain] == before {
+                    break;
+                }
+            }
         }
     }
 
@@ -456,14 +484,11 @@ impl Hived {
             && self.p[c].priority < 0
         {
             // Bound only because it was bad: unbind now it is healthy.
-            self.p[c].virt = None;
-            self.v[vc].phys = None;
             if self.v[vc].parent.is_none() {
-                let (chain, level, owner) = (self.p[c].chain, self.p[c].level, self.v[vc].vc);
-                if swap_remove(&mut self.vc_doomed[owner][chain][level], c) {
-                    self.all_vc_doomed[chain][level] -= 1;
-                }
-                self.release_preassigned(c, owner, true);
+                self.release_doomed(c, self.v[vc].vc);
+            } else {
+                self.p[c].virt = None;
+                self.v[vc].phys = None;
             }
         }
         let Some(parent) = self.p[c].parent else {
@@ -495,6 +520,9 @@ impl Hived {
     }
 
     fn try_bind_doomed(&mut self, c: usize, l: usize) {
+        if self.forecast_paused {
+            return;
+        }
         for vi in 0..self.vcs.len() {
             while self.vc_free[vi][c][l] > self.healthy_left(c, l) {
                 let Some(&pc) = self.bad_free[c][l].first() else {
@@ -523,15 +551,21 @@ impl Hived {
                 && self.vc_free[vi][c][l] < self.healthy_left(c, l)
             {
                 let pc = self.vc_doomed[vi][c][l][0];
-                if let Some(vcell) = self.p[pc].virt {
-                    self.v[vcell].phys = None;
-                }
-                self.p[pc].virt = None;
-                swap_remove(&mut self.vc_doomed[vi][c][l], pc);
-                self.all_vc_doomed[c][l] -= 1;
-                self.release_preassigned(pc, vi, true);
+                self.release_doomed(pc, vi);
             }
         }
+    }
+
+    /// Unbinds a doomed bad cell of a VC and gives it back to the free lists.
+    fn release_doomed(&mut self, pc: usize, owner: usize) {
+        if let Some(vcell) = self.p[pc].virt.take() {
+            self.v[vcell].phys = None;
+        }
+        let (chain, level) = (self.p[pc].chain, self.p[pc].level);
+        if swap_remove(&mut self.vc_doomed[owner][chain][level], pc) {
+            self.all_vc_doomed[chain][level] -= 1;
+        }
+        self.release_preassigned(pc, owner, true);
     }
 
     // ----- free lists and preassigned cells -----------------------------------------
@@ -761,8 +795,20 @@ impl Hived {
             if self.p[p].virt.is_none() {
                 self.bind(p, v);
             }
-            if newly && let Some(pp) = self.v[pac].phys {
-                safety = self.allocate_preassigned(pp, vc, false);
+            if let Some(pp) = self.v[pac].phys {
+                if newly {
+                    safety = self.allocate_preassigned(pp, vc, false);
+                } else {
+                    // A doomed bad cell now in real use is no longer "bound because bad":
+                    // it must neither be unbound under the job when healthy cells come
+                    // back nor stay doomed after the job leaves (upstream did both, §13
+                    // bug 2). Its counters already count it as allocated.
+                    let (chain, level, owner) =
+                        (self.p[pp].chain, self.p[pp].level, self.v[pac].vc);
+                    if swap_remove(&mut self.vc_doomed[owner][chain][level], pp) {
+                        self.all_vc_doomed[chain][level] -= 1;
+                    }
+                }
             }
         } else {
             set_priority(&mut self.p, p, OPPORTUNISTIC);
@@ -852,6 +898,18 @@ impl Hived {
     /// the caller commits it with [`Hived::add_allocated_pod`]. In the `Preempting` phase a
     /// `Preempt` reserves the placement (stateful preemption). Errors change nothing.
     pub fn schedule(
+        &mut self,
+        pod: &str,
+        spec: &PodSpec,
+        suggested: &Suggested,
+        phase: Phase,
+    ) -> Result<Decision, HivedError> {
+        let d = self.schedule_unsettled(pod, spec, suggested, phase);
+        self.settle_doomed();
+        d
+    }
+
+    fn schedule_unsettled(
         &mut self,
         pod: &str,
         spec: &PodSpec,
@@ -1641,6 +1699,7 @@ impl Hived {
             }
         }
         self.remove_group(g);
+        self.settle_doomed();
     }
 
     fn allocate_preempting_group(&mut self, g: usize) {
@@ -1735,6 +1794,7 @@ impl Hived {
             .vc_index(&r.vc)
             .ok_or_else(|| user(format!("VC {} does not exist", r.vc)))?;
         let g = self.create_allocated_group(&r, vc, info);
+        self.settle_doomed();
         let si = self.group(g).size_index(r.size).unwrap_or(0);
         let slot = slot_in(info, r.size).unwrap_or(0);
         if slot < self.group(g).allocated[si].len() {
@@ -1776,6 +1836,10 @@ impl Hived {
         let g0 = self.new_group(r, vc, GroupState::Allocated);
         let g = self.insert_group(g0);
         let mut should_lazy = false;
+        // Forecasting doomed cells between two leaves of one group could doom the very
+        // cells the next leaf runs in, or fragment the chain so that the safety check
+        // fails for a placement that is in fact safe.
+        self.forecast_paused = true;
         let chain = self.chain_ids.get(&info.cell_chain).copied();
         for m in &info.affinity_group_bind_info {
             let size = m.pod_placements[0].physical_leaf_cell_indices.len();
@@ -1792,6 +1856,15 @@ impl Hived {
                     self.group_mut(g).phys[si][pi][li] = Some(p);
                     let mut v = None;
                     let has_virt = self.group(g).virt.is_some();
+                    if has_virt
+                        && !should_lazy
+                        && pp
+                            .preassigned_cell_types
+                            .as_ref()
+                            .is_some_and(|t| !t[li].is_empty())
+                    {
+                        self.release_all_doomed(self.p[p].chain);
+                    }
                     match &pp.preassigned_cell_types {
                         None => should_lazy = true,
                         Some(_) if !has_virt || should_lazy => {}
@@ -1839,11 +1912,31 @@ impl Hived {
                 }
             }
         }
+        self.forecast_paused = false;
         if should_lazy {
             let name = self.group(g).name.clone();
             self.lazy_preempt(g, &name);
         }
         g
+    }
+
+    /// Doomed bindings are a forecast, not a use, so before a recovered leaf is mapped
+    /// every doomed binding of its chain is released; the settle after the pod is added
+    /// forecasts again around what really runs. Upstream mapped recovered pods around the
+    /// forecast made while nodes were still reporting in: a pod in a cell doomed to
+    /// another VC, or whose VC's preassigned cell was doomed elsewhere, was lazily
+    /// preempted, and the outcome of a restart depended on the order nodes reported in.
+    fn release_all_doomed(&mut self, chain: usize) {
+        if self.all_vc_doomed[chain].iter().all(|&n| n == 0) {
+            return;
+        }
+        for vi in 0..self.vcs.len() {
+            for l in (1..=self.chains[chain].top).rev() {
+                while let Some(&pc) = self.vc_doomed[vi][chain][l].first() {
+                    self.release_doomed(pc, vi);
+                }
+            }
+        }
     }
 
     fn can_bind(&self, p: usize, vl: usize) -> bool {
@@ -1998,6 +2091,7 @@ impl Hived {
             }
         }
         self.remove_group(g);
+        self.settle_doomed();
     }
 
     /// A pod that was never bound went away (HiveD's `DeleteUnallocatedPod`): a preempting

@@ -15,6 +15,7 @@ impl Hived {
         self.check_cells(&mut bad);
         self.check_free_lists(&mut bad);
         self.check_groups(&mut bad);
+        self.check_bad_cells(&mut bad);
         bad
     }
 
@@ -211,6 +212,76 @@ impl Hived {
         }
     }
 
+    /// Bad obtainable cells are exactly the bad-free lists; every binding not in real use
+    /// exists because its cell is bad (a doomed preassigned cell or a bad descendant of a
+    /// bound cell); and the doomed cells are settled: no VC keeps a doomed cell while
+    /// healthy cells could replace it, nor lacks one while it has more free cells than
+    /// healthy ones are left.
+    fn check_bad_cells(&self, bad: &mut Vec<String>) {
+        for (ci, ch) in self.chains.iter().enumerate() {
+            for l in 1..=ch.top {
+                let want: BTreeSet<usize> = ch.full[l]
+                    .iter()
+                    .copied()
+                    .filter(|&c| !self.p[c].healthy && self.in_free_list(c))
+                    .collect();
+                let have: BTreeSet<usize> = self.bad_free[ci][l].iter().copied().collect();
+                if want != have || have.len() != self.bad_free[ci][l].len() {
+                    bad.push(format!(
+                        "chain {} level {l}: bad free cells {:?}, expected {:?}",
+                        ch.name, have, want
+                    ));
+                }
+                let mut all = 0;
+                for (vi, vc) in self.vcs.iter().enumerate() {
+                    let doomed = &self.vc_doomed[vi][ci][l];
+                    all += doomed.len() as i64;
+                    for &c in doomed {
+                        let pc = &self.p[c];
+                        let ok = !pc.healthy
+                            && pc.priority < 0
+                            && pc
+                                .virt
+                                .is_some_and(|v| self.v[v].vc == vi && self.v[v].parent.is_none());
+                        if !ok {
+                            bad.push(format!(
+                                "doomed cell {} of VC {} is healthy, in use or not bound to a preassigned cell of it",
+                                pc.address, vc.name
+                            ));
+                        }
+                    }
+                    let healthy = self.total_left[ci][l] - self.bad_free[ci][l].len() as i64;
+                    let free = self.vc_free[vi][ci][l];
+                    if !doomed.is_empty() && free < healthy {
+                        bad.push(format!(
+                            "VC {} chain {} level {l}: keeps {} doomed cells with {free} free and {healthy} healthy left",
+                            vc.name,
+                            ch.name,
+                            doomed.len()
+                        ));
+                    }
+                    if free > healthy && !self.bad_free[ci][l].is_empty() {
+                        bad.push(format!(
+                            "VC {} chain {} level {l}: {free} free cells but {healthy} healthy left and bad cells not doomed",
+                            vc.name, ch.name
+                        ));
+                    }
+                }
+                if all != self.all_vc_doomed[ci][l] {
+                    bad.push(format!("chain {} level {l}: allVCDoomed mismatch", ch.name));
+                }
+            }
+        }
+        for c in &self.p {
+            if c.virt.is_some() && c.priority < 0 && c.pinned.is_none() && c.healthy {
+                bad.push(format!(
+                    "{} is bound although healthy and not in use",
+                    c.address
+                ));
+            }
+        }
+    }
+
     fn check_groups(&self, bad: &mut Vec<String>) {
         for (gi, g) in self.groups.iter().enumerate() {
             let Some(g) = g else { continue };
@@ -249,23 +320,87 @@ impl Hived {
     /// A fingerprint of the allocation state (per-cell priority, state, usage, whether
     /// bound or split, and the free lists as sets), for comparing a recovered state.
     pub fn fingerprint(&self) -> String {
+        self.fingerprint_with(true)
+    }
+
+    /// The fingerprint without the bindings that exist only because cells are bad and
+    /// without the free lists those bindings split. Which bad cell a VC's doomed cell
+    /// binds to depends on the order nodes failed and reported in, so a scheduler
+    /// recovered after a restart may pick another one; what is in use may not differ.
+    pub fn fingerprint_of_use(&self) -> String {
+        self.fingerprint_with(false)
+    }
+
+    fn fingerprint_with(&self, bad_bindings: bool) -> String {
         let mut s = String::new();
         for c in &self.p {
+            let real = c.priority >= 0 || c.pinned.is_some();
             s.push_str(&format!(
-                "{} {} {:?} {:?} {} {}\n",
+                "{} {} {:?} {:?} {}",
                 c.address,
                 c.priority,
                 c.state,
                 c.used.0,
-                c.virt.is_some(),
-                c.split
+                c.virt.is_some() && (bad_bindings || real),
+            ));
+            if bad_bindings {
+                s.push_str(&format!(" {}", c.split));
+            }
+            s.push('\n');
+        }
+        if bad_bindings {
+            for (ci, levels) in self.free.iter().enumerate() {
+                for (l, list) in levels.iter().enumerate() {
+                    let set: BTreeSet<&str> =
+                        list.iter().map(|&c| self.p[c].address.as_str()).collect();
+                    s.push_str(&format!("free {ci} {l} {set:?}\n"));
+                }
+            }
+        }
+        s
+    }
+}
+
+impl Hived {
+    /// Every physical cell with its binding and health, and the per-level counters; for
+    /// debugging a failed invariant.
+    #[doc(hidden)]
+    pub fn debug_dump(&self) -> String {
+        let mut s = String::new();
+        for (i, c) in self.p.iter().enumerate() {
+            let virt = c
+                .virt
+                .map(|v| format!("{}:{}", self.vcs[self.v[v].vc].name, self.v[v].address))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "p{i} {} L{} prio {} {}{}{} {virt}\n",
+                c.address,
+                c.level,
+                c.priority,
+                if c.healthy { "" } else { "BAD " },
+                if c.split { "split " } else { "" },
+                if self.in_free_list(i) { "free " } else { "" },
             ));
         }
         for (ci, levels) in self.free.iter().enumerate() {
-            for (l, list) in levels.iter().enumerate() {
-                let set: BTreeSet<&str> =
-                    list.iter().map(|&c| self.p[c].address.as_str()).collect();
-                s.push_str(&format!("free {ci} {l} {set:?}\n"));
+            for (l, list) in levels.iter().enumerate().skip(1) {
+                s.push_str(&format!(
+                    "chain {ci} L{l}: free {:?} badfree {:?} total_left {} all_vc_free {} doomed {}",
+                    list,
+                    self.bad_free[ci][l],
+                    self.total_left[ci][l],
+                    self.all_vc_free[ci][l],
+                    self.all_vc_doomed[ci][l]
+                ));
+                for (vi, vc) in self.vcs.iter().enumerate() {
+                    if vc.chains.contains_key(&ci) {
+                        s.push_str(&format!(
+                            " {}:{}/{:?}",
+                            vc.name, self.vc_free[vi][ci][l], self.vc_doomed[vi][ci][l]
+                        ));
+                    }
+                }
+                s.push('\n');
             }
         }
         s
