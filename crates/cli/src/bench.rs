@@ -69,7 +69,7 @@ fn run_case(exe: &Path, c: &Case) -> Result<Figure> {
     })
 }
 
-/// Runs the benchmark set. `shared` is the traces directory (`../shared/traces`); cases
+/// Runs the benchmark set, then the HiveD decision benchmark (`apiary hived bench`). `shared` is the traces directory (`../shared/traces`); cases
 /// that need it are skipped, with a note, when it is absent. `full` adds the 1 M-job
 /// synthetic runs, generated into `work`.
 pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Result<()> {
@@ -85,6 +85,12 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             for pol in ["tiresias", "srtf", "gandiva"] {
                 cases.push(Case {
                     name: format!("philly 82,247 jobs, {pol}, philly"),
+                    args: s(&["simulate", "-t", &t, "-c", "philly", "-p", pol]),
+                });
+            }
+            for pol in ["hived", "quota"] {
+                cases.push(Case {
+                    name: format!("philly 82,247 jobs, {pol} (tiresias in 15 VCs)"),
                     args: s(&["simulate", "-t", &t, "-c", "philly", "-p", pol]),
                 });
             }
@@ -143,8 +149,29 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
         }
         figs.push(run_case(&exe, c)?);
     }
+    if !json {
+        eprintln!("running: hived decision, 10,000 GPUs, 50 VCs");
+    }
+    let out = Command::new(&exe)
+        .args(["hived", "bench", "--json"])
+        .output()
+        .context("running apiary hived bench")?;
+    if !out.status.success() {
+        bail!(
+            "apiary hived bench failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let decision: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading apiary hived bench --json")?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&figs)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "runs": figs,
+                "hived_decision": decision,
+            }))?
+        );
         return Ok(());
     }
     println!(
@@ -161,6 +188,12 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             f.peak_mb
         );
     }
+    let us = |k: &str| decision[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "hived decision (apiary hived bench): 10,000 GPUs, 50 VCs: median {:.1} us, p99 {:.1} us",
+        us("median_us"),
+        us("p99_us")
+    );
     Ok(())
 }
 

@@ -125,3 +125,169 @@ fn walk(
     }
     Ok(())
 }
+
+/// Figures of `apiary hived bench`.
+#[derive(Debug, serde::Serialize)]
+pub struct DecisionFigures {
+    /// Cluster GPUs.
+    pub gpus: u32,
+    /// VCs.
+    pub vcs: usize,
+    /// Decisions timed.
+    pub decisions: usize,
+    /// Of which binds.
+    pub binds: usize,
+    /// Median time of one `schedule` call, µs.
+    pub median_us: f64,
+    /// 90th percentile, µs.
+    pub p90_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Mean GPU utilisation while timing.
+    pub util: f64,
+}
+
+/// `apiary hived bench`: times HiveD's decision (`schedule` of a job's first pod) on a
+/// cluster of `gpus` GPUs in 8-GPU nodes shared by `vcs` equal VCs, kept near `util`
+/// busy by jobs whose sizes follow Philly's GPU-count mix.
+pub fn bench(
+    gpus: u32,
+    vcs: usize,
+    decisions: usize,
+    util: f64,
+    seed: u64,
+    json: bool,
+) -> Result<()> {
+    use apiary_hived::{Decision, GroupSpec, MemberSpec, Phase, PodSpec, Suggested};
+    use std::collections::VecDeque;
+    use std::time::Instant;
+    if gpus < 8
+        || vcs == 0
+        || !((gpus / 8) as usize).is_multiple_of(vcs)
+        || !(0.0..1.0).contains(&util)
+    {
+        bail!(
+            "--gpus must be a multiple of 8 whose nodes split evenly into --vcs; --util in [0, 1)"
+        );
+    }
+    let nodes = gpus / 8;
+    let cluster = apiary_model::ClusterSpec::preset(&format!("n{nodes}g8"))?.build()?;
+    let per = nodes / vcs as u32;
+    let names: Vec<(String, u32)> = (0..vcs).map(|i| (format!("vc{i:02}"), per)).collect();
+    let all: Vec<u32> = (0..nodes).collect();
+    let cfg = apiary_policy::vc::hived_config(&cluster, &all, &names, true)
+        .map_err(anyhow::Error::msg)?;
+    let mut h = Hived::with_all_nodes_healthy(&cfg)?;
+    let mut rng = apiary_model::Rng::new(seed);
+    // Philly's job sizes (philly.csv): 1, 2, 4, 8, 16, 32 GPUs.
+    let sizes = [1u32, 2, 4, 8, 16, 32];
+    let weights = [76627.0, 1818.0, 1870.0, 1643.0, 199.0, 67.0];
+    let spec = |vc: &str, group: &str, size: u32, pod: u32| {
+        let (full, rest) = if size <= 8 { (0, size) } else { (size / 8, 0) };
+        let mut members = Vec::new();
+        if full > 0 {
+            members.push(MemberSpec {
+                pod_number: full as i64,
+                leaf_cell_number: 8,
+            });
+        }
+        if rest > 0 {
+            members.push(MemberSpec {
+                pod_number: 1,
+                leaf_cell_number: rest as i64,
+            });
+        }
+        PodSpec {
+            virtual_cluster: vc.to_string(),
+            priority: 0,
+            pinned_cell_id: String::new(),
+            leaf_cell_type: String::new(),
+            leaf_cell_number: pod as i64,
+            affinity_group: Some(GroupSpec {
+                name: group.to_string(),
+                members,
+            }),
+            lazy_preemption_enable: false,
+            ignore_k8s_suggested_nodes: true,
+            gang_release_enable: false,
+        }
+    };
+    type Pods = Vec<(String, PodSpec, apiary_hived::BindInfo)>;
+    let mut running: VecDeque<(u32, Pods)> = VecDeque::new();
+    let mut busy = 0u32;
+    let mut times: Vec<f64> = Vec::with_capacity(decisions);
+    let mut binds = 0;
+    let mut util_sum = 0.0;
+    let warmup = decisions / 4;
+    for k in 0..warmup + decisions {
+        let vc = &names[rng.below(vcs as u64) as usize].0;
+        let size = sizes[rng.weighted(&weights)];
+        let pod = size.min(8);
+        let group = format!("g{k}");
+        let first = spec(vc, &group, size, pod);
+        let t0 = Instant::now();
+        let d = h.schedule(
+            &format!("{group}-0"),
+            &first,
+            &Suggested::All,
+            Phase::Preempting,
+        )?;
+        let dt = t0.elapsed().as_secs_f64() * 1e6;
+        if k >= warmup {
+            times.push(dt);
+            util_sum += busy as f64 / gpus as f64;
+        }
+        if let Decision::Bind(info) = d {
+            if k >= warmup {
+                binds += 1;
+            }
+            let name = format!("{group}-0");
+            h.add_allocated_pod(&name, &first, &info)?;
+            let mut pods = vec![(name, first.clone(), info)];
+            for p in 1..size / pod {
+                let name = format!("{group}-{p}");
+                if let Decision::Bind(i) =
+                    h.schedule(&name, &first, &Suggested::All, Phase::Preempting)?
+                {
+                    h.add_allocated_pod(&name, &first, &i)?;
+                    pods.push((name, first.clone(), i));
+                }
+            }
+            busy += size;
+            running.push_back((size, pods));
+        }
+        while busy as f64 > util * gpus as f64 {
+            let Some((size, pods)) = running.pop_front() else {
+                break;
+            };
+            for (n, s, i) in &pods {
+                h.delete_allocated_pod(n, s, i)?;
+            }
+            busy -= size;
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
+    let f = DecisionFigures {
+        gpus,
+        vcs,
+        decisions,
+        binds,
+        median_us: at(0.5),
+        p90_us: at(0.9),
+        p99_us: at(0.99),
+        mean_us: times.iter().sum::<f64>() / times.len().max(1) as f64,
+        util: util_sum / times.len().max(1) as f64,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&f)?);
+    } else {
+        println!(
+            "hived decision, {} GPUs, {} VCs, {} decisions ({} binds, util {:.2}): median {:.1} us, p90 {:.1} us, p99 {:.1} us, mean {:.1} us",
+            f.gpus, f.vcs, f.decisions, f.binds, f.util, f.median_us, f.p90_us, f.p99_us, f.mean_us
+        );
+    }
+    Ok(())
+}

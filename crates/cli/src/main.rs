@@ -86,6 +86,27 @@ enum HivedCmd {
         inspect_each_step: bool,
     },
     /// Print physical and virtual cell status for a HiveD config (all nodes healthy).
+    /// Time HiveD's scheduling decision on a large shared cluster.
+    Bench {
+        /// Cluster GPUs (8 per node).
+        #[arg(long, default_value_t = 10_000)]
+        gpus: u32,
+        /// VCs (equal shares of the nodes).
+        #[arg(long, default_value_t = 50)]
+        vcs: usize,
+        /// Decisions to time (after a quarter as many to warm up).
+        #[arg(long, default_value_t = 20_000)]
+        decisions: usize,
+        /// GPU utilisation to hold (oldest jobs leave above it).
+        #[arg(long, default_value_t = 0.8)]
+        util: f64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     Status {
         /// HiveD config (YAML or JSON).
         config: PathBuf,
@@ -264,6 +285,14 @@ fn main() {
                 inspect_each_step,
             } => hived::replay(&scenario, inspect_each_step),
             HivedCmd::Status { config, json, vc } => hived::status(&config, json, vc.as_deref()),
+            HivedCmd::Bench {
+                gpus,
+                vcs,
+                decisions,
+                util,
+                seed,
+                json,
+            } => hived::bench(gpus, vcs, decisions, util, seed, json),
         },
         Cmd::Bench {
             traces,
@@ -577,7 +606,16 @@ fn compare(a: CompareArgs) -> Result<()> {
         runs.push((sum, out));
     }
     let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
+    let vcs = vc_rows(&runs)?;
     if let Some(dir) = &r.out {
+        if !vcs.is_empty() {
+            let p = dir.join("vcs.json");
+            std::fs::create_dir_all(dir)?;
+            let m: std::collections::BTreeMap<&str, &Vec<apiary_report::vc::VcRow>> =
+                vcs.iter().map(|(n, v)| (n.as_str(), v)).collect();
+            std::fs::write(&p, serde_json::to_string_pretty(&m)?)
+                .with_context(|| format!("writing {}", p.display()))?;
+        }
         for (s, o) in &runs {
             write_outputs(dir, &format!("{}-", s.policy), s, o)?;
         }
@@ -596,8 +634,30 @@ fn compare(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&sums)?);
     } else {
         print!("{}", apiary_report::table(&sums));
+        if !vcs.is_empty() {
+            println!();
+            if !runs.iter().any(|r| r.0.policy == "private") {
+                println!("(add `private` to --policies to see the sharing anomaly)");
+            }
+            print!("{}", apiary_report::vc::vc_table(&vcs));
+        }
     }
     Ok(())
+}
+
+/// Per-VC rows of the runs of VC-sharing policies, with the sharing anomaly against the
+/// `private` run when there is one.
+fn vc_rows(runs: &[(Summary, RunOutcome)]) -> Result<Vec<(String, Vec<apiary_report::vc::VcRow>)>> {
+    let private = runs.iter().find(|r| r.0.policy == "private").map(|r| &r.1);
+    let mut out = Vec::new();
+    for (s, o) in runs {
+        if !apiary_policy::vc::SHARING.contains(&s.policy.as_str()) {
+            continue;
+        }
+        let base = private.filter(|_| s.policy != "private");
+        out.push((s.policy.clone(), apiary_report::vc::vc_rows(o, base)?));
+    }
+    Ok(out)
 }
 
 fn open_out(p: &Path) -> Result<Box<dyn Write>> {

@@ -19,12 +19,13 @@ pub mod placement;
 pub mod registry;
 pub mod srtf;
 pub mod tiresias;
+pub mod vc;
 pub mod world;
 
 pub use params::{ParamError, Params};
 pub use placement::PlacementStrategy;
 pub use registry::{BUILTIN, PolicySpec, build, find};
-pub use world::{Action, Ctx, JobIdx, JobRt, Status, World};
+pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
 
 /// A scheduling policy.
 ///
@@ -48,6 +49,13 @@ pub use world::{Action, Ctx, JobIdx, JobRt, Status, World};
 pub trait Policy {
     /// The registry name.
     fn name(&self) -> &'static str;
+
+    /// Called once before the first event with every job of the run (still in the
+    /// future) and the cluster. A policy that cannot work on them (a tenant assignment
+    /// that does not fit the cluster, say) says why; the run then does not start.
+    fn prepare(&mut self, _world: &World) -> Result<(), String> {
+        Ok(())
+    }
 
     /// A job was submitted and is now pending.
     fn on_submit(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}

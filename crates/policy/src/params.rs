@@ -111,7 +111,12 @@ impl Params {
     /// Fails on any key not in `known`.
     pub fn check_known(&self, policy: &str, known: &[&str]) -> Result<(), ParamError> {
         for k in self.0.keys() {
-            if !known.contains(&k.as_str()) {
+            // `prefix.*` admits every `prefix.key` (passed on to a hosted policy).
+            let admitted = known.iter().any(|&n| match n.strip_suffix('*') {
+                Some(prefix) => k.starts_with(prefix),
+                None => n == k,
+            });
+            if !admitted {
                 return Err(ParamError::Unknown {
                     policy: policy.into(),
                     key: k.clone(),

@@ -5,6 +5,7 @@ use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
 use crate::srtf::Srtf;
 use crate::tiresias::Tiresias;
+use crate::vc::{Sharing, VcSharing};
 use crate::{ParamError, Params, Policy};
 
 /// One parameter of a policy.
@@ -149,6 +150,45 @@ pub const BUILTIN: &[PolicySpec] = &[
         ],
         build: |p| Ok(Box::new(Gandiva::new(p)?)),
     },
+    PolicySpec {
+        name: "hived",
+        about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
+        needs_durations: false,
+        params: VC_PARAMS,
+        build: |p| Ok(Box::new(VcSharing::new(Sharing::Hived, p)?)),
+    },
+    PolicySpec {
+        name: "quota",
+        about: "VCs share the cluster under per-VC GPU quotas (YARN-CS style); `intra` orders each VC",
+        needs_durations: false,
+        params: VC_PARAMS,
+        build: |p| Ok(Box::new(VcSharing::new(Sharing::Quota, p)?)),
+    },
+    PolicySpec {
+        name: "private",
+        about: "each VC alone on its own nodes (static partition, HiveD packing inside); `intra` orders each VC",
+        needs_durations: false,
+        params: VC_PARAMS,
+        build: |p| Ok(Box::new(VcSharing::new(Sharing::Private, p)?)),
+    },
+];
+
+const VC_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "intra",
+        default: "tiresias",
+        about: "policy inside each VC: fifo, sjf, srtf, srsf, tiresias, tiresias-gittins",
+    },
+    ParamSpec {
+        key: "cells",
+        default: "demand",
+        about: "nodes per VC: demand (largest job, then by GPU-time demand) or vc:nodes,...",
+    },
+    ParamSpec {
+        key: "intra.*",
+        default: "",
+        about: "a parameter of the intra-VC policy, e.g. intra.thresholds=3250,7200",
+    },
 ];
 
 /// Looks a policy up by name.
@@ -186,6 +226,15 @@ mod tests {
             ));
         }
         assert!(build("nope", &Params::default()).is_err());
+        let index = include_str!("../../../docs/policies/README.md");
+        for s in BUILTIN {
+            assert!(
+                index.contains(&format!(" {},", s.name))
+                    || index.contains(&format!(" {} ", s.name)),
+                "docs/policies/README.md does not list {}",
+                s.name
+            );
+        }
         let bad = Params::from_pairs(["placement=sideways"]).unwrap();
         assert!(build("fifo", &bad).is_err());
     }

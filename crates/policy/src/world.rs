@@ -297,11 +297,100 @@ impl World {
     }
 }
 
+/// Decides where a tenant's job runs when a policy is hosted inside a tenant's share of
+/// the cluster (see [`crate::vc`]): HiveD's cells, a quota, or a private partition.
+pub trait Placer {
+    /// Chooses GPUs for pending job `j` (they are free in `w.state`), writing them to
+    /// `out`; false if the job cannot start now. `strategy` is the hosted policy's
+    /// preference, which a placer with its own placement logic may ignore.
+    fn place(
+        &mut self,
+        w: &World,
+        j: JobIdx,
+        strategy: PlacementStrategy,
+        out: &mut Placement,
+    ) -> bool;
+    /// Job `j` left the GPUs `place` gave it (preempted, finished, or its start failed).
+    fn release(&mut self, w: &World, j: JobIdx);
+}
+
+/// One tenant's share as a hosted policy sees it: its capacity, its running jobs and
+/// its pending demand.
+#[derive(Debug, Default, Clone)]
+pub struct Tenant {
+    /// GPUs the tenant is entitled to.
+    pub capacity: u64,
+    /// GPUs its running jobs hold.
+    pub used: u64,
+    running: Vec<JobIdx>,
+    pending: usize,
+    pending_gpus: BTreeMap<u32, u32>,
+}
+
+impl Tenant {
+    /// A tenant with `capacity` GPUs and no jobs.
+    pub fn new(capacity: u64) -> Tenant {
+        Tenant {
+            capacity,
+            ..Tenant::default()
+        }
+    }
+    /// A job of `gpus` GPUs became pending.
+    pub fn add_pending(&mut self, gpus: u32) {
+        self.pending += 1;
+        *self.pending_gpus.entry(gpus).or_default() += 1;
+    }
+    fn remove_pending(&mut self, gpus: u32) {
+        self.pending -= 1;
+        if let Some(c) = self.pending_gpus.get_mut(&gpus) {
+            *c -= 1;
+            if *c == 0 {
+                self.pending_gpus.remove(&gpus);
+            }
+        }
+    }
+    /// Pending job `j` of `gpus` GPUs started.
+    pub fn started(&mut self, j: JobIdx, gpus: u32) {
+        self.remove_pending(gpus);
+        self.running.push(j);
+        self.used += gpus as u64;
+    }
+    /// Running job `j` of `gpus` GPUs stopped; `pending` says whether it waits again.
+    pub fn stopped(&mut self, j: JobIdx, gpus: u32, pending: bool) {
+        if let Some(i) = self.running.iter().position(|&x| x == j) {
+            self.running.swap_remove(i);
+            self.used -= gpus as u64;
+        }
+        if pending {
+            self.add_pending(gpus);
+        }
+    }
+    /// Its running jobs (unordered).
+    pub fn running(&self) -> &[JobIdx] {
+        &self.running
+    }
+    /// Its pending jobs.
+    pub fn pending_count(&self) -> usize {
+        self.pending
+    }
+}
+
+struct Scope<'a> {
+    tenant: &'a mut Tenant,
+    placer: &'a mut dyn Placer,
+}
+
 /// A policy's window on the [`World`] during one call.
+///
+/// A scoped context ([`Ctx::scoped`]) narrows it to one tenant: capacity, free GPUs,
+/// running and pending jobs are the tenant's, and starts go through the tenant's
+/// [`Placer`]. Policies cannot tell the difference, which is how one intra-tenant
+/// policy (FIFO, Tiresias, ...) runs unchanged inside HiveD's virtual clusters.
 pub struct Ctx<'a> {
     w: &'a mut World,
     actions: &'a mut Vec<Action>,
     wake: Option<Time>,
+    scope: Option<Scope<'a>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -311,6 +400,17 @@ impl<'a> Ctx<'a> {
             w,
             actions,
             wake: None,
+            scope: None,
+        }
+    }
+    /// A context narrowed to one tenant, for hosting a policy inside it. Its wake-up
+    /// request is read with [`Ctx::wake`] and is not merged into `self`.
+    pub fn scoped<'b>(&'b mut self, tenant: &'b mut Tenant, placer: &'b mut dyn Placer) -> Ctx<'b> {
+        Ctx {
+            w: &mut *self.w,
+            actions: &mut *self.actions,
+            wake: None,
+            scope: Some(Scope { tenant, placer }),
         }
     }
     /// The earliest wake-up the policy asked for.
@@ -372,27 +472,50 @@ impl<'a> Ctx<'a> {
     }
     /// Free GPUs.
     pub fn free_gpus(&self) -> u64 {
-        self.w.state.free_gpus()
+        match &self.scope {
+            Some(s) => s.tenant.capacity.saturating_sub(s.tenant.used),
+            None => self.w.state.free_gpus(),
+        }
     }
     /// Total GPUs.
     pub fn total_gpus(&self) -> u64 {
-        self.w.cluster.total_gpus as u64
+        match &self.scope {
+            Some(s) => s.tenant.capacity,
+            None => self.w.cluster.total_gpus as u64,
+        }
     }
     /// Running jobs (unordered).
     pub fn running(&self) -> &[JobIdx] {
-        self.w.running()
+        match &self.scope {
+            Some(s) => &s.tenant.running,
+            None => self.w.running(),
+        }
     }
     /// Number of pending jobs.
     pub fn pending_count(&self) -> usize {
-        self.w.pending_count()
+        match &self.scope {
+            Some(s) => s.tenant.pending,
+            None => self.w.pending_count(),
+        }
     }
     /// GPUs wanted by all pending jobs together.
     pub fn pending_gpu_sum(&self) -> u64 {
-        self.w.pending_gpu_sum()
+        match &self.scope {
+            Some(s) => s
+                .tenant
+                .pending_gpus
+                .iter()
+                .map(|(g, c)| *g as u64 * *c as u64)
+                .sum(),
+            None => self.w.pending_gpu_sum(),
+        }
     }
     /// Smallest GPU demand among pending jobs.
     pub fn min_pending_gpus(&self) -> Option<u32> {
-        self.w.min_pending_gpus()
+        match &self.scope {
+            Some(s) => s.tenant.pending_gpus.keys().next().copied(),
+            None => self.w.min_pending_gpus(),
+        }
     }
     /// Finds GPUs for a job with a strategy, without taking them.
     pub fn find_placement(
@@ -409,13 +532,28 @@ impl<'a> Ctx<'a> {
             out,
         )
     }
-    /// Starts a job on GPUs chosen by `strategy`. Returns false if none fit.
+    /// Starts a job on GPUs chosen by `strategy` (in a scoped context, by the tenant's
+    /// placer). Returns false if none fit.
     pub fn start_with(&mut self, i: JobIdx, strategy: PlacementStrategy) -> bool {
         if self.w.rt[i as usize].status != Status::Pending {
             return false;
         }
         let mut p = std::mem::take(&mut self.w.rt[i as usize].placement);
         p.clear();
+        if let Some(s) = &mut self.scope {
+            let g = self.w.jobs[i as usize].gpus;
+            if !s.placer.place(self.w, i, strategy, &mut p) {
+                self.w.rt[i as usize].placement = p;
+                return false;
+            }
+            if !self.w.start(i, p) {
+                s.placer.release(self.w, i);
+                return false;
+            }
+            s.tenant.started(i, g);
+            self.actions.push(Action::Start(i));
+            return true;
+        }
         if !placement::place(
             &self.w.cluster,
             &self.w.state,
@@ -430,7 +568,11 @@ impl<'a> Ctx<'a> {
     }
     /// Starts a job on the given GPUs. Returns false (changing nothing) if the job is not
     /// pending, the GPU count is wrong, or a GPU is taken.
+    /// In a scoped context this refuses: a tenant's GPUs are chosen by its placer.
     pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
+        if self.scope.is_some() {
+            return false;
+        }
         let ok = self.w.start(i, p);
         if ok {
             self.actions.push(Action::Start(i));
@@ -441,6 +583,10 @@ impl<'a> Ctx<'a> {
     pub fn preempt(&mut self, i: JobIdx) -> bool {
         let ok = self.w.preempt(i);
         if ok {
+            if let Some(s) = &mut self.scope {
+                s.placer.release(self.w, i);
+                s.tenant.stopped(i, self.w.jobs[i as usize].gpus, true);
+            }
             self.actions.push(Action::Preempt(i));
         }
         ok

@@ -7,6 +7,7 @@
 //! table, and a self-contained HTML report with inline SVG charts.
 
 mod html;
+pub mod vc;
 pub use html::html_report;
 
 use apiary_model::{RunOutcome, Time};

@@ -85,6 +85,14 @@ pub enum SimError {
     /// A slot length of zero.
     #[error("slot length must be positive")]
     ZeroSlot,
+    /// The policy cannot work on this cluster and trace.
+    #[error("policy {policy}: {message}")]
+    Policy {
+        /// The policy.
+        policy: String,
+        /// Why.
+        message: String,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -144,6 +152,10 @@ pub fn run(
     let mut world = World::new(cluster, jobs);
     world.restart_overhead = cfg.restart_overhead;
     world.now = start_time;
+    policy.prepare(&world).map_err(|message| SimError::Policy {
+        policy: policy.name().to_string(),
+        message,
+    })?;
     let oh: Vec<Time> = if cfg.per_event_overhead {
         world
             .jobs

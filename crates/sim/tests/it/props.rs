@@ -16,6 +16,9 @@ impl Policy for Checked {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
+    fn prepare(&mut self, w: &apiary_policy::World) -> Result<(), String> {
+        self.inner.prepare(w)
+    }
     fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         self.inner.on_submit(ctx, j)
     }

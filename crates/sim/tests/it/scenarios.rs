@@ -6,7 +6,7 @@
 //! policy fifo backfill=true
 //! mode slot:60            (optional)
 //! restart_overhead 5      (optional, seconds)
-//! job a submit=0 gpus=2 duration=10
+//! job a submit=0 gpus=2 duration=10   (optional vc=NAME)
 //! ----
 //! a start=0 finish=10 preemptions=0
 //! ```
@@ -56,12 +56,14 @@ fn run_scenario(text: &str) -> (String, String) {
                 let id = w.next().unwrap();
                 let kv: std::collections::BTreeMap<&str, &str> =
                     w.map(|p| p.split_once('=').unwrap()).collect();
-                jobs.push(Job::new(
+                let mut j = Job::new(
                     id,
                     secs(kv["submit"]),
                     kv["gpus"].parse().unwrap(),
                     secs(kv["duration"]),
-                ));
+                );
+                j.vc = kv.get("vc").map(|v| v.to_string());
+                jobs.push(j);
             }
             other => panic!("unknown command {other}"),
         }
