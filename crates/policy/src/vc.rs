@@ -296,7 +296,9 @@ impl HivedPlacer {
         };
         let spec = |n: u32| PodSpec {
             virtual_cluster: job.vc.as_deref().unwrap_or(DEFAULT_VC).to_string(),
-            priority: 0,
+            // Guaranteed at the trace's priority; opportunistic jobs are not hosted yet,
+            // so a negative priority counts as 0.
+            priority: job.priority.clamp(0, apiary_hived::MAX_PRIORITY) as i64,
             pinned_cell_id: String::new(),
             leaf_cell_type: String::new(),
             leaf_cell_number: n as i64,
@@ -347,13 +349,14 @@ impl Placer for HivedPlacer {
         let want = pods.len();
         let mut done: Vec<(String, PodSpec, BindInfo)> = Vec::with_capacity(pods.len());
         for (name, spec) in pods {
+            // Filtering: the hosted policy makes its own preemptions, so a placement that
+            // would need victims must not leave a reservation behind; it, a wait and a
+            // refusal all leave the job pending.
             let info = match self
                 .h
-                .schedule(&name, &spec, &Suggested::All, Phase::Preempting)
+                .schedule(&name, &spec, &Suggested::All, Phase::Filtering)
             {
                 Ok(Decision::Bind(info)) => info,
-                // Every hosted job is guaranteed at one priority, so HiveD finds no
-                // victims; a wait or a refusal both leave the job pending.
                 _ => break,
             };
             if self.h.add_allocated_pod(&name, &spec, &info).is_err() || !self.add(&info, out) {

@@ -97,7 +97,68 @@ pub struct Trace {
     pub excluded: Vec<(String, u64)>,
 }
 
-/// Reads a trace file.
+/// Reads a trace file, or a directory of per-VC trace files.
+///
+/// A directory holds one file per virtual cluster, as Gavel's per-VC Philly traces
+/// (`gavel_msr_seed0/<vc>.trace`): every `*.trace` file is read (in name order), its jobs
+/// get the file's stem as their VC and `<vc>/<id>` as their id, and the jobs of all files
+/// are merged by submit time (each file's own clock, as Gavel's traces start every VC
+/// at 0; ties keep file order).
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
-    formats::read(path, opts)
+    if !path.is_dir() {
+        return formats::read(path, opts);
+    }
+    let io = |source| TraceError::Io {
+        file: path.display().to_string(),
+        source,
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "trace"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(TraceError::Missing {
+            file: path.display().to_string(),
+            message: "a trace directory must hold per-VC *.trace files (Gavel's per-VC traces)"
+                .into(),
+        });
+    }
+    let mut all: Option<Trace> = None;
+    for f in &files {
+        let mut t = formats::read(f, opts)?;
+        let vc = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for j in &mut t.jobs {
+            j.id = format!("{vc}/{}", j.id);
+            j.vc = Some(vc.clone());
+        }
+        match &mut all {
+            None => all = Some(t),
+            Some(a) => {
+                if a.format != t.format {
+                    return Err(TraceError::Missing {
+                        file: f.display().to_string(),
+                        message: format!(
+                            "is {} but the directory's first file is {}; one format per directory",
+                            t.format.name(),
+                            a.format.name()
+                        ),
+                    });
+                }
+                a.jobs.append(&mut t.jobs);
+                a.skipped += t.skipped;
+                if a.first_skip.is_none() {
+                    a.first_skip = t.first_skip;
+                }
+                a.excluded.append(&mut t.excluded);
+            }
+        }
+    }
+    let mut t = all.expect("at least one file");
+    t.jobs.sort_by_key(|j| j.submit);
+    Ok(t)
 }

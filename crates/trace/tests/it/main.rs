@@ -367,3 +367,52 @@ fn spread_loader_errors_name_file_and_line() {
     assert!(e.contains("line 2") && e.contains("step_time"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_directory_of_per_vc_files_is_one_trace_with_vcs() {
+    let dir = std::env::temp_dir().join(format!("apiary-vc-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let head = "timestamp,duration,num_gpus,gpu_time,cluster\n";
+    std::fs::write(
+        dir.join("b.trace"),
+        format!("{head}2017-10-09 07:00:00,10,1,10,x\n2017-10-09 07:00:05,10,2,20,x\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("a.trace"),
+        format!("{head}2017-10-09 07:00:05,10,4,40,y\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a trace").unwrap();
+    let t = read(&dir, &ReadOptions::default()).unwrap();
+    let got: Vec<(String, Option<String>, u32)> = t
+        .jobs
+        .iter()
+        .map(|j| (j.id.clone(), j.vc.clone(), j.gpus))
+        .collect();
+    // Each file keeps its own clock (its first job at 0), and equal submit times keep
+    // file name order: a's job, then b's two.
+    assert_eq!(got.len(), 3);
+    assert_eq!((got[0].1.as_deref(), got[0].2), (Some("a"), 4));
+    assert!(got[0].0.starts_with("a/"));
+    assert_eq!((got[1].1.as_deref(), got[1].2), (Some("b"), 1));
+    assert_eq!((got[2].1.as_deref(), got[2].2), (Some("b"), 2));
+    assert_eq!(t.jobs[2].submit - t.jobs[1].submit, 5000);
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(err_of(&empty).contains("per-VC *.trace files"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gavel_per_vc_directory_carries_philly_vcs() {
+    let p = shared().join("philly/gavel_msr_seed0");
+    if !p.is_dir() {
+        return;
+    }
+    let t = read(&p, &ReadOptions::default()).unwrap();
+    let vcs: std::collections::BTreeSet<&str> =
+        t.jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
+    assert_eq!(vcs.len(), 15);
+    assert!(t.jobs.windows(2).all(|w| w[0].submit <= w[1].submit));
+}
