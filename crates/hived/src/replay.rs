@@ -277,6 +277,19 @@ impl<'a> Replayer<'a> {
                         if !ignored.is_empty() {
                             line["ignored"] = json!(ignored);
                         }
+                        // Guaranteed groups that came back without their VC cells (their
+                        // records no longer map onto the new config): they run on,
+                        // lazily preempted.
+                        let mut lazy: Vec<String> = self
+                            .bound
+                            .iter()
+                            .filter(|(pod, _)| self.spec(pod).is_ok_and(|s| s.priority >= 0))
+                            .filter_map(|(pod, _)| self.group_of(pod))
+                            .filter(|g| self.hived.group_is_lazy_or_opportunistic(g) == Some(true))
+                            .collect();
+                        lazy.sort();
+                        lazy.dedup();
+                        line["lazyPreempted"] = json!(lazy);
                     }
                     Err(e) => {
                         line["result"] = json!("error");
@@ -381,6 +394,25 @@ fn report(index: usize, op: &str, subject: Value, r: Result<(), String>) -> Valu
         }
     }
     line
+}
+
+/// Runs a whole scenario and checks hived.md §9's invariants after every step: the report
+/// lines, and per step the violations found (empty when the state is consistent).
+pub fn run_checked(
+    scenario: &Scenario,
+    load: &dyn Fn(&ConfigRef) -> Result<Config, String>,
+    inspect: bool,
+) -> Result<Vec<(Value, Vec<String>)>, ReplayError> {
+    let mut r = Replayer::new(scenario, load, inspect)?;
+    Ok(scenario
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let line = r.step(i, s);
+            (line, r.hived.check_invariants())
+        })
+        .collect())
 }
 
 /// Runs a whole scenario, one report line per step.

@@ -26,7 +26,11 @@ fn run_file(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap();
     let (scen, expected) = text.split_once("\n----\n").expect("a ---- separator");
     let scenario = Scenario::parse(scen).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let lines = replay::run(&scenario, &load, true).unwrap();
+    let checked = replay::run_checked(&scenario, &load, true).unwrap();
+    for (i, (_, v)) in checked.iter().enumerate() {
+        assert!(v.is_empty(), "{} step {i}: {v:#?}", path.display());
+    }
+    let lines: Vec<serde_json::Value> = checked.into_iter().map(|c| c.0).collect();
     if std::env::var_os("HIVED_DUMP").is_some() {
         for l in &lines {
             let mut l = l.clone();
