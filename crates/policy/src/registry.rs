@@ -186,7 +186,7 @@ const VC_PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         key: "intra.*",
-        default: "",
+        default: "-",
         about: "a parameter of the intra-VC policy, e.g. intra.thresholds=3250,7200",
     },
 ];
