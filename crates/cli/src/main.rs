@@ -13,6 +13,7 @@ use apiary_trace::speed;
 
 mod bench;
 mod hived;
+mod live;
 use apiary_trace::{Format, ReadOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::{IsTerminal, Write};
@@ -61,6 +62,103 @@ enum Cmd {
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Run the live scheduler (HTTP API, durable state) from a TOML config.
+    Serve {
+        /// Server config (nodes, policy, data directory, listen address).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Run a node agent: heartbeats, runs assigned jobs, reports exits.
+    Agent {
+        /// Server URL.
+        #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
+        server: String,
+        /// This node's name in the server config (default: the host name).
+        #[arg(long)]
+        node: Option<String>,
+        /// GPUs to declare (default: nvidia-smi's count).
+        #[arg(long)]
+        gpus: Option<u32>,
+        /// Directory for job output files (<job>-<attempt>.out).
+        #[arg(long, default_value = "apiary-logs")]
+        logs: PathBuf,
+    },
+    /// Submit a job: `apiary submit --gpus 2 -- python train.py`.
+    Submit {
+        /// GPUs.
+        #[arg(long, short, default_value_t = 1)]
+        gpus: u32,
+        /// Virtual cluster.
+        #[arg(long)]
+        vc: Option<String>,
+        /// Priority (larger first).
+        #[arg(long, default_value_t = 0)]
+        priority: i32,
+        /// Name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Environment, KEY=VALUE (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Working directory on the node.
+        #[arg(long)]
+        workdir: Option<String>,
+        /// Estimated run time, seconds.
+        #[arg(long)]
+        estimate: Option<f64>,
+        /// Program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// List jobs (like squeue): queued and running, or all with --all.
+    Jobs {
+        /// Only this VC.
+        #[arg(long)]
+        vc: Option<String>,
+        /// Only this state (queued, running, succeeded, failed, cancelled).
+        #[arg(long)]
+        state: Option<String>,
+        /// Include finished jobs.
+        #[arg(long, short)]
+        all: bool,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// One job with its history.
+    Job {
+        /// Job id.
+        id: u64,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// Job id.
+        id: u64,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// List nodes (like sinfo).
+    Nodes {
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// Stop placing new jobs on a node.
+    Cordon {
+        /// Node name.
+        node: String,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// Place jobs on a node again.
+    Uncordon {
+        /// Node name.
+        node: String,
+        #[command(flatten)]
+        client: live::ClientArgs,
     },
     /// HiveD: replay algorithm calls, print cell status.
     Hived {
@@ -294,6 +392,47 @@ fn main() {
                 json,
             } => hived::bench(gpus, vcs, decisions, util, seed, json),
         },
+        Cmd::Serve { config } => live::serve(&config),
+        Cmd::Agent {
+            server,
+            node,
+            gpus,
+            logs,
+        } => {
+            let node = node
+                .or_else(|| std::env::var("HOSTNAME").ok())
+                .or_else(|| {
+                    std::fs::read_to_string("/etc/hostname")
+                        .ok()
+                        .map(|s| s.trim().to_string())
+                })
+                .unwrap_or_default();
+            live::agent(&server, &node, gpus, &logs)
+        }
+        Cmd::Submit {
+            gpus,
+            vc,
+            priority,
+            name,
+            env,
+            workdir,
+            estimate,
+            command,
+            client,
+        } => live::submit(
+            &client, gpus, vc, priority, name, &env, workdir, estimate, command,
+        ),
+        Cmd::Jobs {
+            vc,
+            state,
+            all,
+            client,
+        } => live::jobs(&client, vc.as_deref(), state.as_deref(), all),
+        Cmd::Job { id, client } => live::job(&client, id),
+        Cmd::Cancel { id, client } => live::cancel(&client, id),
+        Cmd::Nodes { client } => live::nodes(&client),
+        Cmd::Cordon { node, client } => live::cordon(&client, &node, true),
+        Cmd::Uncordon { node, client } => live::cordon(&client, &node, false),
         Cmd::Bench {
             traces,
             full,

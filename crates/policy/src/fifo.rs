@@ -78,6 +78,10 @@ impl Policy for Queue {
     fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         self.pending.insert((self.key(ctx, j), j));
     }
+    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        // Back in its submission-order place.
+        self.pending.insert((self.key(ctx, j), j));
+    }
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
         greedy::pass(
             ctx,

@@ -44,9 +44,11 @@ pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
 /// * Decisions must be deterministic functions of the context and the policy's own
 ///   state: no wall clock, no hash-map iteration order, randomness only from a seeded
 ///   [`apiary_model::Rng`] stream.
+/// * Policies are `Send` so that the live service can run one on any thread; they are
+///   never called concurrently.
 /// * Nothing may panic. A job that can never run (larger than the cluster) simply stays
 ///   pending; the driver reports it.
-pub trait Policy {
+pub trait Policy: Send {
     /// The registry name.
     fn name(&self) -> &'static str;
 
@@ -62,6 +64,12 @@ pub trait Policy {
 
     /// A job finished.
     fn on_finish(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}
+
+    /// A running job went back to pending without the policy asking (the live service:
+    /// its process failed and it is retried, or its node was lost); its GPUs are already
+    /// free. A policy that forgets jobs once they start must queue it again; one that
+    /// keeps every unfinished job needs nothing.
+    fn on_requeue(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}
 
     /// Decide which jobs run now.
     fn schedule(&mut self, ctx: &mut Ctx<'_>);

@@ -500,6 +500,19 @@ impl VcSharing {
         self.assignment.as_ref()
     }
 
+    /// Job `j` gave its GPUs back (finished, or `pending` again): its VC's records and
+    /// placer forget them. Returns the VC.
+    fn left_gpus(&mut self, ctx: &Ctx<'_>, j: JobIdx, pending: bool) -> Option<usize> {
+        let v = *self.job_vc.get(j as usize)? as usize;
+        let g = ctx.job(j).gpus;
+        if let Some((t, p)) = self.parts(v) {
+            t.stopped(j, g, pending);
+            p.release(ctx.world(), j);
+        }
+        self.dirty[v] = true;
+        Some(v)
+    }
+
     /// VC `v`'s tenant record and placer; none before `prepare`.
     fn parts(&mut self, v: usize) -> Option<(&mut Tenant, &mut dyn Placer)> {
         let p: &mut dyn Placer = match &mut self.placers {
@@ -588,17 +601,15 @@ impl Policy for VcSharing {
     }
 
     fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        let Some(&v) = self.job_vc.get(j as usize) else {
-            return;
-        };
-        let v = v as usize;
-        let g = ctx.job(j).gpus;
-        if let Some((t, p)) = self.parts(v) {
-            t.stopped(j, g, false);
-            p.release(ctx.world(), j);
+        if let Some(v) = self.left_gpus(ctx, j, false) {
+            self.intras[v].on_finish(ctx, j);
         }
-        self.dirty[v] = true;
-        self.intras[v].on_finish(ctx, j);
+    }
+
+    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        if let Some(v) = self.left_gpus(ctx, j, true) {
+            self.intras[v].on_requeue(ctx, j);
+        }
     }
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {

@@ -57,6 +57,27 @@ pub struct JobRt {
     pub generation: u32,
 }
 
+impl JobRt {
+    fn future(j: &Job) -> JobRt {
+        JobRt {
+            status: Status::Future,
+            placement: Placement::default(),
+            remaining: j.duration as f64,
+            rate: 1.0,
+            overhead_until: 0,
+            attained: 0,
+            executed: 0,
+            last_update: 0,
+            first_start: None,
+            last_start: 0,
+            pending_since: j.submit,
+            finish: None,
+            preemptions: 0,
+            generation: 0,
+        }
+    }
+}
+
 /// What a policy did, for the driver to act on (schedule completions, count, log).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -93,25 +114,7 @@ impl World {
     /// A world with every job in the future. `jobs` must be sorted by submit time.
     pub fn new(cluster: Cluster, jobs: Vec<Job>) -> World {
         let state = ClusterState::new(&cluster);
-        let rt = jobs
-            .iter()
-            .map(|j| JobRt {
-                status: Status::Future,
-                placement: Placement::default(),
-                remaining: j.duration as f64,
-                rate: 1.0,
-                overhead_until: 0,
-                attained: 0,
-                executed: 0,
-                last_update: 0,
-                first_start: None,
-                last_start: 0,
-                pending_since: j.submit,
-                finish: None,
-                preemptions: 0,
-                generation: 0,
-            })
-            .collect();
+        let rt = jobs.iter().map(JobRt::future).collect();
         let n = jobs.len();
         World {
             cluster,
@@ -125,6 +128,16 @@ impl World {
             pending: 0,
             pending_gpus: BTreeMap::new(),
         }
+    }
+
+    /// Appends a job, in the future until [`World::submit`]: the live service's jobs
+    /// arrive one at a time. Jobs must still be appended in submission order.
+    pub fn push_job(&mut self, job: Job) -> JobIdx {
+        let i = self.jobs.len() as JobIdx;
+        self.rt.push(JobRt::future(&job));
+        self.jobs.push(job);
+        self.running_pos.push(NOT_RUNNING);
+        i
     }
 
     /// Brings a running job's counters up to `now`.
@@ -257,6 +270,21 @@ impl World {
         true
     }
 
+    /// Takes a pending job out of the queue for good (a cancelled submission). Returns
+    /// false if it was not pending.
+    pub fn withdraw(&mut self, i: JobIdx) -> bool {
+        if self.rt[i as usize].status != Status::Pending {
+            return false;
+        }
+        self.leave_pending(i);
+        let now = self.now;
+        let rt = &mut self.rt[i as usize];
+        rt.status = Status::Finished;
+        rt.finish = Some(now);
+        rt.generation += 1;
+        true
+    }
+
     /// Completes a running job.
     pub fn finish(&mut self, i: JobIdx) {
         self.sync(i);
@@ -312,6 +340,12 @@ pub trait Placer {
     ) -> bool;
     /// Job `j` left the GPUs `place` gave it (preempted, finished, or its start failed).
     fn release(&mut self, w: &World, j: JobIdx);
+    /// The hosted policy preempted running job `j`, which held `gpus` (already free in
+    /// `w.state`). A placer whose jobs take time to stop may hold the GPUs here.
+    fn preempted(&mut self, w: &mut World, j: JobIdx, gpus: &Placement) {
+        let _ = gpus;
+        self.release(w, j);
+    }
 }
 
 /// One tenant's share as a hosted policy sees it: its capacity, its running jobs and
@@ -339,6 +373,10 @@ impl Tenant {
     pub fn add_pending(&mut self, gpus: u32) {
         self.pending += 1;
         *self.pending_gpus.entry(gpus).or_default() += 1;
+    }
+    /// A pending job of `gpus` GPUs left the queue without running.
+    pub fn withdraw(&mut self, gpus: u32) {
+        self.remove_pending(gpus);
     }
     fn remove_pending(&mut self, gpus: u32) {
         self.pending -= 1;
@@ -581,10 +619,15 @@ impl<'a> Ctx<'a> {
     }
     /// Preempts a running job; its GPUs are free at once.
     pub fn preempt(&mut self, i: JobIdx) -> bool {
+        let held = if self.scope.is_some() {
+            self.w.rt[i as usize].placement.clone()
+        } else {
+            Placement::default()
+        };
         let ok = self.w.preempt(i);
         if ok {
             if let Some(s) = &mut self.scope {
-                s.placer.release(self.w, i);
+                s.placer.preempted(self.w, i, &held);
                 s.tenant.stopped(i, self.w.jobs[i as usize].gpus, true);
             }
             self.actions.push(Action::Preempt(i));

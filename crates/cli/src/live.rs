@@ -1,0 +1,509 @@
+//! `apiary serve`, `apiary agent` and the clients (`submit`, `jobs`, `job`, `cancel`,
+//! `nodes`, `cordon`, `uncordon`): the live cluster from the command line.
+
+use anyhow::{Context, Result, bail};
+use apiary_server::config::ServerConfig;
+use apiary_server::types::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `apiary serve --config FILE`.
+pub fn serve(config: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let cfg = ServerConfig::parse(&text, &config.display().to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let store = apiary_server::service::open_store(&cfg).map_err(anyhow::Error::msg)?;
+        let listen = cfg.listen.clone();
+        let desc = format!(
+            "policy {}, {} nodes, state in {}",
+            cfg.policy,
+            cfg.nodes.len(),
+            store.describe()
+        );
+        let (h, task) =
+            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock())
+                .await
+                .map_err(anyhow::Error::msg)?;
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        eprintln!(
+            "apiary serve: listening on http://{}, {desc}",
+            listener.local_addr()?
+        );
+        let shutdown = async {
+            let ctrl_c = tokio::signal::ctrl_c();
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+            eprintln!("apiary serve: shutting down");
+        };
+        apiary_server::http::serve(listener, h, shutdown).await?;
+        task.abort();
+        Ok(())
+    })
+}
+
+/// Where clients find the server.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClientArgs {
+    /// Server URL (or APIARY_SERVER).
+    #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
+    pub server: String,
+    /// Output: `table` or `json`.
+    #[arg(long, short, default_value = "table")]
+    pub output: String,
+}
+
+/// A JSON client that keeps error bodies.
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client of `base` (e.g. `http://127.0.0.1:8800`).
+    pub fn new(base: &str, timeout: Duration) -> Client {
+        let cfg = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build();
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            agent: ureq::Agent::new_with_config(cfg),
+        }
+    }
+
+    fn finish<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<T> {
+        let mut r =
+            r.with_context(|| format!("{what}: cannot reach the server at {}", self.base))?;
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        if !(200..300).contains(&status) {
+            let msg = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    let e = v.get("error")?;
+                    let m = e.get("message")?.as_str()?.to_string();
+                    Some(match e.get("field").and_then(|f| f.as_str()) {
+                        Some(f) => format!("{f}: {m}"),
+                        None => m,
+                    })
+                })
+                .unwrap_or(text);
+            bail!("{what}: {status}: {msg}");
+        }
+        if text.is_empty() {
+            return serde_json::from_str("null").context("empty reply");
+        }
+        serde_json::from_str(&text).with_context(|| format!("{what}: unreadable reply"))
+    }
+
+    /// GET.
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let r = self.agent.get(&format!("{}{path}", self.base)).call();
+        self.finish(&format!("GET {path}"), r)
+    }
+
+    /// POST a JSON body.
+    pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        let r = self
+            .agent
+            .post(&format!("{}{path}", self.base))
+            .send_json(body);
+        self.finish(&format!("POST {path}"), r)
+    }
+}
+
+/// `apiary submit`.
+#[allow(clippy::too_many_arguments)]
+pub fn submit(
+    c: &ClientArgs,
+    gpus: u32,
+    vc: Option<String>,
+    priority: i32,
+    name: Option<String>,
+    env: &[String],
+    workdir: Option<String>,
+    estimate_s: Option<f64>,
+    command: Vec<String>,
+) -> Result<()> {
+    let mut e = BTreeMap::new();
+    for kv in env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env '{kv}' is not KEY=VALUE"))?;
+        e.insert(k.to_string(), v.to_string());
+    }
+    let spec = JobSpec {
+        name,
+        gpus,
+        gpu_type: None,
+        vc,
+        priority,
+        command,
+        env: e,
+        workdir,
+        estimated_duration_s: estimate_s,
+        restart: RestartPolicy::default(),
+    };
+    let r: JobRecord = Client::new(&c.server, Duration::from_secs(30)).post("/v1/jobs", &spec)?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("Submitted job {}", r.id);
+    }
+    Ok(())
+}
+
+fn age(now: u64, at: u64) -> String {
+    let s = now.saturating_sub(at) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, s / 60 % 60),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `apiary jobs` (like squeue).
+pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -> Result<()> {
+    let mut q = Vec::new();
+    if let Some(v) = vc {
+        q.push(format!("vc={v}"));
+    }
+    if let Some(s) = state {
+        q.push(format!("state={s}"));
+    }
+    let path = if q.is_empty() {
+        "/v1/jobs".to_string()
+    } else {
+        format!("/v1/jobs?{}", q.join("&"))
+    };
+    let mut list: Vec<JobRecord> = Client::new(&c.server, Duration::from_secs(30)).get(&path)?;
+    if !all && state.is_none() {
+        list.retain(|r| !r.state.terminal());
+    }
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    let now = now_ms();
+    println!(
+        "{:>8}  {:<12} {:<16} {:<10} {:>4}  {:>8}  NODES",
+        "JOBID", "VC", "NAME", "STATE", "GPUS", "TIME"
+    );
+    for r in list {
+        let name = r
+            .spec
+            .name
+            .clone()
+            .or_else(|| r.spec.command.first().cloned())
+            .unwrap_or_default();
+        let since = r.history.last().map_or(r.submitted_ms, |t| t.at_ms);
+        let nodes = if r.state == JobState::Running {
+            r.parts
+                .iter()
+                .map(|p| p.node.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        } else {
+            String::new()
+        };
+        println!(
+            "{:>8}  {:<12} {:<16} {:<10} {:>4}  {:>8}  {}",
+            r.id,
+            r.vc,
+            name.chars().take(16).collect::<String>(),
+            r.state.as_str(),
+            r.spec.gpus,
+            age(now, since),
+            nodes
+        );
+    }
+    Ok(())
+}
+
+/// `apiary job ID`.
+pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
+    let r: JobRecord =
+        Client::new(&c.server, Duration::from_secs(30)).get(&format!("/v1/jobs/{id}"))?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "job {}  {}  vc {}  {} GPUs  attempt {}",
+        r.id,
+        r.state.as_str(),
+        r.vc,
+        r.spec.gpus,
+        r.attempt
+    );
+    println!("command  {}", r.spec.command.join(" "));
+    for p in &r.parts {
+        println!(
+            "part     {} GPUs {:?}{}",
+            p.node,
+            p.gpus,
+            p.exit.map_or(String::new(), |e| format!(" exit {e}"))
+        );
+    }
+    for t in &r.history {
+        println!("{:>14}  {:<10} {}", t.at_ms, t.event, t.detail);
+    }
+    Ok(())
+}
+
+/// `apiary cancel ID`.
+pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
+    let r: JobRecord = Client::new(&c.server, Duration::from_secs(30))
+        .post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("Cancelled job {}", r.id);
+    }
+    Ok(())
+}
+
+/// `apiary nodes` (like sinfo).
+pub fn nodes(c: &ClientArgs) -> Result<()> {
+    let list: Vec<NodeStatus> = Client::new(&c.server, Duration::from_secs(30)).get("/v1/nodes")?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    println!(
+        "{:<16} {:<8} {:<9} {:>4} {:>4}  JOBS",
+        "NODE", "HEALTH", "GPU", "GPUS", "FREE"
+    );
+    for n in list {
+        let health = match (n.health, n.cordoned) {
+            (_, true) => "cordoned",
+            (NodeHealth::Up, _) => "up",
+            (NodeHealth::Down, _) => "down",
+            (NodeHealth::Unknown, _) => "unknown",
+        };
+        println!(
+            "{:<16} {:<8} {:<9} {:>4} {:>4}  {}",
+            n.name,
+            health,
+            n.gpu_type,
+            n.gpus,
+            n.free_gpus,
+            n.jobs
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    Ok(())
+}
+
+/// `apiary cordon|uncordon NODE`.
+pub fn cordon(c: &ClientArgs, node: &str, on: bool) -> Result<()> {
+    let verb = if on { "cordon" } else { "uncordon" };
+    let _: serde_json::Value = Client::new(&c.server, Duration::from_secs(30))
+        .post(&format!("/v1/nodes/{node}/{verb}"), &serde_json::json!({}))?;
+    println!("node {node} {verb}ed");
+    Ok(())
+}
+
+struct Running {
+    child: Child,
+    term_at: Option<Instant>,
+    /// Stopped because the server could not be reached.
+    fenced: bool,
+}
+
+/// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
+fn detect_gpus() -> Option<u32> {
+    let out = Command::new("nvidia-smi")
+        .args(["--query-gpu=index", "--format=csv,noheader"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count() as u32,
+    )
+}
+
+/// `apiary agent`: heartbeats, runs assigned jobs, reports their exits. Stops every job
+/// it runs when it cannot reach the server for half the node timeout the server gave,
+/// so the server may restart them elsewhere without two copies running.
+pub fn agent(server: &str, node: &str, gpus: Option<u32>, logs: &Path) -> Result<()> {
+    let gpus = match gpus.or_else(detect_gpus) {
+        Some(g) => g,
+        None => bail!("no GPUs found (nvidia-smi absent or failing): declare them with --gpus N"),
+    };
+    std::fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
+    let client = Client::new(server, Duration::from_secs(2));
+    let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
+    let mut exited: Vec<Exit> = Vec::new();
+    let mut interval = Duration::from_secs(2);
+    let mut grace = Duration::from_secs(10);
+    let mut fence_after = Duration::from_secs(5);
+    let mut last_ok = Instant::now();
+    eprintln!(
+        "apiary agent: node {node}, {gpus} GPUs, server {server}, logs in {}",
+        logs.display()
+    );
+    loop {
+        // Reap, escalate stops.
+        let mut done = Vec::new();
+        for (a, r) in running.iter_mut() {
+            if let Ok(Some(st)) = r.child.try_wait() {
+                done.push((*a, st.code().unwrap_or(-1), r.fenced));
+            } else if let Some(t) = r.term_at
+                && t.elapsed() >= grace
+            {
+                let _ = r.child.kill();
+            }
+        }
+        for (a, code, lost) in done {
+            running.remove(&a);
+            exited.push(Exit {
+                job: a.job,
+                attempt: a.attempt,
+                code,
+                lost,
+            });
+        }
+        let hb = Heartbeat {
+            node: node.to_string(),
+            gpus,
+            running: running.keys().copied().collect(),
+            exited: exited.clone(),
+        };
+        match client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb) {
+            Ok(reply) => {
+                last_ok = Instant::now();
+                interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
+                grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
+                // Stop before the server may run these jobs elsewhere (it waits the node
+                // timeout, then the grace period).
+                fence_after =
+                    Duration::from_secs_f64(reply.node_timeout_s.clamp(0.1, 3600.0) * 0.8);
+                exited.retain(|e| {
+                    !reply.acked.contains(&AttemptRef {
+                        job: e.job,
+                        attempt: e.attempt,
+                    })
+                });
+                for s in reply.stop {
+                    if let Some(r) = running.get_mut(&s)
+                        && r.term_at.is_none()
+                    {
+                        terminate(&mut r.child);
+                        r.term_at = Some(Instant::now());
+                    }
+                }
+                for l in reply.start {
+                    let key = AttemptRef {
+                        job: l.job,
+                        attempt: l.attempt,
+                    };
+                    if running.contains_key(&key) {
+                        continue;
+                    }
+                    match launch(&l, logs) {
+                        Ok(child) => {
+                            running.insert(
+                                key,
+                                Running {
+                                    child,
+                                    term_at: None,
+                                    fenced: false,
+                                },
+                            );
+                        }
+                        Err(e) => {
+                            eprintln!("apiary agent: job {} attempt {}: {e:#}", l.job, l.attempt);
+                            exited.push(Exit {
+                                job: l.job,
+                                attempt: l.attempt,
+                                code: 127,
+                                lost: false,
+                            });
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("apiary agent: {e:#}");
+                if last_ok.elapsed() >= fence_after {
+                    for r in running.values_mut() {
+                        if r.term_at.is_none() {
+                            terminate(&mut r.child);
+                            r.term_at = Some(Instant::now());
+                            r.fenced = true;
+                        }
+                    }
+                }
+            }
+        }
+        std::thread::sleep(interval.min(Duration::from_millis(500)));
+    }
+}
+
+fn terminate(child: &mut Child) {
+    // SIGTERM through kill(1): no unsafe code for a signal.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn launch(l: &Launch, logs: &Path) -> Result<Child> {
+    let out: PathBuf = logs.join(format!("{}-{}.out", l.job, l.attempt));
+    let f = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut cmd = Command::new(&l.command[0]);
+    cmd.args(&l.command[1..])
+        .envs(&l.env)
+        .env(
+            "CUDA_VISIBLE_DEVICES",
+            l.gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f);
+    if let Some(d) = &l.workdir {
+        cmd.current_dir(d);
+    }
+    cmd.spawn()
+        .with_context(|| format!("starting {}", l.command[0]))
+}

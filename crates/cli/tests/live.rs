@@ -1,0 +1,437 @@
+//! End to end on loopback: `apiary serve` and two `apiary agent`s declaring 8 GPUs each
+//! run real short commands; an agent killed mid-job has its job requeued elsewhere; the
+//! server killed with SIGKILL under a steady submission load loses no accepted job and
+//! never runs one job twice at the same time.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_apiary");
+
+struct Cluster {
+    dir: PathBuf,
+    port: u16,
+    server: Option<Child>,
+    agents: Vec<(String, Child)>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(s) = &mut self.server {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        for (_, a) in &mut self.agents {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn client() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build(),
+    )
+}
+
+impl Cluster {
+    fn new(name: &str, policy: &str) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("apiary-live-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        std::fs::write(
+            dir.join("server.toml"),
+            format!(
+                r#"listen = "127.0.0.1:{port}"
+data_dir = "{}"
+policy = "{policy}"
+heartbeat_interval_s = 0.1
+node_timeout_s = 1.5
+grace_s = 0.3
+[[nodes]]
+name = "n0"
+gpus = 8
+[[nodes]]
+name = "n1"
+gpus = 8
+"#,
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let mut c = Cluster {
+            dir,
+            port,
+            server: None,
+            agents: Vec::new(),
+        };
+        c.start_server();
+        for n in ["n0", "n1"] {
+            c.start_agent(n);
+        }
+        c
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn start_server(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let s = Command::new(BIN)
+            .args(["serve", "-c"])
+            .arg(self.dir.join("server.toml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.server = Some(s);
+        let t0 = Instant::now();
+        while client().get(&self.url("/v1/cluster")).call().is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill_server(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            s.kill().unwrap();
+            s.wait().unwrap();
+        }
+    }
+
+    fn start_agent(&mut self, node: &str) {
+        let a = Command::new(BIN)
+            .args([
+                "agent",
+                "--server",
+                &self.url(""),
+                "--node",
+                node,
+                "--gpus",
+                "8",
+                "--logs",
+            ])
+            .arg(self.dir.join(format!("logs-{node}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.agents.push((node.to_string(), a));
+    }
+
+    fn kill_agent(&mut self, node: &str) {
+        let i = self.agents.iter().position(|a| a.0 == node).unwrap();
+        let (_, mut a) = self.agents.remove(i);
+        a.kill().unwrap();
+        a.wait().unwrap();
+    }
+
+    fn submit(&self, body: Value) -> Result<Value, (u16, Value)> {
+        let mut r = client()
+            .post(&self.url("/v1/jobs"))
+            .send_json(&body)
+            .map_err(|_| (0, Value::Null))?;
+        let code = r.status().as_u16();
+        let v: Value = r.body_mut().read_json().unwrap_or(Value::Null);
+        if code == 201 { Ok(v) } else { Err((code, v)) }
+    }
+
+    fn job(&self, id: u64) -> Value {
+        client()
+            .get(&self.url(&format!("/v1/jobs/{id}")))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap()
+    }
+
+    fn wait_terminal(&self, ids: &[u64], limit: Duration) -> Vec<Value> {
+        let t0 = Instant::now();
+        loop {
+            let jobs: Vec<Value> = ids.iter().map(|&i| self.job(i)).collect();
+            if jobs.iter().all(|j| {
+                matches!(
+                    j["state"].as_str(),
+                    Some("succeeded" | "failed" | "cancelled")
+                )
+            }) {
+                return jobs;
+            }
+            if t0.elapsed() >= limit {
+                let open: Vec<&Value> = jobs
+                    .iter()
+                    .filter(|j| {
+                        !matches!(
+                            j["state"].as_str(),
+                            Some("succeeded" | "failed" | "cancelled")
+                        )
+                    })
+                    .collect();
+                let nodes: Value = client()
+                    .get(&self.url("/v1/nodes"))
+                    .call()
+                    .unwrap()
+                    .body_mut()
+                    .read_json()
+                    .unwrap();
+                panic!(
+                    "{} jobs not finished in time, e.g. {}\nnodes: {nodes}",
+                    open.len(),
+                    serde_json::to_string(&open.iter().take(3).collect::<Vec<_>>()).unwrap()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn sh(script: &str) -> Value {
+    json!(["sh", "-c", script])
+}
+
+#[test]
+fn jobs_run_to_completion_on_two_agents() {
+    let c = Cluster::new("run", "fifo");
+    let out = c.dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = out.display();
+    let mut ids = Vec::new();
+    for (gpus, script) in [
+        (
+            4,
+            format!("echo $CUDA_VISIBLE_DEVICES > {o}/a.$APIARY_NODE_RANK"),
+        ),
+        (8, format!("sleep 0.3; echo ok > {o}/b")),
+        (
+            16,
+            format!("echo $APIARY_NODE_RANK/$APIARY_NUM_NODES > {o}/c.$APIARY_NODE_RANK"),
+        ),
+        (1, "exit 3".to_string()),
+    ] {
+        let r = c
+            .submit(json!({"gpus": gpus, "command": sh(&script)}))
+            .unwrap();
+        assert!(
+            matches!(r["state"].as_str(), Some("queued" | "running")),
+            "{r}"
+        );
+        ids.push(r["id"].as_u64().unwrap());
+    }
+    let jobs = c.wait_terminal(&ids, Duration::from_secs(30));
+    let states: Vec<&str> = jobs.iter().map(|j| j["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["succeeded", "succeeded", "succeeded", "failed"]);
+    let a = std::fs::read_to_string(out.join("a.0")).unwrap();
+    assert_eq!(a.trim().split(',').count(), 4, "4 GPUs visible: {a}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("c.0")).unwrap().trim(),
+        "0/2"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("c.1")).unwrap().trim(),
+        "1/2"
+    );
+    assert_eq!(jobs[2]["parts"].as_array().unwrap().len(), 2);
+    let last = jobs[3]["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["event"], "failed");
+    assert!(last["detail"].as_str().unwrap().contains("=3"), "{last}");
+    // Output is captured per attempt.
+    let logs: Vec<_> = ["n0", "n1"]
+        .iter()
+        .flat_map(|n| std::fs::read_dir(c.dir.join(format!("logs-{n}"))).unwrap())
+        .collect();
+    assert!(logs.len() >= 5);
+}
+
+#[test]
+fn bad_requests_get_a_clear_4xx_and_change_nothing() {
+    let c = Cluster::new("bad", "fifo");
+    let cases = [
+        (json!({"gpus": 0, "command": ["true"]}), 400, Some("gpus")),
+        (json!({"gpus": 17, "command": ["true"]}), 400, Some("gpus")),
+        (json!({"gpus": -1, "command": ["true"]}), 400, Some("gpus")),
+        (json!({"gpus": 1, "command": []}), 400, Some("command")),
+        (
+            json!({"gpus": 1, "command": ["true"], "colour": "red"}),
+            400,
+            None,
+        ),
+        (json!({"command": ["true"]}), 400, None),
+    ];
+    for (body, code, field) in cases {
+        let (got, v) = c.submit(body.clone()).unwrap_err();
+        assert_eq!(got, code, "{body}: {v}");
+        if let Some(f) = field {
+            assert_eq!(v["error"]["field"], f, "{body}: {v}");
+        }
+        assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+    }
+    let mut r = client()
+        .post(&c.url("/v1/jobs"))
+        .content_type("application/json")
+        .send("{not json")
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.body_mut().read_json().unwrap();
+    assert!(v["error"]["message"].is_string());
+    let r = client().get(&c.url("/v1/jobs/999")).call().unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    // Over the body limit: 413, or the server closes the connection while the client
+    // is still sending.
+    let big = "x".repeat(2 << 20);
+    if let Ok(r) = client()
+        .post(&c.url("/v1/jobs"))
+        .content_type("application/json")
+        .send(big.as_str())
+    {
+        assert_eq!(r.status().as_u16(), 413);
+    }
+    let list: Vec<Value> = client()
+        .get(&c.url("/v1/jobs"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    assert!(list.is_empty(), "nothing was accepted: {list:?}");
+}
+
+#[test]
+fn a_killed_agent_requeues_its_job_which_finishes_elsewhere() {
+    let mut c = Cluster::new("agentkill", "fifo");
+    let r = c
+        .submit(json!({"gpus": 8, "command": sh("sleep 1.5")}))
+        .unwrap();
+    let id = r["id"].as_u64().unwrap();
+    let t0 = Instant::now();
+    let node = loop {
+        let j = c.job(id);
+        if j["state"] == "running" {
+            break j["parts"][0]["node"].as_str().unwrap().to_string();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    c.kill_agent(&node);
+    let j = &c.wait_terminal(&[id], Duration::from_secs(30))[0];
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert!(j["attempt"].as_u64().unwrap() >= 2, "{j}");
+    assert_ne!(j["parts"][0]["node"].as_str().unwrap(), node, "{j}");
+    let events: Vec<&str> = j["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["event"].as_str().unwrap())
+        .collect();
+    assert!(events.contains(&"requeued"), "{events:?}");
+}
+
+/// Every line `<job> <attempt> start|end <ns>` the jobs wrote, checked: each job's
+/// attempts never overlap.
+fn assert_no_overlap(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut spans: std::collections::BTreeMap<(u64, u64), (u128, u128)> = Default::default();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.len() != 4 {
+            continue;
+        }
+        let (j, a, t): (u64, u64, u128) = (
+            w[0].parse().unwrap(),
+            w[1].parse().unwrap(),
+            w[3].parse().unwrap(),
+        );
+        let e = spans.entry((j, a)).or_insert((u128::MAX, u128::MAX));
+        if w[2] == "start" {
+            e.0 = t;
+        } else {
+            e.1 = t;
+        }
+    }
+    let mut by_job: std::collections::BTreeMap<u64, Vec<(u128, u128)>> = Default::default();
+    for ((j, _), s) in spans {
+        by_job.entry(j).or_default().push(s);
+    }
+    for (j, mut v) in by_job {
+        v.sort();
+        for w in v.windows(2) {
+            assert!(
+                w[0].1 != u128::MAX && w[0].1 <= w[1].0,
+                "job {j} ran twice at once: {v:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_killed_server_loses_no_accepted_job_and_never_runs_one_twice() {
+    let rounds: usize = std::env::var("APIARY_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let mut c = Cluster::new("serverkill", "fifo");
+    let log = c.dir.join("runs.log");
+    let script = format!(
+        "echo $APIARY_JOB_ID $APIARY_ATTEMPT start $(date +%s%N) >> {l}; sleep 0.2; echo $APIARY_JOB_ID $APIARY_ATTEMPT end $(date +%s%N) >> {l}",
+        l = log.display()
+    );
+    let mut accepted: Vec<u64> = Vec::new();
+    let mut rng = 12345u64;
+    for round in 0..rounds {
+        // A steady load of submissions; kill the server at a pseudo-random moment.
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let kill_after = Duration::from_millis(100 + (rng >> 33) % 400);
+        let t0 = Instant::now();
+        while t0.elapsed() < kill_after {
+            let gpus = [1, 2, 4, 8][accepted.len() % 4];
+            if let Ok(v) = c.submit(json!({"gpus": gpus, "command": sh(&script)})) {
+                accepted.push(v["id"].as_u64().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        c.kill_server();
+        std::thread::sleep(Duration::from_millis(50 + (rng >> 40) % 200));
+        c.start_server();
+        let _ = round;
+    }
+    assert!(
+        accepted.len() > rounds,
+        "too few submissions: {}",
+        accepted.len()
+    );
+    let jobs = c.wait_terminal(&accepted, Duration::from_secs(180));
+    for j in &jobs {
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
+    assert_no_overlap(&log);
+}

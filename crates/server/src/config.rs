@@ -1,0 +1,163 @@
+//! The server's configuration file (TOML). Nodes are declared, as in Slurm's
+//! `slurm.conf`: an agent serves one declared node.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The TOML did not parse or a field was wrong (the message names line and field).
+    #[error("server config {file}: {message}")]
+    Parse {
+        /// Where it came from.
+        file: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// It parsed but cannot be served.
+    #[error("server config {file}: {field}: {message}")]
+    Invalid {
+        /// Where it came from.
+        file: String,
+        /// The field.
+        field: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// One declared node.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Its name, which its agent announces.
+    pub name: String,
+    /// GPUs (1..=64).
+    pub gpus: u32,
+    /// GPU model.
+    #[serde(default = "gpu")]
+    pub gpu_type: String,
+}
+
+fn gpu() -> String {
+    "GPU".into()
+}
+
+/// `apiary serve --config FILE`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    #[serde(default = "listen")]
+    pub listen: String,
+    /// Directory of the state file (`state.redb`); `:memory:` keeps state in memory (for
+    /// tests: a restart forgets everything).
+    #[serde(default = "data_dir")]
+    pub data_dir: PathBuf,
+    /// Policy (FIFO, SJF, SRTF, SRSF, Tiresias).
+    #[serde(default = "policy")]
+    pub policy: String,
+    /// Its parameters.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    /// Seconds between an agent's heartbeats.
+    #[serde(default = "interval")]
+    pub heartbeat_interval_s: f64,
+    /// Seconds without a heartbeat before a node is down and its jobs are requeued.
+    #[serde(default = "timeout")]
+    pub node_timeout_s: f64,
+    /// Seconds between SIGTERM and SIGKILL when a job is stopped.
+    #[serde(default = "grace")]
+    pub grace_s: f64,
+    /// VCs jobs may name; empty: any name.
+    #[serde(default)]
+    pub vcs: Vec<String>,
+    /// The nodes.
+    pub nodes: Vec<NodeConfig>,
+}
+
+fn listen() -> String {
+    "127.0.0.1:8800".into()
+}
+fn data_dir() -> PathBuf {
+    "apiary-data".into()
+}
+fn policy() -> String {
+    "fifo".into()
+}
+fn interval() -> f64 {
+    2.0
+}
+fn timeout() -> f64 {
+    10.0
+}
+fn grace() -> f64 {
+    10.0
+}
+
+/// Policies the live service runs: those that start jobs only through the context's
+/// placement, the same set that can run inside a VC in the simulator.
+pub const LIVE_POLICIES: &[&str] = apiary_policy::vc::INTRA;
+
+impl ServerConfig {
+    /// Parses and checks a config.
+    pub fn parse(text: &str, file: &str) -> Result<ServerConfig, ConfigError> {
+        let c: ServerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.into(),
+            message: e.to_string(),
+        })?;
+        let bad = |field: String, message: String| ConfigError::Invalid {
+            file: file.into(),
+            field,
+            message,
+        };
+        if !LIVE_POLICIES.contains(&c.policy.as_str()) {
+            return Err(bad(
+                "policy".into(),
+                format!(
+                    "'{}' is not served live (one of {})",
+                    c.policy,
+                    LIVE_POLICIES.join(", ")
+                ),
+            ));
+        }
+        if c.nodes.is_empty() {
+            return Err(bad("nodes".into(), "declare at least one node".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, n) in c.nodes.iter().enumerate() {
+            if n.name.is_empty() || !seen.insert(n.name.as_str()) {
+                return Err(bad(
+                    format!("nodes[{i}].name"),
+                    format!("'{}' is empty or repeated", n.name),
+                ));
+            }
+            if !(1..=64).contains(&n.gpus) {
+                return Err(bad(format!("nodes[{i}].gpus"), "must be 1..=64".into()));
+            }
+        }
+        for (f, v) in [
+            ("heartbeat_interval_s", c.heartbeat_interval_s),
+            ("node_timeout_s", c.node_timeout_s),
+            ("grace_s", c.grace_s),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(f.into(), "must be a positive number of seconds".into()));
+            }
+        }
+        if c.node_timeout_s <= 2.0 * c.heartbeat_interval_s {
+            return Err(bad(
+                "node_timeout_s".into(),
+                "must exceed two heartbeat intervals".into(),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Whether the state lives only in memory.
+    pub fn in_memory(&self) -> bool {
+        self.data_dir.as_os_str() == ":memory:"
+    }
+}

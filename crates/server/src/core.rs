@@ -1,0 +1,1057 @@
+//! The live scheduler's state machine: jobs, nodes and the policy, with no I/O and no
+//! clock (every call takes the time), so it is tested like the simulator.
+//!
+//! The policy is the simulator's, driven through a scoped [`Ctx`] whose placer (a)
+//! refuses to start a job whose previous attempt is still stopping, so one job never
+//! runs twice at once, and (b) holds a preempted job's GPUs until its agents confirm the
+//! processes ended, so no GPU is double-booked. GPUs of down or cordoned nodes are held
+//! the same way.
+//!
+//! The caller persists what [`Core::take_dirty`] returns before it answers anyone.
+
+use crate::config::ServerConfig;
+use crate::types::*;
+use apiary_model::{ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
+use apiary_policy::placement::{self, PlacementStrategy};
+use apiary_policy::{Action, Ctx, JobIdx, Params, Placer, Policy, Status, Tenant, World};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An API error: an HTTP status, the offending field if any, and a message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub status: u16,
+    /// JSON path of the offending field, e.g. `gpus`.
+    pub field: Option<String>,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    /// 400 for a field.
+    pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 400,
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 404,
+            field: None,
+            message: message.into(),
+        }
+    }
+    /// 409.
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 409,
+            field: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// A job's run time when the user gives no estimate (SJF puts such jobs last).
+const UNKNOWN_DURATION_MS: Time = 10 * 365 * 24 * 3600 * 1000;
+/// Largest GPU count a job may ask for.
+pub const MAX_JOB_GPUS: u32 = 4096;
+
+#[derive(Debug, Default)]
+struct LivePlacer {
+    /// Jobs whose previous attempt still has processes stopping.
+    held: Vec<bool>,
+    /// GPUs of preempted jobs taken back in this pass, to become stopping parts.
+    fenced: Vec<(JobIdx, Placement)>,
+}
+
+impl Placer for LivePlacer {
+    fn place(
+        &mut self,
+        w: &World,
+        j: JobIdx,
+        strategy: PlacementStrategy,
+        out: &mut Placement,
+    ) -> bool {
+        if self.held.get(j as usize).copied().unwrap_or(false) {
+            return false;
+        }
+        placement::place(&w.cluster, &w.state, w.jobs[j as usize].gpus, strategy, out)
+    }
+    fn release(&mut self, _w: &World, _j: JobIdx) {}
+    fn preempted(&mut self, w: &mut World, j: JobIdx, gpus: &Placement) {
+        // Just freed by the preemption, so free: hold them until the processes end.
+        if w.state.allocate(gpus).is_ok() {
+            self.fenced.push((j, gpus.clone()));
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct NodeRt {
+    name: String,
+    gpus: u32,
+    gpu_type: String,
+    health: NodeHealth,
+    cordoned: bool,
+    last_heartbeat: Option<u64>,
+    /// GPUs held because the node is down or cordoned.
+    blocked: u64,
+}
+
+/// What the caller must persist.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// Changed job records.
+    pub jobs: Vec<JobRecord>,
+    /// The next job id, when it changed.
+    pub next_id: Option<u64>,
+    /// Cordon flags that changed.
+    pub cordons: Vec<(String, bool)>,
+}
+
+/// The scheduler.
+pub struct Core {
+    cfg: ServerConfig,
+    params: Params,
+    world: World,
+    policy: Box<dyn Policy>,
+    tenant: Tenant,
+    placer: LivePlacer,
+    actions: Vec<Action>,
+    jobs: Vec<JobRecord>,
+    by_id: BTreeMap<u64, JobIdx>,
+    next_id: u64,
+    nodes: Vec<NodeRt>,
+    node_ix: BTreeMap<String, u32>,
+    /// GPUs held for processes asked to stop: (job id, attempt, node) → mask.
+    stopping: BTreeMap<(u64, u32, u32), u64>,
+    dirty: BTreeSet<JobIdx>,
+    dirty_cordons: Vec<(String, bool)>,
+    next_id_dirty: bool,
+    wake: Option<u64>,
+    started: u64,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("policy", &self.cfg.policy)
+            .field("jobs", &self.jobs.len())
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+fn mask_of(gpus: &[u32]) -> u64 {
+    gpus.iter().fold(0u64, |m, &g| m | (1u64 << g))
+}
+
+fn gpus_of(mask: u64) -> Vec<u32> {
+    (0..64).filter(|b| mask & (1 << b) != 0).collect()
+}
+
+fn note(r: &mut JobRecord, at_ms: u64, event: &str, detail: String) {
+    r.history.push(Transition {
+        at_ms,
+        event: event.into(),
+        detail,
+    });
+}
+
+impl Core {
+    /// A scheduler over the config's nodes, all of them of unknown health until their
+    /// agents report (they count as up for `node_timeout_s` after `now`).
+    pub fn new(cfg: ServerConfig, now: u64) -> Result<Core, String> {
+        let spec = ClusterSpec {
+            name: "live".into(),
+            switches: vec![SwitchSpec {
+                name: Some("live".into()),
+                count: 1,
+                uplink_gbps: None,
+                nodes: cfg
+                    .nodes
+                    .iter()
+                    .map(|n| NodeGroup {
+                        count: 1,
+                        gpus: n.gpus,
+                        gpu_type: n.gpu_type.clone(),
+                        cpus: 0,
+                        memory_gb: 0,
+                        nic_gbps: None,
+                        intra_gbps: None,
+                    })
+                    .collect(),
+            }],
+        };
+        let mut cluster = spec.build().map_err(|e| e.to_string())?;
+        for (n, c) in cluster.nodes.iter_mut().zip(&cfg.nodes) {
+            n.name = c.name.clone();
+        }
+        let params = Params(cfg.params.clone());
+        let policy =
+            apiary_policy::registry::build(&cfg.policy, &params).map_err(|e| e.to_string())?;
+        let total = cluster.total_gpus as u64;
+        let nodes = cfg
+            .nodes
+            .iter()
+            .map(|n| NodeRt {
+                name: n.name.clone(),
+                gpus: n.gpus,
+                gpu_type: n.gpu_type.clone(),
+                health: NodeHealth::Unknown,
+                cordoned: false,
+                last_heartbeat: None,
+                blocked: 0,
+            })
+            .collect();
+        let node_ix = cfg
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
+        let mut world = World::new(cluster, Vec::new());
+        world.now = now;
+        let mut core = Core {
+            cfg,
+            params,
+            world,
+            policy,
+            tenant: Tenant::new(total),
+            placer: LivePlacer::default(),
+            actions: Vec::new(),
+            jobs: Vec::new(),
+            by_id: BTreeMap::new(),
+            next_id: 1,
+            nodes,
+            node_ix,
+            stopping: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            dirty_cordons: Vec::new(),
+            next_id_dirty: false,
+            wake: None,
+            started: now,
+        };
+        core.policy
+            .prepare(&core.world)
+            .map_err(|e| format!("policy {}: {e}", core.cfg.policy))?;
+        Ok(core)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    fn advance(&mut self, now: u64) {
+        self.world.now = self.world.now.max(now);
+    }
+
+    fn job_model(&self, id: u64, spec: &JobSpec, submitted: u64) -> Job {
+        let mut j = Job::new(
+            id.to_string(),
+            submitted,
+            spec.gpus,
+            spec.estimated_duration_s
+                .map_or(UNKNOWN_DURATION_MS, |s| (s * 1000.0).round() as Time),
+        );
+        j.priority = spec.priority;
+        j.vc = spec.vc.clone();
+        j.gpu_type = spec.gpu_type.clone();
+        j
+    }
+
+    fn add_to_world(&mut self, rec: JobRecord) -> JobIdx {
+        let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
+        let j = self.world.push_job(job);
+        self.placer.held.push(false);
+        self.by_id.insert(rec.id, j);
+        self.jobs.push(rec);
+        j
+    }
+
+    fn enqueue(&mut self, j: JobIdx) {
+        self.world.submit(j);
+        self.tenant.add_pending(self.world.jobs[j as usize].gpus);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        self.policy.on_submit(&ctx, j);
+    }
+
+    /// Checks a submission against the cluster and config.
+    pub fn validate(&self, s: &JobSpec) -> Result<(), ApiError> {
+        if s.gpus == 0 || s.gpus > MAX_JOB_GPUS {
+            return Err(ApiError::bad(
+                "gpus",
+                format!("must be 1..={MAX_JOB_GPUS} (got {})", s.gpus),
+            ));
+        }
+        if s.gpus > self.world.cluster.total_gpus {
+            return Err(ApiError::bad(
+                "gpus",
+                format!(
+                    "{} GPUs asked but the cluster has {}",
+                    s.gpus, self.world.cluster.total_gpus
+                ),
+            ));
+        }
+        if s.command.is_empty() || s.command[0].is_empty() {
+            return Err(ApiError::bad("command", "must name a program"));
+        }
+        if let Some(t) = &s.gpu_type
+            && self.nodes.iter().any(|n| &n.gpu_type != t)
+        {
+            return Err(ApiError::bad(
+                "gpu_type",
+                format!(
+                    "'{t}': every node must have this type (placement by GPU type in mixed clusters is not served yet)"
+                ),
+            ));
+        }
+        if let Some(vc) = &s.vc
+            && !self.cfg.vcs.is_empty()
+            && !self.cfg.vcs.contains(vc)
+        {
+            return Err(ApiError::bad(
+                "vc",
+                format!("unknown VC '{vc}' (known: {})", self.cfg.vcs.join(", ")),
+            ));
+        }
+        if let Some(d) = s.estimated_duration_s
+            && !(d.is_finite() && (0.0..1e10).contains(&d))
+        {
+            return Err(ApiError::bad(
+                "estimated_duration_s",
+                "must be a non-negative number of seconds",
+            ));
+        }
+        if s.restart.max_restarts > 1000 {
+            return Err(ApiError::bad("restart.max_restarts", "at most 1000"));
+        }
+        Ok(())
+    }
+
+    /// Accepts a job: queued now, durable once the caller persisted [`Core::take_dirty`].
+    pub fn submit(&mut self, spec: JobSpec, now: u64) -> Result<u64, ApiError> {
+        self.validate(&spec)?;
+        self.advance(now);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.next_id_dirty = true;
+        let mut rec = JobRecord {
+            schema_version: SCHEMA_VERSION,
+            id,
+            vc: spec.vc.clone().unwrap_or_else(|| "default".into()),
+            spec,
+            state: JobState::Queued,
+            submitted_ms: now,
+            attempt: 0,
+            parts: Vec::new(),
+            history: Vec::new(),
+            stopping: Vec::new(),
+        };
+        note(&mut rec, now, "queued", String::new());
+        let j = self.add_to_world(rec);
+        self.enqueue(j);
+        self.dirty.insert(j);
+        Ok(id)
+    }
+
+    /// Rebuilds the state from stored records after a restart. Running jobs keep their
+    /// GPUs; their agents confirm or lose them on their next heartbeats.
+    pub fn recover(
+        &mut self,
+        mut records: Vec<JobRecord>,
+        next_id: u64,
+        cordoned: &BTreeSet<String>,
+        now: u64,
+    ) {
+        self.advance(now);
+        records.sort_by_key(|r| r.id);
+        self.next_id = next_id.max(records.last().map_or(1, |r| r.id + 1));
+        for rec in records {
+            let state = rec.state;
+            let parts = rec.parts.clone();
+            let j = self.add_to_world(rec);
+            match state {
+                JobState::Queued => self.enqueue(j),
+                JobState::Running => {
+                    self.enqueue(j);
+                    let mut p = Placement::default();
+                    let mut ok = true;
+                    for part in parts.iter().filter(|p| p.exit.is_none()) {
+                        match self.node_ix.get(&part.node) {
+                            Some(&n) => p.parts.push((n, mask_of(&part.gpus))),
+                            None => ok = false,
+                        }
+                    }
+                    p.parts.sort_unstable();
+                    let g = self.world.jobs[j as usize].gpus;
+                    // Parts that already exited still count as the job's GPUs until all
+                    // parts end: take them too.
+                    for part in parts.iter().filter(|p| p.exit.is_some()) {
+                        if let Some(&n) = self.node_ix.get(&part.node) {
+                            p.parts.push((n, mask_of(&part.gpus)));
+                        }
+                    }
+                    p.parts.sort_unstable();
+                    if ok && p.gpus() == g && self.world.start(j, p) {
+                        self.tenant.started(j, g);
+                    } else {
+                        let r = &mut self.jobs[j as usize];
+                        r.state = JobState::Queued;
+                        r.parts.clear();
+                        note(
+                            r,
+                            now,
+                            "requeued",
+                            "its GPUs are no longer in the config".into(),
+                        );
+                        self.dirty.insert(j);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Processes still stopping hold their GPUs (after every running job took its own).
+        for j in 0..self.jobs.len() {
+            let (id, stopping) = (self.jobs[j].id, self.jobs[j].stopping.clone());
+            for s in stopping {
+                let Some(&n) = self.node_ix.get(&s.node) else {
+                    continue;
+                };
+                let p = Placement {
+                    parts: vec![(n, mask_of(&s.gpus))],
+                };
+                if self.world.state.allocate(&p).is_ok() {
+                    self.stopping.insert((id, s.attempt, n), mask_of(&s.gpus));
+                    self.placer.held[j] = true;
+                }
+            }
+        }
+        for name in cordoned {
+            if let Some(&n) = self.node_ix.get(name) {
+                self.nodes[n as usize].cordoned = true;
+            }
+        }
+        self.started = now;
+    }
+
+    fn record(&self, id: u64) -> Result<JobIdx, ApiError> {
+        self.by_id
+            .get(&id)
+            .copied()
+            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+    }
+
+    /// One job.
+    pub fn job(&self, id: u64) -> Result<&JobRecord, ApiError> {
+        Ok(&self.jobs[self.record(id)? as usize])
+    }
+
+    /// Jobs, newest first, optionally of one VC or state.
+    pub fn jobs(&self, vc: Option<&str>, state: Option<JobState>, limit: usize) -> Vec<&JobRecord> {
+        self.jobs
+            .iter()
+            .rev()
+            .filter(|r| vc.is_none_or(|v| r.vc == v))
+            .filter(|r| state.is_none_or(|s| r.state == s))
+            .take(limit)
+            .collect()
+    }
+
+    /// Cancels a job; a running one is stopped on its nodes.
+    pub fn cancel(&mut self, id: u64, now: u64) -> Result<(), ApiError> {
+        let j = self.record(id)?;
+        self.advance(now);
+        match self.jobs[j as usize].state {
+            s if s.terminal() => {
+                return Err(ApiError::conflict(format!(
+                    "job {id} is already {}",
+                    s.as_str()
+                )));
+            }
+            JobState::Queued => {
+                if self.world.withdraw(j) {
+                    self.tenant.withdraw(self.world.jobs[j as usize].gpus);
+                }
+            }
+            _ => {
+                self.stop_attempt(j);
+                let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+                self.world.finish(j);
+                self.tenant
+                    .stopped(j, self.world.jobs[j as usize].gpus, false);
+                self.fence_stopping(id, attempt);
+            }
+        }
+        let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        self.policy.on_finish(&ctx, j);
+        let r = &mut self.jobs[j as usize];
+        r.state = JobState::Cancelled;
+        note(r, now, "cancelled", String::new());
+        self.dirty.insert(j);
+        Ok(())
+    }
+
+    /// Holds the GPUs of the current attempt's live parts for their stopping processes.
+    /// The world must still hold the placement (this re-takes it after release).
+    fn stop_attempt(&mut self, j: JobIdx) {
+        let id = self.jobs[j as usize].id;
+        let attempt = self.jobs[j as usize].attempt;
+        for part in self.jobs[j as usize].parts.clone() {
+            if part.exit.is_some() {
+                continue;
+            }
+            if let Some(&n) = self.node_ix.get(&part.node) {
+                self.stopping.insert((id, attempt, n), mask_of(&part.gpus));
+            }
+        }
+        self.placer.held[j as usize] = self
+            .stopping
+            .range((id, 0, 0)..=(id, u32::MAX, u32::MAX))
+            .next()
+            .is_some();
+    }
+
+    /// After the world released a job's GPUs, takes back those of its stopping parts.
+    fn fence_stopping(&mut self, id: u64, attempt: u32) {
+        let keys: Vec<(u64, u32, u32)> = self
+            .stopping
+            .range((id, attempt, 0)..=(id, attempt, u32::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            let p = Placement {
+                parts: vec![(k.2, self.stopping[&k])],
+            };
+            if self.world.state.allocate(&p).is_err() {
+                // Someone else holds them: nothing to fence (cannot happen when callers
+                // fence right after the release).
+                self.stopping.remove(&k);
+            }
+        }
+    }
+
+    /// Ends the current attempt: all parts exited (or were lost).
+    fn end_attempt(&mut self, j: JobIdx, now: u64, lost_node: bool) {
+        let r = &self.jobs[j as usize];
+        let ok = r.parts.iter().all(|p| p.exit == Some(0));
+        let restarts_left = r.attempt <= r.spec.restart.max_restarts;
+        let retry = !ok
+            && restarts_left
+            && if lost_node {
+                r.spec.restart.on_node_loss
+            } else {
+                r.spec.restart.on_failure
+            };
+        let (id, attempt) = (r.id, r.attempt);
+        let g = self.world.jobs[j as usize].gpus;
+        // Back to the queue, or over; either way the GPUs of parts still stopping stay
+        // held.
+        if retry {
+            self.world.preempt(j);
+        } else {
+            self.world.finish(j);
+        }
+        self.tenant.stopped(j, g, retry);
+        self.fence_stopping(id, attempt);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        if retry {
+            self.policy.on_requeue(&ctx, j);
+            let r = &mut self.jobs[j as usize];
+            r.state = JobState::Queued;
+            let why = if lost_node {
+                "a node was lost"
+            } else {
+                "it failed"
+            };
+            note(r, now, "requeued", format!("attempt {attempt}: {why}"));
+        } else {
+            self.policy.on_finish(&ctx, j);
+            let r = &mut self.jobs[j as usize];
+            r.state = if ok {
+                JobState::Succeeded
+            } else {
+                JobState::Failed
+            };
+            let codes: Vec<String> = r
+                .parts
+                .iter()
+                .map(|p| format!("{}={}", p.node, p.exit.unwrap_or(-1)))
+                .collect();
+            note(r, now, r.state.as_str(), codes.join(" "));
+        }
+        self.dirty.insert(j);
+    }
+
+    /// One part of job `j`'s current attempt ended with `code`.
+    fn part_exited(&mut self, j: JobIdx, node: u32, code: i32, now: u64, lost: bool) {
+        let name = self.nodes[node as usize].name.clone();
+        let r = &mut self.jobs[j as usize];
+        let Some(part) = r
+            .parts
+            .iter_mut()
+            .find(|p| p.node == name && p.exit.is_none())
+        else {
+            return;
+        };
+        part.exit = Some(code);
+        self.dirty.insert(j);
+        let all_done = r.parts.iter().all(|p| p.exit.is_some());
+        let failed = code != 0;
+        if !all_done && failed {
+            // A failed part ends the attempt: stop the others.
+            self.stop_attempt(j);
+            for p in self.jobs[j as usize].parts.iter_mut() {
+                if p.exit.is_none() {
+                    p.exit = Some(-1);
+                }
+            }
+        }
+        if all_done || failed {
+            self.end_attempt(j, now, lost);
+        }
+    }
+
+    /// An agent's heartbeat: marks the node up and applies its reports. Returns the
+    /// node, for [`Core::reply`] once the caller persisted.
+    pub fn heartbeat(&mut self, hb: &Heartbeat, now: u64) -> Result<u32, ApiError> {
+        let n = *self.node_ix.get(&hb.node).ok_or_else(|| {
+            ApiError::bad(
+                "node",
+                format!("'{}' is not a node of the server's config", hb.node),
+            )
+        })?;
+        let declared = self.nodes[n as usize].gpus;
+        if hb.gpus != declared {
+            return Err(ApiError::bad(
+                "gpus",
+                format!(
+                    "node {} has {declared} GPUs in the server's config but its agent reports {}",
+                    hb.node, hb.gpus
+                ),
+            ));
+        }
+        self.advance(now);
+        {
+            let node = &mut self.nodes[n as usize];
+            node.last_heartbeat = Some(now);
+            node.health = NodeHealth::Up;
+        }
+        for e in &hb.exited {
+            self.exited(n, e.job, e.attempt, e.code, e.lost, now);
+        }
+        let running: BTreeSet<AttemptRef> = hb.running.iter().copied().collect();
+        let exited: BTreeSet<(u64, u32)> = hb.exited.iter().map(|e| (e.job, e.attempt)).collect();
+        // Parts this agent had started that it no longer knows: lost with it.
+        let name = self.nodes[n as usize].name.clone();
+        // (job, whether lost) — a part reported running for the first time is started.
+        let mut seen = Vec::new();
+        for &j in self.running_on(n).iter() {
+            let r = &self.jobs[j as usize];
+            let key = AttemptRef {
+                job: r.id,
+                attempt: r.attempt,
+            };
+            if let Some(p) = r.parts.iter().find(|p| p.node == name && p.exit.is_none()) {
+                let started = self.started_parts(r).contains(&name);
+                let _ = p;
+                if running.contains(&key) {
+                    if !started {
+                        seen.push((j, false));
+                    }
+                } else if started && !exited.contains(&(r.id, r.attempt)) {
+                    seen.push((j, true));
+                }
+            }
+        }
+        for (j, is_lost) in seen {
+            if is_lost {
+                self.part_exited(j, n, -1, now, true);
+            } else {
+                self.mark_started(j, &name);
+            }
+        }
+        Ok(n)
+    }
+
+    fn started_parts(&self, r: &JobRecord) -> BTreeSet<String> {
+        r.history
+            .iter()
+            .rev()
+            .take_while(|t| t.event != "running")
+            .filter(|t| t.event == "started")
+            .map(|t| t.detail.clone())
+            .collect()
+    }
+
+    fn mark_started(&mut self, j: JobIdx, node: &str) {
+        let at = self.world.now;
+        let r = &mut self.jobs[j as usize];
+        note(r, at, "started", node.into());
+        self.dirty.insert(j);
+    }
+
+    fn exited(&mut self, n: u32, job: u64, attempt: u32, code: i32, lost: bool, now: u64) {
+        if let Some(mask) = self.stopping.remove(&(job, attempt, n)) {
+            let p = Placement {
+                parts: vec![(n, mask)],
+            };
+            let _ = self.world.state.release(&p);
+            if let Some(&j) = self.by_id.get(&job) {
+                self.placer.held[j as usize] = self
+                    .stopping
+                    .range((job, 0, 0)..=(job, u32::MAX, u32::MAX))
+                    .next()
+                    .is_some();
+                self.dirty.insert(j);
+            }
+            return;
+        }
+        let Some(&j) = self.by_id.get(&job) else {
+            return;
+        };
+        let r = &self.jobs[j as usize];
+        if r.state == JobState::Running && r.attempt == attempt {
+            self.part_exited(j, n, code, now, lost);
+        }
+    }
+
+    fn running_on(&self, n: u32) -> Vec<JobIdx> {
+        let name = &self.nodes[n as usize].name;
+        self.world
+            .running()
+            .iter()
+            .copied()
+            .filter(|&j| {
+                self.jobs[j as usize]
+                    .parts
+                    .iter()
+                    .any(|p| &p.node == name && p.exit.is_none())
+            })
+            .collect()
+    }
+
+    /// What node `n`'s agent must do now.
+    pub fn reply(&self, n: u32, hb: &Heartbeat) -> HeartbeatReply {
+        let name = &self.nodes[n as usize].name;
+        let running: BTreeSet<AttemptRef> = hb.running.iter().copied().collect();
+        let mut start = Vec::new();
+        let mut stop = Vec::new();
+        let mut jobs = self.running_on(n);
+        jobs.sort_unstable_by_key(|&j| self.jobs[j as usize].id);
+        for j in jobs {
+            let r = &self.jobs[j as usize];
+            let key = AttemptRef {
+                job: r.id,
+                attempt: r.attempt,
+            };
+            if running.contains(&key) {
+                continue;
+            }
+            let Some(part) = r.parts.iter().find(|p| &p.node == name) else {
+                continue;
+            };
+            let rank = r.parts.iter().position(|p| &p.node == name).unwrap_or(0);
+            let mut env = r.spec.env.clone();
+            env.insert("APIARY_JOB_ID".into(), r.id.to_string());
+            env.insert("APIARY_ATTEMPT".into(), r.attempt.to_string());
+            env.insert("APIARY_NODE_RANK".into(), rank.to_string());
+            env.insert("APIARY_NUM_NODES".into(), r.parts.len().to_string());
+            env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
+            env.insert("APIARY_VC".into(), r.vc.clone());
+            start.push(Launch {
+                job: r.id,
+                attempt: r.attempt,
+                command: r.spec.command.clone(),
+                env,
+                workdir: r.spec.workdir.clone(),
+                gpus: part.gpus.clone(),
+            });
+        }
+        for &(job, attempt, node) in self.stopping.keys() {
+            if node == n {
+                stop.push(AttemptRef { job, attempt });
+            }
+        }
+        // Processes the agent runs that the server does not assign here: stop them.
+        for a in &hb.running {
+            let current = self.by_id.get(&a.job).is_some_and(|&j| {
+                let r = &self.jobs[j as usize];
+                r.state == JobState::Running
+                    && r.attempt == a.attempt
+                    && r.parts.iter().any(|p| &p.node == name && p.exit.is_none())
+            });
+            if !current && !stop.contains(a) {
+                stop.push(*a);
+            }
+        }
+        HeartbeatReply {
+            start,
+            stop,
+            acked: hb
+                .exited
+                .iter()
+                .map(|e| AttemptRef {
+                    job: e.job,
+                    attempt: e.attempt,
+                })
+                .collect(),
+            interval_s: self.cfg.heartbeat_interval_s,
+            grace_s: self.cfg.grace_s,
+            node_timeout_s: self.cfg.node_timeout_s,
+        }
+    }
+
+    /// Marks nodes down whose agents went silent (no new jobs there), and once the grace
+    /// period has passed too, ends their jobs' attempts there (requeued or failed per the
+    /// job's restart policy) and forgets the processes stopping there. Returns whether
+    /// anything changed.
+    pub fn check_nodes(&mut self, now: u64) -> bool {
+        self.advance(now);
+        let timeout = (self.cfg.node_timeout_s * 1000.0) as u64;
+        // A silent agent stops its jobs (it fences itself) and kills them after the
+        // grace period: only then may they run elsewhere.
+        let lost_after = timeout + (self.cfg.grace_s * 1000.0) as u64;
+        let mut changed = false;
+        for n in 0..self.nodes.len() as u32 {
+            let node = &self.nodes[n as usize];
+            let silent = now.saturating_sub(node.last_heartbeat.unwrap_or(self.started));
+            if node.health != NodeHealth::Down && silent > timeout {
+                self.nodes[n as usize].health = NodeHealth::Down;
+                changed = true;
+            }
+            if self.nodes[n as usize].health != NodeHealth::Down || silent <= lost_after {
+                continue;
+            }
+            for j in self.running_on(n) {
+                changed = true;
+                self.part_exited(j, n, -1, now, true);
+            }
+            let keys: Vec<_> = self.stopping.keys().filter(|k| k.2 == n).copied().collect();
+            for (job, attempt, node) in keys {
+                self.exited(node, job, attempt, -1, true, now);
+            }
+        }
+        changed
+    }
+
+    /// Cordons (no new jobs) or uncordons a node.
+    pub fn cordon(&mut self, node: &str, on: bool) -> Result<(), ApiError> {
+        let n = *self
+            .node_ix
+            .get(node)
+            .ok_or_else(|| ApiError::not_found(format!("no node {node}")))?;
+        if self.nodes[n as usize].cordoned != on {
+            self.nodes[n as usize].cordoned = on;
+            self.dirty_cordons.push((node.to_string(), on));
+        }
+        Ok(())
+    }
+
+    /// Holds the free GPUs of down and cordoned nodes; gives back those of nodes that
+    /// are neither.
+    fn reblock(&mut self) {
+        for n in 0..self.nodes.len() {
+            let node = &self.nodes[n];
+            let unusable = node.cordoned || node.health == NodeHealth::Down;
+            if unusable {
+                let free = self.world.state.free_mask(n as u32);
+                if free != 0 {
+                    let p = Placement {
+                        parts: vec![(n as u32, free)],
+                    };
+                    if self.world.state.allocate(&p).is_ok() {
+                        self.nodes[n].blocked |= free;
+                    }
+                }
+            } else if node.blocked != 0 {
+                let p = Placement {
+                    parts: vec![(n as u32, node.blocked)],
+                };
+                let _ = self.world.state.release(&p);
+                self.nodes[n].blocked = 0;
+            }
+        }
+    }
+
+    /// A scheduling pass: the policy starts and preempts jobs. Returns whether it did.
+    pub fn schedule(&mut self, now: u64) -> bool {
+        self.advance(now);
+        self.reblock();
+        let held: u64 = self
+            .nodes
+            .iter()
+            .map(|n| n.blocked.count_ones() as u64)
+            .sum::<u64>()
+            + self
+                .stopping
+                .values()
+                .map(|m| m.count_ones() as u64)
+                .sum::<u64>();
+        self.tenant.capacity = (self.world.cluster.total_gpus as u64).saturating_sub(held);
+        self.actions.clear();
+        let wake;
+        {
+            let mut ctx = Ctx::new(&mut self.world, &mut self.actions);
+            let mut sub = ctx.scoped(&mut self.tenant, &mut self.placer);
+            self.policy.schedule(&mut sub);
+            wake = sub.wake();
+        }
+        self.wake = wake;
+        let fenced = std::mem::take(&mut self.placer.fenced);
+        let actions = std::mem::take(&mut self.actions);
+        for a in &actions {
+            match *a {
+                Action::Start(j) => self.started_attempt(j, now),
+                Action::Preempt(j) => {
+                    let r = &mut self.jobs[j as usize];
+                    r.state = JobState::Queued;
+                    note(r, now, "preempted", format!("attempt {}", r.attempt));
+                    self.dirty.insert(j);
+                }
+            }
+        }
+        for (j, p) in fenced {
+            let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+            for &(n, mask) in &p.parts {
+                self.stopping.insert((id, attempt, n), mask);
+            }
+            self.placer.held[j as usize] = true;
+            self.dirty.insert(j);
+        }
+        let acted = !actions.is_empty();
+        self.actions = actions;
+        acted
+    }
+
+    fn started_attempt(&mut self, j: JobIdx, now: u64) {
+        let parts: Vec<Part> = self.world.rt[j as usize]
+            .placement
+            .parts
+            .iter()
+            .map(|&(n, mask)| Part {
+                node: self.nodes[n as usize].name.clone(),
+                gpus: gpus_of(mask),
+                exit: None,
+            })
+            .collect();
+        let r = &mut self.jobs[j as usize];
+        r.attempt += 1;
+        r.state = JobState::Running;
+        let detail = parts
+            .iter()
+            .map(|p| format!("{}{:?}", p.node, p.gpus))
+            .collect::<Vec<_>>()
+            .join(" ");
+        r.parts = parts;
+        note(r, now, "running", detail);
+        self.dirty.insert(j);
+    }
+
+    /// When the policy asked to be called again, unix ms.
+    pub fn wake(&self) -> Option<u64> {
+        self.wake
+    }
+
+    /// Records to persist since the last call.
+    pub fn take_dirty(&mut self) -> Dirty {
+        let jobs = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|j| {
+                let mut r = self.jobs[j as usize].clone();
+                r.stopping = self
+                    .stopping
+                    .range((r.id, 0, 0)..=(r.id, u32::MAX, u32::MAX))
+                    .map(|(&(_, attempt, n), &mask)| StoppingPart {
+                        attempt,
+                        node: self.nodes[n as usize].name.clone(),
+                        gpus: gpus_of(mask),
+                    })
+                    .collect();
+                r
+            })
+            .collect();
+        Dirty {
+            jobs,
+            next_id: std::mem::take(&mut self.next_id_dirty).then_some(self.next_id),
+            cordons: std::mem::take(&mut self.dirty_cordons),
+        }
+    }
+
+    /// Node status.
+    pub fn nodes(&self) -> Vec<NodeStatus> {
+        (0..self.nodes.len() as u32)
+            .map(|n| {
+                let node = &self.nodes[n as usize];
+                let mut jobs: Vec<u64> = self
+                    .running_on(n)
+                    .iter()
+                    .map(|&j| self.jobs[j as usize].id)
+                    .collect();
+                jobs.sort_unstable();
+                NodeStatus {
+                    name: node.name.clone(),
+                    gpus: node.gpus,
+                    gpu_type: node.gpu_type.clone(),
+                    health: node.health,
+                    cordoned: node.cordoned,
+                    free_gpus: self.world.state.free_on(n),
+                    jobs,
+                    last_heartbeat_ms: node.last_heartbeat,
+                }
+            })
+            .collect()
+    }
+
+    /// Cluster summary.
+    pub fn cluster(&self) -> ClusterStatus {
+        let mut jobs = BTreeMap::new();
+        for r in &self.jobs {
+            *jobs.entry(r.state.as_str().to_string()).or_insert(0) += 1;
+        }
+        let mut nodes = BTreeMap::new();
+        for n in &self.nodes {
+            let h = match n.health {
+                NodeHealth::Unknown => "unknown",
+                NodeHealth::Up => "up",
+                NodeHealth::Down => "down",
+            };
+            *nodes.entry(h.to_string()).or_insert(0) += 1;
+        }
+        ClusterStatus {
+            policy: self.cfg.policy.clone(),
+            params: self.params.0.clone(),
+            gpus_total: self.world.cluster.total_gpus as u64,
+            gpus_allocated: self
+                .world
+                .running()
+                .iter()
+                .map(|&j| self.world.jobs[j as usize].gpus as u64)
+                .sum(),
+            jobs,
+            nodes,
+        }
+    }
+
+    /// Jobs waiting.
+    pub fn queued(&self) -> usize {
+        self.world.pending_count()
+    }
+
+    /// Jobs in the world by status, for tests: (pending, running).
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.world.pending_count(),
+            self.world
+                .rt
+                .iter()
+                .filter(|r| r.status == Status::Running)
+                .count(),
+        )
+    }
+}

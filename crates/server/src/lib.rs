@@ -1,0 +1,14 @@
+//! `apiary serve`: the live scheduler. The same [`apiary_policy::Policy`] implementations
+//! the simulator runs decide here, on wall-clock time, over nodes whose agents run the
+//! jobs; every accepted job is durable in an [`apiary_store::Store`] before the API
+//! answers.
+//!
+//! [`core`] is the state machine (no I/O, no clock); [`service`] owns it in one task that
+//! applies requests in batches, persists each batch in one store transaction, and only
+//! then answers; [`http`] is the JSON API.
+
+pub mod config;
+pub mod core;
+pub mod http;
+pub mod service;
+pub mod types;

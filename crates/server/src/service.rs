@@ -1,0 +1,244 @@
+//! The scheduler task: it owns the [`Core`], takes requests in batches, applies them,
+//! runs a scheduling pass, writes every changed record in one store transaction, and
+//! only then answers the batch. A submission is therefore durable before its `201`, an
+//! assignment is durable before an agent hears of it, and one fsync serves a whole
+//! batch under load. If the store fails the process exits (fail-stop): the durable state
+//! is the truth a restart rebuilds from.
+
+use crate::config::ServerConfig;
+use crate::core::{ApiError, Core};
+use crate::types::*;
+use apiary_store::{Store, Txn};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Milliseconds since the Unix epoch, or a test's clock.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock.
+pub fn wall_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+type ReadFn = Box<dyn FnOnce(&Core) + Send>;
+
+enum Request {
+    Submit(JobSpec, Reply<JobRecord>),
+    Cancel(u64, Reply<JobRecord>),
+    Heartbeat(Heartbeat, Reply<HeartbeatReply>),
+    Cordon(String, bool, Reply<()>),
+    Read(ReadFn),
+}
+
+/// Talks to the scheduler task; cheap to clone.
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Request>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handle")
+    }
+}
+
+fn gone() -> ApiError {
+    ApiError {
+        status: 503,
+        field: None,
+        message: "the scheduler is shutting down".into(),
+    }
+}
+
+impl Handle {
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+    /// Accepts a job; returns its durable record.
+    pub async fn submit(&self, spec: JobSpec) -> Result<JobRecord, ApiError> {
+        self.ask(|r| Request::Submit(spec, r)).await
+    }
+    /// Cancels a job.
+    pub async fn cancel(&self, id: u64) -> Result<JobRecord, ApiError> {
+        self.ask(|r| Request::Cancel(id, r)).await
+    }
+    /// An agent's heartbeat.
+    pub async fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, ApiError> {
+        self.ask(|r| Request::Heartbeat(hb, r)).await
+    }
+    /// Cordons or uncordons a node.
+    pub async fn cordon(&self, node: String, on: bool) -> Result<(), ApiError> {
+        self.ask(|r| Request::Cordon(node, on, r)).await
+    }
+    /// Reads the state (after every earlier request was applied and persisted).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Core) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Read(Box::new(move |c| {
+                let _ = tx.send(f(c));
+            })))
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+}
+
+const JOB_PREFIX: &str = "jobs/";
+const NEXT_ID: &str = "meta/next_id";
+const CORDON_PREFIX: &str = "cordoned/";
+
+fn job_key(id: u64) -> String {
+    format!("{JOB_PREFIX}{id:020}")
+}
+
+/// Opens the store of `cfg` (creating the data directory).
+pub fn open_store(cfg: &ServerConfig) -> Result<Store, String> {
+    if cfg.in_memory() {
+        return Ok(Store::memory());
+    }
+    std::fs::create_dir_all(&cfg.data_dir)
+        .map_err(|e| format!("creating {}: {e}", cfg.data_dir.display()))?;
+    Store::open(&cfg.data_dir.join("state.redb")).map_err(|e| e.to_string())
+}
+
+/// Rebuilds the scheduler from `store` and starts its task.
+pub async fn start(
+    cfg: ServerConfig,
+    store: Store,
+    clock: Clock,
+) -> Result<(Handle, tokio::task::JoinHandle<()>), String> {
+    let now = clock();
+    let mut core = Core::new(cfg, now)?;
+    let mut records = Vec::new();
+    for kv in store.range(JOB_PREFIX).await.map_err(|e| e.to_string())? {
+        let r: JobRecord = serde_json::from_slice(&kv.value)
+            .map_err(|e| format!("{}: record {}: {e}", store.describe(), kv.key))?;
+        if r.schema_version > SCHEMA_VERSION {
+            return Err(format!(
+                "{}: record {} has schema version {} (this server reads up to {SCHEMA_VERSION})",
+                store.describe(),
+                kv.key,
+                r.schema_version
+            ));
+        }
+        records.push(r);
+    }
+    let next_id = match store.get(NEXT_ID).await.map_err(|e| e.to_string())? {
+        Some(kv) => String::from_utf8_lossy(&kv.value).parse().unwrap_or(1),
+        None => 1,
+    };
+    let cordoned: BTreeSet<String> = store
+        .range(CORDON_PREFIX)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|kv| kv.value == b"true")
+        .map(|kv| kv.key[CORDON_PREFIX.len()..].to_string())
+        .collect();
+    core.recover(records, next_id, &cordoned, now);
+    persist(&store, &mut core).await?;
+    let (tx, rx) = mpsc::channel(4096);
+    let task = tokio::spawn(run(core, store, clock, rx));
+    Ok((Handle { tx }, task))
+}
+
+async fn persist(store: &Store, core: &mut Core) -> Result<(), String> {
+    let d = core.take_dirty();
+    if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() {
+        return Ok(());
+    }
+    let mut t = Txn::new();
+    for r in &d.jobs {
+        let v = serde_json::to_vec(r).map_err(|e| e.to_string())?;
+        t = t.put(job_key(r.id), v);
+    }
+    if let Some(n) = d.next_id {
+        t = t.put(NEXT_ID, n.to_string());
+    }
+    for (node, on) in d.cordons {
+        t = t.put(format!("{CORDON_PREFIX}{node}"), on.to_string());
+    }
+    store.txn(t).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+enum Pending {
+    Submit(Result<u64, ApiError>, Reply<JobRecord>),
+    Cancel(u64, Result<(), ApiError>, Reply<JobRecord>),
+    Heartbeat(Heartbeat, Result<u32, ApiError>, Reply<HeartbeatReply>),
+    Cordon(Result<(), ApiError>, Reply<()>),
+    Read(ReadFn),
+}
+
+async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<Request>) {
+    let tick =
+        std::time::Duration::from_secs_f64((core.config().heartbeat_interval_s / 2.0).max(0.05));
+    let mut batch: Vec<Request> = Vec::new();
+    loop {
+        let due = core.wake().map(|w| w.saturating_sub(clock()));
+        let wait = due.map_or(tick, |ms| tick.min(std::time::Duration::from_millis(ms)));
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => batch.push(m),
+                None => return,
+            },
+            _ = tokio::time::sleep(wait) => {}
+        }
+        while batch.len() < 1024 {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let now = clock();
+        let mut pending = Vec::with_capacity(batch.len());
+        for m in batch.drain(..) {
+            pending.push(match m {
+                Request::Submit(spec, r) => Pending::Submit(core.submit(spec, now), r),
+                Request::Cancel(id, r) => Pending::Cancel(id, core.cancel(id, now), r),
+                Request::Heartbeat(hb, r) => {
+                    let n = core.heartbeat(&hb, now);
+                    Pending::Heartbeat(hb, n, r)
+                }
+                Request::Cordon(node, on, r) => Pending::Cordon(core.cordon(&node, on), r),
+                Request::Read(f) => Pending::Read(f),
+            });
+        }
+        core.check_nodes(now);
+        core.schedule(now);
+        if let Err(e) = persist(&store, &mut core).await {
+            eprintln!(
+                "apiary serve: cannot persist state ({e}); stopping so that a restart recovers the last durable state"
+            );
+            std::process::exit(70);
+        }
+        for p in pending {
+            match p {
+                Pending::Submit(res, r) => {
+                    let _ = r.send(res.and_then(|id| core.job(id).cloned()));
+                }
+                Pending::Cancel(id, res, r) => {
+                    let _ = r.send(res.and_then(|()| core.job(id).cloned()));
+                }
+                Pending::Heartbeat(hb, res, r) => {
+                    let _ = r.send(res.map(|n| core.reply(n, &hb)));
+                }
+                Pending::Cordon(res, r) => {
+                    let _ = r.send(res);
+                }
+                Pending::Read(f) => f(&core),
+            }
+        }
+    }
+}

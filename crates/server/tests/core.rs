@@ -1,0 +1,178 @@
+//! The live state machine without HTTP or a clock: fencing of preempted and cancelled
+//! jobs, node loss, and recovery from the records it asks to persist.
+
+use apiary_server::config::ServerConfig;
+use apiary_server::core::Core;
+use apiary_server::types::*;
+
+fn config(policy: &str, params: &str) -> ServerConfig {
+    ServerConfig::parse(
+        &format!(
+            r#"policy = "{policy}"
+data_dir = ":memory:"
+heartbeat_interval_s = 1
+node_timeout_s = 5
+grace_s = 2
+params = {{ {params} }}
+[[nodes]]
+name = "a"
+gpus = 4
+[[nodes]]
+name = "b"
+gpus = 4
+"#
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn spec(gpus: u32) -> JobSpec {
+    serde_json::from_value(serde_json::json!({"gpus": gpus, "command": ["true"]})).unwrap()
+}
+
+fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbeat {
+    Heartbeat {
+        node: node.into(),
+        gpus: 4,
+        running: running
+            .iter()
+            .map(|&(job, attempt)| AttemptRef { job, attempt })
+            .collect(),
+        exited: exited
+            .iter()
+            .map(|&(job, attempt, code)| Exit {
+                job,
+                attempt,
+                code,
+                lost: false,
+            })
+            .collect(),
+    }
+}
+
+fn state(c: &Core, id: u64) -> JobState {
+    c.job(id).unwrap().state
+}
+
+#[test]
+fn a_preempted_job_holds_its_gpus_until_its_process_ended() {
+    // Tiresias with a 1 GPU-second first queue: a long 8-GPU job is demoted and then
+    // preempted by a new one.
+    let mut c = Core::new(config("tiresias", r#"thresholds = "1""#), 0).unwrap();
+    let a = c.submit(spec(8), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(state(&c, a), JobState::Running);
+    for n in ["a", "b"] {
+        c.heartbeat(&hb(n, &[(a, 1)], &[]), 100).unwrap();
+    }
+    c.schedule(1000); // demotion due at 125 ms x 8 GPUs = 1 GPU-s
+    let b = c.submit(spec(8), 2000).unwrap();
+    c.schedule(2000);
+    assert_eq!(state(&c, a), JobState::Queued);
+    assert_eq!(c.job(a).unwrap().history.last().unwrap().event, "preempted");
+    // a's processes still run: b may not have the GPUs yet.
+    assert_eq!(state(&c, b), JobState::Queued);
+    let n = c.heartbeat(&hb("a", &[(a, 1)], &[]), 2100).unwrap();
+    let reply = c.reply(n, &hb("a", &[(a, 1)], &[]));
+    assert_eq!(reply.stop, vec![AttemptRef { job: a, attempt: 1 }]);
+    assert!(reply.start.is_empty());
+    c.schedule(2100);
+    assert_eq!(state(&c, b), JobState::Queued, "one node still stopping");
+    c.heartbeat(&hb("a", &[], &[(a, 1, -1)]), 2200).unwrap();
+    c.heartbeat(&hb("b", &[], &[(a, 1, -1)]), 2200).unwrap();
+    c.schedule(2200);
+    assert_eq!(state(&c, b), JobState::Running);
+    assert_eq!(
+        state(&c, a),
+        JobState::Queued,
+        "a waits behind b, never twice"
+    );
+}
+
+#[test]
+fn a_lost_node_requeues_after_the_grace_period_and_stops_stale_processes() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    let other = if node == "a" { "b" } else { "a" };
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 500).unwrap();
+    c.heartbeat(&hb(other, &[], &[]), 500).unwrap();
+    // Silent past the timeout: down, but the job keeps its GPUs during the grace.
+    c.heartbeat(&hb(other, &[], &[]), 6000).unwrap();
+    c.check_nodes(6000);
+    assert_eq!(
+        c.nodes().iter().find(|n| n.name == node).unwrap().health,
+        NodeHealth::Down
+    );
+    assert_eq!(state(&c, j), JobState::Running);
+    c.heartbeat(&hb(other, &[], &[]), 7600).unwrap();
+    c.check_nodes(7600);
+    assert_eq!(state(&c, j), JobState::Queued);
+    c.schedule(7600);
+    let r = c.job(j).unwrap();
+    assert_eq!(
+        (r.state, r.attempt, r.parts[0].node.as_str()),
+        (JobState::Running, 2, other)
+    );
+    // The lost node's agent comes back still running attempt 1: it is told to stop.
+    let back = hb(&node, &[(j, 1)], &[]);
+    let n = c.heartbeat(&back, 8000).unwrap();
+    assert_eq!(
+        c.reply(n, &back).stop,
+        vec![AttemptRef { job: j, attempt: 1 }]
+    );
+}
+
+#[test]
+fn cancel_holds_a_running_jobs_gpus_until_it_stopped() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    let k = c.submit(spec(8), 0).unwrap();
+    c.schedule(0);
+    c.cancel(j, 10).unwrap();
+    assert_eq!(state(&c, j), JobState::Cancelled);
+    c.schedule(10);
+    assert_eq!(state(&c, k), JobState::Queued, "j's GPUs are still held");
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    c.heartbeat(&hb(&node, &[], &[(j, 1, -1)]), 20).unwrap();
+    c.schedule(20);
+    assert_eq!(state(&c, k), JobState::Running);
+    assert_eq!(c.cancel(j, 30).unwrap_err().status, 409);
+    assert_eq!(c.cancel(99, 30).unwrap_err().status, 404);
+}
+
+#[test]
+fn recovery_from_the_persisted_records_gives_the_same_state() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let ids: Vec<u64> = [4, 4, 2, 8]
+        .iter()
+        .map(|&g| c.submit(spec(g), 0).unwrap())
+        .collect();
+    c.schedule(0);
+    c.cancel(ids[0], 5).unwrap();
+    let d = c.take_dirty();
+    let next = d.next_id.unwrap();
+    let mut r = Core::new(config("fifo", ""), 100).unwrap();
+    r.recover(d.jobs, next, &Default::default(), 100);
+    for &id in &ids {
+        assert_eq!(
+            r.job(id).unwrap().state,
+            c.job(id).unwrap().state,
+            "job {id}"
+        );
+        assert_eq!(
+            r.job(id).unwrap().parts,
+            c.job(id).unwrap().parts,
+            "job {id}"
+        );
+    }
+    let free = |c: &Core| c.nodes().iter().map(|n| n.free_gpus).collect::<Vec<_>>();
+    assert_eq!(
+        free(&r),
+        free(&c),
+        "running jobs and the cancelled job's held GPUs"
+    );
+    assert_eq!(r.submit(spec(1), 200).unwrap(), next, "ids continue");
+}
