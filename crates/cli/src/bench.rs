@@ -323,7 +323,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = l.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(apiary_server::http::serve(l, h, async {
+        tokio::spawn(apiary_server::http::serve(l, h, Vec::new(), async {
             let _ = rx.await;
         }));
         anyhow::Ok((addr, tx))

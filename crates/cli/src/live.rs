@@ -15,7 +15,13 @@ use std::time::{Duration, Instant};
 pub fn serve(config: &Path) -> Result<()> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
-    let cfg = ServerConfig::parse(&text, &config.display().to_string())?;
+    let mut cfg = ServerConfig::parse(&text, &config.display().to_string())?;
+    cfg.load_tokens(config.parent().unwrap_or(Path::new(".")))?;
+    if cfg.tokens.is_empty() {
+        eprintln!(
+            "apiary serve: warning: no [[tokens]]: the API is open to anyone who can reach it"
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -23,6 +29,7 @@ pub fn serve(config: &Path) -> Result<()> {
     rt.block_on(async move {
         let store = apiary_server::service::open_store(&cfg).map_err(anyhow::Error::msg)?;
         let listen = cfg.listen.clone();
+        let tokens = cfg.tokens.clone();
         let desc = format!(
             "policy {}, {} nodes, state in {}",
             cfg.policy,
@@ -51,7 +58,7 @@ pub fn serve(config: &Path) -> Result<()> {
             }
             eprintln!("apiary serve: shutting down");
         };
-        apiary_server::http::serve(listener, h, shutdown).await?;
+        apiary_server::http::serve(listener, h, tokens, shutdown).await?;
         task.abort();
         Ok(())
     })
@@ -66,12 +73,22 @@ pub struct ClientArgs {
     /// Output: `table` or `json`.
     #[arg(long, short, default_value = "table")]
     pub output: String,
+    /// Bearer token (or APIARY_TOKEN).
+    #[arg(long, env = "APIARY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+impl ClientArgs {
+    fn client(&self) -> Client {
+        Client::new(&self.server, Duration::from_secs(30)).with_token(self.token.clone())
+    }
 }
 
 /// A JSON client that keeps error bodies.
 pub struct Client {
     base: String,
     agent: ureq::Agent,
+    token: Option<String>,
 }
 
 impl Client {
@@ -84,7 +101,18 @@ impl Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
             agent: ureq::Agent::new_with_config(cfg),
+            token: None,
         }
+    }
+
+    /// Sends `Authorization: Bearer TOKEN`.
+    pub fn with_token(mut self, token: Option<String>) -> Client {
+        self.token = token;
+        self
+    }
+
+    fn auth(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
     }
 
     fn finish<T: DeserializeOwned>(
@@ -118,16 +146,21 @@ impl Client {
 
     /// GET.
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        let r = self.agent.get(&format!("{}{path}", self.base)).call();
+        let mut req = self.agent.get(&format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", &a);
+        }
+        let r = req.call();
         self.finish(&format!("GET {path}"), r)
     }
 
     /// POST a JSON body.
     pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
-        let r = self
-            .agent
-            .post(&format!("{}{path}", self.base))
-            .send_json(body);
+        let mut req = self.agent.post(&format!("{}{path}", self.base));
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", &a);
+        }
+        let r = req.send_json(body);
         self.finish(&format!("POST {path}"), r)
     }
 }
@@ -164,7 +197,7 @@ pub fn submit(
         estimated_duration_s: estimate_s,
         restart: RestartPolicy::default(),
     };
-    let r: JobRecord = Client::new(&c.server, Duration::from_secs(30)).post("/v1/jobs", &spec)?;
+    let r: JobRecord = c.client().post("/v1/jobs", &spec)?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -202,7 +235,7 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
     } else {
         format!("/v1/jobs?{}", q.join("&"))
     };
-    let mut list: Vec<JobRecord> = Client::new(&c.server, Duration::from_secs(30)).get(&path)?;
+    let mut list: Vec<JobRecord> = c.client().get(&path)?;
     if !all && state.is_none() {
         list.retain(|r| !r.state.terminal());
     }
@@ -248,8 +281,7 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
 
 /// `apiary job ID`.
 pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
-    let r: JobRecord =
-        Client::new(&c.server, Duration::from_secs(30)).get(&format!("/v1/jobs/{id}"))?;
+    let r: JobRecord = c.client().get(&format!("/v1/jobs/{id}"))?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -279,7 +311,8 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
 
 /// `apiary cancel ID`.
 pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
-    let r: JobRecord = Client::new(&c.server, Duration::from_secs(30))
+    let r: JobRecord = c
+        .client()
         .post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -291,7 +324,7 @@ pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
 
 /// `apiary nodes` (like sinfo).
 pub fn nodes(c: &ClientArgs) -> Result<()> {
-    let list: Vec<NodeStatus> = Client::new(&c.server, Duration::from_secs(30)).get("/v1/nodes")?;
+    let list: Vec<NodeStatus> = c.client().get("/v1/nodes")?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
@@ -327,7 +360,8 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
 /// `apiary cordon|uncordon NODE`.
 pub fn cordon(c: &ClientArgs, node: &str, on: bool) -> Result<()> {
     let verb = if on { "cordon" } else { "uncordon" };
-    let _: serde_json::Value = Client::new(&c.server, Duration::from_secs(30))
+    let _: serde_json::Value = c
+        .client()
         .post(&format!("/v1/nodes/{node}/{verb}"), &serde_json::json!({}))?;
     println!("node {node} {verb}ed");
     Ok(())
@@ -360,13 +394,19 @@ fn detect_gpus() -> Option<u32> {
 /// `apiary agent`: heartbeats, runs assigned jobs, reports their exits. Stops every job
 /// it runs when it cannot reach the server for half the node timeout the server gave,
 /// so the server may restart them elsewhere without two copies running.
-pub fn agent(server: &str, node: &str, gpus: Option<u32>, logs: &Path) -> Result<()> {
+pub fn agent(
+    server: &str,
+    token: Option<String>,
+    node: &str,
+    gpus: Option<u32>,
+    logs: &Path,
+) -> Result<()> {
     let gpus = match gpus.or_else(detect_gpus) {
         Some(g) => g,
         None => bail!("no GPUs found (nvidia-smi absent or failing): declare them with --gpus N"),
     };
     std::fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
-    let client = Client::new(server, Duration::from_secs(2));
+    let client = Client::new(server, Duration::from_secs(2)).with_token(token);
     let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
     let mut exited: Vec<Exit> = Vec::new();
     let mut interval = Duration::from_secs(2);

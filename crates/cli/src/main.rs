@@ -74,6 +74,9 @@ enum Cmd {
         /// Server URL.
         #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
         server: String,
+        /// Agent token (or APIARY_TOKEN).
+        #[arg(long, env = "APIARY_TOKEN", hide_env_values = true)]
+        token: Option<String>,
         /// This node's name in the server config (default: the host name).
         #[arg(long)]
         node: Option<String>,
@@ -395,6 +398,7 @@ fn main() {
         Cmd::Serve { config } => live::serve(&config),
         Cmd::Agent {
             server,
+            token,
             node,
             gpus,
             logs,
@@ -407,7 +411,7 @@ fn main() {
                         .map(|s| s.trim().to_string())
                 })
                 .unwrap_or_default();
-            live::agent(&server, &node, gpus, &logs)
+            live::agent(&server, token, &node, gpus, &logs)
         }
         Cmd::Submit {
             gpus,

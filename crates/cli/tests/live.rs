@@ -15,6 +15,7 @@ struct Cluster {
     port: u16,
     server: Option<Child>,
     agents: Vec<(String, Child)>,
+    auth: bool,
 }
 
 impl Drop for Cluster {
@@ -47,8 +48,18 @@ fn client() -> ureq::Agent {
     )
 }
 
+const ADMIN: &str = "admin-token-0123456789";
+const AGENT: &str = "agent-token-0123456789";
+const TENANT_A: &str = "tenant-a-token-0123456789";
+const TENANT_B: &str = "tenant-b-token-0123456789";
+const EXPIRED: &str = "expired-token-0123456789";
+
 impl Cluster {
     fn new(name: &str, policy: &str) -> Cluster {
+        Cluster::with_auth(name, policy, false)
+    }
+
+    fn with_auth(name: &str, policy: &str, auth: bool) -> Cluster {
         let dir = std::env::temp_dir().join(format!("apiary-live-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -62,14 +73,44 @@ policy = "{policy}"
 heartbeat_interval_s = 0.1
 node_timeout_s = 1.5
 grace_s = 0.3
-[[nodes]]
+{}[[nodes]]
 name = "n0"
 gpus = 8
 [[nodes]]
 name = "n1"
 gpus = 8
 "#,
-                dir.join("data").display()
+                dir.join("data").display(),
+                if auth {
+                    "tokens_file = \"tokens.toml\"\n"
+                } else {
+                    ""
+                }
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("tokens.toml"),
+            format!(
+                r#"[[tokens]]
+token = "{ADMIN}"
+role = "admin"
+[[tokens]]
+token = "{AGENT}"
+role = "agent"
+[[tokens]]
+token = "{TENANT_A}"
+role = "tenant"
+vc = "a"
+[[tokens]]
+token = "{TENANT_B}"
+role = "tenant"
+vc = "b"
+[[tokens]]
+token = "{EXPIRED}"
+role = "admin"
+expires_unix_s = 1000
+"#
             ),
         )
         .unwrap();
@@ -78,6 +119,7 @@ gpus = 8
             port,
             server: None,
             agents: Vec::new(),
+            auth,
         };
         c.start_server();
         for n in ["n0", "n1"] {
@@ -105,7 +147,13 @@ gpus = 8
             .unwrap();
         self.server = Some(s);
         let t0 = Instant::now();
-        while client().get(&self.url("/v1/cluster")).call().is_err() {
+        while client()
+            .get(&self.url("/v1/cluster"))
+            .header("Authorization", &format!("Bearer {ADMIN}"))
+            .call()
+            .map(|r| r.status().as_u16() != 200)
+            .unwrap_or(true)
+        {
             assert!(
                 t0.elapsed() < Duration::from_secs(20),
                 "server did not come up"
@@ -122,7 +170,11 @@ gpus = 8
     }
 
     fn start_agent(&mut self, node: &str) {
-        let a = Command::new(BIN)
+        let mut cmd = Command::new(BIN);
+        if self.auth {
+            cmd.env("APIARY_TOKEN", AGENT);
+        }
+        let a = cmd
             .args([
                 "agent",
                 "--server",
@@ -434,4 +486,106 @@ fn a_killed_server_loses_no_accepted_job_and_never_runs_one_twice() {
         assert_eq!(j["state"], "succeeded", "{j}");
     }
     assert_no_overlap(&log);
+}
+
+fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let c = client();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut r = if method == "GET" {
+        let mut q = c.get(url);
+        if let Some(a) = &auth {
+            q = q.header("Authorization", a);
+        }
+        q.call().unwrap()
+    } else {
+        let mut q = c.post(url);
+        if let Some(a) = &auth {
+            q = q.header("Authorization", a);
+        }
+        q.send_json(body.unwrap_or(json!({}))).unwrap()
+    };
+    let code = r.status().as_u16();
+    let v = r.body_mut().read_json().unwrap_or(Value::Null);
+    (code, v)
+}
+
+#[test]
+fn tokens_confine_tenants_to_their_vc_and_nodes_to_admins() {
+    let c = Cluster::with_auth("auth", "fifo", true);
+    let jobs = c.url("/v1/jobs");
+    let job = json!({"gpus": 1, "command": ["sleep", "5"]});
+    // No token, a wrong one, an expired one: 401.
+    for t in [None, Some("wrong-token-0123456789"), Some(EXPIRED)] {
+        let (code, v) = call("POST", &jobs, t, Some(job.clone()));
+        assert_eq!(code, 401, "{t:?}: {v}");
+    }
+    let r = client().get(&jobs).call().unwrap();
+    assert_eq!(r.headers().get("www-authenticate").unwrap(), "Bearer");
+    // A tenant submits into its own VC only.
+    let (code, a) = call("POST", &jobs, Some(TENANT_A), Some(job.clone()));
+    assert_eq!(code, 201, "{a}");
+    assert_eq!(a["vc"], "a");
+    let (code, v) = call(
+        "POST",
+        &jobs,
+        Some(TENANT_A),
+        Some(json!({"gpus": 1, "command": ["true"], "vc": "b"})),
+    );
+    assert_eq!(
+        (code, v["error"]["field"].as_str()),
+        (403, Some("vc")),
+        "{v}"
+    );
+    let id = a["id"].as_u64().unwrap();
+    // Another tenant neither sees nor cancels it.
+    let (code, list) = call("GET", &jobs, Some(TENANT_B), None);
+    assert_eq!(code, 200);
+    assert!(list.as_array().unwrap().is_empty(), "{list}");
+    let (code, _) = call(
+        "GET",
+        &c.url(&format!("/v1/jobs/{id}")),
+        Some(TENANT_B),
+        None,
+    );
+    assert_eq!(code, 403);
+    let (code, _) = call(
+        "POST",
+        &c.url(&format!("/v1/jobs/{id}/cancel")),
+        Some(TENANT_B),
+        None,
+    );
+    assert_eq!(code, 403);
+    let (_, still) = call(
+        "GET",
+        &c.url(&format!("/v1/jobs/{id}")),
+        Some(TENANT_A),
+        None,
+    );
+    assert_ne!(still["state"], "cancelled");
+    let (code, list) = call("GET", &jobs, Some(TENANT_A), None);
+    assert_eq!((code, list.as_array().unwrap().len()), (200, 1));
+    // Agents only heartbeat; only admins cordon.
+    let (code, _) = call("POST", &jobs, Some(AGENT), Some(job.clone()));
+    assert_eq!(code, 403);
+    let (code, _) = call("POST", &c.url("/v1/nodes/n0/cordon"), Some(TENANT_A), None);
+    assert_eq!(code, 403);
+    let (code, _) = call("POST", &c.url("/v1/nodes/n0/cordon"), Some(ADMIN), None);
+    assert_eq!(code, 204);
+    let (code, _) = call(
+        "POST",
+        &c.url(&format!("/v1/jobs/{id}/cancel")),
+        Some(TENANT_A),
+        None,
+    );
+    assert_eq!(code, 200);
+    // The agents authenticated: both nodes are up.
+    let (_, nodes) = call("GET", &c.url("/v1/nodes"), Some(ADMIN), None);
+    assert!(
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["health"] == "up"),
+        "{nodes}"
+    );
 }

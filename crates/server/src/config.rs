@@ -76,6 +76,49 @@ pub struct ServerConfig {
     pub vcs: Vec<String>,
     /// The nodes.
     pub nodes: Vec<NodeConfig>,
+    /// API tokens. With none (here or in `tokens_file`) the API is open: for a laptop,
+    /// never a shared cluster.
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// A TOML file of more `[[tokens]]`, so that secrets live apart from the config
+    /// (relative paths are relative to the config file).
+    #[serde(default)]
+    pub tokens_file: Option<PathBuf>,
+}
+
+/// Who a bearer token speaks for.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// Node agents: heartbeats only.
+    Agent,
+    /// One VC's jobs.
+    Tenant,
+}
+
+/// One `[[tokens]]` entry.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The secret (at least 16 characters).
+    pub token: String,
+    /// Its role.
+    pub role: Role,
+    /// The VC of a tenant token.
+    #[serde(default)]
+    pub vc: Option<String>,
+    /// Unix time (seconds) after which the token is refused.
+    #[serde(default)]
+    pub expires_unix_s: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    #[serde(default)]
+    tokens: Vec<TokenConfig>,
 }
 
 fn listen() -> String {
@@ -153,11 +196,51 @@ impl ServerConfig {
                 "must exceed two heartbeat intervals".into(),
             ));
         }
+        for (i, t) in c.tokens.iter().enumerate() {
+            check_token(t).map_err(|m| bad(format!("tokens[{i}]"), m))?;
+        }
         Ok(c)
+    }
+
+    /// Reads `tokens_file` (relative to `config_dir`) into `tokens`.
+    pub fn load_tokens(&mut self, config_dir: &std::path::Path) -> Result<(), ConfigError> {
+        let Some(f) = &self.tokens_file else {
+            return Ok(());
+        };
+        let path = config_dir.join(f);
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Parse {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let t: TokensFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        for (i, tok) in t.tokens.iter().enumerate() {
+            check_token(tok).map_err(|message| ConfigError::Invalid {
+                file: file.clone(),
+                field: format!("tokens[{i}]"),
+                message,
+            })?;
+        }
+        self.tokens.extend(t.tokens);
+        Ok(())
     }
 
     /// Whether the state lives only in memory.
     pub fn in_memory(&self) -> bool {
         self.data_dir.as_os_str() == ":memory:"
+    }
+}
+
+fn check_token(t: &TokenConfig) -> Result<(), String> {
+    if t.token.len() < 16 || t.token.chars().any(char::is_whitespace) {
+        return Err("token must be at least 16 characters, without spaces".into());
+    }
+    match (&t.role, &t.vc) {
+        (Role::Tenant, None) => Err("a tenant token names its vc".into()),
+        (Role::Admin | Role::Agent, Some(_)) => Err("only tenant tokens name a vc".into()),
+        _ => Ok(()),
     }
 }

@@ -45,6 +45,22 @@ impl ApiError {
             message: message.into(),
         }
     }
+    /// 401.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 401,
+            field: None,
+            message: message.into(),
+        }
+    }
+    /// 403.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 403,
+            field: None,
+            message: message.into(),
+        }
+    }
     /// 409.
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError {

@@ -1,17 +1,20 @@
 //! The JSON API under `/v1`. Errors are `{"error": {"status", "field", "message"}}` with
 //! the field's JSON path when one is at fault; bodies are limited to [`MAX_BODY`].
 
+use crate::config::{Role, TokenConfig};
 use crate::core::ApiError;
 use crate::service::Handle;
 use crate::types::*;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 /// Largest request body accepted, bytes.
 pub const MAX_BODY: usize = 1 << 20;
@@ -24,7 +27,98 @@ impl IntoResponse for ApiError {
             "field": self.field,
             "message": self.message,
         }});
-        (code, axum::Json(body)).into_response()
+        let mut r = (code, axum::Json(body)).into_response();
+        if self.status == 401 {
+            r.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        r
+    }
+}
+
+/// The router's state: the scheduler and the tokens.
+#[derive(Clone, Debug)]
+pub struct App {
+    h: Handle,
+    tokens: Arc<Vec<TokenConfig>>,
+}
+
+/// Who is calling, from the `Authorization: Bearer` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// No tokens are configured: everyone may do everything.
+    Open,
+    /// An admin token.
+    Admin,
+    /// An agent token.
+    Agent,
+    /// A tenant token of this VC.
+    Tenant(String),
+}
+
+/// Compares without an early exit, so response time does not tell how much of a guess
+/// was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+impl FromRequestParts<App> for Caller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Caller, ApiError> {
+        if app.tokens.is_empty() {
+            return Ok(Caller::Open);
+        }
+        let given = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer TOKEN'"))?;
+        let mut found = None;
+        for t in app.tokens.iter() {
+            if same(t.token.as_bytes(), given.trim().as_bytes()) {
+                found = Some(t);
+            }
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match found {
+            None => Err(ApiError::unauthorized("unknown or revoked token")),
+            Some(t) if t.expires_unix_s.is_some_and(|e| now >= e) => {
+                Err(ApiError::unauthorized("token expired"))
+            }
+            Some(t) => Ok(match t.role {
+                Role::Admin => Caller::Admin,
+                Role::Agent => Caller::Agent,
+                Role::Tenant => Caller::Tenant(t.vc.clone().unwrap_or_default()),
+            }),
+        }
+    }
+}
+
+impl Caller {
+    fn admin(&self) -> Result<(), ApiError> {
+        match self {
+            Caller::Open | Caller::Admin => Ok(()),
+            _ => Err(ApiError::forbidden("this needs an admin token")),
+        }
+    }
+    fn user(&self) -> Result<(), ApiError> {
+        match self {
+            Caller::Agent => Err(ApiError::forbidden("agent tokens only send heartbeats")),
+            _ => Ok(()),
+        }
+    }
+    /// Whether this caller may see and cancel a job of `vc`.
+    fn sees(&self, vc: &str) -> bool {
+        match self {
+            Caller::Open | Caller::Admin => true,
+            Caller::Agent => false,
+            Caller::Tenant(v) => v == vc,
+        }
     }
 }
 
@@ -46,15 +140,14 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     })
 }
 
-/// The router over a running scheduler.
-pub fn router(h: Handle) -> Router {
+/// The router over a running scheduler; `tokens` empty leaves the API open.
+pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
     Router::new()
         .route("/v1/jobs", post(submit).get(list_jobs))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/nodes", get(nodes))
-        .route("/v1/nodes/{name}/cordon", post(cordon))
-        .route("/v1/nodes/{name}/uncordon", post(uncordon))
+        .route("/v1/nodes/{name}/{action}", post(node_action))
         .route("/v1/agents/heartbeat", post(heartbeat))
         .route("/v1/cluster", get(cluster))
         .route("/v1/policy", get(policy))
@@ -62,12 +155,28 @@ pub fn router(h: Handle) -> Router {
             ApiError::not_found("no such endpoint (see /v1/jobs, /v1/nodes, /v1/cluster)")
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(h)
+        .with_state(App {
+            h,
+            tokens: Arc::new(tokens),
+        })
 }
 
-async fn submit(State(h): State<Handle>, body: Bytes) -> Result<Response, ApiError> {
-    let spec: JobSpec = parse(&body)?;
-    let r = h.submit(spec).await?;
+async fn submit(State(app): State<App>, who: Caller, body: Bytes) -> Result<Response, ApiError> {
+    who.user()?;
+    let mut spec: JobSpec = parse(&body)?;
+    if let Caller::Tenant(vc) = &who {
+        match &spec.vc {
+            Some(v) if v != vc => {
+                return Err(ApiError {
+                    status: 403,
+                    field: Some("vc".into()),
+                    message: format!("this token submits to VC {vc} only"),
+                });
+            }
+            _ => spec.vc = Some(vc.clone()),
+        }
+    }
+    let r = app.h.submit(spec).await?;
     Ok(json(StatusCode::CREATED, &r))
 }
 
@@ -80,10 +189,18 @@ struct ListQuery {
 }
 
 async fn list_jobs(
-    State(h): State<Handle>,
+    State(app): State<App>,
+    who: Caller,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    who.user()?;
+    let Query(mut q) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    if let Caller::Tenant(vc) = &who {
+        if q.vc.as_ref().is_some_and(|v| v != vc) {
+            return Err(ApiError::forbidden(format!("this token sees VC {vc} only")));
+        }
+        q.vc = Some(vc.clone());
+    }
     let state = match q.state.as_deref() {
         None => None,
         Some(s) => Some(
@@ -93,7 +210,8 @@ async fn list_jobs(
     };
     let limit = q.limit.unwrap_or(1000);
     let vc = q.vc;
-    let jobs = h
+    let jobs = app
+        .h
         .read(move |c| {
             c.jobs(vc.as_deref(), state, limit)
                 .into_iter()
@@ -109,42 +227,73 @@ fn id_of(s: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::bad("id", format!("'{s}' is not a job id")))
 }
 
-async fn get_job(State(h): State<Handle>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// The job, if this caller may see it.
+async fn visible(app: &App, who: &Caller, id: u64) -> Result<JobRecord, ApiError> {
+    who.user()?;
+    let r = app.h.read(move |c| c.job(id).cloned()).await??;
+    if !who.sees(&r.vc) {
+        return Err(ApiError::forbidden(format!(
+            "job {id} belongs to another VC"
+        )));
+    }
+    Ok(r)
+}
+
+async fn get_job(
+    State(app): State<App>,
+    who: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let r = visible(&app, &who, id_of(&id)?).await?;
+    Ok(json(StatusCode::OK, &r))
+}
+
+async fn cancel(
+    State(app): State<App>,
+    who: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = id_of(&id)?;
-    let r = h.read(move |c| c.job(id).cloned()).await??;
+    visible(&app, &who, id).await?;
+    let r = app.h.cancel(id).await?;
     Ok(json(StatusCode::OK, &r))
 }
 
-async fn cancel(State(h): State<Handle>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let r = h.cancel(id_of(&id)?).await?;
-    Ok(json(StatusCode::OK, &r))
+async fn nodes(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+    Ok(json(StatusCode::OK, &app.h.read(|c| c.nodes()).await?))
 }
 
-async fn nodes(State(h): State<Handle>) -> Result<Response, ApiError> {
-    Ok(json(StatusCode::OK, &h.read(|c| c.nodes()).await?))
-}
-
-async fn cordon(State(h): State<Handle>, Path(n): Path<String>) -> Result<Response, ApiError> {
-    h.cordon(n, true).await?;
+/// `POST /v1/nodes/{name}/cordon` and `/uncordon`.
+async fn node_action(
+    State(app): State<App>,
+    who: Caller,
+    Path((n, verb)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let on = match verb.as_str() {
+        "cordon" => true,
+        "uncordon" => false,
+        _ => return Err(ApiError::not_found(format!("no node action '{verb}'"))),
+    };
+    who.admin()?;
+    app.h.cordon(n, on).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn uncordon(State(h): State<Handle>, Path(n): Path<String>) -> Result<Response, ApiError> {
-    h.cordon(n, false).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-async fn heartbeat(State(h): State<Handle>, body: Bytes) -> Result<Response, ApiError> {
+async fn heartbeat(State(app): State<App>, who: Caller, body: Bytes) -> Result<Response, ApiError> {
+    if matches!(who, Caller::Tenant(_)) {
+        return Err(ApiError::forbidden("heartbeats need an agent token"));
+    }
     let hb: Heartbeat = parse(&body)?;
-    Ok(json(StatusCode::OK, &h.heartbeat(hb).await?))
+    Ok(json(StatusCode::OK, &app.h.heartbeat(hb).await?))
 }
 
-async fn cluster(State(h): State<Handle>) -> Result<Response, ApiError> {
-    Ok(json(StatusCode::OK, &h.read(|c| c.cluster()).await?))
+async fn cluster(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+    Ok(json(StatusCode::OK, &app.h.read(|c| c.cluster()).await?))
 }
 
-async fn policy(State(h): State<Handle>) -> Result<Response, ApiError> {
-    let v = h
+async fn policy(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+    let v = app
+        .h
         .read(|c| {
             serde_json::json!({
                 "policy": c.config().policy,
@@ -159,9 +308,10 @@ async fn policy(State(h): State<Handle>) -> Result<Response, ApiError> {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     h: Handle,
+    tokens: Vec<TokenConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(h))
+    axum::serve(listener, router(h, tokens))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -1,0 +1,56 @@
+//! Server config errors name the file and field.
+
+use apiary_server::config::ServerConfig;
+
+fn err(text: &str) -> String {
+    ServerConfig::parse(text, "server.toml")
+        .unwrap_err()
+        .to_string()
+}
+
+const NODE: &str = "[[nodes]]\nname = \"n0\"\ngpus = 8\n";
+
+#[test]
+fn bad_configs_are_refused_with_the_field() {
+    for (text, want) in [
+        (
+            format!("policy = \"gandiva\"\n{NODE}"),
+            "policy: 'gandiva' is not served live",
+        ),
+        (
+            "policy = \"fifo\"\nnodes = []\n".to_string(),
+            "nodes: declare at least one node",
+        ),
+        ("policy = \"fifo\"\n".to_string(), "missing field `nodes`"),
+        (
+            format!("{NODE}{NODE}"),
+            "nodes[1].name: 'n0' is empty or repeated",
+        ),
+        (
+            "[[nodes]]\nname = \"x\"\ngpus = 65\n".to_string(),
+            "nodes[0].gpus",
+        ),
+        (
+            format!("node_timeout_s = 1\nheartbeat_interval_s = 1\n{NODE}"),
+            "node_timeout_s",
+        ),
+        (
+            format!("[[tokens]]\ntoken = \"short\"\nrole = \"admin\"\n{NODE}"),
+            "tokens[0]: token must be at least 16",
+        ),
+        (
+            format!("[[tokens]]\ntoken = \"0123456789abcdef\"\nrole = \"tenant\"\n{NODE}"),
+            "a tenant token names its vc",
+        ),
+        (
+            format!("colour = \"red\"\n{NODE}"),
+            "unknown field `colour`",
+        ),
+    ] {
+        let e = err(&text);
+        assert!(e.contains("server.toml"), "{e}");
+        assert!(e.contains(want), "{text}\n-> {e}");
+    }
+    let ok = ServerConfig::parse(NODE, "server.toml").unwrap();
+    assert_eq!((ok.policy.as_str(), ok.nodes.len()), ("fifo", 1));
+}
