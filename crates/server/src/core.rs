@@ -129,6 +129,28 @@ pub struct Dirty {
     pub cordons: Vec<(String, bool)>,
 }
 
+/// Upper bounds of the scheduling-pass latency histogram, seconds.
+pub const PASS_BUCKETS: [f64; 10] = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 1.0];
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Decisions and outcomes by kind: start, preempt, requeue, succeed, fail, cancel.
+    pub decisions: BTreeMap<&'static str, u64>,
+    /// Jobs accepted.
+    pub submissions: u64,
+    /// Scheduling passes per latency bucket (the last counts the rest).
+    pub pass_buckets: [u64; PASS_BUCKETS.len() + 1],
+    /// Sum of pass latencies, seconds.
+    pub pass_sum: f64,
+}
+
+impl Counters {
+    fn count(&mut self, kind: &'static str) {
+        *self.decisions.entry(kind).or_insert(0) += 1;
+    }
+}
+
 /// The scheduler.
 pub struct Core {
     cfg: ServerConfig,
@@ -150,6 +172,7 @@ pub struct Core {
     next_id_dirty: bool,
     wake: Option<u64>,
     started: u64,
+    counters: Counters,
 }
 
 impl std::fmt::Debug for Core {
@@ -251,6 +274,7 @@ impl Core {
             next_id_dirty: false,
             wake: None,
             started: now,
+            counters: Counters::default(),
         };
         core.policy
             .prepare(&core.world)
@@ -373,6 +397,7 @@ impl Core {
         let j = self.add_to_world(rec);
         self.enqueue(j);
         self.dirty.insert(j);
+        self.counters.submissions += 1;
         Ok(id)
     }
 
@@ -506,6 +531,7 @@ impl Core {
         }
         let ctx = Ctx::new(&mut self.world, &mut self.actions);
         self.policy.on_finish(&ctx, j);
+        self.counters.count("cancel");
         let r = &mut self.jobs[j as usize];
         r.state = JobState::Cancelled;
         note(r, now, "cancelled", String::new());
@@ -576,6 +602,11 @@ impl Core {
         self.tenant.stopped(j, g, retry);
         self.fence_stopping(id, attempt);
         let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        self.counters.count(match (retry, ok) {
+            (true, _) => "requeue",
+            (false, true) => "succeed",
+            (false, false) => "fail",
+        });
         if retry {
             self.policy.on_requeue(&ctx, j);
             let r = &mut self.jobs[j as usize];
@@ -923,8 +954,12 @@ impl Core {
         let actions = std::mem::take(&mut self.actions);
         for a in &actions {
             match *a {
-                Action::Start(j) => self.started_attempt(j, now),
+                Action::Start(j) => {
+                    self.counters.count("start");
+                    self.started_attempt(j, now);
+                }
                 Action::Preempt(j) => {
+                    self.counters.count("preempt");
                     let r = &mut self.jobs[j as usize];
                     r.state = JobState::Queued;
                     note(r, now, "preempted", format!("attempt {}", r.attempt));
@@ -967,6 +1002,32 @@ impl Core {
         r.parts = parts;
         note(r, now, "running", detail);
         self.dirty.insert(j);
+    }
+
+    /// Records how long a scheduling pass took.
+    pub fn observe_pass(&mut self, secs: f64) {
+        let b = PASS_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(PASS_BUCKETS.len());
+        self.counters.pass_buckets[b] += 1;
+        self.counters.pass_sum += secs;
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Queued jobs per VC.
+    pub fn queued_by_vc(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for r in &self.jobs {
+            if r.state == JobState::Queued {
+                *m.entry(r.vc.clone()).or_insert(0) += 1;
+            }
+        }
+        m
     }
 
     /// When the policy asked to be called again, unix ms.

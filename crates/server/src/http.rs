@@ -151,6 +151,8 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/agents/heartbeat", post(heartbeat))
         .route("/v1/cluster", get(cluster))
         .route("/v1/policy", get(policy))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
         .fallback(|| async {
             ApiError::not_found("no such endpoint (see /v1/jobs, /v1/nodes, /v1/cluster)")
         })
@@ -314,4 +316,130 @@ pub async fn serve(
     axum::serve(listener, router(h, tokens))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Prometheus text exposition (format 0.0.4) of the scheduler's state and counters.
+pub fn metrics_text(c: &crate::core::Core) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let head = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    let esc = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let cl = c.cluster();
+    head(
+        &mut out,
+        "apiary_queue_length",
+        "gauge",
+        "Jobs waiting, per VC.",
+    );
+    for (vc, q) in c.queued_by_vc() {
+        let _ = writeln!(out, "apiary_queue_length{{vc=\"{}\"}} {q}", esc(&vc));
+    }
+    for (name, help, v) in [
+        (
+            "apiary_running_jobs",
+            "Jobs running.",
+            cl.jobs.get("running").copied().unwrap_or(0),
+        ),
+        ("apiary_gpus_total", "GPUs in the cluster.", cl.gpus_total),
+        (
+            "apiary_gpus_allocated",
+            "GPUs held by running jobs.",
+            cl.gpus_allocated,
+        ),
+    ] {
+        head(&mut out, name, "gauge", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    head(&mut out, "apiary_jobs", "gauge", "Jobs by state.");
+    for (state, n) in &cl.jobs {
+        let _ = writeln!(out, "apiary_jobs{{state=\"{state}\"}} {n}");
+    }
+    head(&mut out, "apiary_nodes", "gauge", "Nodes by health.");
+    for (h, n) in &cl.nodes {
+        let _ = writeln!(out, "apiary_nodes{{health=\"{h}\"}} {n}");
+    }
+    let k = c.counters();
+    head(
+        &mut out,
+        "apiary_submissions_total",
+        "counter",
+        "Jobs accepted.",
+    );
+    let _ = writeln!(out, "apiary_submissions_total {}", k.submissions);
+    head(
+        &mut out,
+        "apiary_decisions_total",
+        "counter",
+        "Scheduling decisions and job outcomes by kind.",
+    );
+    for kind in ["start", "preempt", "requeue", "succeed", "fail", "cancel"] {
+        let n = k.decisions.get(kind).copied().unwrap_or(0);
+        let _ = writeln!(out, "apiary_decisions_total{{kind=\"{kind}\"}} {n}");
+    }
+    let h = "apiary_scheduling_pass_seconds";
+    head(&mut out, h, "histogram", "Time of one scheduling pass.");
+    let mut cum = 0;
+    let bounds = crate::core::PASS_BUCKETS.iter().map(|b| b.to_string());
+    for (i, le) in bounds.chain(["+Inf".to_string()]).enumerate() {
+        cum += k.pass_buckets[i];
+        let _ = writeln!(out, "{h}_bucket{{le=\"{le}\"}} {cum}");
+    }
+    let _ = writeln!(out, "{h}_sum {}\n{h}_count {cum}", k.pass_sum);
+    out
+}
+
+async fn metrics(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+    let text = app.h.read(metrics_text).await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// The OpenAPI 3.1 document of this API.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("valid JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        let src = include_str!("http.rs");
+        let routes: Vec<&str> = src
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(".route(\""))
+            .filter_map(|l| l.split('"').next())
+            .collect();
+        assert!(routes.len() >= 8, "{routes:?}");
+        for r in &routes {
+            assert!(paths.contains_key(*r), "{r} is not in openapi.json");
+        }
+        for p in paths.keys() {
+            assert!(
+                routes.contains(&p.as_str()),
+                "{p} is documented but not routed"
+            );
+        }
+    }
 }

@@ -216,7 +216,9 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
             });
         }
         core.check_nodes(now);
+        let t0 = std::time::Instant::now();
         core.schedule(now);
+        core.observe_pass(t0.elapsed().as_secs_f64());
         if let Err(e) = persist(&store, &mut core).await {
             eprintln!(
                 "apiary serve: cannot persist state ({e}); stopping so that a restart recovers the last durable state"

@@ -176,3 +176,33 @@ fn recovery_from_the_persisted_records_gives_the_same_state() {
     );
     assert_eq!(r.submit(spec(1), 200).unwrap(), next, "ids continue");
 }
+
+#[test]
+fn metrics_expose_queues_decisions_and_a_pass_histogram() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let mut s = spec(8);
+    s.vc = Some("team-a".into());
+    for _ in 0..3 {
+        c.submit(s.clone(), 0).unwrap();
+    }
+    c.schedule(0);
+    c.observe_pass(0.00002);
+    c.observe_pass(5.0);
+    let text = apiary_server::http::metrics_text(&c);
+    for want in [
+        "# TYPE apiary_queue_length gauge",
+        "apiary_queue_length{vc=\"team-a\"} 2",
+        "apiary_running_jobs 1",
+        "apiary_gpus_total 8",
+        "apiary_gpus_allocated 8",
+        "apiary_decisions_total{kind=\"start\"} 1",
+        "apiary_submissions_total 3",
+        "apiary_scheduling_pass_seconds_bucket{le=\"0.00001\"} 0",
+        "apiary_scheduling_pass_seconds_bucket{le=\"0.00003\"} 1",
+        "apiary_scheduling_pass_seconds_bucket{le=\"1\"} 1",
+        "apiary_scheduling_pass_seconds_bucket{le=\"+Inf\"} 2",
+        "apiary_scheduling_pass_seconds_count 2",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+}
