@@ -210,6 +210,16 @@ expires_unix_s = 1000
         if code == 201 { Ok(v) } else { Err((code, v)) }
     }
 
+    fn job_as(&self, id: u64, token: &str) -> Value {
+        call(
+            "GET",
+            &self.url(&format!("/v1/jobs/{id}")),
+            Some(token),
+            None,
+        )
+        .1
+    }
+
     fn job(&self, id: u64) -> Value {
         client()
             .get(&self.url(&format!("/v1/jobs/{id}")))
@@ -587,5 +597,78 @@ fn tokens_confine_tenants_to_their_vc_and_nodes_to_admins() {
             .iter()
             .all(|n| n["health"] == "up"),
         "{nodes}"
+    );
+}
+
+/// Chromium's DOM after its scripts ran, or `None` (with a notice) when no browser is
+/// installed; under CI a missing browser is a failure.
+fn browse(url: &str) -> Option<String> {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(bin) = bin else {
+        assert!(std::env::var("CI").is_err(), "CI must install chromium");
+        eprintln!("note: no chromium installed; dashboard browser test skipped");
+        return None;
+    };
+    let out = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            url,
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed on {url}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_dashboard_renders_in_a_browser_and_shows_a_submitted_job() {
+    let c = Cluster::with_auth("ui", "fifo", true);
+    let (code, v) = call(
+        "POST",
+        &c.url("/v1/jobs"),
+        Some(TENANT_A),
+        Some(json!({"gpus": 4, "name": "dashboard-probe", "command": ["sleep", "30"]})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let id = v["id"].as_u64().unwrap();
+    let t0 = Instant::now();
+    while c.job_as(id, ADMIN)["state"] != "running" {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Some(dom) = browse(&c.url(&format!("/ui?token={ADMIN}"))) else {
+        return;
+    };
+    assert!(dom.contains("dashboard-probe"), "{dom}");
+    assert!(
+        dom.contains(&format!("href=\"/ui/jobs/{id}\"")),
+        "GPU map links the job"
+    );
+    assert!(dom.contains("id=\"util\""), "utilisation chart");
+    assert!(dom.contains("4/16"), "GPUs allocated: {dom}");
+    let page = browse(&c.url(&format!("/ui/jobs/{id}?token={TENANT_A}"))).unwrap();
+    assert!(
+        page.contains("running") && page.contains("sleep 30"),
+        "{page}"
+    );
+    // Without a token: the login form, not the cluster.
+    let login = browse(&c.url("/ui")).unwrap();
+    assert!(login.contains("name=\"token\"") && !login.contains("dashboard-probe"));
+    // Another tenant sees the GPUs taken but not the job.
+    let other = browse(&c.url(&format!("/ui?token={TENANT_B}"))).unwrap();
+    assert!(
+        !other.contains("dashboard-probe") && other.contains("another VC"),
+        "{other}"
     );
 }

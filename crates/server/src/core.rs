@@ -173,6 +173,26 @@ pub struct Core {
     wake: Option<u64>,
     started: u64,
     counters: Counters,
+    /// (unix ms, GPUs allocated), at most one sample per [`UTIL_SAMPLE_MS`].
+    util: std::collections::VecDeque<(u64, u64)>,
+}
+
+/// Spacing of the utilisation samples the dashboard plots.
+pub const UTIL_SAMPLE_MS: u64 = 10_000;
+/// Samples kept (one day).
+pub const UTIL_SAMPLES: usize = 8640;
+
+/// What occupies one GPU, for the dashboard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuUse {
+    /// Free.
+    Free,
+    /// A running job: id and VC.
+    Job(u64, String),
+    /// Held for a process still stopping.
+    Stopping(u64),
+    /// The node is down or cordoned.
+    Blocked,
 }
 
 impl std::fmt::Debug for Core {
@@ -275,6 +295,7 @@ impl Core {
             wake: None,
             started: now,
             counters: Counters::default(),
+            util: std::collections::VecDeque::new(),
         };
         core.policy
             .prepare(&core.world)
@@ -977,7 +998,60 @@ impl Core {
         }
         let acted = !actions.is_empty();
         self.actions = actions;
+        if self
+            .util
+            .back()
+            .is_none_or(|&(t, _)| now >= t + UTIL_SAMPLE_MS)
+        {
+            if self.util.len() == UTIL_SAMPLES {
+                self.util.pop_front();
+            }
+            let busy = self.cluster().gpus_allocated;
+            self.util.push_back((now, busy));
+        }
         acted
+    }
+
+    /// Utilisation samples, oldest first: (unix ms, GPUs allocated).
+    pub fn utilisation(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.util.iter()
+    }
+
+    /// Every node's GPUs and what uses each, in config order.
+    pub fn gpu_map(&self) -> Vec<(String, Vec<GpuUse>)> {
+        let mut map: Vec<(String, Vec<GpuUse>)> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut v = vec![GpuUse::Free; n.gpus as usize];
+                for (g, slot) in v.iter_mut().enumerate() {
+                    if n.blocked & (1 << g) != 0 {
+                        *slot = GpuUse::Blocked;
+                    }
+                }
+                (n.name.clone(), v)
+            })
+            .collect();
+        for &j in self.world.running() {
+            let r = &self.jobs[j as usize];
+            for p in &r.parts {
+                if let Some(&n) = self.node_ix.get(&p.node) {
+                    for &g in &p.gpus {
+                        if let Some(slot) = map[n as usize].1.get_mut(g as usize) {
+                            *slot = GpuUse::Job(r.id, r.vc.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (&(job, _, n), &mask) in &self.stopping {
+            for g in gpus_of(mask) {
+                if let Some(slot) = map[n as usize].1.get_mut(g as usize) {
+                    *slot = GpuUse::Stopping(job);
+                }
+            }
+        }
+        map
     }
 
     fn started_attempt(&mut self, j: JobIdx, now: u64) {

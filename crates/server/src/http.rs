@@ -41,7 +41,7 @@ impl IntoResponse for ApiError {
 /// The router's state: the scheduler and the tokens.
 #[derive(Clone, Debug)]
 pub struct App {
-    h: Handle,
+    pub(crate) h: Handle,
     tokens: Arc<Vec<TokenConfig>>,
 }
 
@@ -67,15 +67,24 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 impl FromRequestParts<App> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Caller, ApiError> {
-        if app.tokens.is_empty() {
-            return Ok(Caller::Open);
-        }
         let given = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer TOKEN'"))?;
+            .and_then(|v| v.strip_prefix("Bearer "));
+        app.caller(given)
+    }
+}
+
+impl App {
+    /// The caller a token speaks for (any caller when no tokens are configured).
+    pub(crate) fn caller(&self, given: Option<&str>) -> Result<Caller, ApiError> {
+        if self.tokens.is_empty() {
+            return Ok(Caller::Open);
+        }
+        let given =
+            given.ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer TOKEN'"))?;
+        let app = self;
         let mut found = None;
         for t in app.tokens.iter() {
             if same(t.token.as_bytes(), given.trim().as_bytes()) {
@@ -113,7 +122,7 @@ impl Caller {
         }
     }
     /// Whether this caller may see and cancel a job of `vc`.
-    fn sees(&self, vc: &str) -> bool {
+    pub(crate) fn sees(&self, vc: &str) -> bool {
         match self {
             Caller::Open | Caller::Admin => true,
             Caller::Agent => false,
@@ -153,6 +162,8 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/policy", get(policy))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
+        .route("/ui", get(crate::ui::overview))
+        .route("/ui/jobs/{id}", get(crate::ui::job))
         .fallback(|| async {
             ApiError::not_found("no such endpoint (see /v1/jobs, /v1/nodes, /v1/cluster)")
         })

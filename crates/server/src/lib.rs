@@ -12,3 +12,4 @@ pub mod core;
 pub mod http;
 pub mod service;
 pub mod types;
+pub mod ui;
