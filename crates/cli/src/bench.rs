@@ -241,8 +241,9 @@ pub struct LiveFigures {
 }
 
 fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
-    let mut t =
-        format!("policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{data_dir}\"\n");
+    let mut t = format!(
+        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\n"
+    );
     for i in 0..nodes {
         t.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ngpus = 8\n"));
     }
@@ -293,6 +294,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
                     attempt: r.attempt,
                     code: 0,
                     lost: false,
+                    output_tail: String::new(),
                 }],
             };
             core.heartbeat(&hb, now)

@@ -64,12 +64,14 @@ pub fn serve(config: &Path) -> Result<()> {
     })
 }
 
-/// Where clients find the server.
+/// Where clients find the server: flags, then the environment, then the client config
+/// file (`$APIARY_CONFIG`, default `~/.config/apiary/client.toml`, with `server` and
+/// `token`), then `http://127.0.0.1:8800`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientArgs {
     /// Server URL (or APIARY_SERVER).
-    #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
-    pub server: String,
+    #[arg(long, env = "APIARY_SERVER")]
+    pub server: Option<String>,
     /// Output: `table` or `json`.
     #[arg(long, short, default_value = "table")]
     pub output: String,
@@ -78,9 +80,42 @@ pub struct ClientArgs {
     pub token: Option<String>,
 }
 
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClientFile {
+    server: Option<String>,
+    token: Option<String>,
+}
+
+fn client_file() -> Result<ClientFile> {
+    let path = match std::env::var_os("APIARY_CONFIG") {
+        Some(p) => PathBuf::from(p),
+        None => match std::env::var_os("HOME") {
+            Some(h) => PathBuf::from(h).join(".config/apiary/client.toml"),
+            None => return Ok(ClientFile::default()),
+        },
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(t) => toml::from_str(&t).with_context(|| format!("reading {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ClientFile::default()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
 impl ClientArgs {
-    fn client(&self) -> Client {
-        Client::new(&self.server, Duration::from_secs(30)).with_token(self.token.clone())
+    fn client(&self) -> Result<Client> {
+        let file = if self.server.is_none() || self.token.is_none() {
+            client_file()?
+        } else {
+            ClientFile::default()
+        };
+        let server = self
+            .server
+            .clone()
+            .or(file.server)
+            .unwrap_or_else(|| "http://127.0.0.1:8800".into());
+        let token = self.token.clone().or(file.token);
+        Ok(Client::new(&server, Duration::from_secs(30)).with_token(token))
     }
 }
 
@@ -197,7 +232,7 @@ pub fn submit(
         estimated_duration_s: estimate_s,
         restart: RestartPolicy::default(),
     };
-    let r: JobRecord = c.client().post("/v1/jobs", &spec)?;
+    let r: JobRecord = c.client()?.post("/v1/jobs", &spec)?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -235,7 +270,7 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
     } else {
         format!("/v1/jobs?{}", q.join("&"))
     };
-    let mut list: Vec<JobRecord> = c.client().get(&path)?;
+    let mut list: Vec<JobRecord> = c.client()?.get(&path)?;
     if !all && state.is_none() {
         list.retain(|r| !r.state.terminal());
     }
@@ -281,7 +316,7 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
 
 /// `apiary job ID`.
 pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
-    let r: JobRecord = c.client().get(&format!("/v1/jobs/{id}"))?;
+    let r: JobRecord = c.client()?.get(&format!("/v1/jobs/{id}"))?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -309,10 +344,42 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     Ok(())
 }
 
+/// `apiary logs ID`: the end of each node's output of the job's last attempt (kept
+/// by the server once the processes exited).
+pub fn logs(c: &ClientArgs, id: u64) -> Result<()> {
+    let r: JobRecord = c.client()?.get(&format!("/v1/jobs/{id}"))?;
+    if c.output == "json" {
+        let parts: Vec<_> = r
+            .parts
+            .iter()
+            .map(|p| serde_json::json!({"node": p.node, "exit": p.exit, "output_tail": p.output_tail}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&parts)?);
+        return Ok(());
+    }
+    if r.parts.is_empty() {
+        bail!("job {id} has not run yet ({})", r.state.as_str());
+    }
+    let many = r.parts.len() > 1;
+    for p in &r.parts {
+        if many {
+            println!("==> {} (attempt {}) <==", p.node, r.attempt);
+        }
+        match p.exit {
+            None => println!(
+                "(still running on {}; its output is on the node, in the agent's log directory as {}-{}.out)",
+                p.node, r.id, r.attempt
+            ),
+            Some(_) => print!("{}", p.output_tail),
+        }
+    }
+    Ok(())
+}
+
 /// `apiary cancel ID`.
 pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
     let r: JobRecord = c
-        .client()
+        .client()?
         .post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -324,7 +391,7 @@ pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
 
 /// `apiary nodes` (like sinfo).
 pub fn nodes(c: &ClientArgs) -> Result<()> {
-    let list: Vec<NodeStatus> = c.client().get("/v1/nodes")?;
+    let list: Vec<NodeStatus> = c.client()?.get("/v1/nodes")?;
     if c.output == "json" {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
@@ -357,13 +424,15 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
     Ok(())
 }
 
-/// `apiary cordon|uncordon NODE`.
-pub fn cordon(c: &ClientArgs, node: &str, on: bool) -> Result<()> {
-    let verb = if on { "cordon" } else { "uncordon" };
-    let _: serde_json::Value = c
-        .client()
+/// `apiary cordon|uncordon|drain NODE`.
+pub fn node_action(c: &ClientArgs, node: &str, verb: &str) -> Result<()> {
+    let v: serde_json::Value = c
+        .client()?
         .post(&format!("/v1/nodes/{node}/{verb}"), &serde_json::json!({}))?;
-    println!("node {node} {verb}ed");
+    match v.get("requeued") {
+        Some(n) => println!("node {node} drained: {n} jobs requeued"),
+        None => println!("node {node} {verb}ed"),
+    }
     Ok(())
 }
 
@@ -436,6 +505,7 @@ pub fn agent(
                 attempt: a.attempt,
                 code,
                 lost,
+                output_tail: tail(&logs.join(format!("{}-{}.out", a.job, a.attempt))),
             });
         }
         let hb = Heartbeat {
@@ -493,6 +563,7 @@ pub fn agent(
                                 attempt: l.attempt,
                                 code: 127,
                                 lost: false,
+                                output_tail: format!("apiary agent: {e:#}"),
                             });
                         }
                     }
@@ -513,6 +584,21 @@ pub fn agent(
         }
         std::thread::sleep(interval.min(Duration::from_millis(500)));
     }
+}
+
+/// The last [`OUTPUT_TAIL_BYTES`] of a file, lossily as UTF-8.
+fn tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let from = len.saturating_sub(OUTPUT_TAIL_BYTES as u64);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 fn terminate(child: &mut Child) {

@@ -137,6 +137,13 @@ enum Cmd {
         #[command(flatten)]
         client: live::ClientArgs,
     },
+    /// The end of a job's output (once its processes exited).
+    Logs {
+        /// Job id.
+        id: u64,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
     /// Cancel a job.
     Cancel {
         /// Job id.
@@ -151,6 +158,13 @@ enum Cmd {
     },
     /// Stop placing new jobs on a node.
     Cordon {
+        /// Node name.
+        node: String,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// Cordon a node and send its running jobs back to the queue.
+    Drain {
         /// Node name.
         node: String,
         #[command(flatten)]
@@ -434,9 +448,11 @@ fn main() {
         } => live::jobs(&client, vc.as_deref(), state.as_deref(), all),
         Cmd::Job { id, client } => live::job(&client, id),
         Cmd::Cancel { id, client } => live::cancel(&client, id),
+        Cmd::Logs { id, client } => live::logs(&client, id),
         Cmd::Nodes { client } => live::nodes(&client),
-        Cmd::Cordon { node, client } => live::cordon(&client, &node, true),
-        Cmd::Uncordon { node, client } => live::cordon(&client, &node, false),
+        Cmd::Cordon { node, client } => live::node_action(&client, &node, "cordon"),
+        Cmd::Uncordon { node, client } => live::node_action(&client, &node, "uncordon"),
+        Cmd::Drain { node, client } => live::node_action(&client, &node, "drain"),
         Cmd::Bench {
             traces,
             full,

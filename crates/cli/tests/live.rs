@@ -210,6 +210,22 @@ expires_unix_s = 1000
         if code == 201 { Ok(v) } else { Err((code, v)) }
     }
 
+    /// Waits until the job runs; returns its first node.
+    fn wait_running(&self, id: u64) -> String {
+        let t0 = Instant::now();
+        loop {
+            let j = self.job(id);
+            if j["state"] == "running" {
+                return j["parts"][0]["node"].as_str().unwrap().to_string();
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "job {id} never ran: {j}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn job_as(&self, id: u64, token: &str) -> Value {
         call(
             "GET",
@@ -392,15 +408,7 @@ fn a_killed_agent_requeues_its_job_which_finishes_elsewhere() {
         .submit(json!({"gpus": 8, "command": sh("sleep 1.5")}))
         .unwrap();
     let id = r["id"].as_u64().unwrap();
-    let t0 = Instant::now();
-    let node = loop {
-        let j = c.job(id);
-        if j["state"] == "running" {
-            break j["parts"][0]["node"].as_str().unwrap().to_string();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let node = c.wait_running(id);
     std::thread::sleep(Duration::from_millis(300));
     c.kill_agent(&node);
     let j = &c.wait_terminal(&[id], Duration::from_secs(30))[0];
@@ -671,4 +679,46 @@ fn the_dashboard_renders_in_a_browser_and_shows_a_submitted_job() {
         !other.contains("dashboard-probe") && other.contains("another VC"),
         "{other}"
     );
+}
+
+#[test]
+fn drain_requeues_a_nodes_jobs_and_logs_keep_the_output() {
+    let c = Cluster::new("drain", "fifo");
+    let r = c
+        .submit(json!({"gpus": 8, "command": sh("echo to-stdout; echo to-stderr >&2; sleep 1")}))
+        .unwrap();
+    let id = r["id"].as_u64().unwrap();
+    let node = c.wait_running(id);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = Command::new(BIN)
+        .args(["drain", &node, "--server", &c.url("")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 jobs requeued"));
+    let j = &c.wait_terminal(&[id], Duration::from_secs(30))[0];
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert_ne!(
+        j["parts"][0]["node"].as_str().unwrap(),
+        node,
+        "ran elsewhere: {j}"
+    );
+    let logs = Command::new(BIN)
+        .args(["logs", &id.to_string(), "--server", &c.url("")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        text.contains("to-stdout") && text.contains("to-stderr"),
+        "{text}"
+    );
+    let nodes = Command::new(BIN)
+        .args(["nodes", "--server", &c.url("")])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&nodes.stdout).contains("cordoned"));
 }

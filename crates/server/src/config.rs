@@ -71,6 +71,9 @@ pub struct ServerConfig {
     /// Seconds between SIGTERM and SIGKILL when a job is stopped.
     #[serde(default = "grace")]
     pub grace_s: f64,
+    /// Job events on stderr: `text` (default), `json` (one object per line) or `off`.
+    #[serde(default = "log_format")]
+    pub log_format: String,
     /// VCs jobs may name; empty: any name.
     #[serde(default)]
     pub vcs: Vec<String>,
@@ -139,6 +142,9 @@ fn timeout() -> f64 {
 fn grace() -> f64 {
     10.0
 }
+fn log_format() -> String {
+    "text".into()
+}
 
 /// Policies the live service runs: those that start jobs only through the context's
 /// placement, the same set that can run inside a VC in the simulator.
@@ -164,6 +170,12 @@ impl ServerConfig {
                     c.policy,
                     LIVE_POLICIES.join(", ")
                 ),
+            ));
+        }
+        if !["text", "json", "off"].contains(&c.log_format.as_str()) {
+            return Err(bad(
+                "log_format".into(),
+                format!("'{}': one of text, json, off", c.log_format),
             ));
         }
         if c.nodes.is_empty() {

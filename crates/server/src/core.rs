@@ -711,6 +711,7 @@ impl Core {
             node.health = NodeHealth::Up;
         }
         for e in &hb.exited {
+            self.keep_tail(n, e);
             self.exited(n, e.job, e.attempt, e.code, e.lost, now);
         }
         let running: BTreeSet<AttemptRef> = hb.running.iter().copied().collect();
@@ -745,6 +746,30 @@ impl Core {
             }
         }
         Ok(n)
+    }
+
+    /// Keeps an exited process's output tail on its part of the current attempt.
+    fn keep_tail(&mut self, n: u32, e: &Exit) {
+        if e.output_tail.is_empty() {
+            return;
+        }
+        let Some(&j) = self.by_id.get(&e.job) else {
+            return;
+        };
+        let name = &self.nodes[n as usize].name;
+        let r = &mut self.jobs[j as usize];
+        if r.attempt != e.attempt {
+            return;
+        }
+        if let Some(p) = r.parts.iter_mut().find(|p| &p.node == name) {
+            let t = &e.output_tail;
+            let mut cut = t.len().saturating_sub(OUTPUT_TAIL_BYTES);
+            while !t.is_char_boundary(cut) {
+                cut += 1;
+            }
+            p.output_tail = t[cut..].to_string();
+            self.dirty.insert(j);
+        }
     }
 
     fn started_parts(&self, r: &JobRecord) -> BTreeSet<String> {
@@ -921,6 +946,39 @@ impl Core {
         Ok(())
     }
 
+    /// Cordons a node and sends its running jobs back to the queue (their processes
+    /// are stopped; their GPUs stay held until that is confirmed). Returns how many.
+    pub fn drain(&mut self, node: &str, now: u64) -> Result<usize, ApiError> {
+        self.cordon(node, true)?;
+        self.advance(now);
+        let n = self.node_ix[node];
+        let jobs = self.running_on(n);
+        for &j in &jobs {
+            self.stop_attempt(j);
+            let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+            let g = self.world.jobs[j as usize].gpus;
+            self.world.preempt(j);
+            self.tenant.stopped(j, g, true);
+            self.fence_stopping(id, attempt);
+            let ctx = Ctx::new(&mut self.world, &mut self.actions);
+            self.policy.on_requeue(&ctx, j);
+            self.counters.count("requeue");
+            let r = &mut self.jobs[j as usize];
+            for p in r.parts.iter_mut().filter(|p| p.exit.is_none()) {
+                p.exit = Some(-1);
+            }
+            r.state = JobState::Queued;
+            note(
+                r,
+                now,
+                "requeued",
+                format!("attempt {attempt}: node {node} drained"),
+            );
+            self.dirty.insert(j);
+        }
+        Ok(jobs.len())
+    }
+
     /// Holds the free GPUs of down and cordoned nodes; gives back those of nodes that
     /// are neither.
     fn reblock(&mut self) {
@@ -1063,6 +1121,7 @@ impl Core {
                 node: self.nodes[n as usize].name.clone(),
                 gpus: gpus_of(mask),
                 exit: None,
+                output_tail: String::new(),
             })
             .collect();
         let r = &mut self.jobs[j as usize];

@@ -276,19 +276,25 @@ async fn nodes(State(app): State<App>, _who: Caller) -> Result<Response, ApiErro
     Ok(json(StatusCode::OK, &app.h.read(|c| c.nodes()).await?))
 }
 
-/// `POST /v1/nodes/{name}/cordon` and `/uncordon`.
+/// `POST /v1/nodes/{name}/cordon`, `/uncordon` and `/drain`.
 async fn node_action(
     State(app): State<App>,
     who: Caller,
     Path((n, verb)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let on = match verb.as_str() {
-        "cordon" => true,
-        "uncordon" => false,
-        _ => return Err(ApiError::not_found(format!("no node action '{verb}'"))),
-    };
     who.admin()?;
-    app.h.cordon(n, on).await?;
+    match verb.as_str() {
+        "cordon" => app.h.cordon(n, true).await?,
+        "uncordon" => app.h.cordon(n, false).await?,
+        "drain" => {
+            let requeued = app.h.drain(n).await?;
+            return Ok(json(
+                StatusCode::OK,
+                &serde_json::json!({"requeued": requeued}),
+            ));
+        }
+        _ => return Err(ApiError::not_found(format!("no node action '{verb}'"))),
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

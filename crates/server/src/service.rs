@@ -33,6 +33,7 @@ enum Request {
     Cancel(u64, Reply<JobRecord>),
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
     Cordon(String, bool, Reply<()>),
+    Drain(String, Reply<usize>),
     Read(ReadFn),
 }
 
@@ -77,6 +78,10 @@ impl Handle {
     /// Cordons or uncordons a node.
     pub async fn cordon(&self, node: String, on: bool) -> Result<(), ApiError> {
         self.ask(|r| Request::Cordon(node, on, r)).await
+    }
+    /// Cordons a node and requeues its jobs; returns how many.
+    pub async fn drain(&self, node: String) -> Result<usize, ApiError> {
+        self.ask(|r| Request::Drain(node, r)).await
     }
     /// Reads the state (after every earlier request was applied and persisted).
     pub async fn read<T: Send + 'static>(
@@ -148,15 +153,20 @@ pub async fn start(
         .collect();
     core.recover(records, next_id, &cordoned, now);
     persist(&store, &mut core).await?;
+    eprintln!(
+        "apiary serve: recovered {} jobs from {}",
+        core.jobs(None, None, usize::MAX).len(),
+        store.describe()
+    );
     let (tx, rx) = mpsc::channel(4096);
     let task = tokio::spawn(run(core, store, clock, rx));
     Ok((Handle { tx }, task))
 }
 
-async fn persist(store: &Store, core: &mut Core) -> Result<(), String> {
+async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, String> {
     let d = core.take_dirty();
     if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut t = Txn::new();
     for r in &d.jobs {
@@ -170,7 +180,36 @@ async fn persist(store: &Store, core: &mut Core) -> Result<(), String> {
         t = t.put(format!("{CORDON_PREFIX}{node}"), on.to_string());
     }
     store.txn(t).await.map_err(|e| e.to_string())?;
-    Ok(())
+    Ok(d.jobs)
+}
+
+/// Logs the transitions of `changed` made at or after `since` (unix ms).
+fn log_events(format: &str, changed: &[JobRecord], since: u64) {
+    if format == "off" || changed.is_empty() {
+        return;
+    }
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for r in changed {
+        for t in r.history.iter().filter(|t| t.at_ms >= since) {
+            let _ = if format == "json" {
+                writeln!(
+                    err,
+                    "{}",
+                    serde_json::json!({
+                        "ts_ms": t.at_ms, "msg": "job", "job": r.id, "vc": r.vc,
+                        "event": t.event, "detail": t.detail, "attempt": r.attempt,
+                    })
+                )
+            } else {
+                writeln!(
+                    err,
+                    "apiary serve: job {} ({}) {} {}",
+                    r.id, r.vc, t.event, t.detail
+                )
+            };
+        }
+    }
 }
 
 enum Pending {
@@ -178,6 +217,7 @@ enum Pending {
     Cancel(u64, Result<(), ApiError>, Reply<JobRecord>),
     Heartbeat(Heartbeat, Result<u32, ApiError>, Reply<HeartbeatReply>),
     Cordon(Result<(), ApiError>, Reply<()>),
+    Drain(Result<usize, ApiError>, Reply<usize>),
     Read(ReadFn),
 }
 
@@ -212,6 +252,7 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
                     Pending::Heartbeat(hb, n, r)
                 }
                 Request::Cordon(node, on, r) => Pending::Cordon(core.cordon(&node, on), r),
+                Request::Drain(node, r) => Pending::Drain(core.drain(&node, now), r),
                 Request::Read(f) => Pending::Read(f),
             });
         }
@@ -219,11 +260,14 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
         let t0 = std::time::Instant::now();
         core.schedule(now);
         core.observe_pass(t0.elapsed().as_secs_f64());
-        if let Err(e) = persist(&store, &mut core).await {
-            eprintln!(
-                "apiary serve: cannot persist state ({e}); stopping so that a restart recovers the last durable state"
-            );
-            std::process::exit(70);
+        match persist(&store, &mut core).await {
+            Ok(changed) => log_events(&core.config().log_format, &changed, now),
+            Err(e) => {
+                eprintln!(
+                    "apiary serve: cannot persist state ({e}); stopping so that a restart recovers the last durable state"
+                );
+                std::process::exit(70);
+            }
         }
         for p in pending {
             match p {
@@ -237,6 +281,9 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
                     let _ = r.send(res.map(|n| core.reply(n, &hb)));
                 }
                 Pending::Cordon(res, r) => {
+                    let _ = r.send(res);
+                }
+                Pending::Drain(res, r) => {
                     let _ = r.send(res);
                 }
                 Pending::Read(f) => f(&core),

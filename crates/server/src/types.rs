@@ -132,7 +132,13 @@ pub struct Part {
     /// Exit code once this part's process ended (`-1`: killed by a signal or lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
+    /// The end of its output (stdout and stderr), as its agent reported it on exit.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
 }
+
+/// Longest output tail an agent sends and the server keeps per part, bytes.
+pub const OUTPUT_TAIL_BYTES: usize = 16 << 10;
 
 /// A job as stored and returned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,7 +223,7 @@ pub struct AttemptRef {
 }
 
 /// A finished process, reported by its agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exit {
     /// Job id.
     pub job: u64,
@@ -229,6 +235,9 @@ pub struct Exit {
     /// fault: the job is retried as after a lost node).
     #[serde(default)]
     pub lost: bool,
+    /// The last [`OUTPUT_TAIL_BYTES`] of its output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
 }
 
 /// `POST /v1/agents/heartbeat`.

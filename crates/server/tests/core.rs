@@ -46,6 +46,7 @@ fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbe
                 attempt,
                 code,
                 lost: false,
+                output_tail: String::new(),
             })
             .collect(),
     }
