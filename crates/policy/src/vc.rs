@@ -317,6 +317,67 @@ impl HivedPlacer {
         out
     }
 
+    /// Registers a job already running on `placement` (a scheduler recovering after a
+    /// restart) from the bind records its parts imply: one pod per node, bound through
+    /// the VC's `preassigned` cell type on chain `chain`. Returns false if HiveD refuses.
+    pub fn adopt(
+        &mut self,
+        w: &World,
+        j: JobIdx,
+        placement: &Placement,
+        node_names: &[String],
+        chain: &str,
+        preassigned: &str,
+    ) -> bool {
+        use apiary_hived::{MemberBindInfo, PodPlacement};
+        let pods = self.pods(w, j);
+        // Pods by size (as the group's members list them) against parts by size.
+        let mut parts: Vec<(u32, u64)> = placement.parts.clone();
+        let mut assigned: Vec<(String, PodSpec, (u32, u64))> = Vec::new();
+        for (name, spec) in pods {
+            let want = spec.leaf_cell_number as u32;
+            let Some(i) = parts.iter().position(|p| p.1.count_ones() == want) else {
+                return false;
+            };
+            assigned.push((name, spec, parts.remove(i)));
+        }
+        let Some(group) = assigned.first().and_then(|a| a.1.affinity_group.clone()) else {
+            return false;
+        };
+        let placement_of = |(n, mask): (u32, u64)| PodPlacement {
+            physical_node: node_names[n as usize].clone(),
+            physical_leaf_cell_indices: (0..64).filter(|b| mask & (1 << b) != 0).collect(),
+            preassigned_cell_types: Some(vec![preassigned.to_string(); mask.count_ones() as usize]),
+        };
+        let members: Vec<MemberBindInfo> = group
+            .members
+            .iter()
+            .map(|m| MemberBindInfo {
+                pod_placements: assigned
+                    .iter()
+                    .filter(|a| a.1.leaf_cell_number == m.leaf_cell_number)
+                    .map(|a| placement_of(a.2))
+                    .collect(),
+            })
+            .collect();
+        let mut done = Vec::new();
+        for (name, spec, part) in assigned {
+            let pp = placement_of(part);
+            let info = BindInfo {
+                node: pp.physical_node.clone(),
+                leaf_cell_isolation: pp.physical_leaf_cell_indices.clone(),
+                cell_chain: chain.to_string(),
+                affinity_group_bind_info: members.clone(),
+            };
+            if self.h.add_allocated_pod(&name, &spec, &info).is_err() {
+                return false;
+            }
+            done.push((name, spec, info));
+        }
+        self.bound.insert(j, done);
+        true
+    }
+
     fn add(&self, info: &BindInfo, out: &mut Placement) -> bool {
         let Some(&n) = self.node_of.get(&info.node) else {
             return false;

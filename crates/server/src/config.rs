@@ -28,6 +28,20 @@ pub enum ConfigError {
     },
 }
 
+/// One `[[vcs]]` entry.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct VcConfig {
+    /// Its name.
+    pub name: String,
+    /// GPUs it may hold at once (`sharing = "quota"`).
+    #[serde(default)]
+    pub quota_gpus: Option<u64>,
+    /// Node cells it owns (`sharing = "hived"`).
+    #[serde(default)]
+    pub nodes: Option<u32>,
+}
+
 /// One declared node.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -74,9 +88,14 @@ pub struct ServerConfig {
     /// Job events on stderr: `text` (default), `json` (one object per line) or `off`.
     #[serde(default = "log_format")]
     pub log_format: String,
-    /// VCs jobs may name; empty: any name.
+    /// How VCs share the cluster: `none` (the policy alone decides), `quota` (each VC
+    /// holds at most its `quota_gpus`), or `hived` (each VC owns `nodes` node cells,
+    /// bound by HiveD's buddy cell allocation).
+    #[serde(default = "sharing")]
+    pub sharing: String,
+    /// The VCs jobs may name; none: any name.
     #[serde(default)]
-    pub vcs: Vec<String>,
+    pub vcs: Vec<VcConfig>,
     /// The nodes.
     pub nodes: Vec<NodeConfig>,
     /// API tokens. With none (here or in `tokens_file`) the API is open: for a laptop,
@@ -145,6 +164,9 @@ fn grace() -> f64 {
 fn log_format() -> String {
     "text".into()
 }
+fn sharing() -> String {
+    "none".into()
+}
 
 /// Policies the live service runs: those that start jobs only through the context's
 /// placement, the same set that can run inside a VC in the simulator.
@@ -176,6 +198,56 @@ impl ServerConfig {
             return Err(bad(
                 "log_format".into(),
                 format!("'{}': one of text, json, off", c.log_format),
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, v) in c.vcs.iter().enumerate() {
+            if v.name.is_empty() || !names.insert(v.name.as_str()) {
+                return Err(bad(
+                    format!("vcs[{i}].name"),
+                    format!("'{}' is empty or repeated", v.name),
+                ));
+            }
+            match c.sharing.as_str() {
+                "quota" if v.quota_gpus.is_none() => {
+                    return Err(bad(
+                        format!("vcs[{i}].quota_gpus"),
+                        "quota sharing needs every VC's quota_gpus".into(),
+                    ));
+                }
+                "hived" if v.nodes.is_none_or(|n| n == 0) => {
+                    return Err(bad(
+                        format!("vcs[{i}].nodes"),
+                        "hived sharing needs every VC's nodes (at least 1)".into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        match c.sharing.as_str() {
+            "none" => {}
+            "quota" | "hived" if c.vcs.is_empty() => {
+                return Err(bad(
+                    "vcs".into(),
+                    format!("sharing = \"{}\" needs [[vcs]]", c.sharing),
+                ));
+            }
+            "quota" | "hived" => {}
+            other => {
+                return Err(bad(
+                    "sharing".into(),
+                    format!("'{other}': one of none, quota, hived"),
+                ));
+            }
+        }
+        let cells: u32 = c.vcs.iter().filter_map(|v| v.nodes).sum();
+        if c.sharing == "hived" && cells as usize > c.nodes.len() {
+            return Err(bad(
+                "vcs".into(),
+                format!(
+                    "{cells} node cells assigned but {} nodes declared",
+                    c.nodes.len()
+                ),
             ));
         }
         if c.nodes.is_empty() {

@@ -13,6 +13,7 @@ use crate::config::ServerConfig;
 use crate::types::*;
 use apiary_model::{ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
 use apiary_policy::placement::{self, PlacementStrategy};
+use apiary_policy::vc::HivedPlacer;
 use apiary_policy::{Action, Ctx, JobIdx, Params, Placer, Policy, Status, Tenant, World};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,12 +77,47 @@ const UNKNOWN_DURATION_MS: Time = 10 * 365 * 24 * 3600 * 1000;
 /// Largest GPU count a job may ask for.
 pub const MAX_JOB_GPUS: u32 = 4096;
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct LivePlacer {
     /// Jobs whose previous attempt still has processes stopping.
     held: Vec<bool>,
     /// GPUs of preempted jobs taken back in this pass, to become stopping parts.
     fenced: Vec<(JobIdx, Placement)>,
+    /// Per VC: (quota, GPUs held), when VCs share by quota.
+    quota: Option<BTreeMap<String, (u64, u64)>>,
+    /// HiveD's cells, when VCs share by HiveD.
+    hived: Option<Box<HivedPlacer>>,
+    /// Jobs counted in a VC's usage or bound in HiveD.
+    placed: Vec<bool>,
+}
+
+impl LivePlacer {
+    fn vc(w: &World, j: JobIdx) -> &str {
+        w.jobs[j as usize].vc.as_deref().unwrap_or("default")
+    }
+
+    /// Counts a job placed outside a pass (recovery) as placed. False if HiveD cannot
+    /// take it back into its VC's cells.
+    fn adopt(&mut self, w: &World, j: JobIdx, node_names: &[String]) -> bool {
+        let g = w.jobs[j as usize].gpus as u64;
+        if let Some(q) = &mut self.quota
+            && let Some(e) = q.get_mut(Self::vc(w, j))
+        {
+            e.1 += g;
+        }
+        self.placed[j as usize] = true;
+        match &mut self.hived {
+            Some(h) => h.adopt(
+                w,
+                j,
+                &w.rt[j as usize].placement,
+                node_names,
+                "NODE",
+                "NODE",
+            ),
+            None => true,
+        }
+    }
 }
 
 impl Placer for LivePlacer {
@@ -95,11 +131,46 @@ impl Placer for LivePlacer {
         if self.held.get(j as usize).copied().unwrap_or(false) {
             return false;
         }
-        placement::place(&w.cluster, &w.state, w.jobs[j as usize].gpus, strategy, out)
+        let g = w.jobs[j as usize].gpus as u64;
+        if let Some(q) = &self.quota {
+            match q.get(Self::vc(w, j)) {
+                Some(&(quota, used)) if used + g <= quota => {}
+                _ => return false,
+            }
+        }
+        let ok = match &mut self.hived {
+            Some(h) => h.place(w, j, strategy, out),
+            None => placement::place(&w.cluster, &w.state, g as u32, strategy, out),
+        };
+        if ok {
+            if let Some(q) = &mut self.quota
+                && let Some(e) = q.get_mut(Self::vc(w, j))
+            {
+                e.1 += g;
+            }
+            self.placed[j as usize] = true;
+        }
+        ok
     }
-    fn release(&mut self, _w: &World, _j: JobIdx) {}
+
+    fn release(&mut self, w: &World, j: JobIdx) {
+        if !std::mem::take(&mut self.placed[j as usize]) {
+            return;
+        }
+        if let Some(q) = &mut self.quota
+            && let Some(e) = q.get_mut(Self::vc(w, j))
+        {
+            e.1 = e.1.saturating_sub(w.jobs[j as usize].gpus as u64);
+        }
+        if let Some(h) = &mut self.hived {
+            h.release(w, j);
+        }
+    }
+
     fn preempted(&mut self, w: &mut World, j: JobIdx, gpus: &Placement) {
-        // Just freed by the preemption, so free: hold them until the processes end.
+        // The quota and HiveD's cells go back at once; the GPUs themselves stay held in
+        // the world until the processes end, so nothing starts on them before.
+        self.release(w, j);
         if w.state.allocate(gpus).is_ok() {
             self.fenced.push((j, gpus.clone()));
         }
@@ -250,7 +321,15 @@ impl Core {
         for (n, c) in cluster.nodes.iter_mut().zip(&cfg.nodes) {
             n.name = c.name.clone();
         }
-        let params = Params(cfg.params.clone());
+        let mut params = Params(cfg.params.clone());
+        // One VC's job held back by its quota or cells must not hold up the others: the
+        // policy's queue is shared, so it runs with backfill unless told otherwise.
+        if cfg.sharing != "none" {
+            params
+                .0
+                .entry("backfill".into())
+                .or_insert_with(|| "true".into());
+        }
         let policy =
             apiary_policy::registry::build(&cfg.policy, &params).map_err(|e| e.to_string())?;
         let total = cluster.total_gpus as u64;
@@ -273,6 +352,28 @@ impl Core {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
+        let mut placer = LivePlacer::default();
+        match cfg.sharing.as_str() {
+            "quota" => {
+                placer.quota = Some(
+                    cfg.vcs
+                        .iter()
+                        .map(|v| (v.name.clone(), (v.quota_gpus.unwrap_or(0), 0)))
+                        .collect(),
+                );
+            }
+            "hived" => {
+                let all: Vec<u32> = (0..cluster.nodes.len() as u32).collect();
+                let vcs: Vec<(String, u32)> = cfg
+                    .vcs
+                    .iter()
+                    .map(|v| (v.name.clone(), v.nodes.unwrap_or(0)))
+                    .collect();
+                let hc = apiary_policy::vc::hived_config(&cluster, &all, &vcs, false)?;
+                placer.hived = Some(Box::new(HivedPlacer::new(&cluster, &hc)?));
+            }
+            _ => {}
+        }
         let mut world = World::new(cluster, Vec::new());
         world.now = now;
         let mut core = Core {
@@ -281,7 +382,7 @@ impl Core {
             world,
             policy,
             tenant: Tenant::new(total),
-            placer: LivePlacer::default(),
+            placer,
             actions: Vec::new(),
             jobs: Vec::new(),
             by_id: BTreeMap::new(),
@@ -330,6 +431,7 @@ impl Core {
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
         self.placer.held.push(false);
+        self.placer.placed.push(false);
         self.by_id.insert(rec.id, j);
         self.jobs.push(rec);
         j
@@ -372,14 +474,24 @@ impl Core {
                 ),
             ));
         }
-        if let Some(vc) = &s.vc
-            && !self.cfg.vcs.is_empty()
-            && !self.cfg.vcs.contains(vc)
-        {
-            return Err(ApiError::bad(
-                "vc",
-                format!("unknown VC '{vc}' (known: {})", self.cfg.vcs.join(", ")),
-            ));
+        if !self.cfg.vcs.is_empty() {
+            let vc = s.vc.as_deref().unwrap_or("default");
+            let Some(v) = self.cfg.vcs.iter().find(|v| v.name == vc) else {
+                let known: Vec<&str> = self.cfg.vcs.iter().map(|v| v.name.as_str()).collect();
+                return Err(ApiError::bad(
+                    "vc",
+                    format!("unknown VC '{vc}' (known: {})", known.join(", ")),
+                ));
+            };
+            if self.cfg.sharing == "quota"
+                && let Some(q) = v.quota_gpus
+                && s.gpus as u64 > q
+            {
+                return Err(ApiError::bad(
+                    "gpus",
+                    format!("VC {vc}'s quota is {q} GPUs"),
+                ));
+            }
         }
         if let Some(d) = s.estimated_duration_s
             && !(d.is_finite() && (0.0..1e10).contains(&d))
@@ -462,6 +574,9 @@ impl Core {
                     p.parts.sort_unstable();
                     if ok && p.gpus() == g && self.world.start(j, p) {
                         self.tenant.started(j, g);
+                        let names: Vec<String> =
+                            self.nodes.iter().map(|n| n.name.clone()).collect();
+                        self.placer.adopt(&self.world, j, &names);
                     } else {
                         let r = &mut self.jobs[j as usize];
                         r.state = JobState::Queued;
@@ -544,6 +659,7 @@ impl Core {
             _ => {
                 self.stop_attempt(j);
                 let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+                self.placer.release(&self.world, j);
                 self.world.finish(j);
                 self.tenant
                     .stopped(j, self.world.jobs[j as usize].gpus, false);
@@ -615,6 +731,7 @@ impl Core {
         let g = self.world.jobs[j as usize].gpus;
         // Back to the queue, or over; either way the GPUs of parts still stopping stay
         // held.
+        self.placer.release(&self.world, j);
         if retry {
             self.world.preempt(j);
         } else {
@@ -957,6 +1074,7 @@ impl Core {
             self.stop_attempt(j);
             let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
             let g = self.world.jobs[j as usize].gpus;
+            self.placer.release(&self.world, j);
             self.world.preempt(j);
             self.tenant.stopped(j, g, true);
             self.fence_stopping(id, attempt);
@@ -1150,6 +1268,36 @@ impl Core {
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Per configured VC: its quota or cells, and its jobs queued and running.
+    pub fn vcs(&self) -> Vec<serde_json::Value> {
+        self.cfg
+            .vcs
+            .iter()
+            .map(|v| {
+                let (mut queued, mut running, mut gpus) = (0u64, 0u64, 0u64);
+                for r in self.jobs.iter().filter(|r| r.vc == v.name) {
+                    match r.state {
+                        JobState::Queued => queued += 1,
+                        JobState::Running => {
+                            running += 1;
+                            gpus += r.spec.gpus as u64;
+                        }
+                        _ => {}
+                    }
+                }
+                serde_json::json!({
+                    "name": v.name,
+                    "sharing": self.cfg.sharing,
+                    "quota_gpus": v.quota_gpus,
+                    "nodes": v.nodes,
+                    "gpus_running": gpus,
+                    "queued": queued,
+                    "running": running,
+                })
+            })
+            .collect()
     }
 
     /// Queued jobs per VC.

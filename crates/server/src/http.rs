@@ -159,6 +159,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/nodes/{name}/{action}", post(node_action))
         .route("/v1/agents/heartbeat", post(heartbeat))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/vcs", get(vcs))
         .route("/v1/policy", get(policy))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
@@ -304,6 +305,16 @@ async fn heartbeat(State(app): State<App>, who: Caller, body: Bytes) -> Result<R
     }
     let hb: Heartbeat = parse(&body)?;
     Ok(json(StatusCode::OK, &app.h.heartbeat(hb).await?))
+}
+
+async fn vcs(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
+    who.user()?;
+    let all = app.h.read(|c| c.vcs()).await?;
+    let mine: Vec<_> = all
+        .into_iter()
+        .filter(|v| v["name"].as_str().is_some_and(|n| who.sees(n)))
+        .collect();
+    Ok(json(StatusCode::OK, &mine))
 }
 
 async fn cluster(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {

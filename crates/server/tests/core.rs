@@ -6,25 +6,7 @@ use apiary_server::core::Core;
 use apiary_server::types::*;
 
 fn config(policy: &str, params: &str) -> ServerConfig {
-    ServerConfig::parse(
-        &format!(
-            r#"policy = "{policy}"
-data_dir = ":memory:"
-heartbeat_interval_s = 1
-node_timeout_s = 5
-grace_s = 2
-params = {{ {params} }}
-[[nodes]]
-name = "a"
-gpus = 4
-[[nodes]]
-name = "b"
-gpus = 4
-"#
-        ),
-        "test",
-    )
-    .unwrap()
+    config_with(&format!("params = {{ {params} }}"), policy)
 }
 
 fn spec(gpus: u32) -> JobSpec {
@@ -206,4 +188,109 @@ fn metrics_expose_queues_decisions_and_a_pass_histogram() {
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
+}
+
+fn config_with(extra: &str, policy: &str) -> ServerConfig {
+    ServerConfig::parse(
+        &format!(
+            r#"policy = "{policy}"
+data_dir = ":memory:"
+heartbeat_interval_s = 1
+node_timeout_s = 5
+grace_s = 2
+{extra}
+[[nodes]]
+name = "a"
+gpus = 4
+[[nodes]]
+name = "b"
+gpus = 4
+"#
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn vc_spec(gpus: u32, vc: &str) -> JobSpec {
+    let mut s = spec(gpus);
+    s.vc = Some(vc.into());
+    s
+}
+
+#[test]
+fn quotas_cap_each_vc_even_with_gpus_free() {
+    let cfg = config_with(
+        "sharing = \"quota\"\n[[vcs]]\nname = \"x\"\nquota_gpus = 4\n[[vcs]]\nname = \"y\"\nquota_gpus = 4\n",
+        "fifo",
+    );
+    let mut c = Core::new(cfg, 0).unwrap();
+    assert_eq!(
+        c.submit(vc_spec(8, "x"), 0).unwrap_err().field.as_deref(),
+        Some("gpus")
+    );
+    assert_eq!(
+        c.submit(vc_spec(1, "z"), 0).unwrap_err().field.as_deref(),
+        Some("vc")
+    );
+    let x1 = c.submit(vc_spec(4, "x"), 0).unwrap();
+    let x2 = c.submit(vc_spec(2, "x"), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(
+        (state(&c, x1), state(&c, x2)),
+        (JobState::Running, JobState::Queued)
+    );
+    let y = c.submit(vc_spec(4, "y"), 1).unwrap();
+    c.schedule(1);
+    assert_eq!(state(&c, y), JobState::Running, "y's quota is its own");
+    let node = c.job(x1).unwrap().parts[0].node.clone();
+    c.heartbeat(&hb(&node, &[], &[(x1, 1, 0)]), 2).unwrap();
+    c.schedule(2);
+    assert_eq!(state(&c, x2), JobState::Running, "x's quota freed");
+    let v = c.vcs();
+    assert_eq!(v[0]["gpus_running"], 2);
+}
+
+#[test]
+fn hived_keeps_each_vc_in_its_cells_and_recovers_them() {
+    let cfg = || {
+        config_with(
+            "sharing = \"hived\"\n[[vcs]]\nname = \"x\"\nnodes = 1\n[[vcs]]\nname = \"y\"\nnodes = 1\n",
+            "fifo",
+        )
+    };
+    let mut c = Core::new(cfg(), 0).unwrap();
+    let x1 = c.submit(vc_spec(2, "x"), 0).unwrap();
+    let x2 = c.submit(vc_spec(2, "x"), 0).unwrap();
+    let x3 = c.submit(vc_spec(2, "x"), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(
+        (state(&c, x1), state(&c, x2), state(&c, x3)),
+        (JobState::Running, JobState::Running, JobState::Queued),
+        "x owns one 4-GPU node cell although 8 GPUs are free"
+    );
+    let nx = c.job(x1).unwrap().parts[0].node.clone();
+    assert_eq!(c.job(x2).unwrap().parts[0].node, nx, "packed in one node");
+    let y = c.submit(vc_spec(4, "y"), 1).unwrap();
+    c.schedule(1);
+    assert_eq!(state(&c, y), JobState::Running);
+    // Restart: HiveD takes the running jobs back into the VCs' cells.
+    let d = c.take_dirty();
+    let mut r = Core::new(cfg(), 10).unwrap();
+    r.recover(d.jobs, d.next_id.unwrap(), &Default::default(), 10);
+    let x4 = r.submit(vc_spec(1, "x"), 11).unwrap();
+    r.schedule(11);
+    assert_eq!(
+        state(&r, x4),
+        JobState::Queued,
+        "x's cell is still full after recovery"
+    );
+    r.heartbeat(&hb(&nx, &[(x2, 1)], &[(x1, 1, 0)]), 12)
+        .unwrap();
+    r.schedule(12);
+    assert_eq!(
+        state(&r, x3),
+        JobState::Running,
+        "x's freed GPUs go to x's queue"
+    );
 }
