@@ -200,36 +200,58 @@ impl Client {
     }
 }
 
+/// What `apiary submit` sends.
+#[derive(clap::Args, Debug)]
+pub struct Submission {
+    /// GPUs.
+    #[arg(long, short, default_value_t = 1)]
+    pub gpus: u32,
+    /// Virtual cluster.
+    #[arg(long)]
+    pub vc: Option<String>,
+    /// GPU model the job needs (a node's `gpu_type`).
+    #[arg(long)]
+    pub gpu_type: Option<String>,
+    /// Priority (larger first).
+    #[arg(long, default_value_t = 0)]
+    pub priority: i32,
+    /// Name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Environment, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory on the node.
+    #[arg(long)]
+    pub workdir: Option<String>,
+    /// Estimated run time, seconds.
+    #[arg(long = "estimate")]
+    pub estimate_s: Option<f64>,
+    /// Program and arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
 /// `apiary submit`.
-#[allow(clippy::too_many_arguments)]
-pub fn submit(
-    c: &ClientArgs,
-    gpus: u32,
-    vc: Option<String>,
-    priority: i32,
-    name: Option<String>,
-    env: &[String],
-    workdir: Option<String>,
-    estimate_s: Option<f64>,
-    command: Vec<String>,
-) -> Result<()> {
+pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
     let mut e = BTreeMap::new();
-    for kv in env {
+    for kv in &s.env {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("--env '{kv}' is not KEY=VALUE"))?;
         e.insert(k.to_string(), v.to_string());
     }
     let spec = JobSpec {
-        name,
-        gpus,
-        gpu_type: None,
-        vc,
-        priority,
-        command,
+        name: s.name,
+        gpus: s.gpus,
+        gpu_type: s.gpu_type,
+        vc: s.vc,
+        priority: s.priority,
+        command: s.command,
         env: e,
-        workdir,
-        estimated_duration_s: estimate_s,
+        workdir: s.workdir,
+        estimated_duration_s: s.estimate_s,
+        deadline_unix_s: None,
         restart: RestartPolicy::default(),
     };
     let r: JobRecord = c.client()?.post("/v1/jobs", &spec)?;

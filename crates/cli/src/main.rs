@@ -89,30 +89,8 @@ enum Cmd {
     },
     /// Submit a job: `apiary submit --gpus 2 -- python train.py`.
     Submit {
-        /// GPUs.
-        #[arg(long, short, default_value_t = 1)]
-        gpus: u32,
-        /// Virtual cluster.
-        #[arg(long)]
-        vc: Option<String>,
-        /// Priority (larger first).
-        #[arg(long, default_value_t = 0)]
-        priority: i32,
-        /// Name.
-        #[arg(long)]
-        name: Option<String>,
-        /// Environment, KEY=VALUE (repeatable).
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// Working directory on the node.
-        #[arg(long)]
-        workdir: Option<String>,
-        /// Estimated run time, seconds.
-        #[arg(long)]
-        estimate: Option<f64>,
-        /// Program and arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
+        #[command(flatten)]
+        job: live::Submission,
         #[command(flatten)]
         client: live::ClientArgs,
     },
@@ -427,19 +405,7 @@ fn main() {
                 .unwrap_or_default();
             live::agent(&server, token, &node, gpus, &logs)
         }
-        Cmd::Submit {
-            gpus,
-            vc,
-            priority,
-            name,
-            env,
-            workdir,
-            estimate,
-            command,
-            client,
-        } => live::submit(
-            &client, gpus, vc, priority, name, &env, workdir, estimate, command,
-        ),
+        Cmd::Submit { job, client } => live::submit(&client, job),
         Cmd::Jobs {
             vc,
             state,

@@ -263,6 +263,15 @@ impl HivedPlacer {
         })
     }
 
+    /// Tells HiveD a node went bad (`healthy` false) or came back.
+    pub fn set_node_health(&mut self, node: &str, healthy: bool) {
+        let _ = if healthy {
+            self.h.set_node_healthy(node)
+        } else {
+            self.h.set_node_bad(node)
+        };
+    }
+
     /// The HiveD state, for inspection.
     pub fn hived(&self) -> &Hived {
         &self.h

@@ -138,9 +138,10 @@ impl Placer for LivePlacer {
                 _ => return false,
             }
         }
-        let ok = match &mut self.hived {
-            Some(h) => h.place(w, j, strategy, out),
-            None => placement::place(&w.cluster, &w.state, g as u32, strategy, out),
+        let ok = match (&mut self.hived, &w.jobs[j as usize].gpu_type) {
+            (Some(h), _) => h.place(w, j, strategy, out),
+            (None, Some(t)) => typed_place(w, g as u32, t, out),
+            (None, None) => placement::place(&w.cluster, &w.state, g as u32, strategy, out),
         };
         if ok {
             if let Some(q) = &mut self.quota
@@ -175,6 +176,61 @@ impl Placer for LivePlacer {
             self.fenced.push((j, gpus.clone()));
         }
     }
+}
+
+/// Consolidated first-fit placement on nodes of GPU type `t` only: a job that fits a
+/// node takes the first such node with room; a larger one takes whole idle nodes of
+/// the type, then the rest on one node of it.
+fn typed_place(w: &World, g: u32, t: &str, out: &mut Placement) -> bool {
+    out.clear();
+    let nodes: Vec<u32> = (0..w.cluster.nodes.len() as u32)
+        .filter(|&n| w.cluster.nodes[n as usize].gpu_type == t)
+        .collect();
+    let low = |mask: u64, k: u32| {
+        let mut m = 0u64;
+        let mut left = k;
+        for b in 0..64 {
+            if left == 0 {
+                break;
+            }
+            if mask & (1 << b) != 0 {
+                m |= 1 << b;
+                left -= 1;
+            }
+        }
+        m
+    };
+    let free = |n: u32| w.state.free_on(n);
+    if let Some(&n) = nodes
+        .iter()
+        .find(|&&n| free(n) >= g && g <= w.cluster.nodes[n as usize].gpus)
+    {
+        out.parts.push((n, low(w.state.free_mask(n), g)));
+        return true;
+    }
+    let mut left = g;
+    for &n in &nodes {
+        let cap = w.cluster.nodes[n as usize].gpus;
+        if free(n) == cap && cap <= left {
+            out.parts.push((n, w.state.free_mask(n)));
+            left -= cap;
+        }
+    }
+    if left > 0 {
+        let taken: Vec<u32> = out.parts.iter().map(|p| p.0).collect();
+        match nodes
+            .iter()
+            .find(|&&n| !taken.contains(&n) && free(n) >= left)
+        {
+            Some(&n) => out.parts.push((n, low(w.state.free_mask(n), left))),
+            None => {
+                out.clear();
+                return false;
+            }
+        }
+    }
+    out.parts.sort_unstable();
+    true
 }
 
 #[derive(Debug, Clone)]
@@ -424,6 +480,7 @@ impl Core {
         j.priority = spec.priority;
         j.vc = spec.vc.clone();
         j.gpu_type = spec.gpu_type.clone();
+        j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
         j
     }
 
@@ -464,15 +521,37 @@ impl Core {
         if s.command.is_empty() || s.command[0].is_empty() {
             return Err(ApiError::bad("command", "must name a program"));
         }
-        if let Some(t) = &s.gpu_type
-            && self.nodes.iter().any(|n| &n.gpu_type != t)
-        {
-            return Err(ApiError::bad(
-                "gpu_type",
-                format!(
-                    "'{t}': every node must have this type (placement by GPU type in mixed clusters is not served yet)"
-                ),
-            ));
+        if let Some(t) = &s.gpu_type {
+            let of_type: u32 = self
+                .nodes
+                .iter()
+                .filter(|n| &n.gpu_type == t)
+                .map(|n| n.gpus)
+                .sum();
+            if of_type == 0 {
+                let mut types: Vec<&str> = self.nodes.iter().map(|n| n.gpu_type.as_str()).collect();
+                types.sort_unstable();
+                types.dedup();
+                return Err(ApiError::bad(
+                    "gpu_type",
+                    format!("no node has '{t}' GPUs (types: {})", types.join(", ")),
+                ));
+            }
+            if s.gpus > of_type {
+                return Err(ApiError::bad(
+                    "gpus",
+                    format!(
+                        "{} GPUs asked but the cluster has {of_type} of type {t}",
+                        s.gpus
+                    ),
+                ));
+            }
+            if self.placer.hived.is_some() && self.nodes.iter().any(|n| &n.gpu_type != t) {
+                return Err(ApiError::bad(
+                    "gpu_type",
+                    "with HiveD sharing every node has one GPU type".to_string(),
+                ));
+            }
         }
         if !self.cfg.vcs.is_empty() {
             let vc = s.vc.as_deref().unwrap_or("default");
@@ -825,6 +904,11 @@ impl Core {
         {
             let node = &mut self.nodes[n as usize];
             node.last_heartbeat = Some(now);
+            if node.health == NodeHealth::Down
+                && let Some(h) = &mut self.placer.hived
+            {
+                h.set_node_health(&node.name, true);
+            }
             node.health = NodeHealth::Up;
         }
         for e in &hb.exited {
@@ -1034,6 +1118,10 @@ impl Core {
             if node.health != NodeHealth::Down && silent > timeout {
                 self.nodes[n as usize].health = NodeHealth::Down;
                 changed = true;
+                // HiveD's bad hardware: its VCs' cells there become doomed.
+                if let Some(h) = &mut self.placer.hived {
+                    h.set_node_health(&self.nodes[n as usize].name, false);
+                }
             }
             if self.nodes[n as usize].health != NodeHealth::Down || silent <= lost_after {
                 continue;

@@ -68,6 +68,9 @@ pub struct JobSpec {
     /// The user's estimate of the run time, seconds (SJF orders by it).
     #[serde(default)]
     pub estimated_duration_s: Option<f64>,
+    /// When the job should be done, unix seconds (kept for deadline-aware policies).
+    #[serde(default)]
+    pub deadline_unix_s: Option<u64>,
     /// Restarts.
     #[serde(default)]
     pub restart: RestartPolicy,

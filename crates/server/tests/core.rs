@@ -294,3 +294,81 @@ fn hived_keeps_each_vc_in_its_cells_and_recovers_them() {
         "x's freed GPUs go to x's queue"
     );
 }
+
+#[test]
+fn jobs_naming_a_gpu_type_go_to_nodes_of_that_type() {
+    let cfg = ServerConfig::parse(
+        r#"data_dir = ":memory:"
+[[nodes]]
+name = "k"
+gpus = 4
+gpu_type = "K80"
+[[nodes]]
+name = "v0"
+gpus = 4
+gpu_type = "V100"
+[[nodes]]
+name = "v1"
+gpus = 4
+gpu_type = "V100"
+"#,
+        "test",
+    )
+    .unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    let typed = |g: u32, t: &str| {
+        let mut s = spec(g);
+        s.gpu_type = Some(t.into());
+        s
+    };
+    assert_eq!(
+        c.submit(typed(1, "A100"), 0).unwrap_err().field.as_deref(),
+        Some("gpu_type")
+    );
+    assert_eq!(
+        c.submit(typed(5, "K80"), 0).unwrap_err().field.as_deref(),
+        Some("gpus")
+    );
+    let a = c.submit(typed(6, "V100"), 0).unwrap();
+    let b = c.submit(typed(2, "K80"), 0).unwrap();
+    let d = c.submit(typed(4, "V100"), 0).unwrap();
+    c.schedule(0);
+    let nodes = |id| {
+        c.job(id)
+            .unwrap()
+            .parts
+            .iter()
+            .map(|p| p.node.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(nodes(a), ["v0", "v1"]);
+    assert_eq!(nodes(b), ["k"]);
+    assert_eq!(state(&c, d), JobState::Queued, "only 2 V100s left, on v1");
+}
+
+#[test]
+fn a_down_node_is_bad_hardware_for_hived() {
+    let cfg = config_with(
+        "sharing = \"hived\"\n[[vcs]]\nname = \"x\"\nnodes = 1\n[[vcs]]\nname = \"y\"\nnodes = 1\n",
+        "fifo",
+    );
+    let mut c = Core::new(cfg, 0).unwrap();
+    c.heartbeat(&hb("a", &[], &[]), 0).unwrap();
+    c.check_nodes(6000); // b silent past the timeout: down, bad in HiveD
+    let x = c.submit(vc_spec(4, "x"), 6000).unwrap();
+    let y = c.submit(vc_spec(4, "y"), 6000).unwrap();
+    c.heartbeat(&hb("a", &[], &[]), 6000).unwrap();
+    c.schedule(6000);
+    // One VC gets node a; the other's cell is doomed to the bad node and waits.
+    let running = [x, y]
+        .iter()
+        .filter(|&&j| state(&c, j) == JobState::Running)
+        .count();
+    assert_eq!(running, 1);
+    c.heartbeat(&hb("b", &[], &[]), 6100).unwrap();
+    c.schedule(6100);
+    assert_eq!(
+        (state(&c, x), state(&c, y)),
+        (JobState::Running, JobState::Running)
+    );
+}
