@@ -424,41 +424,61 @@ fn a_killed_agent_requeues_its_job_which_finishes_elsewhere() {
     assert!(events.contains(&"requeued"), "{events:?}");
 }
 
-/// Every line `<job> <attempt> start|end <ns>` the jobs wrote, checked: each job's
-/// attempts never overlap.
-fn assert_no_overlap(log: &Path) {
+/// Every line `<job> <attempt> <node> <gpus> start|end <ns>` the jobs wrote, checked:
+/// each job's attempts never overlap in time, and no two processes overlapping in time
+/// share a GPU of a node.
+fn assert_no_overlap(log: &Path) -> usize {
+    use std::collections::BTreeMap;
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut spans: std::collections::BTreeMap<(u64, u64), (u128, u128)> = Default::default();
+    // (job, attempt, node) -> (gpus, start, end)
+    let mut spans: BTreeMap<(u64, u64, String), (String, u128, u128)> = BTreeMap::new();
     for l in text.lines() {
         let w: Vec<&str> = l.split_whitespace().collect();
-        if w.len() != 4 {
+        if w.len() != 6 {
             continue;
         }
-        let (j, a, t): (u64, u64, u128) = (
+        let key = (
             w[0].parse().unwrap(),
             w[1].parse().unwrap(),
-            w[3].parse().unwrap(),
+            w[2].to_string(),
         );
-        let e = spans.entry((j, a)).or_insert((u128::MAX, u128::MAX));
-        if w[2] == "start" {
-            e.0 = t;
-        } else {
+        let t: u128 = w[5].parse().unwrap();
+        let e = spans
+            .entry(key)
+            .or_insert((w[3].to_string(), u128::MAX, u128::MAX));
+        if w[4] == "start" {
             e.1 = t;
+        } else {
+            e.2 = t;
         }
     }
-    let mut by_job: std::collections::BTreeMap<u64, Vec<(u128, u128)>> = Default::default();
-    for ((j, _), s) in spans {
-        by_job.entry(j).or_default().push(s);
-    }
-    for (j, mut v) in by_job {
-        v.sort();
-        for w in v.windows(2) {
+    let v: Vec<_> = spans.into_iter().collect();
+    for (i, ((j1, a1, n1), (g1, s1, e1))) in v.iter().enumerate() {
+        assert!(
+            *s1 != u128::MAX && *e1 != u128::MAX,
+            "job {j1} attempt {a1} on {n1} did not log both ends"
+        );
+        for ((j2, a2, n2), (g2, s2, e2)) in &v[i + 1..] {
+            let overlap = s1 < e2 && s2 < e1;
+            if !overlap {
+                continue;
+            }
             assert!(
-                w[0].1 != u128::MAX && w[0].1 <= w[1].0,
-                "job {j} ran twice at once: {v:?}"
+                !(j1 == j2 && a1 != a2),
+                "job {j1} ran twice at once (attempts {a1}, {a2})"
+            );
+            let gpus = |g: &str| {
+                g.split(',')
+                    .map(str::to_string)
+                    .collect::<std::collections::BTreeSet<_>>()
+            };
+            assert!(
+                n1 != n2 || gpus(g1).is_disjoint(&gpus(g2)),
+                "GPU double-booked on {n1}: job {j1} {g1} and job {j2} {g2}"
             );
         }
     }
+    v.len()
 }
 
 #[test]
@@ -470,7 +490,7 @@ fn a_killed_server_loses_no_accepted_job_and_never_runs_one_twice() {
     let mut c = Cluster::new("serverkill", "fifo");
     let log = c.dir.join("runs.log");
     let script = format!(
-        "echo $APIARY_JOB_ID $APIARY_ATTEMPT start $(date +%s%N) >> {l}; sleep 0.2; echo $APIARY_JOB_ID $APIARY_ATTEMPT end $(date +%s%N) >> {l}",
+        "echo $APIARY_JOB_ID $APIARY_ATTEMPT $APIARY_NODE $CUDA_VISIBLE_DEVICES start $(date +%s%N) >> {l}; sleep 0.2; echo $APIARY_JOB_ID $APIARY_ATTEMPT $APIARY_NODE $CUDA_VISIBLE_DEVICES end $(date +%s%N) >> {l}",
         l = log.display()
     );
     let mut accepted: Vec<u64> = Vec::new();
@@ -503,7 +523,12 @@ fn a_killed_server_loses_no_accepted_job_and_never_runs_one_twice() {
     for j in &jobs {
         assert_eq!(j["state"], "succeeded", "{j}");
     }
-    assert_no_overlap(&log);
+    let runs = assert_no_overlap(&log);
+    assert!(
+        runs >= accepted.len(),
+        "{runs} runs logged for {} jobs",
+        accepted.len()
+    );
 }
 
 fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {

@@ -1058,6 +1058,7 @@ impl Core {
             env.insert("APIARY_NUM_NODES".into(), r.parts.len().to_string());
             env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
             env.insert("APIARY_VC".into(), r.vc.clone());
+            env.insert("APIARY_NODE".into(), name.clone());
             start.push(Launch {
                 job: r.id,
                 attempt: r.attempt,
