@@ -189,14 +189,33 @@ impl Client {
         self.finish(&format!("GET {path}"), r)
     }
 
+    /// PUT a JSON body.
+    pub fn put<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
+        self.send("PUT", path, body)
+    }
+
     /// POST a JSON body.
     pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
-        let mut req = self.agent.post(&format!("{}{path}", self.base));
+        self.send("POST", path, body)
+    }
+
+    fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        let url = format!("{}{path}", self.base);
+        let mut req = if method == "PUT" {
+            self.agent.put(&url)
+        } else {
+            self.agent.post(&url)
+        };
         if let Some(a) = self.auth() {
             req = req.header("Authorization", &a);
         }
         let r = req.send_json(body);
-        self.finish(&format!("POST {path}"), r)
+        self.finish(&format!("{method} {path}"), r)
     }
 }
 
@@ -454,6 +473,48 @@ pub fn node_action(c: &ClientArgs, node: &str, verb: &str) -> Result<()> {
     match v.get("requeued") {
         Some(n) => println!("node {node} drained: {n} jobs requeued"),
         None => println!("node {node} {verb}ed"),
+    }
+    Ok(())
+}
+
+/// `apiary vcs`.
+pub fn vcs(c: &ClientArgs) -> Result<()> {
+    let list: Vec<serde_json::Value> = c.client()?.get("/v1/vcs")?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    let num = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
+    println!(
+        "{:<16} {:<8} {:>6} {:>6} {:>8} {:>7} {:>7}",
+        "VC", "SHARING", "QUOTA", "NODES", "GPUS", "RUNNING", "QUEUED"
+    );
+    for v in list {
+        println!(
+            "{:<16} {:<8} {:>6} {:>6} {:>8} {:>7} {:>7}",
+            v["name"].as_str().unwrap_or(""),
+            v["sharing"].as_str().unwrap_or(""),
+            num(&v["quota_gpus"]),
+            num(&v["nodes"]),
+            num(&v["gpus_running"]),
+            num(&v["running"]),
+            num(&v["queued"])
+        );
+    }
+    Ok(())
+}
+
+/// `apiary quota VC GPUS`.
+pub fn quota(c: &ClientArgs, vc: &str, gpus: u64) -> Result<()> {
+    let client = c.client()?;
+    let v: serde_json::Value = client.put(
+        &format!("/v1/vcs/{vc}"),
+        &serde_json::json!({"quota_gpus": gpus}),
+    )?;
+    if c.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("VC {vc}: quota {gpus} GPUs");
     }
     Ok(())
 }

@@ -141,6 +141,20 @@ enum Cmd {
         #[command(flatten)]
         client: live::ClientArgs,
     },
+    /// List the virtual clusters with their quota or cells and their jobs.
+    Vcs {
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
+    /// Create a VC or set its GPU quota (admin).
+    Quota {
+        /// VC name.
+        vc: String,
+        /// GPUs it may hold at once.
+        gpus: u64,
+        #[command(flatten)]
+        client: live::ClientArgs,
+    },
     /// Cordon a node and send its running jobs back to the queue.
     Drain {
         /// Node name.
@@ -419,6 +433,8 @@ fn main() {
         Cmd::Cordon { node, client } => live::node_action(&client, &node, "cordon"),
         Cmd::Uncordon { node, client } => live::node_action(&client, &node, "uncordon"),
         Cmd::Drain { node, client } => live::node_action(&client, &node, "drain"),
+        Cmd::Vcs { client } => live::vcs(&client),
+        Cmd::Quota { vc, gpus, client } => live::quota(&client, &vc, gpus),
         Cmd::Bench {
             traces,
             full,

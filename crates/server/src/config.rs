@@ -29,7 +29,7 @@ pub enum ConfigError {
 }
 
 /// One `[[vcs]]` entry.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct VcConfig {
     /// Its name.

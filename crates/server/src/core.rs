@@ -254,6 +254,8 @@ pub struct Dirty {
     pub next_id: Option<u64>,
     /// Cordon flags that changed.
     pub cordons: Vec<(String, bool)>,
+    /// VCs created or changed through the API.
+    pub vcs: Vec<crate::config::VcConfig>,
 }
 
 /// Upper bounds of the scheduling-pass latency histogram, seconds.
@@ -296,6 +298,7 @@ pub struct Core {
     stopping: BTreeMap<(u64, u32, u32), u64>,
     dirty: BTreeSet<JobIdx>,
     dirty_cordons: Vec<(String, bool)>,
+    dirty_vcs: Vec<crate::config::VcConfig>,
     next_id_dirty: bool,
     wake: Option<u64>,
     started: u64,
@@ -448,6 +451,7 @@ impl Core {
             stopping: BTreeMap::new(),
             dirty: BTreeSet::new(),
             dirty_cordons: Vec::new(),
+            dirty_vcs: Vec::new(),
             next_id_dirty: false,
             wake: None,
             started: now,
@@ -1359,6 +1363,43 @@ impl Core {
         &self.counters
     }
 
+    /// Creates a VC or changes its quota (admin). HiveD's cells change only with the
+    /// config and a restart, since they are bound to physical cells.
+    pub fn set_vc(&mut self, name: &str, quota_gpus: Option<u64>) -> Result<(), ApiError> {
+        if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_whitespace() || c == '/')
+        {
+            return Err(ApiError::bad(
+                "name",
+                "1..=64 characters, no spaces or slashes",
+            ));
+        }
+        match self.cfg.sharing.as_str() {
+            "hived" => {
+                return Err(ApiError::conflict(
+                    "with HiveD sharing, VCs and their cells change with the config and a restart",
+                ));
+            }
+            "quota" if quota_gpus.is_none() => {
+                return Err(ApiError::bad("quota_gpus", "quota sharing needs a quota"));
+            }
+            _ => {}
+        }
+        let v = crate::config::VcConfig {
+            name: name.to_string(),
+            quota_gpus,
+            nodes: None,
+        };
+        match self.cfg.vcs.iter_mut().find(|x| x.name == name) {
+            Some(x) => *x = v.clone(),
+            None => self.cfg.vcs.push(v.clone()),
+        }
+        if let Some(q) = &mut self.placer.quota {
+            q.entry(name.to_string()).or_insert((0, 0)).0 = quota_gpus.unwrap_or(0);
+        }
+        self.dirty_vcs.push(v);
+        Ok(())
+    }
+
     /// Per configured VC: its quota or cells, and its jobs queued and running.
     pub fn vcs(&self) -> Vec<serde_json::Value> {
         self.cfg
@@ -1427,6 +1468,7 @@ impl Core {
             jobs,
             next_id: std::mem::take(&mut self.next_id_dirty).then_some(self.next_id),
             cordons: std::mem::take(&mut self.dirty_cordons),
+            vcs: std::mem::take(&mut self.dirty_vcs),
         }
     }
 

@@ -160,6 +160,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/agents/heartbeat", post(heartbeat))
         .route("/v1/cluster", get(cluster))
         .route("/v1/vcs", get(vcs))
+        .route("/v1/vcs/{name}", axum::routing::put(put_vc))
         .route("/v1/policy", get(policy))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
@@ -315,6 +316,29 @@ async fn vcs(State(app): State<App>, who: Caller) -> Result<Response, ApiError> 
         .filter(|v| v["name"].as_str().is_some_and(|n| who.sees(n)))
         .collect();
     Ok(json(StatusCode::OK, &mine))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VcBody {
+    #[serde(default)]
+    quota_gpus: Option<u64>,
+}
+
+async fn put_vc(
+    State(app): State<App>,
+    who: Caller,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    who.admin()?;
+    let b: VcBody = parse(&body)?;
+    app.h.set_vc(name.clone(), b.quota_gpus).await?;
+    let v = app
+        .h
+        .read(move |c| c.vcs().into_iter().find(|v| v["name"] == name.as_str()))
+        .await?;
+    Ok(json(StatusCode::OK, &v))
 }
 
 async fn cluster(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {

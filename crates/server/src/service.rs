@@ -34,6 +34,7 @@ enum Request {
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
     Cordon(String, bool, Reply<()>),
     Drain(String, Reply<usize>),
+    SetVc(String, Option<u64>, Reply<()>),
     Read(ReadFn),
 }
 
@@ -83,6 +84,10 @@ impl Handle {
     pub async fn drain(&self, node: String) -> Result<usize, ApiError> {
         self.ask(|r| Request::Drain(node, r)).await
     }
+    /// Creates a VC or changes its quota.
+    pub async fn set_vc(&self, name: String, quota_gpus: Option<u64>) -> Result<(), ApiError> {
+        self.ask(|r| Request::SetVc(name, quota_gpus, r)).await
+    }
     /// Reads the state (after every earlier request was applied and persisted).
     pub async fn read<T: Send + 'static>(
         &self,
@@ -102,6 +107,7 @@ impl Handle {
 const JOB_PREFIX: &str = "jobs/";
 const NEXT_ID: &str = "meta/next_id";
 const CORDON_PREFIX: &str = "cordoned/";
+const VC_PREFIX: &str = "vcs/";
 
 fn job_key(id: u64) -> String {
     format!("{JOB_PREFIX}{id:020}")
@@ -151,6 +157,13 @@ pub async fn start(
         .filter(|kv| kv.value == b"true")
         .map(|kv| kv.key[CORDON_PREFIX.len()..].to_string())
         .collect();
+    // VCs created or changed through the API override the config's.
+    for kv in store.range(VC_PREFIX).await.map_err(|e| e.to_string())? {
+        let v: crate::config::VcConfig = serde_json::from_slice(&kv.value)
+            .map_err(|e| format!("{}: record {}: {e}", store.describe(), kv.key))?;
+        core.set_vc(&v.name, v.quota_gpus).map_err(|e| e.message)?;
+    }
+    let _ = core.take_dirty();
     core.recover(records, next_id, &cordoned, now);
     persist(&store, &mut core).await?;
     eprintln!(
@@ -165,7 +178,7 @@ pub async fn start(
 
 async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, String> {
     let d = core.take_dirty();
-    if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() {
+    if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() && d.vcs.is_empty() {
         return Ok(Vec::new());
     }
     let mut t = Txn::new();
@@ -175,6 +188,10 @@ async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, Strin
     }
     if let Some(n) = d.next_id {
         t = t.put(NEXT_ID, n.to_string());
+    }
+    for v in &d.vcs {
+        let body = serde_json::to_vec(v).map_err(|e| e.to_string())?;
+        t = t.put(format!("{VC_PREFIX}{}", v.name), body);
     }
     for (node, on) in d.cordons {
         t = t.put(format!("{CORDON_PREFIX}{node}"), on.to_string());
@@ -218,6 +235,7 @@ enum Pending {
     Heartbeat(Heartbeat, Result<u32, ApiError>, Reply<HeartbeatReply>),
     Cordon(Result<(), ApiError>, Reply<()>),
     Drain(Result<usize, ApiError>, Reply<usize>),
+    SetVc(Result<(), ApiError>, Reply<()>),
     Read(ReadFn),
 }
 
@@ -253,6 +271,7 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
                 }
                 Request::Cordon(node, on, r) => Pending::Cordon(core.cordon(&node, on), r),
                 Request::Drain(node, r) => Pending::Drain(core.drain(&node, now), r),
+                Request::SetVc(name, q, r) => Pending::SetVc(core.set_vc(&name, q), r),
                 Request::Read(f) => Pending::Read(f),
             });
         }
@@ -284,6 +303,9 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
                     let _ = r.send(res);
                 }
                 Pending::Drain(res, r) => {
+                    let _ = r.send(res);
+                }
+                Pending::SetVc(res, r) => {
                     let _ = r.send(res);
                 }
                 Pending::Read(f) => f(&core),
