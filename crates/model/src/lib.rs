@@ -8,6 +8,7 @@
 //! (milliseconds) that the driver advances.
 
 pub mod cluster;
+pub mod interleave;
 pub mod job;
 pub mod outcome;
 pub mod rng;

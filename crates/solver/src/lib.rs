@@ -2,10 +2,15 @@
 //! interfaces so the algorithms can be swapped or cross-checked without touching their
 //! callers. Pure computation: no I/O, no clock, deterministic.
 //!
-//! Now: maximum flow and minimum cut on integer capacities ([`MaxFlow`], Dinic's
-//! algorithm), which ForestColl's optimality search and placement checks build on.
-//! Matching (for Muri) and LP (for Themis and Gavel) join here with their first users.
+//! Now:
+//! - maximum flow and minimum cut on integer capacities ([`MaxFlow`], Dinic's
+//!   algorithm), which ForestColl's optimality search and placement checks build on;
+//! - maximum-weight matching on general graphs ([`matching::max_weight_matching`],
+//!   Edmonds' blossom algorithm), which Muri groups jobs with.
+//!
+//! LP (for Themis and Gavel) joins here with its first user.
 
+pub mod matching;
 pub mod maxflow;
 
 pub use maxflow::MaxFlow;
