@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod interleave;
 pub mod job;
 pub mod outcome;
+pub mod profiles;
 pub mod rng;
 pub mod speed;
 pub mod state;
