@@ -55,6 +55,9 @@ pub struct JobRt {
     pub preemptions: u32,
     /// Bumped whenever a scheduled completion becomes stale.
     pub generation: u32,
+    /// The policy's factor on the throughput model's rate (Muri: a job interleaved in
+    /// a group runs at its solo iteration time over the group's); 1 by default.
+    pub speed: f64,
 }
 
 impl JobRt {
@@ -74,6 +77,7 @@ impl JobRt {
             finish: None,
             preemptions: 0,
             generation: 0,
+            speed: 1.0,
         }
     }
 }
@@ -85,6 +89,8 @@ pub enum Action {
     Start(JobIdx),
     /// The job was preempted; it is pending again.
     Preempt(JobIdx),
+    /// The policy changed a running job's speed factor.
+    Speed(JobIdx),
 }
 
 /// Jobs, GPUs and time: everything a policy may look at.
@@ -106,9 +112,14 @@ pub struct World {
     running_pos: Vec<u32>,
     pending: usize,
     pending_gpus: BTreeMap<u32, u32>,
+    /// Per job: the group whose GPUs it shares (its first member's index), if any.
+    share: Vec<u32>,
+    /// Per group: members still holding its GPUs.
+    share_refs: Vec<u32>,
 }
 
 const NOT_RUNNING: u32 = u32::MAX;
+const NOT_SHARED: u32 = u32::MAX;
 
 impl World {
     /// A world with every job in the future. `jobs` must be sorted by submit time.
@@ -125,6 +136,8 @@ impl World {
             restart_overhead: 0,
             running: Vec::new(),
             running_pos: vec![NOT_RUNNING; n],
+            share: vec![NOT_SHARED; n],
+            share_refs: vec![0; n],
             pending: 0,
             pending_gpus: BTreeMap::new(),
         }
@@ -137,6 +150,8 @@ impl World {
         self.rt.push(JobRt::future(&job));
         self.jobs.push(job);
         self.running_pos.push(NOT_RUNNING);
+        self.share.push(NOT_SHARED);
+        self.share_refs.push(0);
         i
     }
 
@@ -230,9 +245,16 @@ impl World {
         if self.state.allocate(&p).is_err() {
             return false;
         }
+        self.mark_running(i, p);
+        true
+    }
+
+    /// A pending job now runs on `p` (its GPUs already accounted for).
+    fn mark_running(&mut self, i: JobIdx, p: Placement) {
         self.leave_pending(i);
         self.add_running(i);
         let now = self.now;
+        let idx = i as usize;
         let overhead = if self.rt[idx].preemptions > 0 {
             self.restart_overhead
         } else {
@@ -245,7 +267,60 @@ impl World {
         rt.last_start = now;
         rt.overhead_until = now + overhead;
         rt.first_start.get_or_insert(now);
+    }
+
+    /// Starts pending job `i` on the GPUs of running job `with`, sharing them (a Muri
+    /// group): no GPU is allocated, and the GPUs go back only when the last job of the
+    /// group leaves them. Returns false (changing nothing) unless `with` runs, `i` is
+    /// pending, and both ask for as many GPUs.
+    pub fn start_shared(&mut self, i: JobIdx, with: JobIdx) -> bool {
+        let (iu, wu) = (i as usize, with as usize);
+        if i == with
+            || self.rt[iu].status != Status::Pending
+            || self.rt[wu].status != Status::Running
+            || self.jobs[iu].gpus != self.jobs[wu].gpus
+        {
+            return false;
+        }
+        let g = if self.share[wu] == NOT_SHARED {
+            self.share[wu] = with;
+            self.share_refs[wu] = 1;
+            with
+        } else {
+            self.share[wu]
+        };
+        self.share[iu] = g;
+        self.share_refs[g as usize] += 1;
+        let p = self.rt[wu].placement.clone();
+        self.mark_running(i, p);
         true
+    }
+
+    /// The jobs sharing job `i`'s GPUs, `i` included (just `i` when it shares none).
+    pub fn sharing(&self, i: JobIdx) -> Vec<JobIdx> {
+        let g = self.share[i as usize];
+        if g == NOT_SHARED {
+            return vec![i];
+        }
+        self.running
+            .iter()
+            .copied()
+            .filter(|&j| self.share[j as usize] == g)
+            .collect()
+    }
+
+    /// Gives back a stopping job's GPUs, unless other jobs of its group still use them.
+    fn release_gpus(&mut self, i: JobIdx, p: &Placement) {
+        let g = self.share[i as usize];
+        if g != NOT_SHARED {
+            self.share[i as usize] = NOT_SHARED;
+            self.share_refs[g as usize] -= 1;
+            if self.share_refs[g as usize] > 0 {
+                return;
+            }
+        }
+        // The placement came from a successful allocate, so release cannot fail.
+        let _ = self.state.release(p);
     }
 
     /// Preempts a running job. Returns false if it was not running.
@@ -255,8 +330,7 @@ impl World {
         }
         self.sync(i);
         let p = std::mem::take(&mut self.rt[i as usize].placement);
-        // The placement came from a successful allocate, so release cannot fail.
-        let _ = self.state.release(&p);
+        self.release_gpus(i, &p);
         self.remove_running(i);
         self.enter_pending(i);
         let now = self.now;
@@ -289,7 +363,7 @@ impl World {
     pub fn finish(&mut self, i: JobIdx) {
         self.sync(i);
         let p = std::mem::take(&mut self.rt[i as usize].placement);
-        let _ = self.state.release(&p);
+        self.release_gpus(i, &p);
         self.remove_running(i);
         let now = self.now;
         let rt = &mut self.rt[i as usize];
@@ -634,10 +708,100 @@ impl<'a> Ctx<'a> {
         }
         ok
     }
+    /// Starts `members` (pending, same GPU count) as one group on one placement chosen
+    /// by `strategy` for the first: they share the GPUs. All or none start. A scoped
+    /// context refuses groups.
+    pub fn start_group(&mut self, members: &[JobIdx], strategy: PlacementStrategy) -> bool {
+        let Some((&first, rest)) = members.split_first() else {
+            return false;
+        };
+        if self.scope.is_some()
+            || rest.iter().any(|&j| {
+                self.w.rt[j as usize].status != Status::Pending
+                    || self.w.jobs[j as usize].gpus != self.w.jobs[first as usize].gpus
+            })
+        {
+            return false;
+        }
+        if !self.start_with(first, strategy) {
+            return false;
+        }
+        for &j in rest {
+            if self.w.start_shared(j, first) {
+                self.actions.push(Action::Start(j));
+            }
+        }
+        true
+    }
+
+    /// Sets a running or pending job's speed factor (1 = the throughput model's rate);
+    /// a running job's completion is rescheduled.
+    pub fn set_speed(&mut self, i: JobIdx, factor: f64) {
+        let rt = &mut self.w.rt[i as usize];
+        if factor.is_finite() && factor > 0.0 && rt.speed != factor {
+            rt.speed = factor;
+            if rt.status == Status::Running {
+                self.actions.push(Action::Speed(i));
+            }
+        }
+    }
+
     /// Asks to be called again at `t` (the earliest request wins).
     pub fn wake_at(&mut self, t: Time) {
         if t > self.w.now {
             self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_model::ClusterSpec;
+
+    #[test]
+    fn a_group_holds_its_gpus_until_its_last_member_leaves() {
+        let c = ClusterSpec::preset("n1g8").unwrap().build().unwrap();
+        let jobs = vec![
+            Job::new("a", 0, 4, 10),
+            Job::new("b", 0, 4, 10),
+            Job::new("c", 0, 4, 10),
+            Job::new("d", 0, 2, 10),
+        ];
+        let mut w = World::new(c, jobs);
+        for j in 0..4 {
+            w.submit(j);
+        }
+        let four = |w: &World| {
+            let mut p = Placement::default();
+            assert!(placement::place(
+                &w.cluster,
+                &w.state,
+                4,
+                PlacementStrategy::Consolidated,
+                &mut p
+            ));
+            p
+        };
+        assert!(w.start(0, four(&w)));
+        assert!(!w.start_shared(3, 0), "different GPU counts");
+        assert!(!w.start_shared(0, 0));
+        assert!(w.start_shared(1, 0));
+        assert!(w.start_shared(2, 1), "joining through any member");
+        assert_eq!(w.state.free_gpus(), 4);
+        assert_eq!(w.sharing(2), vec![0, 1, 2]);
+        assert_eq!(w.rt[2].placement, w.rt[0].placement);
+        w.finish(0);
+        assert_eq!(w.state.free_gpus(), 4, "b and c still hold them");
+        assert!(w.preempt(1));
+        assert_eq!(w.state.free_gpus(), 4);
+        assert_eq!(w.sharing(2), vec![2]);
+        w.finish(2);
+        assert_eq!(w.state.free_gpus(), 8);
+        // b, preempted, starts again on its own.
+        assert!(w.start(1, four(&w)));
+        assert_eq!(w.sharing(1), vec![1]);
+        w.finish(1);
+        assert_eq!(w.state.free_gpus(), 8);
     }
 }

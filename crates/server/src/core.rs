@@ -1255,6 +1255,9 @@ impl Core {
                     note(r, now, "preempted", format!("attempt {}", r.attempt));
                     self.dirty.insert(j);
                 }
+                // Speed factors shape simulated progress only; live jobs run as fast
+                // as they run.
+                Action::Speed(_) => {}
             }
         }
         for (j, p) in fenced {

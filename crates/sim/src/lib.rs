@@ -284,15 +284,23 @@ pub fn run(
                 (w, _) => w,
             };
             for a in actions.drain(..) {
-                if let Action::Start(j) = a {
-                    let rate = throughput.rate(
-                        &world.jobs[j as usize],
-                        &world.rt[j as usize].placement,
-                        &world.cluster,
-                    );
-                    world.rt[j as usize].rate = rate;
-                    schedule_completion(&world, j, &mut heap, &mut seq);
-                }
+                let j = match a {
+                    Action::Start(j) => j,
+                    Action::Speed(j) if world.rt[j as usize].status == Status::Running => {
+                        // Progress so far at the old rate, then the new one.
+                        world.sync(j);
+                        world.rt[j as usize].generation += 1;
+                        j
+                    }
+                    _ => continue,
+                };
+                let rate = throughput.rate(
+                    &world.jobs[j as usize],
+                    &world.rt[j as usize].placement,
+                    &world.cluster,
+                );
+                world.rt[j as usize].rate = rate * world.rt[j as usize].speed;
+                schedule_completion(&world, j, &mut heap, &mut seq);
             }
             // Preemption-heavy policies leave many stale entries; drop them once they
             // outnumber the live ones so pops stay cheap.

@@ -3,3 +3,4 @@
 
 mod props;
 mod scenarios;
+mod sharing;

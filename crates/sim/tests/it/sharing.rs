@@ -1,0 +1,68 @@
+//! Jobs sharing GPUs as a group (Muri) and policy speed factors, through the engine.
+
+use apiary_model::{ClusterSpec, Job};
+use apiary_policy::{Ctx, PlacementStrategy, Policy, Status};
+use apiary_sim::{Config, DurationModel};
+
+/// Starts the first two jobs as one group at half speed each; at t = 4 s sets job 2
+/// (alone) to half speed.
+struct Pair {
+    done: bool,
+    slowed: bool,
+}
+
+impl Policy for Pair {
+    fn name(&self) -> &'static str {
+        "pair"
+    }
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.done && ctx.status(0) == Status::Pending && ctx.status(1) == Status::Pending {
+            assert!(ctx.start_group(&[0, 1], PlacementStrategy::Consolidated));
+            ctx.set_speed(0, 0.5);
+            ctx.set_speed(1, 0.5);
+            assert_eq!(ctx.world().sharing(1), vec![0, 1]);
+            // Four GPUs are held once.
+            assert_eq!(ctx.free_gpus(), 4);
+            self.done = true;
+        }
+        if ctx.status(2) == Status::Pending {
+            ctx.start_with(2, PlacementStrategy::Consolidated);
+            ctx.wake_at(4_000);
+        } else if ctx.now() >= 4_000 && !self.slowed {
+            ctx.set_speed(2, 0.5);
+            self.slowed = true;
+        }
+    }
+}
+
+#[test]
+fn a_group_shares_its_gpus_and_speed_factors_stretch_runs() {
+    let cluster = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
+    let jobs = vec![
+        Job::new("a", 0, 4, 10_000),
+        Job::new("b", 0, 4, 10_000),
+        Job::new("c", 0, 4, 10_000),
+    ];
+    let out = apiary_sim::run(
+        cluster,
+        jobs,
+        &mut Pair {
+            done: false,
+            slowed: false,
+        },
+        &DurationModel,
+        &Config::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let fin: Vec<u64> = out.jobs.iter().map(|j| j.finish.unwrap()).collect();
+    // The pair runs at half speed: 20 s each. Job c: 4 s at full speed, the other 6 s
+    // of work at half speed (12 s): done at 16 s.
+    assert_eq!(fin, vec![20_000, 20_000, 16_000]);
+    // Utilisation counts the shared GPUs once: 8 GPUs busy until 16 s, then 4.
+    let busy = out.util.total_busy();
+    assert!(
+        (busy - (8.0 * 16_000.0 + 4.0 * 4_000.0)).abs() < 1.0,
+        "{busy}"
+    );
+}
