@@ -10,6 +10,7 @@
 //!
 //! LP (for Themis and Gavel) joins here with its first user.
 
+pub mod blossom;
 pub mod matching;
 pub mod maxflow;
 

@@ -2,10 +2,11 @@
 //! edges of largest total weight, leaving a vertex unmatched where that is better.
 //!
 //! Muri groups jobs by matching them on the interleaving efficiency of each pair. The
-//! algorithm is Edmonds' primal-dual blossom algorithm, O(V³), from the
-//! `integer-blossom` crate behind this interface: integer weights, so callers scale
-//! real weights (see [`scale`]). [`brute_force`] is the exhaustive oracle the tests
+//! algorithm is Edmonds' primal-dual blossom algorithm, O(V³), in [`crate::blossom`]:
+//! integer weights, so callers scale real weights (see [`scale`]). [`brute_force`] is the exhaustive oracle the tests
 //! compare it with; it is exported so that callers' tests can use it too.
+
+pub use crate::blossom::Blossom;
 
 /// Why a matching instance was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,14 +94,24 @@ pub fn max_weight_matching(
     n: usize,
     edges: &[(usize, usize, i64)],
 ) -> Result<Matching, MatchingError> {
+    max_weight_matching_with(&mut Blossom::new(), n, edges)
+}
+
+/// [`max_weight_matching`] reusing `solver`'s memory (for callers that solve many).
+pub fn max_weight_matching_with(
+    solver: &mut Blossom,
+    n: usize,
+    edges: &[(usize, usize, i64)],
+) -> Result<Matching, MatchingError> {
     check(n, edges)?;
     let mut dense = vec![0i64; n * n];
     for &(u, v, w) in edges {
         let (a, b) = (u.min(v), u.max(v));
-        let cell = &mut dense[a * n + b];
-        *cell = (*cell).max(w);
+        let x = dense[a * n + b].max(w);
+        dense[a * n + b] = x;
+        dense[b * n + a] = x;
     }
-    let mate = integer_blossom::max_weight_matching(&dense, n);
+    let mate = solver.solve(n, &dense);
     let weight = mate
         .iter()
         .enumerate()
