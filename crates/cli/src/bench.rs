@@ -95,6 +95,10 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
                     args: s(&["simulate", "-t", &t, "-c", "philly", "-p", pol]),
                 });
             }
+            cases.push(Case {
+                name: "philly 82,247 jobs, muri-l (drawn models), philly".into(),
+                args: s(&["simulate", "-t", &t, "-c", "philly", "-p", "muri-l"]),
+            });
         }
         _ => eprintln!(
             "note: ../shared/traces/philly/philly.csv not found; Philly cases skipped (pass --traces DIR)"
@@ -114,6 +118,19 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
                     "n8g8",
                     "-p",
                     "tiresias",
+                    "--per-event-overhead",
+                ]),
+            });
+            cases.push(Case {
+                name: "muri 400 jobs, muri-s, n8g8 (artifact quirks)".into(),
+                args: s(&[
+                    "simulate",
+                    "-t",
+                    &t,
+                    "-c",
+                    "n8g8",
+                    "-p",
+                    "muri-s",
                     "--per-event-overhead",
                 ]),
             });

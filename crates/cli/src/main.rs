@@ -624,12 +624,22 @@ fn run_one(
     policy: &str,
     a: &RunArgs,
     cluster: &Cluster,
-    jobs: Vec<Job>,
+    mut jobs: Vec<Job>,
     cfg: &Config,
 ) -> Result<RunOutcome> {
     let speed = speed_model(a)?;
     let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
     let mut p = registry::build(policy, &params)?;
+    if registry::find(policy).is_some_and(|s| s.needs_profiles) {
+        let drawn = apiary_model::profiles::assign(&mut jobs, cfg.seed);
+        if drawn > 0 && !a.quiet {
+            eprintln!(
+                "{policy}: {drawn} jobs without stage times or a known model were given one \
+                 drawn from Muri's profile table (seed {}; docs/policies/muri.md)",
+                cfg.seed
+            );
+        }
+    }
     let bar = if a.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {

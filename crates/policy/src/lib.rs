@@ -14,6 +14,7 @@
 pub mod fifo;
 pub mod gandiva;
 pub mod greedy;
+pub mod muri;
 pub mod params;
 pub mod placement;
 pub mod registry;

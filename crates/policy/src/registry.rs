@@ -3,6 +3,7 @@
 
 use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
+use crate::muri::Muri;
 use crate::srtf::Srtf;
 use crate::tiresias::Tiresias;
 use crate::vc::{Sharing, VcSharing};
@@ -28,6 +29,9 @@ pub struct PolicySpec {
     pub about: &'static str,
     /// Whether it reads job durations (an oracle a real scheduler lacks).
     pub needs_durations: bool,
+    /// Whether it reads per-job stage profiles (Muri): the driver gives jobs without
+    /// them one from `apiary_model::profiles` before the run.
+    pub needs_profiles: bool,
     /// Parameters.
     pub params: &'static [ParamSpec],
     /// Constructor.
@@ -89,6 +93,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "fifo",
         about: "first in, first out; non-preemptive",
         needs_durations: false,
+        needs_profiles: false,
         params: &[BACKFILL_OFF, PLACE_CONS],
         build: |p| Ok(Box::new(Queue::new(Order::Fifo, p)?)),
     },
@@ -96,6 +101,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "sjf",
         about: "shortest job first by duration; non-preemptive (oracle)",
         needs_durations: true,
+        needs_profiles: false,
         params: &[BACKFILL_OFF, PLACE_CONS],
         build: |p| Ok(Box::new(Queue::new(Order::Sjf, p)?)),
     },
@@ -103,6 +109,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "srtf",
         about: "shortest remaining time first; preemptive (oracle; Muri's `shortest`)",
         needs_durations: true,
+        needs_profiles: false,
         params: &[BACKFILL_ON, PLACE_CONS],
         build: |p| Ok(Box::new(Srtf::new(false, p)?)),
     },
@@ -110,6 +117,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "srsf",
         about: "shortest remaining GPU-service (time x GPUs) first; preemptive (oracle; Muri's `shortest-gpu`)",
         needs_durations: true,
+        needs_profiles: false,
         params: &[BACKFILL_ON, PLACE_CONS],
         build: |p| Ok(Box::new(Srtf::new(true, p)?)),
     },
@@ -117,6 +125,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "tiresias",
         about: "Tiresias discretized 2D-LAS: multi-level queues on attained GPU-time; no job knowledge",
         needs_durations: false,
+        needs_profiles: false,
         params: TIRESIAS_PARAMS,
         build: |p| Ok(Box::new(Tiresias::new(p, false)?)),
     },
@@ -124,6 +133,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "tiresias-gittins",
         about: "Tiresias discretized 2D-Gittins: queues ordered by Gittins index of the GPU-time distribution",
         needs_durations: false,
+        needs_profiles: false,
         params: TIRESIAS_PARAMS,
         build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
     },
@@ -131,6 +141,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "gandiva",
         about: "Gandiva as the Tiresias/ElasticFlow artifacts emulate it: node-sets per job size, 60 s time slicing",
         needs_durations: false,
+        needs_profiles: false,
         params: &[
             ParamSpec {
                 key: "quantum",
@@ -151,9 +162,26 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(Gandiva::new(p)?)),
     },
     PolicySpec {
+        name: "muri-s",
+        about: "Muri: same-size jobs interleave stages on shared GPUs, grouped by blossom matching; remaining GPU-time first (oracle)",
+        needs_durations: true,
+        needs_profiles: true,
+        params: MURI_PARAMS,
+        build: |p| Ok(Box::new(Muri::new(true, p)?)),
+    },
+    PolicySpec {
+        name: "muri-l",
+        about: "Muri: interleaved groups by blossom matching; least attained GPU-time first (no job knowledge)",
+        needs_durations: false,
+        needs_profiles: true,
+        params: MURI_PARAMS,
+        build: |p| Ok(Box::new(Muri::new(false, p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
+        needs_profiles: false,
         params: VC_PARAMS,
         build: |p| Ok(Box::new(VcSharing::new(Sharing::Hived, p)?)),
     },
@@ -161,6 +189,7 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "quota",
         about: "VCs share the cluster under per-VC GPU quotas (YARN-CS style); `intra` orders each VC",
         needs_durations: false,
+        needs_profiles: false,
         params: VC_PARAMS,
         build: |p| Ok(Box::new(VcSharing::new(Sharing::Quota, p)?)),
     },
@@ -168,8 +197,32 @@ pub const BUILTIN: &[PolicySpec] = &[
         name: "private",
         about: "each VC alone on its own nodes (static partition, HiveD packing inside); `intra` orders each VC",
         needs_durations: false,
+        needs_profiles: false,
         params: VC_PARAMS,
         build: |p| Ok(Box::new(VcSharing::new(Sharing::Private, p)?)),
+    },
+];
+
+const MURI_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "ordering",
+        default: "best",
+        about: "cyclic order of a group's stages: best | worst (ablation) | index",
+    },
+    ParamSpec {
+        key: "blossom",
+        default: "true",
+        about: "group by maximum-weight matching; false: chunks of four (ablation)",
+    },
+    ParamSpec {
+        key: "group",
+        default: "4",
+        about: "largest group (1 to 4; the ablations use 2 and 3)",
+    },
+    ParamSpec {
+        key: "autopack",
+        default: "true",
+        about: "split a group whose interleaving is slower than time-sharing",
     },
 ];
 

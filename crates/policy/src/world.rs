@@ -296,6 +296,20 @@ impl World {
         true
     }
 
+    /// The group whose GPUs job `i` shares (named by its first member), if any.
+    pub fn share_group(&self, i: JobIdx) -> Option<JobIdx> {
+        let g = self.share[i as usize];
+        (g != NOT_SHARED).then_some(g)
+    }
+
+    /// How many running jobs hold job `i`'s GPUs, `i` included (1 when it shares none).
+    pub fn sharing_count(&self, i: JobIdx) -> u32 {
+        match self.share[i as usize] {
+            NOT_SHARED => 1,
+            g => self.share_refs[g as usize],
+        }
+    }
+
     /// The jobs sharing job `i`'s GPUs, `i` included (just `i` when it shares none).
     pub fn sharing(&self, i: JobIdx) -> Vec<JobIdx> {
         let g = self.share[i as usize];

@@ -165,6 +165,7 @@ pub fn run(
     } else {
         Vec::new()
     };
+    let mut group_oh: Vec<Time> = vec![0; if cfg.per_event_overhead { n } else { 0 }];
     let mut rejected: Vec<Option<String>> = vec![None; n];
     let mut heap: BinaryHeap<Reverse<Completion>> = BinaryHeap::new();
     let mut seq = 0u64;
@@ -255,17 +256,33 @@ pub fn run(
         }
 
         if cfg.per_event_overhead && now > prev_now {
-            // Every running job loses up to its overhead from the interval just ended.
+            // Every running job loses up to its overhead from the interval just ended;
+            // a member of a group sharing GPUs loses the sum of its members' overheads
+            // (Muri's simulator charges the group's restart as one).
+            for &j in world.running() {
+                if let Some(g) = world.share_group(j) {
+                    group_oh[g as usize] += oh[j as usize];
+                }
+            }
             for k in 0..world.running().len() {
                 let j = world.running()[k];
                 let before = world.rt[j as usize].last_update;
                 world.sync(j);
+                let own = match world.share_group(j) {
+                    Some(g) => group_oh[g as usize],
+                    None => oh[j as usize],
+                };
                 let rt = &mut world.rt[j as usize];
-                let lost = oh[j as usize].min(now - before);
+                let lost = own.min(now - before);
                 if lost > 0 {
                     rt.remaining += lost as f64 * rt.rate;
                     rt.generation += 1;
                     schedule_completion(&world, j, &mut heap, &mut seq);
+                }
+            }
+            for &j in world.running() {
+                if let Some(g) = world.share_group(j) {
+                    group_oh[g as usize] = 0;
                 }
             }
         }

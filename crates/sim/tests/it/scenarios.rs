@@ -6,7 +6,8 @@
 //! policy fifo backfill=true
 //! mode slot:60            (optional)
 //! restart_overhead 5      (optional, seconds)
-//! job a submit=0 gpus=2 duration=10   (optional vc=NAME)
+//! job a submit=0 gpus=2 duration=10   (optional vc=NAME; stages=DATA/GPU/NET ms with
+//!                                       iters=N for Muri's interleaving)
 //! ----
 //! a start=0 finish=10 preemptions=0
 //! ```
@@ -63,6 +64,15 @@ fn run_scenario(text: &str) -> (String, String) {
                     secs(kv["duration"]),
                 );
                 j.vc = kv.get("vc").map(|v| v.to_string());
+                if let Some(st) = kv.get("stages") {
+                    let v: Vec<f64> = st.split('/').map(|x| x.parse().unwrap()).collect();
+                    j.stages = Some(apiary_model::StageTimes {
+                        data: v[0],
+                        gpu: v[1],
+                        net: v[2],
+                    });
+                    j.iterations = Some(kv["iters"].parse().unwrap());
+                }
                 jobs.push(j);
             }
             other => panic!("unknown command {other}"),

@@ -1,0 +1,490 @@
+//! Muri (SIGCOMM '22): jobs of equal GPU count share GPUs in groups of up to four and
+//! interleave their iteration stages. Groups come from maximum-weight matching on the
+//! interleaving efficiency, merged only while the demand exceeds the cluster. The pass
+//! follows the artifact's `multi_resource_blossom_same_sim_jobs` (docs/policies/muri.md
+//! lists its steps); Muri-S orders by remaining GPU-time, Muri-L by attained GPU-time.
+
+use crate::placement::{self, PlacementStrategy};
+use crate::world::{Ctx, JobIdx, Status};
+use crate::{ParamError, Params, Policy};
+use apiary_model::interleave::{self, Member, Ordering};
+use apiary_model::{ClusterState, Placement};
+use apiary_solver::matching;
+use std::collections::{BTreeMap, HashMap};
+
+/// Jobs per group at most (`packing_num`).
+const PACKING: usize = 4;
+/// Resource slots of the model (`multi_resource`).
+const SLOTS: usize = 4;
+/// Most groups one matching instance takes. The artifact matches every candidate of a
+/// GPU count at once; on its 64-GPU cluster that is at most 256 (64 one-GPU slots x 4),
+/// so every artifact run is one window. Larger clusters match consecutive windows of
+/// candidates in priority order, keeping each instance O(W³).
+pub const MATCH_WINDOW: usize = 256;
+const NO_STAGES: u32 = u32::MAX;
+
+/// The Muri policy and its ablations.
+#[derive(Debug)]
+pub struct Muri {
+    /// Durations known: order by remaining GPU-time (Muri-S); else attained (Muri-L).
+    know_duration: bool,
+    ordering: Ordering,
+    blossom: bool,
+    max_group: usize,
+    autopack: bool,
+    active: Vec<JobIdx>,
+    solver: matching::Blossom,
+    /// Per job: its interned stage times (`NO_STAGES` if it has none) and its solo
+    /// iteration time in ms.
+    stage_of: Vec<u32>,
+    solo: Vec<f64>,
+    stages: Vec<[f64; 3]>,
+    stage_ids: BTreeMap<[u64; 3], u32>,
+    /// Charged time and summed stage times of a group of 2..=4, by its members' stage
+    /// ids (sorted, unless the order is by index): a group's time depends only on them.
+    times: HashMap<[u32; PACKING], Option<(f64, f64)>>,
+    key: Vec<f64>,
+    marked: Vec<bool>,
+    scratch: Option<ClusterState>,
+    edges: Vec<(usize, usize, i64)>,
+}
+
+/// A candidate group: member jobs, all of one GPU count.
+#[derive(Debug, Clone)]
+struct Group {
+    jobs: Vec<JobIdx>,
+    gpus: u32,
+}
+
+impl Muri {
+    /// `know_duration` picks Muri-S (true) or Muri-L. Parameters: `ordering`
+    /// (best | worst | index), `blossom` (bool; false: the naive grouping ablation),
+    /// `group` (largest group, 1..=4), `autopack` (bool).
+    pub fn new(know_duration: bool, p: &Params) -> Result<Muri, ParamError> {
+        let ordering = match p.str("ordering").unwrap_or("best") {
+            "best" => Ordering::Best,
+            "worst" => Ordering::Worst,
+            "index" => Ordering::ByIndex,
+            other => {
+                return Err(ParamError::Bad {
+                    key: "ordering".into(),
+                    value: other.into(),
+                    message: "expected best, worst or index".into(),
+                });
+            }
+        };
+        let max_group = p.u64("group", 4)? as usize;
+        if !(1..=PACKING).contains(&max_group) {
+            return Err(ParamError::Bad {
+                key: "group".into(),
+                value: max_group.to_string(),
+                message: "expected 1 to 4".into(),
+            });
+        }
+        Ok(Muri {
+            know_duration,
+            ordering,
+            blossom: p.bool("blossom", true)?,
+            max_group,
+            autopack: p.bool("autopack", true)?,
+            active: Vec::new(),
+            solver: matching::Blossom::new(),
+            stage_of: Vec::new(),
+            solo: Vec::new(),
+            stages: Vec::new(),
+            stage_ids: BTreeMap::new(),
+            times: HashMap::new(),
+            key: Vec::new(),
+            marked: Vec::new(),
+            scratch: None,
+            edges: Vec::new(),
+        })
+    }
+
+    fn sort_val(&self, ctx: &Ctx<'_>, j: JobIdx) -> f64 {
+        let g = ctx.job(j).gpus as f64;
+        if self.know_duration {
+            ctx.remaining(j) * g
+        } else {
+            ctx.attained(j) as f64
+        }
+    }
+
+    /// Records a job's stage times and solo iteration time.
+    fn learn(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        let i = j as usize;
+        if self.stage_of.len() <= i {
+            self.stage_of.resize(i + 1, NO_STAGES);
+            self.solo.resize(i + 1, 0.0);
+            self.key.resize(i + 1, 0.0);
+            self.marked.resize(i + 1, false);
+        }
+        let job = ctx.job(j);
+        let (Some(st), Some(iters)) = (job.stages.as_ref(), job.iterations.filter(|&n| n > 0))
+        else {
+            return;
+        };
+        let v = [st.data, st.gpu, st.net];
+        let next = self.stages.len() as u32;
+        let id = *self.stage_ids.entry(v.map(f64::to_bits)).or_insert(next);
+        if id == next {
+            self.stages.push(v);
+        }
+        self.stage_of[i] = id;
+        self.solo[i] = job.duration as f64 / iters as f64;
+    }
+
+    /// The charged iteration time of a group (ms) and the members' summed stage
+    /// times; `None` if a member has no profile.
+    fn charged(&mut self, jobs: &[JobIdx]) -> Option<(f64, f64)> {
+        let mut key = [NO_STAGES; PACKING];
+        for (k, &j) in key.iter_mut().zip(jobs) {
+            *k = self.stage_of[j as usize];
+            if *k == NO_STAGES {
+                return None;
+            }
+        }
+        if jobs.len() == 1 {
+            let j = jobs[0] as usize;
+            return Some((self.solo[j], self.stages[key[0] as usize].iter().sum()));
+        }
+        if self.ordering == Ordering::ByIndex {
+            let mut by: [(JobIdx, u32); PACKING] = [(JobIdx::MAX, NO_STAGES); PACKING];
+            for (b, &j) in by.iter_mut().zip(jobs) {
+                *b = (j, self.stage_of[j as usize]);
+            }
+            by[..jobs.len()].sort_unstable();
+            for (k, b) in key.iter_mut().zip(by) {
+                *k = b.1;
+            }
+        } else {
+            key[..jobs.len()].sort_unstable();
+        }
+        if let Some(&t) = self.times.get(&key) {
+            return t;
+        }
+        let n = jobs.len();
+        let members: Vec<Member<'_>> = key[..n]
+            .iter()
+            .enumerate()
+            .map(|(pos, &id)| Member {
+                stages: &self.stages[id as usize],
+                // Unused for groups of two or more.
+                solo: 0.0,
+                index: pos as u64,
+            })
+            .collect();
+        let t = interleave::group_time(&members, SLOTS, self.ordering)
+            .ok()
+            .map(|(raw, _)| {
+                let used: f64 = members.iter().map(|m| m.stages.iter().sum::<f64>()).sum();
+                (interleave::charged(raw, n, !self.blossom), used)
+            });
+        self.times.insert(key, t);
+        t
+    }
+
+    /// The matching weight of merging groups: Σ stage times over slots × the charged
+    /// time (the artifact's `calc_used_ratio`).
+    fn weight(&mut self, jobs: &[JobIdx]) -> f64 {
+        match self.charged(jobs) {
+            Some((t, used)) if t > 0.0 => used / (SLOTS as f64 * t),
+            _ => 0.0,
+        }
+    }
+
+    /// One matching round over each GPU count's groups, merging while the demand
+    /// exceeds the cluster.
+    fn round(&mut self, classes: &mut [(u32, Vec<Group>)], required: &mut u64, cluster: u64) {
+        let mut merged: Vec<JobIdx> = Vec::with_capacity(PACKING);
+        for (g, groups) in classes.iter_mut() {
+            let mut next: Vec<Group> = Vec::with_capacity(groups.len());
+            // (first, second) of each matched pair, in the order the artifact lists
+            // them: at the pair's larger vertex.
+            for w0 in (0..groups.len()).step_by(MATCH_WINDOW) {
+                let win = &groups[w0..(w0 + MATCH_WINDOW).min(groups.len())];
+                if *required <= cluster {
+                    // No pair of this window would be merged: skip its matching.
+                    next.extend_from_slice(win);
+                    continue;
+                }
+                let n = win.len();
+                self.edges.clear();
+                for u in 0..n {
+                    for v in u + 1..n {
+                        if win[u].jobs.len() + win[v].jobs.len() > self.max_group {
+                            continue;
+                        }
+                        merged.clear();
+                        merged.extend(&win[u].jobs);
+                        merged.extend(&win[v].jobs);
+                        let w = matching::scale(self.weight(&merged));
+                        if w > 0 {
+                            self.edges.push((u, v, w));
+                        }
+                    }
+                }
+                let mate = if self.edges.is_empty() {
+                    vec![None; n]
+                } else {
+                    let edges = std::mem::take(&mut self.edges);
+                    let m = matching::max_weight_matching_with(&mut self.solver, n, &edges)
+                        .expect("a window is within the solver's limits")
+                        .mate;
+                    self.edges = edges;
+                    m
+                };
+                for u in 0..n {
+                    match mate[u] {
+                        Some(v) if v < u => {
+                            if *required > cluster {
+                                let mut a = win[v].clone();
+                                a.jobs.extend(&win[u].jobs);
+                                *required -= *g as u64;
+                                next.push(a);
+                            } else {
+                                next.push(win[v].clone());
+                                next.push(win[u].clone());
+                            }
+                        }
+                        Some(_) => {}
+                        None => next.push(win[u].clone()),
+                    }
+                }
+            }
+            *groups = next;
+        }
+    }
+}
+
+impl Policy for Muri {
+    fn name(&self) -> &'static str {
+        if self.know_duration {
+            "muri-s"
+        } else {
+            "muri-l"
+        }
+    }
+
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.learn(ctx, j);
+        self.active.push(j);
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        self.active.retain(|&j| ctx.status(j) != Status::Finished);
+        // 1. Priority, stable over the previous pass's order (as the artifact sorts its
+        //    runnable list in place).
+        for i in 0..self.active.len() {
+            let j = self.active[i];
+            self.key[j as usize] = self.sort_val(ctx, j);
+        }
+        let key = std::mem::take(&mut self.key);
+        self.active
+            .sort_by(|a, b| key[*a as usize].total_cmp(&key[*b as usize]));
+        let order = std::mem::take(&mut self.active);
+        let w = ctx.world();
+        let cluster = &w.cluster;
+        let total = cluster.total_gpus as u64;
+        let mut scratch = self
+            .scratch
+            .take()
+            .unwrap_or_else(|| ClusterState::new(cluster));
+        let mut held: Vec<Placement> = Vec::new();
+        let mut p = Placement::default();
+        // 2. Candidates: per GPU count, the jobs in order; a pointer of chosen ones.
+        let mut by_size: Vec<(u32, Vec<JobIdx>, usize)> = Vec::new();
+        let mut size_ix: BTreeMap<u32, usize> = BTreeMap::new();
+        for &j in &order {
+            let g = w.jobs[j as usize].gpus;
+            let i = *size_ix.entry(g).or_insert_with(|| {
+                by_size.push((g, Vec::new(), 0));
+                by_size.len() - 1
+            });
+            by_size[i].1.push(j);
+        }
+        for &j in &order {
+            if self.marked[j as usize] {
+                continue;
+            }
+            let g = w.jobs[j as usize].gpus;
+            if placement::place(
+                cluster,
+                &scratch,
+                g,
+                PlacementStrategy::Consolidated,
+                &mut p,
+            ) && scratch.allocate(&p).is_ok()
+            {
+                held.push(std::mem::take(&mut p));
+                let s = &mut by_size[size_ix[&g]];
+                let up = (s.2 + PACKING).min(s.1.len());
+                for &k in &s.1[s.2..up] {
+                    self.marked[k as usize] = true;
+                }
+                s.2 = up;
+            }
+        }
+        for &j in &order {
+            self.marked[j as usize] = false;
+        }
+        for q in held.drain(..) {
+            scratch.release(&q).expect("placed on this scratch state");
+        }
+        let mut required = 0u64;
+        let mut classes: Vec<(u32, Vec<Group>)> = Vec::new();
+        for (g, jobs, chosen) in &by_size {
+            required += *chosen as u64 * *g as u64;
+            classes.push((
+                *g,
+                jobs[..*chosen]
+                    .iter()
+                    .map(|&j| Group {
+                        jobs: vec![j],
+                        gpus: *g,
+                    })
+                    .collect(),
+            ));
+        }
+        // 3. Grouping.
+        if self.blossom {
+            for _ in 0..PACKING {
+                self.round(&mut classes, &mut required, total);
+                if required <= total {
+                    break;
+                }
+            }
+        } else {
+            // The naive ablation: chunks of four in candidate order.
+            for (g, groups) in classes.iter_mut() {
+                let singles: Vec<JobIdx> = groups.iter().flat_map(|x| x.jobs.clone()).collect();
+                let mut out = Vec::new();
+                for chunk in singles.chunks(PACKING) {
+                    let mut head = Group {
+                        jobs: vec![chunk[0]],
+                        gpus: *g,
+                    };
+                    for &k in &chunk[1..] {
+                        if required > total && head.jobs.len() < self.max_group {
+                            head.jobs.push(k);
+                            required -= *g as u64;
+                        } else {
+                            out.push(Group {
+                                jobs: vec![k],
+                                gpus: *g,
+                            });
+                        }
+                    }
+                    out.push(head);
+                }
+                *groups = out;
+            }
+        }
+        // 4. Auto-unpack, then admission by the best member's priority.
+        let mut entries: Vec<(f64, Group)> = Vec::new();
+        for (_, groups) in classes {
+            for grp in groups {
+                let unpack = self.autopack && grp.jobs.len() > 1 && {
+                    let solo_sum: f64 = grp
+                        .jobs
+                        .iter()
+                        .filter(|&&j| self.stage_of[j as usize] != NO_STAGES)
+                        .map(|&j| self.solo[j as usize])
+                        .sum();
+                    self.charged(&grp.jobs)
+                        .is_none_or(|(t, _)| t / solo_sum > 1.0)
+                };
+                if unpack {
+                    for &j in &grp.jobs {
+                        entries.push((
+                            key[j as usize],
+                            Group {
+                                jobs: vec![j],
+                                gpus: grp.gpus,
+                            },
+                        ));
+                    }
+                } else {
+                    let best = grp
+                        .jobs
+                        .iter()
+                        .map(|&j| key[j as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    entries.push((best, grp));
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut kept: Vec<Group> = Vec::new();
+        for (_, grp) in entries {
+            if placement::place(
+                cluster,
+                &scratch,
+                grp.gpus,
+                PlacementStrategy::Consolidated,
+                &mut p,
+            ) && scratch.allocate(&p).is_ok()
+            {
+                held.push(std::mem::take(&mut p));
+                kept.push(grp);
+            }
+        }
+        for q in held.drain(..) {
+            scratch.release(&q).expect("placed on this scratch state");
+        }
+        self.scratch = Some(scratch);
+        self.key = key;
+        self.active = order;
+        // 5. Run them: a running group that is unchanged keeps its GPUs; anything else
+        //    running stops, and the kept groups start largest first.
+        let mut intact = vec![false; kept.len()];
+        for (gi, grp) in kept.iter().enumerate() {
+            let first = grp.jobs[0];
+            let w = ctx.world();
+            let sg = w.share_group(first);
+            intact[gi] = ctx.status(first) == Status::Running
+                && w.sharing_count(first) as usize == grp.jobs.len()
+                && (grp.jobs.len() == 1
+                    || (sg.is_some()
+                        && grp
+                            .jobs
+                            .iter()
+                            .all(|&j| ctx.status(j) == Status::Running && w.share_group(j) == sg)));
+            for &j in &grp.jobs {
+                self.marked[j as usize] = intact[gi];
+            }
+        }
+        let mut running: Vec<JobIdx> = ctx.running().to_vec();
+        running.sort_unstable();
+        for &j in &running {
+            if !self.marked[j as usize] {
+                ctx.preempt(j);
+            }
+        }
+        for grp in &kept {
+            for &j in &grp.jobs {
+                self.marked[j as usize] = false;
+            }
+        }
+        let mut start: Vec<usize> = (0..kept.len()).filter(|&gi| !intact[gi]).collect();
+        start.sort_by_key(|&gi| std::cmp::Reverse(kept[gi].gpus));
+        for gi in start {
+            ctx.start_group(&kept[gi].jobs, PlacementStrategy::Consolidated);
+        }
+        // 6. Speeds: a member runs at its solo iteration time over the group's.
+        for grp in &kept {
+            if ctx.status(grp.jobs[0]) != Status::Running {
+                continue;
+            }
+            let t = self.charged(&grp.jobs).map(|c| c.0);
+            for &j in &grp.jobs {
+                let solo = (self.stage_of[j as usize] != NO_STAGES).then(|| self.solo[j as usize]);
+                let f = match (solo, t) {
+                    (Some(s), Some(t)) if grp.jobs.len() > 1 && t > 0.0 => s / t,
+                    _ => 1.0,
+                };
+                ctx.set_speed(j, f);
+            }
+        }
+    }
+}
