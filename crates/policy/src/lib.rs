@@ -19,6 +19,7 @@ pub mod params;
 pub mod placement;
 pub mod registry;
 pub mod srtf;
+pub mod themis;
 pub mod tiresias;
 pub mod vc;
 pub mod world;

@@ -5,6 +5,7 @@ use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
 use crate::muri::Muri;
 use crate::srtf::Srtf;
+use crate::themis::Themis;
 use crate::tiresias::Tiresias;
 use crate::vc::{Sharing, VcSharing};
 use crate::{ParamError, Params, Policy};
@@ -178,6 +179,14 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(Muri::new(false, p)?)),
     },
     PolicySpec {
+        name: "themis",
+        about: "Themis as Muri's baseline: finish-time fairness solved at every event, then chosen by share over time run and placed largest first",
+        needs_durations: true,
+        needs_profiles: false,
+        params: THEMIS_PARAMS,
+        build: |p| Ok(Box::new(Themis::new(p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
@@ -202,6 +211,12 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(VcSharing::new(Sharing::Private, p)?)),
     },
 ];
+
+const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {
+    key: "isolated",
+    default: "artifact",
+    about: "isolated time in the ratio: artifact (counted in iterations, the artifact's bug) | time",
+}];
 
 const MURI_PARAMS: &[ParamSpec] = &[
     ParamSpec {
