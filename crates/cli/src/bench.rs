@@ -135,6 +135,19 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
                 ]),
             });
             cases.push(Case {
+                name: "muri 400 jobs, antman, n8g8 (artifact quirks)".into(),
+                args: s(&[
+                    "simulate",
+                    "-t",
+                    &t,
+                    "-c",
+                    "n8g8",
+                    "-p",
+                    "antman",
+                    "--per-event-overhead",
+                ]),
+            });
+            cases.push(Case {
                 name: "muri 400 jobs, muri-s, n8g8 (artifact quirks)".into(),
                 args: s(&[
                     "simulate",

@@ -11,6 +11,7 @@
 //! [`registry::BUILTIN`] is the one table that `apiary policies`, the docs and parameter
 //! validation read.
 
+pub mod antman;
 pub mod fifo;
 pub mod gandiva;
 pub mod greedy;

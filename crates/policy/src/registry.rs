@@ -1,6 +1,7 @@
 //! The one table of built-in policies. `apiary policies`, the docs and parameter
 //! validation all read it, so a policy's name, summary and knobs are written once.
 
+use crate::antman::AntMan;
 use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
 use crate::muri::Muri;
@@ -187,6 +188,14 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(Themis::new(p)?)),
     },
     PolicySpec {
+        name: "antman",
+        about: "AntMan as Muri's baseline: guaranteed jobs first-come first-served on their own GPUs, opportunistic jobs as guests on lightly loaded GPUs, slowed by the job under them",
+        needs_durations: false,
+        needs_profiles: true,
+        params: ANTMAN_PARAMS,
+        build: |p| Ok(Box::new(AntMan::new(p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
@@ -211,6 +220,12 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(VcSharing::new(Sharing::Private, p)?)),
     },
 ];
+
+const ANTMAN_PARAMS: &[ParamSpec] = &[ParamSpec {
+    key: "opportunistic",
+    default: "muri",
+    about: "which jobs are opportunistic: muri (trace priority 1, Muri's traces) | negative (priority < 0)",
+}];
 
 const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {
     key: "isolated",

@@ -116,6 +116,8 @@ pub struct World {
     share: Vec<u32>,
     /// Per group: members still holding its GPUs.
     share_refs: Vec<u32>,
+    /// Per job: runs on GPUs it does not hold (an opportunistic guest, AntMan).
+    overlay: Vec<bool>,
 }
 
 const NOT_RUNNING: u32 = u32::MAX;
@@ -138,6 +140,7 @@ impl World {
             running_pos: vec![NOT_RUNNING; n],
             share: vec![NOT_SHARED; n],
             share_refs: vec![0; n],
+            overlay: vec![false; n],
             pending: 0,
             pending_gpus: BTreeMap::new(),
         }
@@ -152,6 +155,7 @@ impl World {
         self.running_pos.push(NOT_RUNNING);
         self.share.push(NOT_SHARED);
         self.share_refs.push(0);
+        self.overlay.push(false);
         i
     }
 
@@ -296,6 +300,39 @@ impl World {
         true
     }
 
+    /// Starts pending job `i` on `p` as a guest: it runs there without holding the
+    /// GPUs, which stay free to every other start (AntMan's opportunistic jobs sit on
+    /// GPUs that guaranteed jobs may take; the policy decides who shares what). Returns
+    /// false (changing nothing) unless `i` is pending and `p` names existing GPUs, as
+    /// many as it asks for.
+    pub fn start_overlay(&mut self, i: JobIdx, p: Placement) -> bool {
+        let idx = i as usize;
+        if self.rt[idx].status != Status::Pending || p.gpus() != self.jobs[idx].gpus {
+            return false;
+        }
+        let valid = p.parts.iter().all(|&(n, m)| {
+            self.cluster.nodes.get(n as usize).is_some_and(|node| {
+                let all = if node.gpus >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << node.gpus) - 1
+                };
+                m & !all == 0
+            })
+        });
+        if !valid {
+            return false;
+        }
+        self.overlay[idx] = true;
+        self.mark_running(i, p);
+        true
+    }
+
+    /// Whether running job `i` is a guest on GPUs it does not hold.
+    pub fn is_overlay(&self, i: JobIdx) -> bool {
+        self.overlay[i as usize]
+    }
+
     /// The group whose GPUs job `i` shares (named by its first member), if any.
     pub fn share_group(&self, i: JobIdx) -> Option<JobIdx> {
         let g = self.share[i as usize];
@@ -325,6 +362,9 @@ impl World {
 
     /// Gives back a stopping job's GPUs, unless other jobs of its group still use them.
     fn release_gpus(&mut self, i: JobIdx, p: &Placement) {
+        if std::mem::take(&mut self.overlay[i as usize]) {
+            return;
+        }
         let g = self.share[i as usize];
         if g != NOT_SHARED {
             self.share[i as usize] = NOT_SHARED;
@@ -722,6 +762,19 @@ impl<'a> Ctx<'a> {
         }
         ok
     }
+    /// Starts a job as a guest on the given GPUs, without taking them
+    /// ([`World::start_overlay`]). A scoped context refuses.
+    pub fn start_overlay(&mut self, i: JobIdx, p: Placement) -> bool {
+        if self.scope.is_some() {
+            return false;
+        }
+        let ok = self.w.start_overlay(i, p);
+        if ok {
+            self.actions.push(Action::Start(i));
+        }
+        ok
+    }
+
     /// Starts `members` (pending, same GPU count) as one group on one placement chosen
     /// by `strategy` for the first: they share the GPUs. All or none start. A scoped
     /// context refuses groups.

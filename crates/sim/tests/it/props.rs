@@ -29,6 +29,7 @@ impl Policy for Checked {
         self.inner.schedule(ctx);
         let w = ctx.world();
         let mut seen = vec![0u64; w.cluster.nodes.len()];
+        let mut guests = vec![0u64; w.cluster.nodes.len()];
         let mut busy = 0u64;
         // Groups sharing GPUs (Muri) hold them once: later members must hold exactly
         // the first member's GPUs.
@@ -36,6 +37,21 @@ impl Policy for Checked {
             Default::default();
         for &j in w.running() {
             let p = &w.rt[j as usize].placement;
+            if w.is_overlay(j) {
+                // A guest (AntMan's opportunistic job) holds nothing, but must name as
+                // many GPUs as it asked for, at most one guest per GPU.
+                if p.gpus() != w.jobs[j as usize].gpus {
+                    self.violations
+                        .push(format!("guest {j} on {} GPUs", p.gpus()));
+                }
+                for &(n, m) in &p.parts {
+                    if guests[n as usize] & m != 0 {
+                        self.violations.push(format!("two guests on node {n}"));
+                    }
+                    guests[n as usize] |= m;
+                }
+                continue;
+            }
             if let Some(g) = w.share_group(j) {
                 if let Some(first) = groups.get(&g) {
                     if *first != p {

@@ -64,6 +64,9 @@ fn run_scenario(text: &str) -> (String, String) {
                     secs(kv["duration"]),
                 );
                 j.vc = kv.get("vc").map(|v| v.to_string());
+                if let Some(p) = kv.get("priority") {
+                    j.priority = p.parse().unwrap();
+                }
                 if let Some(st) = kv.get("stages") {
                     let v: Vec<f64> = st.split('/').map(|x| x.parse().unwrap()).collect();
                     j.stages = Some(apiary_model::StageTimes {
