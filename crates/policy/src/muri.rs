@@ -453,6 +453,10 @@ impl Policy for Muri {
         self.scratch = Some(scratch);
         self.key = key;
         self.active = order;
+        // The artifact leaves its runnable list sorted by GPU count, largest first
+        // (stable), before placing: the next pass's stable sort breaks ties that way.
+        self.active
+            .sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
         // 5. Run them: a running group that is unchanged keeps its GPUs; anything else
         //    running stops, and the kept groups start largest first.
         let mut intact = vec![false; kept.len()];
