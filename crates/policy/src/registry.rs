@@ -242,12 +242,12 @@ const MURI_PARAMS: &[ParamSpec] = &[
     ParamSpec {
         key: "blossom",
         default: "true",
-        about: "group by maximum-weight matching; false: chunks of four (ablation)",
+        about: "group by maximum-weight matching; false: candidates in chunks of `group` (ablation)",
     },
     ParamSpec {
         key: "group",
         default: "4",
-        about: "largest group (1 to 4; the ablations use 2 and 3)",
+        about: "the artifact's packing_num: largest group, candidates per slot, matching rounds (1 to 4; the ablations use 2 and 3)",
     },
     ParamSpec {
         key: "autopack",
