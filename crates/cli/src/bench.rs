@@ -108,58 +108,21 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
         let muri = d.join("peers/muri/cluster_exp/cluster_trace.csv");
         if muri.is_file() {
             let t = muri.display().to_string();
-            cases.push(Case {
-                name: "muri 400 jobs, tiresias, n8g8 (artifact quirks)".into(),
-                args: s(&[
-                    "simulate",
-                    "-t",
-                    &t,
-                    "-c",
-                    "n8g8",
-                    "-p",
-                    "tiresias",
-                    "--per-event-overhead",
-                ]),
-            });
-            cases.push(Case {
-                name: "muri 400 jobs, themis, n8g8 (artifact quirks)".into(),
-                args: s(&[
-                    "simulate",
-                    "-t",
-                    &t,
-                    "-c",
-                    "n8g8",
-                    "-p",
-                    "themis",
-                    "--per-event-overhead",
-                ]),
-            });
-            cases.push(Case {
-                name: "muri 400 jobs, antman, n8g8 (artifact quirks)".into(),
-                args: s(&[
-                    "simulate",
-                    "-t",
-                    &t,
-                    "-c",
-                    "n8g8",
-                    "-p",
-                    "antman",
-                    "--per-event-overhead",
-                ]),
-            });
-            cases.push(Case {
-                name: "muri 400 jobs, muri-s, n8g8 (artifact quirks)".into(),
-                args: s(&[
-                    "simulate",
-                    "-t",
-                    &t,
-                    "-c",
-                    "n8g8",
-                    "-p",
-                    "muri-s",
-                    "--per-event-overhead",
-                ]),
-            });
+            for pol in ["tiresias", "themis", "antman", "muri-s"] {
+                cases.push(Case {
+                    name: format!("muri 400 jobs, {pol}, n8g8 (artifact quirks)"),
+                    args: s(&[
+                        "simulate",
+                        "-t",
+                        &t,
+                        "-c",
+                        "n8g8",
+                        "-p",
+                        pol,
+                        "--per-event-overhead",
+                    ]),
+                });
+            }
         }
     }
     if full {

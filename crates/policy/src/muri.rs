@@ -8,7 +8,6 @@ use crate::placement::{self, PlacementStrategy};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::interleave::{self, Member, Ordering};
-use apiary_model::{ClusterState, Placement};
 use apiary_solver::matching;
 use std::collections::{BTreeMap, HashMap};
 
@@ -48,7 +47,7 @@ pub struct Muri {
     times_best: HashMap<[u32; PACKING], Option<(f64, f64)>>,
     key: Vec<f64>,
     marked: Vec<bool>,
-    scratch: Option<ClusterState>,
+    refill: placement::Refill,
     edges: Vec<(usize, usize, i64)>,
 }
 
@@ -100,7 +99,7 @@ impl Muri {
             times_best: HashMap::new(),
             key: Vec::new(),
             marked: Vec::new(),
-            scratch: None,
+            refill: placement::Refill::default(),
             edges: Vec::new(),
         })
     }
@@ -304,12 +303,6 @@ impl Policy for Muri {
         let w = ctx.world();
         let cluster = &w.cluster;
         let total = cluster.total_gpus as u64;
-        let mut scratch = self
-            .scratch
-            .take()
-            .unwrap_or_else(|| ClusterState::new(cluster));
-        let mut held: Vec<Placement> = Vec::new();
-        let mut p = Placement::default();
         // 2. Candidates: per GPU count, the jobs in order; a pointer of chosen ones.
         let mut by_size: Vec<(u32, Vec<JobIdx>, usize)> = Vec::new();
         let mut size_ix: BTreeMap<u32, usize> = BTreeMap::new();
@@ -326,15 +319,10 @@ impl Policy for Muri {
                 continue;
             }
             let g = w.jobs[j as usize].gpus;
-            if placement::place(
-                cluster,
-                &scratch,
-                g,
-                PlacementStrategy::Consolidated,
-                &mut p,
-            ) && scratch.allocate(&p).is_ok()
+            if self
+                .refill
+                .fits(cluster, g, PlacementStrategy::Consolidated)
             {
-                held.push(std::mem::take(&mut p));
                 let s = &mut by_size[size_ix[&g]];
                 let up = (s.2 + self.max_group).min(s.1.len());
                 for &k in &s.1[s.2..up] {
@@ -346,9 +334,7 @@ impl Policy for Muri {
         for &j in &order {
             self.marked[j as usize] = false;
         }
-        for q in held.drain(..) {
-            scratch.release(&q).expect("placed on this scratch state");
-        }
+        self.refill.clear();
         let mut required = 0u64;
         let mut classes: Vec<(u32, Vec<Group>)> = Vec::new();
         for (g, jobs, chosen) in &by_size {
@@ -435,22 +421,14 @@ impl Policy for Muri {
         entries.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut kept: Vec<Group> = Vec::new();
         for (_, grp) in entries {
-            if placement::place(
-                cluster,
-                &scratch,
-                grp.gpus,
-                PlacementStrategy::Consolidated,
-                &mut p,
-            ) && scratch.allocate(&p).is_ok()
+            if self
+                .refill
+                .fits(cluster, grp.gpus, PlacementStrategy::Consolidated)
             {
-                held.push(std::mem::take(&mut p));
                 kept.push(grp);
             }
         }
-        for q in held.drain(..) {
-            scratch.release(&q).expect("placed on this scratch state");
-        }
-        self.scratch = Some(scratch);
+        self.refill.clear();
         self.key = key;
         self.active = order;
         // The artifact leaves its runnable list sorted by GPU count, largest first

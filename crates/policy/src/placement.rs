@@ -229,6 +229,45 @@ fn multi_node(state: &ClusterState, gpus: u32, best: bool, out: &mut Placement) 
     false
 }
 
+/// An emptied copy of the cluster filled in priority order: the artifacts' passes that
+/// empty the cluster and place jobs again to see which fit (Muri's candidates and
+/// groups, Themis' chosen jobs). Its state and placements are reused between passes.
+#[derive(Debug, Default)]
+pub struct Refill {
+    state: Option<ClusterState>,
+    /// Placements taken this pass (`held[..used]`); later entries are spare buffers.
+    held: Vec<Placement>,
+    used: usize,
+    p: Placement,
+}
+
+impl Refill {
+    /// Places `gpus` GPUs by `strategy` on what this pass has left free, and takes
+    /// them; false (taking nothing) if they do not fit.
+    pub fn fits(&mut self, cluster: &Cluster, gpus: u32, strategy: PlacementStrategy) -> bool {
+        let state = self.state.get_or_insert_with(|| ClusterState::new(cluster));
+        if !place(cluster, state, gpus, strategy, &mut self.p) || state.allocate(&self.p).is_err() {
+            return false;
+        }
+        if self.used == self.held.len() {
+            self.held.push(Placement::default());
+        }
+        std::mem::swap(&mut self.held[self.used], &mut self.p);
+        self.used += 1;
+        true
+    }
+
+    /// Empties the copy for the next pass.
+    pub fn clear(&mut self) {
+        if let Some(state) = &mut self.state {
+            for q in &self.held[..self.used] {
+                state.release(q).expect("placed on this state");
+            }
+        }
+        self.used = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +323,19 @@ mod tests {
         assert_eq!(p.gpus(), 300);
         assert!(!place(&c2, &s2, 513, PlacementStrategy::Counting, &mut p));
         assert!(p.parts.is_empty());
+    }
+
+    #[test]
+    fn a_refill_fills_in_order_and_empties_again() {
+        let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
+        let mut r = Refill::default();
+        for _ in 0..2 {
+            assert!(r.fits(&c, 8, PlacementStrategy::Consolidated));
+            assert!(r.fits(&c, 6, PlacementStrategy::Consolidated));
+            assert!(!r.fits(&c, 4, PlacementStrategy::Consolidated));
+            assert!(r.fits(&c, 2, PlacementStrategy::Consolidated));
+            assert!(!r.fits(&c, 1, PlacementStrategy::Consolidated));
+            r.clear();
+        }
     }
 }

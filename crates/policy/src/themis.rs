@@ -13,7 +13,7 @@
 use crate::placement::{self, PlacementStrategy};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
-use apiary_model::{ClusterState, Placement, Time};
+use apiary_model::Time;
 
 /// What the denominator's "isolated" time is measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +45,7 @@ pub struct Themis {
     order: Vec<JobIdx>,
     acct: Vec<Acct>,
     last_event: Time,
-    scratch: Option<ClusterState>,
-    held: Vec<Placement>,
+    refill: placement::Refill,
     // Per pass, by position in `order`.
     elapsed: Vec<f64>,
     left: Vec<f64>,
@@ -76,8 +75,7 @@ impl Themis {
             order: Vec::new(),
             acct: Vec::new(),
             last_event: 0,
-            scratch: None,
-            held: Vec::new(),
+            refill: placement::Refill::default(),
             elapsed: Vec::new(),
             left: Vec::new(),
             iso: Vec::new(),
@@ -229,32 +227,19 @@ impl Policy for Themis {
         // Choose, in that order, the jobs that fit on an emptied cluster.
         let w = ctx.world();
         let cluster = &w.cluster;
-        let mut scratch = self
-            .scratch
-            .take()
-            .unwrap_or_else(|| ClusterState::new(cluster));
         if self.chosen.len() < w.jobs.len() {
             self.chosen.resize(w.jobs.len(), false);
         }
-        let mut p = Placement::default();
         for &(_, _, _, j) in &self.keyed {
             let g = w.jobs[j as usize].gpus;
-            if placement::place(
-                cluster,
-                &scratch,
-                g,
-                PlacementStrategy::Consolidated,
-                &mut p,
-            ) && scratch.allocate(&p).is_ok()
+            if self
+                .refill
+                .fits(cluster, g, PlacementStrategy::Consolidated)
             {
-                self.held.push(std::mem::take(&mut p));
                 self.chosen[j as usize] = true;
             }
         }
-        for q in self.held.drain(..) {
-            scratch.release(&q).expect("placed on this scratch state");
-        }
-        self.scratch = Some(scratch);
+        self.refill.clear();
         self.order.clear();
         self.order.extend(self.keyed.iter().map(|k| k.3));
         self.order

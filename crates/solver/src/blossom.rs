@@ -216,6 +216,18 @@ impl Blossom {
         0
     }
 
+    /// Appends the tree path from `x` up to `lca` to a new blossom's cycle, queueing
+    /// the odd vertices it passes (they become even inside the blossom).
+    fn walk_to(&mut self, f: &mut Vec<u32>, mut x: u32, lca: u32) {
+        while x != lca {
+            let y = self.st[self.mate[x as usize] as usize];
+            f.push(x);
+            f.push(y);
+            self.push(y);
+            x = self.st[self.pa[y as usize] as usize];
+        }
+    }
+
     fn add_blossom(&mut self, u: u32, lca: u32, v: u32) {
         let mut b = self.n as u32 + 1;
         while (b as usize) <= self.nx && self.st[b as usize] != 0 {
@@ -231,23 +243,9 @@ impl Blossom {
         let mut f = std::mem::take(&mut self.flower[bu]);
         f.clear();
         f.push(lca);
-        let mut x = u;
-        while x != lca {
-            let y = self.st[self.mate[x as usize] as usize];
-            f.push(x);
-            f.push(y);
-            self.push(y);
-            x = self.st[self.pa[y as usize] as usize];
-        }
+        self.walk_to(&mut f, u, lca);
         f[1..].reverse();
-        let mut x = v;
-        while x != lca {
-            let y = self.st[self.mate[x as usize] as usize];
-            f.push(x);
-            f.push(y);
-            self.push(y);
-            x = self.st[self.pa[y as usize] as usize];
-        }
+        self.walk_to(&mut f, v, lca);
         self.flower[bu] = f;
         self.set_st(b, b);
         let s = self.stride;
