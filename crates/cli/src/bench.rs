@@ -125,6 +125,28 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             }
         }
     }
+    if let Some(d) = shared {
+        let gavel = d.join("peers/gavel/physical_cluster/max_min_fairness.trace");
+        if gavel.is_file() {
+            std::fs::create_dir_all(work)
+                .with_context(|| format!("creating {}", work.display()))?;
+            let cluster = work.join("gavel-physical.toml");
+            std::fs::write(
+                &cluster,
+                include_str!("../../../testdata/clusters/gavel-physical.toml"),
+            )
+            .with_context(|| format!("writing {}", cluster.display()))?;
+            let (t, c) = (gavel.display().to_string(), cluster.display().to_string());
+            for (name, extra) in [("gavel", "perf=true"), ("gavel agnostic", "perf=false")] {
+                cases.push(Case {
+                    name: format!("gavel max_min_fairness 96 jobs, {name}, 48 GPUs of 3 types"),
+                    args: s(&[
+                        "simulate", "-t", &t, "-c", &c, "-p", "gavel", "--set", extra,
+                    ]),
+                });
+            }
+        }
+    }
     if full {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let synth: PathBuf = work.join("synth-1m.csv");

@@ -6,6 +6,7 @@
 
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Per-iteration stage times in milliseconds (Muri's `resource_time_0..2`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,6 +58,12 @@ pub struct Job {
     /// Required GPU type, when the job is pinned to one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
+    /// Speed on each GPU type relative to the placement `duration` was measured on,
+    /// keyed by lower-case type name (Gavel's throughput matrix: a ResNet-50 runs at
+    /// 0.14× its V100 speed on a K80). Absent: the same speed on every type; a type
+    /// the map does not name runs at 1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_speeds: Option<BTreeMap<String, f64>>,
 }
 
 impl Job {
@@ -76,7 +83,21 @@ impl Job {
             stages: None,
             dataset_gb: None,
             gpu_type: None,
+            type_speeds: None,
         }
+    }
+
+    /// Relative speed on GPUs of type `gpu_type` (matched without regard to case).
+    pub fn type_speed(&self, gpu_type: &str) -> f64 {
+        let Some(m) = &self.type_speeds else {
+            return 1.0;
+        };
+        if let Some(&v) = m.get(gpu_type) {
+            return v;
+        }
+        m.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(gpu_type))
+            .map_or(1.0, |(_, &v)| v)
     }
 
     /// GPU time of the job on its reference placement, in GPU-milliseconds.

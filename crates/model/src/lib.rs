@@ -20,7 +20,7 @@ pub mod time;
 pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switch, SwitchSpec};
 pub use job::{Job, StageTimes};
 pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
-pub use rng::Rng;
+pub use rng::{PyRandom, Rng};
 pub use speed::SpreadTable;
 pub use state::{ClusterState, Placement, StateError};
 pub use time::{HOUR, MINUTE, SECOND, Time, fmt_duration};

@@ -101,6 +101,101 @@ impl Rng {
     }
 }
 
+/// CPython's `random.Random`: MT19937 seeded as `random.seed(int)` seeds it, with
+/// `shuffle` as CPython 3 draws it. Only for reproducing artifacts that shuffle with
+/// Python's generator (Gavel shuffles its worker types every round with
+/// `random.Random(seed + 5)`); apiary's own randomness uses [`Rng`].
+#[derive(Clone)]
+pub struct PyRandom {
+    mt: Box<[u32; 624]>,
+    idx: usize,
+}
+
+impl std::fmt::Debug for PyRandom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PyRandom").field("idx", &self.idx).finish()
+    }
+}
+
+impl PyRandom {
+    /// `random.Random(seed)` for a seed below 2³² (CPython's `init_by_array([seed])`).
+    pub fn new(seed: u32) -> PyRandom {
+        let mut mt = Box::new([0u32; 624]);
+        mt[0] = 19_650_218;
+        for i in 1..624 {
+            mt[i] = 1_812_433_253u32
+                .wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30))
+                .wrapping_add(i as u32);
+        }
+        let (mut i, mut j) = (1usize, 0usize);
+        let key = [seed];
+        for _ in 0..624 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_664_525))
+                .wrapping_add(key[j])
+                .wrapping_add(j as u32);
+            i += 1;
+            j += 1;
+            if i >= 624 {
+                mt[0] = mt[623];
+                i = 1;
+            }
+            if j >= key.len() {
+                j = 0;
+            }
+        }
+        for _ in 0..623 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941))
+                .wrapping_sub(i as u32);
+            i += 1;
+            if i >= 624 {
+                mt[0] = mt[623];
+                i = 1;
+            }
+        }
+        mt[0] = 0x8000_0000;
+        PyRandom { mt, idx: 624 }
+    }
+
+    /// The next 32 bits (`genrand_uint32`).
+    pub fn next_u32(&mut self) -> u32 {
+        if self.idx >= 624 {
+            let mt = &mut self.mt;
+            for k in 0..624 {
+                let y = (mt[k] & 0x8000_0000) | (mt[(k + 1) % 624] & 0x7fff_ffff);
+                let mag = if y & 1 == 1 { 0x9908_b0df } else { 0 };
+                mt[k] = mt[(k + 397) % 624] ^ (y >> 1) ^ mag;
+            }
+            self.idx = 0;
+        }
+        let mut y = self.mt[self.idx];
+        self.idx += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    /// `random._randbelow(n)` for `0 < n ≤ 2³²`: rejection sampling on `n.bit_length()`
+    /// bits.
+    pub fn below(&mut self, n: u64) -> u64 {
+        let k = 64 - n.leading_zeros();
+        loop {
+            let r = (self.next_u32() >> (32 - k)) as u64;
+            if r < n {
+                return r;
+            }
+        }
+    }
+
+    /// `random.shuffle(xs)`.
+    pub fn shuffle<T>(&mut self, xs: &mut [T]) {
+        for i in (1..xs.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            xs.swap(i, j);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +246,32 @@ mod tests {
             assert!(r.below(10) < 10);
             assert!(r.exp(5.0) >= 0.0);
         }
+    }
+
+    #[test]
+    fn py_random_matches_cpython() {
+        // CPython 3: random.Random(5).getrandbits(32) three times, Random(0) once, and
+        // four shuffles of Gavel's worker types.
+        let mut r = PyRandom::new(5);
+        let v: Vec<u32> = (0..3).map(|_| r.next_u32()).collect();
+        assert_eq!(v, [2_675_342_405, 1_097_127_993, 3_185_950_873]);
+        assert_eq!(PyRandom::new(0).next_u32(), 3_626_764_237);
+        let mut r = PyRandom::new(5);
+        let got: Vec<Vec<&str>> = (0..4)
+            .map(|_| {
+                let mut x = vec!["v100", "p100", "k80"];
+                r.shuffle(&mut x);
+                x
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ["v100", "p100", "k80"],
+                ["v100", "p100", "k80"],
+                ["p100", "v100", "k80"],
+                ["k80", "v100", "p100"]
+            ]
+        );
     }
 }

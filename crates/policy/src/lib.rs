@@ -14,6 +14,7 @@
 pub mod antman;
 pub mod fifo;
 pub mod gandiva;
+pub mod gavel;
 pub mod greedy;
 pub mod muri;
 pub mod params;

@@ -4,6 +4,7 @@
 use crate::antman::AntMan;
 use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
+use crate::gavel::{Gavel, Objective};
 use crate::muri::Muri;
 use crate::srtf::Srtf;
 use crate::themis::Themis;
@@ -83,6 +84,29 @@ const TIRESIAS_PARAMS: &[ParamSpec] = &[
     },
     BACKFILL_ON,
     PLACE_COUNT,
+];
+
+const GAVEL_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "perf",
+        default: "true",
+        about: "give the allocation program each job's throughput per GPU type (false: the same on every type, Gavel's agnostic baseline)",
+    },
+    ParamSpec {
+        key: "round",
+        default: "360",
+        about: "round length, seconds",
+    },
+    ParamSpec {
+        key: "reset",
+        default: "1920",
+        about: "least time between allocation recomputations, seconds (the artifact's minimum_time_between_allocation_resets)",
+    },
+    ParamSpec {
+        key: "seed",
+        default: "0",
+        about: "the artifact's --seed: the agnostic variants shuffle GPU types each round with CPython's random.Random(seed + 5)",
+    },
 ];
 
 fn keys(ps: &[ParamSpec]) -> Vec<&'static str> {
@@ -194,6 +218,22 @@ pub const BUILTIN: &[PolicySpec] = &[
         needs_profiles: true,
         params: ANTMAN_PARAMS,
         build: |p| Ok(Box::new(AntMan::new(p)?)),
+    },
+    PolicySpec {
+        name: "gavel",
+        about: "Gavel's max-min fairness (LAS): heterogeneity-aware time shares from an LP, realised in 360 s rounds (`perf=false`: Gavel's agnostic baseline)",
+        needs_durations: false,
+        needs_profiles: false,
+        params: GAVEL_PARAMS,
+        build: |p| Ok(Box::new(Gavel::new(Objective::MaxMinFairness, p)?)),
+    },
+    PolicySpec {
+        name: "gavel-makespan",
+        about: "Gavel's minimum total duration: time shares that finish the active jobs soonest, realised in 360 s rounds (oracle; `perf=false`: agnostic)",
+        needs_durations: true,
+        needs_profiles: false,
+        params: GAVEL_PARAMS,
+        build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
     },
     PolicySpec {
         name: "hived",

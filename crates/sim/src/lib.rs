@@ -316,7 +316,12 @@ pub fn run(
                     &world.rt[j as usize].placement,
                     &world.cluster,
                 );
-                world.rt[j as usize].rate = rate * world.rt[j as usize].speed;
+                let typed = type_factor(
+                    &world.jobs[j as usize],
+                    &world.rt[j as usize].placement,
+                    &world.cluster,
+                );
+                world.rt[j as usize].rate = rate * typed * world.rt[j as usize].speed;
                 schedule_completion(&world, j, &mut heap, &mut seq);
             }
             // Preemption-heavy policies leave many stale entries; drop them once they
@@ -375,4 +380,17 @@ pub fn run(
         passes,
         seed: cfg.seed,
     })
+}
+
+/// A job's speed on the GPU types of its placement: the slowest type it spans (a gang
+/// waits for its slowest member), 1.0 for jobs without per-type speeds.
+fn type_factor(job: &Job, p: &apiary_model::Placement, cluster: &Cluster) -> f64 {
+    if job.type_speeds.is_none() {
+        return 1.0;
+    }
+    p.parts
+        .iter()
+        .map(|&(node, _)| job.type_speed(&cluster.nodes[node as usize].gpu_type))
+        .fold(f64::INFINITY, f64::min)
+        .clamp(1e-9, 1e9)
 }

@@ -213,6 +213,8 @@ fn parse_datetime(s: &str) -> Option<i64> {
     Some(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
 }
 
+// Rows move straight into the trace's job vector; boxing would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Row {
     Job(Job),
     Excluded(&'static str),
@@ -562,6 +564,13 @@ fn make_parser(
             let ten = format == Format::Gavel10;
             let (ty, steps, sf, at) = if ten { (0, 5, 6, 9) } else { (0, 4, 6, 5) };
             let worker = opts.gavel_worker.clone().unwrap_or_else(|| "v100".into());
+            let types: Vec<String> = table
+                .keys()
+                .map(|k| k.0.clone())
+                .filter(|w| !w.contains("unconsolidated"))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
             let mut n = 0u64;
             Box::new(move |cx, r| {
                 let want = if ten { 10 } else { 7 };
@@ -576,16 +585,18 @@ fn make_parser(
                 let g = cx.gpus(r, sf, "scale_factor")?;
                 // Gavel's per-VC traces draw job types at random, so some (type, scale)
                 // pairs were never measured; those fall back to the 1-GPU throughput.
-                let tput = table
-                    .get(&(worker.clone(), jt.to_string(), g))
-                    .or_else(|| table.get(&(worker.clone(), jt.to_string(), 1)))
-                    .copied()
-                    .ok_or_else(|| {
-                        cx.err(
-                            "job_type",
-                            format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"),
-                        )
-                    })?;
+                let lookup = |w: &str| {
+                    table
+                        .get(&(w.to_string(), jt.to_string(), g))
+                        .or_else(|| table.get(&(w.to_string(), jt.to_string(), 1)))
+                        .copied()
+                };
+                let tput = lookup(&worker).filter(|t| *t > 0.0).ok_or_else(|| {
+                    cx.err(
+                        "job_type",
+                        format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"),
+                    )
+                })?;
                 let dur = s as f64 / tput * 1000.0;
                 if !dur.is_finite() || dur > 1e17 {
                     return Err(cx.err("total_steps", "duration out of range"));
@@ -599,6 +610,15 @@ fn make_parser(
                 n += 1;
                 j.iterations = Some(s);
                 j.model = Some(jt.to_string());
+                // Speeds on every GPU type the table measured, for heterogeneous
+                // clusters (Gavel's throughput matrix).
+                let speeds: BTreeMap<String, f64> = types
+                    .iter()
+                    .filter_map(|w| lookup(w).map(|t| (w.to_lowercase(), t / tput)))
+                    .collect();
+                if !speeds.is_empty() {
+                    j.type_speeds = Some(speeds);
+                }
                 if ten {
                     j.priority = cx.f(r, 7, "priority_weight")?.round() as i32;
                 }

@@ -35,7 +35,8 @@ pub fn find_peer_file(start: Option<&Path>, rel: &str) -> Option<PathBuf> {
 
 /// Gavel's `simulation_throughputs.json` as (GPU type, job type, scale factor) →
 /// isolated throughput (the `null` entry; co-location entries are ignored). Keys look
-/// like `('ResNet-18 (batch size 32)', 1)`.
+/// like `('ResNet-18 (batch size 32)', 1)`. A zero means the job cannot run on that
+/// type (the K80 has no memory for ResNet-50 at batch 128 on several GPUs).
 pub fn read_gavel_throughputs(
     path: &Path,
 ) -> Result<BTreeMap<(String, String, u32), f64>, TraceError> {
@@ -62,7 +63,7 @@ pub fn read_gavel_throughputs(
             if let (Ok(sf), Some(t)) = (
                 sf.trim().parse::<u32>(),
                 e.get("null").and_then(|x| x.as_f64()),
-            ) && t > 0.0
+            ) && t >= 0.0
             {
                 out.insert((w.clone(), jt.to_string(), sf), t);
             }

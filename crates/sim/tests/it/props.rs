@@ -177,6 +177,46 @@ proptest! {
     }
 
     #[test]
+    fn gavel_on_mixed_gpu_types_keeps_invariants_and_repeats(
+        w in workload(),
+        slow in proptest::collection::vec(0.05f64..1.0, 40),
+    ) {
+        // One V100 node and two K80 nodes; every job slower on a K80 by its own factor.
+        let mut spec = ClusterSpec::preset("n1g8-v100").unwrap();
+        spec.switches.extend(ClusterSpec::preset("n2g4-k80").unwrap().switches);
+        let mut jobs: Vec<Job> = w
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, g, d))| {
+                let mut j = Job::new(format!("{i}"), s * 1000, g, d * 1000);
+                j.type_speeds = Some([("v100".to_string(), 1.0), ("k80".to_string(), slow[i])].into());
+                j
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.submit);
+        for (policy, params) in [("gavel", "perf=true"), ("gavel", "perf=false"), ("gavel-makespan", "perf=true"), ("gavel-makespan", "perf=false")] {
+            let go = || {
+                let mut p = Checked {
+                    inner: registry::build(policy, &Params::from_pairs([params]).unwrap()).unwrap(),
+                    backfill_counting: false,
+                    violations: Vec::new(),
+                };
+                let c = spec.build().unwrap();
+                let out = apiary_sim::run(c, jobs.clone(), &mut p, &DurationModel, &Config::default(), &mut |_| {}).unwrap();
+                (out, p.violations)
+            };
+            let (out, v) = go();
+            prop_assert!(v.is_empty(), "{policy} {params}: {:?}", v);
+            for j in &out.jobs {
+                let f = j.finish;
+                prop_assert!(f.is_some_and(|f| f >= j.submit + j.duration), "{policy} {params}: job {} finished at {:?}", j.id, f);
+            }
+            let (again, _) = go();
+            prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", again.jobs));
+        }
+    }
+
+    #[test]
     fn slotted_mode_keeps_invariants(w in workload()) {
         let (out, v) = run("tiresias", &[], "n2g4", &w, false, Some(60_000));
         prop_assert!(v.is_empty(), "{:?}", v);

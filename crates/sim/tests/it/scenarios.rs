@@ -2,12 +2,13 @@
 //! expected per-job outcome below (raft-rs style).
 //!
 //! ```text
-//! cluster n1g4
+//! cluster n1g4            (several presets join: `cluster n1g1-v100 n1g2-k80`)
 //! policy fifo backfill=true
 //! mode slot:60            (optional)
 //! restart_overhead 5      (optional, seconds)
 //! job a submit=0 gpus=2 duration=10   (optional vc=NAME; stages=DATA/GPU/NET ms with
-//!                                       iters=N for Muri's interleaving)
+//!                                       iters=N for Muri's interleaving;
+//!                                       speeds=v100:1,k80:0.5 per GPU type)
 //! ----
 //! a start=0 finish=10 preemptions=0
 //! ```
@@ -37,12 +38,14 @@ fn run_scenario(text: &str) -> (String, String) {
         let mut w = line.split_whitespace();
         match w.next().unwrap() {
             "cluster" => {
-                cluster = Some(
-                    ClusterSpec::preset(w.next().unwrap())
-                        .unwrap()
-                        .build()
-                        .unwrap(),
-                )
+                // Several presets join into one cluster (a heterogeneous one when their
+                // GPU types differ).
+                let mut spec = ClusterSpec::preset(w.next().unwrap()).unwrap();
+                for more in w {
+                    spec.switches
+                        .extend(ClusterSpec::preset(more).unwrap().switches);
+                }
+                cluster = Some(spec.build().unwrap())
             }
             "policy" => {
                 let name = w.next().unwrap().to_string();
@@ -64,6 +67,16 @@ fn run_scenario(text: &str) -> (String, String) {
                     secs(kv["duration"]),
                 );
                 j.vc = kv.get("vc").map(|v| v.to_string());
+                if let Some(sp) = kv.get("speeds") {
+                    j.type_speeds = Some(
+                        sp.split(',')
+                            .map(|e| {
+                                let (t, v) = e.split_once(':').unwrap();
+                                (t.to_string(), v.parse().unwrap())
+                            })
+                            .collect(),
+                    );
+                }
                 if let Some(p) = kv.get("priority") {
                     j.priority = p.parse().unwrap();
                 }
