@@ -10,7 +10,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 /// Column order of the canonical CSV.
-pub const COLUMNS: [&str; 15] = [
+pub const COLUMNS: [&str; 16] = [
     "id",
     "submit",
     "gpus",
@@ -26,6 +26,7 @@ pub const COLUMNS: [&str; 15] = [
     "stage_net_ms",
     "dataset_gb",
     "gpu_type",
+    "type_speeds",
 ];
 
 #[derive(Serialize, Deserialize)]
@@ -57,6 +58,9 @@ struct Row {
     dataset_gb: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gpu_type: Option<String>,
+    /// Speed per GPU type relative to `duration`'s, as `k80:0.14;v100:1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    type_speeds: Option<String>,
 }
 
 fn secs(ms: Time) -> f64 {
@@ -81,8 +85,33 @@ impl Row {
             stage_net_ms: j.stages.map(|s| s.net),
             dataset_gb: j.dataset_gb,
             gpu_type: j.gpu_type.clone(),
+            type_speeds: j.type_speeds.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}:{v}"))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
         }
     }
+}
+
+fn parse_speeds(text: &str) -> Result<std::collections::BTreeMap<String, f64>, String> {
+    text.split(';')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (t, v) = e
+                .split_once(':')
+                .ok_or_else(|| format!("'{e}' is not TYPE:SPEED"))?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| format!("'{e}': the speed is not a non-negative number"))?;
+            Ok((t.trim().to_lowercase(), v))
+        })
+        .collect()
 }
 
 fn ms(field: &str, v: f64) -> Result<Time, String> {
@@ -117,6 +146,13 @@ fn to_job(r: Row) -> Result<Job, (String, String)> {
     };
     j.dataset_gb = r.dataset_gb;
     j.gpu_type = r.gpu_type;
+    j.type_speeds = r
+        .type_speeds
+        .as_deref()
+        .map(parse_speeds)
+        .transpose()
+        .map_err(|m| ("type_speeds".to_string(), m))?
+        .filter(|m| !m.is_empty());
     Ok(j)
 }
 
@@ -145,6 +181,7 @@ pub fn write_csv(jobs: &[Job], out: impl Write) -> std::io::Result<()> {
             o(r.stage_net_ms.map(|x| x.to_string())),
             o(r.dataset_gb.map(|x| x.to_string())),
             o(r.gpu_type),
+            o(r.type_speeds),
         ])?;
     }
     w.flush()
@@ -240,6 +277,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             stage_net_ms: num(12)?,
             dataset_gb: num(13)?,
             gpu_type: get(14).map(str::to_string),
+            type_speeds: get(15).map(str::to_string),
         };
         to_job(row)
             .map(super::formats::RowPub::Job)

@@ -290,11 +290,24 @@ fn compressed_files_and_canonical_roundtrip() {
     let b = read(&pz, &ReadOptions::default()).unwrap();
     assert_eq!(a.jobs, b.jobs);
     assert_eq!(a.jobs[1].submit, 3_500);
+    let mut a = a;
+    a.jobs[0].type_speeds = Some(
+        [
+            ("k80".to_string(), 0.140_855_503_4),
+            ("v100".to_string(), 1.0),
+        ]
+        .into(),
+    );
     let mut csv = Vec::new();
     apiary_trace::write_csv(&a.jobs, &mut csv).unwrap();
     let c = read(&tmp("canon-rt.csv", &csv), &ReadOptions::default()).unwrap();
     assert_eq!(c.format, Format::Apiary);
     assert_eq!(c.jobs, a.jobs);
+    let bad = String::from_utf8(csv.clone())
+        .unwrap()
+        .replace("k80:0.", "k80:-0.");
+    let e = err_of(&tmp("canon-bad-speed.csv", bad.as_bytes()));
+    assert!(e.contains("line 2") && e.contains("type_speeds"), "{e}");
     let mut jl = Vec::new();
     apiary_trace::write_jsonl(&a.jobs, &mut jl).unwrap();
     assert_eq!(
@@ -415,4 +428,23 @@ fn gavel_per_vc_directory_carries_philly_vcs() {
         t.jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
     assert_eq!(vcs.len(), 15);
     assert!(t.jobs.windows(2).all(|w| w[0].submit <= w[1].submit));
+}
+
+#[test]
+fn gavel_physical_trace_carries_speeds_per_gpu_type() {
+    let p = shared().join("peers/gavel/physical_cluster/artifact_evaluation.trace");
+    if !p.is_file() {
+        return;
+    }
+    let t = read(&p, &ReadOptions::default()).unwrap();
+    // Job 0 is ResNet-50 at batch 64 on one GPU: 0.619 steps/s on a K80, 4.395 on a V100.
+    let j = &t.jobs[0];
+    assert_eq!(j.model.as_deref(), Some("ResNet-50 (batch size 64)"));
+    assert!((j.type_speed("K80") - 0.619_028_220_2 / 4.394_774_823_3).abs() < 1e-9);
+    assert_eq!(j.type_speed("v100"), 1.0);
+    assert!(
+        t.jobs
+            .iter()
+            .all(|j| j.type_speeds.as_ref().is_some_and(|m| m.len() == 3))
+    );
 }
