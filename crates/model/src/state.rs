@@ -28,6 +28,13 @@ impl Placement {
     pub fn clear(&mut self) {
         self.parts.clear();
     }
+    /// Adds the GPUs of `mask` on `node`, keeping the parts in node order.
+    pub fn add(&mut self, node: u32, mask: u64) {
+        match self.parts.binary_search_by_key(&node, |p| p.0) {
+            Ok(i) => self.parts[i].1 |= mask,
+            Err(i) => self.parts.insert(i, (node, mask)),
+        }
+    }
 }
 
 /// An allocation request that would break the cluster's invariants.

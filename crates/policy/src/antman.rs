@@ -33,8 +33,8 @@ pub enum Guests {
 
 #[derive(Clone, Debug, Default)]
 struct Reservation {
-    /// GPUs reserved so far, per node (mask).
-    parts: Vec<(u32, u64)>,
+    /// GPUs reserved so far.
+    gpus: Placement,
     /// GPUs still to reserve.
     remaining: u32,
     /// The node the job last reserved on.
@@ -118,13 +118,7 @@ impl AntMan {
             mask |= 1 << g;
         }
         let r = &mut self.res[j as usize];
-        match r.parts.iter_mut().find(|(m, _)| *m == n as u32) {
-            Some(part) => part.1 |= mask,
-            None => {
-                r.parts.push((n as u32, mask));
-                r.parts.sort_unstable();
-            }
-        }
+        r.gpus.add(n as u32, mask);
         r.remaining -= gpus.len() as u32;
     }
 
@@ -246,16 +240,10 @@ impl AntMan {
         cand.sort_by(|a, b| a.0.total_cmp(&b.0));
         cand.truncate(need);
         let mut p = Placement::default();
-        let mut by_node: Vec<(u32, u64)> = Vec::new();
         for &(_, n, g) in &cand {
-            match by_node.iter_mut().find(|(m, _)| *m == n as u32) {
-                Some(part) => part.1 |= 1 << g,
-                None => by_node.push((n as u32, 1 << g)),
-            }
+            p.add(n as u32, 1 << g);
         }
-        by_node.sort_unstable();
-        p.parts = by_node;
-        self.res[j as usize].parts.clone_from(&p.parts);
+        self.res[j as usize].gpus.clone_from(&p);
         if !ctx.start_overlay(j, p) {
             return false;
         }
@@ -272,7 +260,7 @@ impl AntMan {
         let own = self.solo[j as usize];
         let mut t = own;
         let mut seen: Vec<JobIdx> = Vec::new();
-        for &(n, m) in &self.res[j as usize].parts {
+        for &(n, m) in &self.res[j as usize].gpus.parts {
             for g in 0..64 {
                 if m & (1 << g) == 0 {
                     continue;
@@ -303,7 +291,7 @@ impl AntMan {
 
     fn release(&mut self, j: JobIdx) {
         let guest = self.is_guest[j as usize];
-        let parts = std::mem::take(&mut self.res[j as usize].parts);
+        let parts = std::mem::take(&mut self.res[j as usize].gpus.parts);
         for &(n, m) in &parts {
             for g in 0..64 {
                 if m & (1 << g) == 0 {
@@ -400,11 +388,9 @@ impl Policy for AntMan {
             let started = if self.is_guest[j as usize] {
                 self.try_guest(ctx, j)
             } else if self.try_guaranteed(ctx, j) {
-                let mut p = Placement::default();
-                p.parts.clone_from(&self.res[j as usize].parts);
-                let ok = ctx.start(j, p);
+                let ok = ctx.start(j, self.res[j as usize].gpus.clone());
                 if ok {
-                    for &(n, m) in &self.res[j as usize].parts {
+                    for &(n, m) in &self.res[j as usize].gpus.parts {
                         for g in 0..64 {
                             if m & (1 << g) != 0 {
                                 self.util[n as usize][g] += 0.01;

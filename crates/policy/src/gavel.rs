@@ -52,8 +52,8 @@ struct GpuType {
     nodes: Vec<u32>,
 }
 
-/// A round's assignment: job, GPU type index, and its GPUs as (node, GPU index).
-type Plan = Vec<(JobIdx, usize, Vec<(u32, u32)>)>;
+/// A round's assignment: job, GPU type index, and its GPUs.
+type Plan = Vec<(JobIdx, usize, Placement)>;
 
 /// Per-job mechanism state (times in seconds, per GPU type).
 #[derive(Clone, Debug, Default)]
@@ -64,8 +64,10 @@ struct JobState {
     /// Allocation per type, when the job was active at the last recomputation.
     alloc: Option<Vec<f64>>,
     priority: Vec<f64>,
-    /// Type index and GPUs (node, gpu) held this round.
-    held: Option<(usize, Vec<(u32, u32)>)>,
+    /// Type index and GPUs held this round.
+    held: Option<(usize, Placement)>,
+    /// Speed on each GPU type (the job's `type_speed`, looked up once).
+    speeds: Vec<f64>,
 }
 
 /// The Gavel round-based scheduler.
@@ -77,8 +79,6 @@ pub struct Gavel {
     reset_gap: Time,
     shuffler: PyRandom,
     types: Vec<GpuType>,
-    /// Per node: its type index.
-    node_type: Vec<usize>,
     st: Vec<JobState>,
     /// Active jobs in arrival order (the artifact's dict order).
     active: Vec<JobIdx>,
@@ -120,7 +120,6 @@ impl Gavel {
             reset_gap: (reset * 1000.0).round() as Time,
             shuffler: PyRandom::new((seed as u32).wrapping_add(5)),
             types: Vec::new(),
-            node_type: Vec::new(),
             st: Vec::new(),
             active: Vec::new(),
             submitted: 0,
@@ -163,13 +162,12 @@ impl Gavel {
             let t = self.types.iter().position(|g| g.name == name).unwrap_or(0);
             self.types[t].gpus += n.gpus;
             self.types[t].nodes.push(i as u32);
-            self.node_type.push(t);
         }
         self.worker_time = vec![0.0; self.types.len()];
     }
 
-    fn speed(&self, w: &World, j: JobIdx, t: usize) -> f64 {
-        w.jobs[j as usize].type_speed(&self.types[t].name)
+    fn speed(&self, j: JobIdx, t: usize) -> f64 {
+        self.st[j as usize].speeds[t]
     }
 
     /// `_reset_time_run_so_far`: deficits take in what each job should have had since
@@ -203,7 +201,7 @@ impl Gavel {
         // Throughput each type gives each job, as the program sees it.
         let tput = |j: JobIdx, t: usize| -> f64 {
             if self.perf {
-                self.speed(w, j, t)
+                self.speed(j, t)
             } else {
                 match self.objective {
                     Objective::MaxMinFairness => 1.0,
@@ -280,11 +278,10 @@ impl Gavel {
             self.compute_allocation(ctx);
             self.need_update = false;
         }
-        let w = ctx.world();
         for t in 0..self.types.len() {
             let wt = self.worker_time[t];
             for &j in &self.active {
-                let speed = self.speed(w, j, t);
+                let speed = self.speed(j, t);
                 let s = &mut self.st[j as usize];
                 let frac = if wt == 0.0 {
                     0.0
@@ -336,7 +333,7 @@ impl Gavel {
                     break;
                 }
                 let g = w.jobs[j as usize].gpus;
-                if taken[i] || self.speed(w, j, t) <= 0.0 || g > left[t] {
+                if taken[i] || self.speed(j, t) <= 0.0 || g > left[t] {
                     continue;
                 }
                 left[t] -= g;
@@ -353,7 +350,7 @@ impl Gavel {
             let mut used: Vec<u64> = vec![0; w.cluster.nodes.len()];
             let mut server = 0usize;
             let mut next_gpu: Vec<u32> = vec![0; self.types[t].nodes.len()];
-            let mut placed: Vec<Option<Vec<(u32, u32)>>> = vec![None; jobs.len()];
+            let mut placed: Vec<Option<Placement>> = vec![None; jobs.len()];
             let mut k = 0;
             while k < jobs.len() {
                 let g = w.jobs[jobs[k] as usize].gpus;
@@ -364,12 +361,10 @@ impl Gavel {
                 for (slot, &j) in placed[k..end].iter_mut().zip(&jobs[k..end]) {
                     if let Some((pt, gpus)) = &self.st[j as usize].held
                         && *pt == t
-                        && gpus
-                            .iter()
-                            .all(|&(n, i)| used[n as usize] & (1u64 << i) == 0)
+                        && gpus.parts.iter().all(|&(n, m)| used[n as usize] & m == 0)
                     {
-                        for &(n, i) in gpus {
-                            used[n as usize] |= 1u64 << i;
+                        for &(n, m) in &gpus.parts {
+                            used[n as usize] |= m;
                         }
                         *slot = Some(gpus.clone());
                     }
@@ -378,9 +373,10 @@ impl Gavel {
                     if slot.is_some() || self.st[j as usize].alloc.is_none() {
                         continue;
                     }
-                    let mut gpus = Vec::with_capacity(g as usize);
+                    let mut gpus = Placement::default();
+                    let mut got = 0;
                     let nodes = &self.types[t].nodes;
-                    while gpus.len() < g as usize && server < nodes.len() {
+                    while got < g && server < nodes.len() {
                         let node = nodes[server];
                         let cap = w.cluster.nodes[node as usize].gpus;
                         if next_gpu[server] >= cap {
@@ -390,11 +386,12 @@ impl Gavel {
                         let i = next_gpu[server];
                         if used[node as usize] & (1u64 << i) == 0 {
                             used[node as usize] |= 1u64 << i;
-                            gpus.push((node, i));
+                            gpus.add(node, 1u64 << i);
+                            got += 1;
                         }
                         next_gpu[server] += 1;
                     }
-                    if gpus.len() == g as usize {
+                    if got == g {
                         *slot = Some(gpus);
                     }
                 }
@@ -446,18 +443,9 @@ impl Gavel {
         }
         let mut end = now;
         for (k, (j, t, gpus)) in plan.into_iter().enumerate() {
-            let speed = self.speed(ctx.world(), j, t);
+            let speed = self.speed(j, t);
             if !keep[k] {
-                let mut p = Placement::default();
-                let mut sorted = gpus.clone();
-                sorted.sort_unstable();
-                for &(n, i) in &sorted {
-                    match p.parts.last_mut() {
-                        Some((ln, m)) if *ln == n => *m |= 1u64 << i,
-                        _ => p.parts.push((n, 1u64 << i)),
-                    }
-                }
-                if !ctx.start(j, p) {
+                if !ctx.start(j, gpus.clone()) {
                     continue;
                 }
                 self.st[j as usize].held = Some((t, gpus));
@@ -505,6 +493,11 @@ impl Policy for Gavel {
             alloc: None,
             priority: vec![0.0; nt],
             held: None,
+            speeds: self
+                .types
+                .iter()
+                .map(|t| ctx.job(j).type_speed(&t.name))
+                .collect(),
         };
         self.active.push(j);
         self.submitted += 1;

@@ -398,10 +398,7 @@ impl HivedPlacer {
             }
             mask |= 1 << i;
         }
-        match out.parts.iter_mut().find(|p| p.0 == n) {
-            Some(p) => p.1 |= mask,
-            None => out.parts.push((n, mask)),
-        }
+        out.add(n, mask);
         true
     }
 }
