@@ -294,6 +294,10 @@ struct ReadArgs {
     /// Muri's iteration-time scale on load (its simulator uses 1.015).
     #[arg(long)]
     muri_itertime_factor: Option<f64>,
+    /// GPU type of ElasticFlow's throughput tables for ElasticFlow traces: A100 or T4
+    /// (default: T4 on a T4 cluster, else A100).
+    #[arg(long, value_name = "GPU")]
+    elasticflow_gpu: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -509,7 +513,23 @@ fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
         gavel_throughputs: a.gavel_throughputs.clone(),
         gavel_worker: None,
         muri_itertime_factor: a.muri_itertime_factor,
+        elasticflow_gpu: a.elasticflow_gpu.clone(),
     })
+}
+
+/// Reading options for a run on `cluster`: ElasticFlow traces on a T4 cluster take
+/// the T4 tables unless told otherwise.
+fn read_for(a: &ReadArgs, cluster: &Cluster) -> ReadArgs {
+    let mut a = a.clone();
+    if a.elasticflow_gpu.is_none()
+        && cluster
+            .nodes
+            .first()
+            .is_some_and(|n| n.gpu_type.eq_ignore_ascii_case("t4"))
+    {
+        a.elasticflow_gpu = Some("T4".into());
+    }
+    a
 }
 
 fn load_trace(path: Option<&Path>, a: &ReadArgs, quiet: bool) -> Result<(String, Vec<Job>)> {
@@ -698,7 +718,7 @@ fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Resul
 fn simulate(a: SimArgs) -> Result<()> {
     let r = &a.run;
     let (_, cluster) = load_cluster(&r.cluster)?;
-    let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
+    let (tname, jobs) = load_trace(r.trace.as_deref(), &read_for(&r.read, &cluster), r.quiet)?;
     let cfg = config(r)?;
     if !r.quiet && !r.json {
         println!(
@@ -725,7 +745,7 @@ fn simulate(a: SimArgs) -> Result<()> {
 fn compare(a: CompareArgs) -> Result<()> {
     let r = &a.run;
     let (_, cluster) = load_cluster(&r.cluster)?;
-    let (tname, jobs) = load_trace(r.trace.as_deref(), &r.read, r.quiet)?;
+    let (tname, jobs) = load_trace(r.trace.as_deref(), &read_for(&r.read, &cluster), r.quiet)?;
     let cfg = config(r)?;
     let pct = percentile(r)?;
     let names: Vec<&str> = a

@@ -64,6 +64,11 @@ pub struct Job {
     /// the map does not name runs at 1.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub type_speeds: Option<BTreeMap<String, f64>>,
+    /// Iterations per second at each GPU count, for jobs a policy may run elastically
+    /// (ElasticFlow's throughput tables). `duration` is then the time on `gpus` GPUs,
+    /// and the simulator runs the job at the table's speed for the count it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<crate::Scaling>,
 }
 
 impl Job {
@@ -84,6 +89,7 @@ impl Job {
             dataset_gb: None,
             gpu_type: None,
             type_speeds: None,
+            scaling: None,
         }
     }
 

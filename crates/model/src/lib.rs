@@ -13,6 +13,7 @@ pub mod job;
 pub mod outcome;
 pub mod profiles;
 pub mod rng;
+pub mod scaling;
 pub mod speed;
 pub mod state;
 pub mod time;
@@ -21,6 +22,7 @@ pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switc
 pub use job::{Job, StageTimes};
 pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
 pub use rng::{PyRandom, Rng};
+pub use scaling::Scaling;
 pub use speed::SpreadTable;
 pub use state::{ClusterState, Placement, StateError};
 pub use time::{HOUR, MINUTE, SECOND, Time, fmt_duration};

@@ -26,8 +26,19 @@ pub struct JobOutcome {
     pub executed: Time,
     /// GPU-ms held.
     pub gpu_time: u64,
-    /// Why it never ran, if it was refused outright.
+    /// Why it never ran, if it was refused outright (it can never fit, or admission
+    /// control declined it).
     pub rejected: Option<String>,
+    /// Absolute deadline, if the job has one.
+    pub deadline: Option<Time>,
+}
+
+impl JobOutcome {
+    /// Whether the job has a deadline and finished by it (a declined or unfinished job
+    /// has not).
+    pub fn met_deadline(&self) -> bool {
+        matches!((self.deadline, self.finish, &self.rejected), (Some(d), Some(f), None) if f <= d)
+    }
 }
 
 /// Busy GPUs over time, integrated into equal-width buckets whose width doubles as

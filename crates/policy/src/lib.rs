@@ -12,6 +12,7 @@
 //! validation read.
 
 pub mod antman;
+pub mod elasticflow;
 pub mod fifo;
 pub mod gandiva;
 pub mod gavel;

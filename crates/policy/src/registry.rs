@@ -2,6 +2,7 @@
 //! validation all read it, so a policy's name, summary and knobs are written once.
 
 use crate::antman::AntMan;
+use crate::elasticflow::ElasticFlow;
 use crate::fifo::{Order, Queue};
 use crate::gandiva::Gandiva;
 use crate::gavel::{Gavel, Objective};
@@ -236,6 +237,14 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
     },
     PolicySpec {
+        name: "elasticflow",
+        about: "ElasticFlow: deadline jobs admitted only if every promise still holds (minimum satisfactory shares), spare GPUs by marginal return, buddy placement",
+        needs_durations: true,
+        needs_profiles: false,
+        params: ELASTICFLOW_PARAMS,
+        build: |p| Ok(Box::new(ElasticFlow::new(true, p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
@@ -266,6 +275,29 @@ const ANTMAN_PARAMS: &[ParamSpec] = &[ParamSpec {
     default: "muri",
     about: "which jobs are opportunistic: muri (trace priority 1, Muri's traces) | negative (priority < 0)",
 }];
+
+const ELASTICFLOW_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "admission",
+        default: "true",
+        about: "decline arrivals whose deadline cannot be met (false: the artifact's `ef` ablation, admit all)",
+    },
+    ParamSpec {
+        key: "slot",
+        default: "60",
+        about: "scheduling slot, seconds (the artifact's --scheduling_slot: 60 in the large simulations, 240 on the testbed)",
+    },
+    ParamSpec {
+        key: "greedy",
+        default: "artifact",
+        about: "leftover GPUs by: artifact (change in planned GPU-seconds per added GPU, largest first) | throughput (iterations/s gained per added GPU)",
+    },
+    ParamSpec {
+        key: "overhead",
+        default: "true",
+        about: "charge the artifact's per-round scaling and restart overheads",
+    },
+];
 
 const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {
     key: "isolated",

@@ -58,6 +58,8 @@ pub struct JobRt {
     /// The policy's factor on the throughput model's rate (Muri: a job interleaved in
     /// a group runs at its solo iteration time over the group's); 1 by default.
     pub speed: f64,
+    /// Why admission control turned the job away, if it did.
+    pub declined: Option<String>,
 }
 
 impl JobRt {
@@ -78,6 +80,7 @@ impl JobRt {
             preemptions: 0,
             generation: 0,
             speed: 1.0,
+            declined: None,
         }
     }
 }
@@ -162,11 +165,12 @@ impl World {
     /// Brings a running job's counters up to `now`.
     pub fn sync(&mut self, i: JobIdx) {
         let now = self.now;
-        let gpus = self.jobs[i as usize].gpus as u64;
         let rt = &mut self.rt[i as usize];
         if rt.status != Status::Running || rt.last_update >= now {
             return;
         }
+        // Elastic jobs hold other counts than they asked for; charge what they hold.
+        let gpus = rt.placement.gpus() as u64;
         let from = rt.last_update.max(rt.overhead_until);
         if now > from {
             rt.remaining = (rt.remaining - (now - from) as f64 * rt.rate).max(0.0);
@@ -411,6 +415,109 @@ impl World {
         rt.finish = Some(now);
         rt.generation += 1;
         true
+    }
+
+    /// Turns a pending job away for good (admission control): it never runs, and the
+    /// outcome records `reason`. Returns false if it was not pending.
+    pub fn decline(&mut self, i: JobIdx, reason: String) -> bool {
+        if self.rt[i as usize].status != Status::Pending {
+            return false;
+        }
+        self.leave_pending(i);
+        let rt = &mut self.rt[i as usize];
+        rt.status = Status::Finished;
+        rt.declined = Some(reason);
+        rt.generation += 1;
+        true
+    }
+
+    /// Moves elastic jobs to new placements in one step, so that GPUs one job gives up
+    /// may go to another: each `(job, placement)` names a running or pending job and
+    /// the GPUs it holds from now on, of any count; an empty placement pauses a running
+    /// job (pending again, counted as a preemption). A running job keeps its progress.
+    /// Returns the jobs whose placement changed, or `None` (changing nothing) if a job
+    /// is neither running nor pending, is named twice, or the new placements overlap
+    /// each other or GPUs held by jobs not named.
+    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<JobIdx>> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, _) in changes {
+            let st = self.rt[*i as usize].status;
+            if !matches!(st, Status::Running | Status::Pending)
+                || !seen.insert(*i)
+                || self.is_overlay(*i)
+                || self.share_group(*i).is_some()
+            {
+                return None;
+            }
+        }
+        let changed: Vec<usize> = (0..changes.len())
+            .filter(|&k| {
+                let (i, p) = &changes[k];
+                let rt = &self.rt[*i as usize];
+                let unchanged = rt.status == Status::Running && rt.placement == *p;
+                let still_waiting = rt.status == Status::Pending && p.gpus() == 0;
+                !(unchanged || still_waiting)
+            })
+            .collect();
+        for &k in &changed {
+            let i = changes[k].0;
+            if self.rt[i as usize].status == Status::Running {
+                self.sync(i);
+                let p = self.rt[i as usize].placement.clone();
+                // Held by a successful allocate, so release cannot fail.
+                let _ = self.state.release(&p);
+            }
+        }
+        let mut done = 0;
+        let mut ok = true;
+        for (n, &k) in changed.iter().enumerate() {
+            if self.state.allocate(&changes[k].1).is_err() {
+                ok = false;
+                break;
+            }
+            done = n + 1;
+        }
+        if !ok {
+            for &k in &changed[..done] {
+                let _ = self.state.release(&changes[k].1);
+            }
+            for &k in &changed {
+                let i = changes[k].0 as usize;
+                if self.rt[i].status == Status::Running {
+                    let _ = self.state.allocate(&self.rt[i].placement.clone());
+                }
+            }
+            return None;
+        }
+        let now = self.now;
+        let mut out = Vec::with_capacity(changed.len());
+        for &k in &changed {
+            let (i, p) = (changes[k].0, changes[k].1.clone());
+            let idx = i as usize;
+            match (self.rt[idx].status, p.gpus()) {
+                (Status::Running, 0) => {
+                    self.remove_running(i);
+                    self.enter_pending(i);
+                    let rt = &mut self.rt[idx];
+                    rt.placement = p;
+                    rt.status = Status::Pending;
+                    rt.pending_since = now;
+                    rt.preemptions += 1;
+                    rt.generation += 1;
+                }
+                (Status::Running, _) => {
+                    let rt = &mut self.rt[idx];
+                    rt.placement = p;
+                    rt.generation += 1;
+                    out.push(i);
+                }
+                _ => {
+                    self.mark_running(i, p);
+                    out.push(i);
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Completes a running job.
@@ -811,6 +918,50 @@ impl<'a> Ctx<'a> {
                 self.actions.push(Action::Speed(i));
             }
         }
+    }
+
+    /// Gives elastic jobs new placements at once ([`World::reassign`]): any GPU count,
+    /// an empty placement pauses a running job. False (changing nothing) if the set is
+    /// not feasible; a scoped context refuses.
+    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> bool {
+        if self.scope.is_some() {
+            return false;
+        }
+        let before: Vec<Status> = changes
+            .iter()
+            .map(|(i, _)| self.w.rt[*i as usize].status)
+            .collect();
+        let Some(moved) = self.w.reassign(changes) else {
+            return false;
+        };
+        for (k, (i, _)) in changes.iter().enumerate() {
+            if before[k] == Status::Running && self.w.rt[*i as usize].status == Status::Pending {
+                self.actions.push(Action::Preempt(*i));
+            }
+        }
+        self.actions.extend(moved.into_iter().map(Action::Start));
+        true
+    }
+
+    /// Declines a pending job ([`World::decline`]); false if it was not pending.
+    pub fn decline(&mut self, i: JobIdx, reason: impl Into<String>) -> bool {
+        if self.scope.is_some() {
+            return false;
+        }
+        self.w.decline(i, reason.into())
+    }
+
+    /// A running job makes no progress for `dur` from now (or from the end of a stall
+    /// it is already in): the cost of rescaling or restarting it.
+    pub fn stall(&mut self, i: JobIdx, dur: Time) {
+        if dur == 0 || self.w.rt[i as usize].status != Status::Running {
+            return;
+        }
+        self.w.sync(i);
+        let now = self.w.now;
+        let rt = &mut self.w.rt[i as usize];
+        rt.overhead_until = rt.overhead_until.max(now) + dur;
+        self.actions.push(Action::Speed(i));
     }
 
     /// Asks to be called again at `t` (the earliest request wins).

@@ -76,6 +76,14 @@ pub struct Summary {
     pub util_mean: f64,
     /// Preemptions in total.
     pub preemptions: u64,
+    /// Jobs with a deadline (declined ones included; best-effort jobs have none).
+    pub deadline_jobs: usize,
+    /// Of those, jobs that finished by their deadline.
+    pub deadline_met: usize,
+    /// `deadline_met / deadline_jobs`, ElasticFlow's deadline-satisfactory ratio
+    /// (declined and late jobs count against it); absent without deadline jobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ratio: Option<f64>,
     /// Events processed.
     pub events: u64,
     /// Seed.
@@ -94,7 +102,12 @@ impl Summary {
         let (mut first_submit, mut last_finish) = (Time::MAX, 0);
         let mut rejected = 0;
         let mut preemptions = 0u64;
+        let (mut deadline_jobs, mut deadline_met) = (0usize, 0usize);
         for j in &o.jobs {
+            if j.deadline.is_some() {
+                deadline_jobs += 1;
+                deadline_met += j.met_deadline() as usize;
+            }
             if j.rejected.is_some() {
                 rejected += 1;
                 continue;
@@ -142,6 +155,9 @@ impl Summary {
             makespan: s(makespan),
             util_mean: util,
             preemptions,
+            deadline_jobs,
+            deadline_met,
+            deadline_ratio: (deadline_jobs > 0).then(|| deadline_met as f64 / deadline_jobs as f64),
             events: o.events,
             seed: o.seed,
         }
@@ -232,7 +248,7 @@ type Row = (&'static str, fn(&Summary) -> String);
 
 /// A side-by-side text table of several runs.
 pub fn table(sums: &[Summary]) -> String {
-    let rows: [Row; 11] = [
+    let rows: [Row; 12] = [
         ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
         ("unfinished", |s| s.unfinished.to_string()),
         ("rejected", |s| s.rejected.to_string()),
@@ -244,6 +260,10 @@ pub fn table(sums: &[Summary]) -> String {
         ("makespan (s)", |s| fmt_s(s.makespan)),
         ("GPU util mean", |s| format!("{:.3}", s.util_mean)),
         ("preemptions", |s| s.preemptions.to_string()),
+        ("deadlines met", |s| match s.deadline_ratio {
+            Some(r) => format!("{r:.3} ({}/{})", s.deadline_met, s.deadline_jobs),
+            None => "-".into(),
+        }),
     ];
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let cells: Vec<Vec<String>> = sums

@@ -189,6 +189,7 @@ mod tests {
                     executed: 1000,
                     gpu_time: 1000,
                     rejected: None,
+                    deadline: None,
                 })
                 .collect(),
             util: UtilSeries::new(0, 8),

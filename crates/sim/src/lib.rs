@@ -321,7 +321,12 @@ pub fn run(
                     &world.rt[j as usize].placement,
                     &world.cluster,
                 );
-                world.rt[j as usize].rate = rate * typed * world.rt[j as usize].speed;
+                let scaled = {
+                    let job = &world.jobs[j as usize];
+                    let n = world.rt[j as usize].placement.gpus();
+                    job.scaling.as_ref().map_or(1.0, |s| s.speedup(n, job.gpus))
+                };
+                world.rt[j as usize].rate = rate * typed * scaled * world.rt[j as usize].speed;
                 schedule_completion(&world, j, &mut heap, &mut seq);
             }
             // Preemption-heavy policies leave many stale entries; drop them once they
@@ -366,7 +371,8 @@ pub fn run(
             preemptions: rt.preemptions,
             executed: rt.executed,
             gpu_time: rt.attained,
-            rejected: rej,
+            rejected: rej.or_else(|| rt.declined.clone()),
+            deadline: j.deadline,
         })
         .collect();
     Ok(RunOutcome {

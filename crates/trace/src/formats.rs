@@ -338,6 +338,54 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     })
 }
 
+/// ElasticFlow's throughput tables for the GPU type asked for (A100 by default, the
+/// artifact's `--gpu_type`).
+fn ef_tables(opts: &ReadOptions) -> Result<Option<crate::elasticflow::Tables>, TraceError> {
+    let gpu = opts.elasticflow_gpu.as_deref().unwrap_or("A100");
+    crate::elasticflow::Tables::builtin(gpu)
+        .map(Some)
+        .ok_or_else(|| TraceError::Missing {
+            file: "--elasticflow-gpu".into(),
+            message: format!(
+                "no ElasticFlow throughput tables for GPU type '{gpu}' (one of: {})",
+                crate::elasticflow::GPU_TYPES.join(", ")
+            ),
+        })
+}
+
+/// Gives a job with a model, global batch and iteration count its row of ElasticFlow's
+/// tables, and makes its duration the time those iterations take on its trace GPU
+/// count (the artifact ignores the trace's `duration` column).
+fn attach_scaling(
+    cx: &Cx<'_>,
+    j: &mut Job,
+    t: &crate::elasticflow::Tables,
+    model_field: &str,
+) -> Result<(), TraceError> {
+    let (Some(model), Some(batch), Some(iters)) = (j.model.as_deref(), j.batch_size, j.iterations)
+    else {
+        return Ok(());
+    };
+    let s = t
+        .scaling(model, batch)
+        .map_err(|m| cx.err(model_field, m))?;
+    let tput = s.tput(j.gpus).ok_or_else(|| {
+        cx.err(
+            "num_gpu",
+            format!(
+                "model '{model}' batch {batch} has no {} throughput at {} GPUs",
+                t.gpu(),
+                j.gpus
+            ),
+        )
+    })?;
+    let secs = (iters as f64 / tput).ceil();
+    j.duration =
+        apiary_model::time::secs_f64(secs).ok_or_else(|| cx.err("iteration", "out of range"))?;
+    j.scaling = Some(s);
+    Ok(())
+}
+
 type Parser = Box<dyn FnMut(&Cx<'_>, &StringRecord) -> Result<Row, TraceError>>;
 
 fn make_parser(
@@ -372,6 +420,7 @@ fn make_parser(
             })
         }
         Format::Itp | Format::ItpElasticflow => {
+            let tables = ef_tables(opts)?;
             let (id, st, du, ng) = (
                 c("job_id")?,
                 c("submission_time")?,
@@ -401,10 +450,14 @@ fn make_parser(
                 if let Some(i) = bs {
                     j.batch_size = Some(cx.u(r, i, "batch_size")? as u32)
                 }
+                if let Some(t) = &tables {
+                    attach_scaling(cx, &mut j, t, "model_name")?;
+                }
                 Ok(Row::Job(j))
             })
         }
         Format::Elasticflow => {
+            let tables = ef_tables(opts)?;
             let (id, st, ng, du, dl) = (
                 c("job_id")?,
                 c("submit_time")?,
@@ -438,6 +491,9 @@ fn make_parser(
                 };
                 if !best_effort {
                     j.deadline = Some(cx.secs(r, dl, "ddl")?);
+                }
+                if let Some(t) = &tables {
+                    attach_scaling(cx, &mut j, t, "model_name")?;
                 }
                 Ok(Row::Job(j))
             })

@@ -9,6 +9,7 @@
 //! keep file order).
 
 mod canonical;
+pub mod elasticflow;
 mod formats;
 mod open;
 pub mod speed;
@@ -80,6 +81,9 @@ pub struct ReadOptions {
     /// Muri's simulator scales every iteration time by 1.015 when loading; this factor
     /// (default 1.015) reproduces it. Set 1 for the trace's raw times.
     pub muri_itertime_factor: Option<f64>,
+    /// GPU type whose ElasticFlow throughput tables turn iterations into time for
+    /// ElasticFlow traces (`A100`, the default, or `T4`).
+    pub elasticflow_gpu: Option<String>,
 }
 
 /// A loaded trace.

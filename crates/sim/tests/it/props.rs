@@ -146,7 +146,8 @@ proptest! {
 
     #[test]
     fn every_policy_keeps_invariants_and_finishes_everything(w in workload()) {
-        for spec in registry::BUILTIN {
+        // ElasticFlow needs throughput tables; its own property follows.
+        for spec in registry::BUILTIN.iter().filter(|s| s.name != "elasticflow") {
             for cluster in ["n2g4", "n2g8"] {
                 let (out, v) = run(spec.name, &[], cluster, &w, false, None);
                 prop_assert!(v.is_empty(), "{} on {cluster}: {:?}", spec.name, v);
@@ -214,6 +215,47 @@ proptest! {
             let (again, _) = go();
             prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", again.jobs));
         }
+    }
+
+    #[test]
+    fn elasticflow_admission_keeps_every_promise(
+        w in workload(),
+        slack in proptest::collection::vec(0.3f64..3.0, 40),
+        best_effort in proptest::collection::vec(0u8..10, 40),
+    ) {
+        // Concave speed-ups like the measured tables: 1, 1.8, 3.2, 5.4 on 1..8 GPUs.
+        let table = apiary_model::Scaling::new(vec![(1, 1.0), (2, 1.8), (4, 3.2), (8, 5.4)], 8).unwrap();
+        let mut jobs: Vec<Job> = w
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, g, d))| {
+                let mut j = Job::new(format!("{i}"), s * 1000, g, d * 1000);
+                j.scaling = Some(table.clone());
+                if best_effort[i] > 0 {
+                    // The deadline is a multiple of the run time on the trace's GPUs.
+                    j.deadline = Some(j.submit + (d as f64 * slack[i] * 1000.0) as u64);
+                }
+                j
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.submit);
+        let go = || {
+            let mut p = registry::build("elasticflow", &Params::from_pairs(["overhead=false"]).unwrap()).unwrap();
+            let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
+            apiary_sim::run(c, jobs.clone(), &mut *p, &DurationModel, &Config::default(), &mut |_| {}).unwrap()
+        };
+        let out = go();
+        for (j, o) in jobs.iter().zip(&out.jobs) {
+            if o.rejected.is_some() {
+                prop_assert!(j.deadline.is_some(), "best-effort job {} declined", j.id);
+                continue;
+            }
+            prop_assert!(o.finish.is_some(), "admitted job {} never finished", j.id);
+            if let Some(d) = j.deadline {
+                prop_assert!(o.finish.unwrap() <= d, "admitted job {} finished at {:?}, deadline {d}", j.id, o.finish);
+            }
+        }
+        prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", go().jobs));
     }
 
     #[test]

@@ -78,7 +78,12 @@ fn real_traces_load_with_documented_counts() {
     ];
     for &(rel, fmt, n, _) in cases {
         let Some(p) = real(rel) else { continue };
-        let t = read(&p, &ReadOptions::default()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        // The Fig. 8(a) trace names Pollux's T4 models.
+        let opts = ReadOptions {
+            elasticflow_gpu: rel.contains("elasticVpollux").then(|| "T4".into()),
+            ..ReadOptions::default()
+        };
+        let t = read(&p, &opts).unwrap_or_else(|e| panic!("{rel}: {e}"));
         assert_eq!(t.format, fmt, "{rel}");
         assert_eq!(t.jobs.len(), n, "{rel}");
         assert_eq!(t.skipped, 0, "{rel}");
@@ -87,6 +92,30 @@ fn real_traces_load_with_documented_counts() {
             "{rel} not sorted"
         );
         assert!(t.jobs.iter().all(|j| j.gpus > 0), "{rel}");
+    }
+}
+
+#[test]
+fn elasticflow_traces_carry_throughput_tables() {
+    if let Some(p) = real("itp/elasticflow/cluster10.csv") {
+        let t = read(&p, &ReadOptions::default()).unwrap();
+        assert!(t.jobs.iter().all(|j| j.scaling.is_some()));
+        // bert, batch 128, 16 GPUs, 6503 iterations at 10.77 it/s: 604 s, the trace's
+        // own duration.
+        let j = t
+            .jobs
+            .iter()
+            .find(|j| j.id.starts_with("5dc7d9cd"))
+            .unwrap();
+        assert_eq!(j.duration, 604_000);
+        assert_eq!(j.scaling.as_ref().unwrap().max_gpus, 16);
+    }
+    if let Some(p) = real("peers/elasticflow/elasticVpollux_e.csv") {
+        let e = read(&p, &ReadOptions::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("--elasticflow-gpu"),
+            "{e}"
+        );
     }
 }
 
