@@ -69,15 +69,16 @@ fn value_before(tl: &Timeline, t: i64) -> Option<u32> {
 
 /// `merge_dict`: drops points that repeat the value before them.
 pub fn merge(tl: &BTreeMap<i64, u32>) -> BTreeMap<i64, u32> {
-    let mut out = BTreeMap::new();
+    // Built from sorted pairs in one go (BTreeMap's bulk build), not point by point.
     let mut last: Option<u32> = None;
-    for (&t, &v) in tl {
-        if last != Some(v) {
-            out.insert(t, v);
+    tl.iter()
+        .filter(|&(_, &v)| {
+            let keep = last != Some(v);
             last = Some(v);
-        }
-    }
-    out
+            keep
+        })
+        .map(|(&t, &v)| (t, v))
+        .collect()
 }
 
 fn tput(s: &Scaling, n: u32) -> f64 {
