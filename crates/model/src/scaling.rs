@@ -61,11 +61,6 @@ impl Scaling {
             .unwrap_or(0)
     }
 
-    /// The largest GPU count in the table.
-    pub fn largest(&self) -> u32 {
-        self.levels.last().map_or(0, |&(g, _)| g)
-    }
-
     /// Speed on `gpus` GPUs relative to `reference` GPUs (1.0 when either is missing,
     /// so a job never stalls on a count its table lacks).
     pub fn speedup(&self, gpus: u32, reference: u32) -> f64 {
@@ -93,7 +88,6 @@ mod tests {
         assert_eq!(s.floor_level(0), 0);
         assert_eq!(s.floor_level(3), 2);
         assert_eq!(s.floor_level(100), 4);
-        assert_eq!(s.largest(), 8);
         assert_eq!(s.tput(8), Some(4.0));
         assert_eq!(s.tput(3), None);
         assert!((s.speedup(4, 2) - 3.0 / 1.8).abs() < 1e-12);

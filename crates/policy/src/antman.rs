@@ -64,17 +64,11 @@ pub struct AntMan {
 impl AntMan {
     /// Parameters: `opportunistic` (muri | negative).
     pub fn new(p: &Params) -> Result<AntMan, ParamError> {
-        let guests = match p.str("opportunistic").unwrap_or("muri") {
-            "muri" => Guests::Muri,
-            "negative" => Guests::Negative,
-            other => {
-                return Err(ParamError::Bad {
-                    key: "opportunistic".into(),
-                    value: other.into(),
-                    message: "expected muri (priority 1) or negative (priority < 0)".into(),
-                });
-            }
-        };
+        let guests = p.choice(
+            "opportunistic",
+            Guests::Muri,
+            &[("muri", Guests::Muri), ("negative", Guests::Negative)],
+        )?;
         Ok(AntMan {
             guests,
             queue: Vec::new(),

@@ -82,15 +82,9 @@ pub fn merge(tl: &BTreeMap<i64, u32>) -> BTreeMap<i64, u32> {
 }
 
 fn tput(s: &Scaling, n: u32) -> f64 {
-    // Levels come from the table, so a missing one means a count the table skips
-    // (T4's unmeasured cells): treat it as the nearest lower measured count.
-    s.tput(n).unwrap_or_else(|| {
-        s.levels
-            .iter()
-            .rev()
-            .find(|&&(g, _)| g <= n)
-            .map_or(s.levels[0].1, |&(_, t)| t)
-    })
+    // The planner only picks counts from the table (`next_level`, `floor_level`) and
+    // the readers check the trace's own count, so this fallback never decides a plan.
+    s.tput(n).unwrap_or(s.levels[0].1)
 }
 
 fn ceil_s(x: f64) -> i64 {
@@ -188,8 +182,7 @@ pub fn plan(
     }
 
     let mut quota = s.next_level(0);
-    let (mut last_q, mut last_last_q) = (0u32, 0u32);
-    let point = start - 1;
+    let mut last_q = 0u32;
     while quota <= total && quota <= s.max_gpus && quota > 0 {
         let mut period_end = aligned_ddl;
         let mut tmp = 0.0;
@@ -224,60 +217,42 @@ pub fn plan(
             period_end = p;
         }
         if let Some(p) = found {
-            return forward(
+            let walk = Walk {
                 s,
                 event_time,
                 aligned_ddl,
-                p,
-                quota,
-                last_q,
-                iter_left,
-                allocs,
-                new,
-                fut,
-                slot,
-                total,
                 ddl,
-            );
+                slot,
+                share_from: p,
+                q: quota,
+                lq: last_q,
+                iter_left,
+            };
+            return forward(walk, allocs, new, fut, total);
         }
-        last_last_q = last_q;
         last_q = quota;
         quota = s.next_level(quota);
         if quota == last_q {
             break;
         }
     }
-    let _ = last_last_q;
 
-    // No level meets the deadline: the largest level tried until the deadline…
-    let level_at = |q: u32, free: u32| q.min(s.floor_level(free));
-    let keys: Vec<i64> = new
-        .range(event_time..=aligned_ddl.max(event_time))
-        .map(|(&t, _)| t)
-        .collect();
-    let mut lat: Option<(i64, u32)> = None;
-    for t in keys {
-        if t > aligned_ddl {
-            break;
-        }
-        let Some((lt, la)) = lat else {
-            let q = if t >= point { last_q } else { last_last_q };
-            lat = Some((t, level_at(q, new[&t])));
-            continue;
-        };
-        allocs.insert(lt, la);
-        sub(&mut new, lt, la);
-        if la == 0 {
-            lat = Some((t, level_at(last_q, new[&t])));
-            continue;
-        }
-        let mut dur = t - lt;
-        if t == aligned_ddl {
-            dur = ddl - lt;
-        }
-        iter_left -= dur as f64 * tput(s, la);
-        lat = Some((t, level_at(last_q, new[&t])));
-    }
+    // No level meets the deadline: the largest level tried until the deadline (the
+    // artifact's "point" is then before the start, so no stretch counts as the
+    // share's)…
+    let mut walk = Walk {
+        s,
+        event_time,
+        aligned_ddl,
+        ddl,
+        slot,
+        share_from: i64::MAX,
+        q: last_q,
+        lq: last_q,
+        iter_left,
+    };
+    walk.run(&mut allocs, &mut new);
+    iter_left = walk.iter_left;
     // …then whatever fits after it…
     let mut lat = aligned_ddl.max(event_time);
     let keys: Vec<i64> = new.range(aligned_ddl + 1..).map(|(&t, _)| t).collect();
@@ -330,57 +305,26 @@ pub fn plan(
     finish(allocs, end, real_end, new)
 }
 
-/// The forward pass once the minimum share `q` and its first slot `p` are known: the
-/// job runs at the previous level `lq` before `p` and at `q` from it, each capped by
-/// the free GPUs, until its iterations are done.
-#[allow(clippy::too_many_arguments)]
+/// The share's plan once the minimum share and the stretch it starts in are known
+/// (`walk`): the walk, then the end if the iterations outlast it, and the timeline
+/// with the job's GPUs given back at its end.
 fn forward(
-    s: &Scaling,
-    event_time: i64,
-    aligned_ddl: i64,
-    p: i64,
-    q: u32,
-    lq: u32,
-    mut iter_left: f64,
+    mut walk: Walk<'_>,
     mut allocs: BTreeMap<i64, u32>,
     mut new: Timeline,
     fut: &Timeline,
-    slot: i64,
     total: u32,
-    ddl: i64,
 ) -> Plan {
-    let level = |t: i64, free: u32| (if t >= p { q } else { lq }).min(s.floor_level(free));
-    let keys: Vec<i64> = new
-        .range(event_time..=aligned_ddl.max(event_time))
-        .map(|(&t, _)| t)
-        .collect();
-    let mut lat: Option<(i64, u32)> = None;
-    let mut ends: Option<(i64, i64)> = None;
-    for t in keys {
-        let Some((lt, la)) = lat else {
-            lat = Some((t, level(t, new[&t])));
-            continue;
-        };
-        allocs.insert(lt, la);
-        sub(&mut new, lt, la);
-        if la == 0 {
-            lat = Some((t, level(t, new[&t])));
-            continue;
-        }
-        let mut dur = t - lt;
-        if t == aligned_ddl {
-            dur = ddl - lt;
-        }
-        let its = dur as f64 * tput(s, la);
-        if lt < p || its < iter_left {
-            iter_left -= its;
-        } else {
-            let real_left = ceil_s(iter_left / tput(s, la));
-            ends = Some((lt + align(0, real_left, slot), lt + real_left));
-            break;
-        }
-        lat = Some((t, level(t, new[&t])));
-    }
+    let (lat, ends) = walk.run(&mut allocs, &mut new);
+    let Walk {
+        s,
+        event_time,
+        ddl,
+        slot,
+        q,
+        iter_left,
+        ..
+    } = walk;
     let (end, real_end) = match ends {
         Some(e) => e,
         None => {
@@ -405,6 +349,75 @@ fn forward(
         real_end,
         timeline: merge(&new),
         meets: real_end <= ddl,
+    }
+}
+
+/// A stretch of a plan: its start and its GPUs.
+type Stretch = (i64, u32);
+/// A plan's end aligned to a slot, and to the second.
+type Ends = (i64, i64);
+
+/// The forward walk over the timeline's points from `event_time` to the (aligned)
+/// deadline that both the share's plan and the missed-deadline plan take: each stretch
+/// gets `q` from `share_from` on and `lq` before it, capped by its free GPUs, which
+/// the walk takes out of the timeline.
+struct Walk<'a> {
+    s: &'a Scaling,
+    event_time: i64,
+    aligned_ddl: i64,
+    ddl: i64,
+    slot: i64,
+    share_from: i64,
+    q: u32,
+    lq: u32,
+    iter_left: f64,
+}
+
+impl Walk<'_> {
+    /// Walks until the deadline or until the iterations run out in a stretch at or
+    /// after `share_from`, returning the last stretch reached (not yet taken out of
+    /// the timeline) and, if they ran out, the aligned and exact end.
+    fn run(
+        &mut self,
+        allocs: &mut BTreeMap<i64, u32>,
+        new: &mut Timeline,
+    ) -> (Option<Stretch>, Option<Ends>) {
+        let (s, p, q, lq) = (self.s, self.share_from, self.q, self.lq);
+        let level = |t: i64, free: u32| (if t >= p { q } else { lq }).min(s.floor_level(free));
+        let keys: Vec<i64> = new
+            .range(self.event_time..=self.aligned_ddl.max(self.event_time))
+            .map(|(&t, _)| t)
+            .filter(|&t| t <= self.aligned_ddl)
+            .collect();
+        let mut lat: Option<Stretch> = None;
+        for t in keys {
+            let Some((lt, la)) = lat else {
+                lat = Some((t, level(t, new[&t])));
+                continue;
+            };
+            allocs.insert(lt, la);
+            sub(new, lt, la);
+            if la == 0 {
+                lat = Some((t, level(t, new[&t])));
+                continue;
+            }
+            let mut dur = t - lt;
+            if t == self.aligned_ddl {
+                dur = self.ddl - lt;
+            }
+            let its = dur as f64 * tput(s, la);
+            if lt < p || its < self.iter_left {
+                self.iter_left -= its;
+            } else {
+                let real_left = ceil_s(self.iter_left / tput(s, la));
+                return (
+                    lat,
+                    Some((lt + align(0, real_left, self.slot), lt + real_left)),
+                );
+            }
+            lat = Some((t, level(t, new[&t])));
+        }
+        (lat, None)
     }
 }
 
@@ -527,17 +540,14 @@ impl ElasticFlow {
                 message: "the slot must be at least one second".into(),
             });
         }
-        let greedy = match p.str("greedy").unwrap_or("artifact") {
-            "artifact" => Greedy::Artifact,
-            "throughput" => Greedy::Throughput,
-            v => {
-                return Err(ParamError::Bad {
-                    key: "greedy".into(),
-                    value: v.into(),
-                    message: "expected artifact or throughput".into(),
-                });
-            }
-        };
+        let greedy = p.choice(
+            "greedy",
+            Greedy::Artifact,
+            &[
+                ("artifact", Greedy::Artifact),
+                ("throughput", Greedy::Throughput),
+            ],
+        )?;
         Ok(ElasticFlow {
             name: "elasticflow",
             admission: p.bool("admission", admission)?,
@@ -821,21 +831,16 @@ impl Policy for ElasticFlow {
             self.estimate_all(ctx, &mut list, now);
             self.runnable = list;
         }
+        // The artifact now sorts the runnable jobs by deadline and plans them once more
+        // on a fresh timeline; that repeats the estimate just made (the same jobs in
+        // the same stable order from the same state), so its plans stand.
         let jobs = &self.jobs;
         self.runnable
             .sort_by_key(|&j| jobs[j as usize].as_ref().map_or(NO_DEADLINE, |e| e.ddl));
-        // The artifact plans once more on a fresh timeline in the same order, which
-        // reproduces the estimate; take each job's allocation now from it.
-        let mut tl = Timeline::from([(now, total)]);
-        let list = self.runnable.clone();
-        for &j in &list {
-            let p = plan(self.pj(ctx, j), now, &tl, self.slot, total, None);
-            tl = p.timeline.clone();
+        for &j in &self.runnable {
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
-            e.num_gpu = p.allocs.get(&now).copied().unwrap_or(0);
-            e.plan = p;
+            e.num_gpu = e.plan.allocs.get(&now).copied().unwrap_or(0);
         }
-        self.timeline = tl;
         self.allocate_free(ctx, now);
 
         // Place everything from scratch, largest first (buddy).

@@ -63,18 +63,15 @@ impl Muri {
     /// (best | worst | index), `blossom` (bool; false: the naive grouping ablation),
     /// `group` (largest group, 1..=4), `autopack` (bool).
     pub fn new(know_duration: bool, p: &Params) -> Result<Muri, ParamError> {
-        let ordering = match p.str("ordering").unwrap_or("best") {
-            "best" => Ordering::Best,
-            "worst" => Ordering::Worst,
-            "index" => Ordering::ByIndex,
-            other => {
-                return Err(ParamError::Bad {
-                    key: "ordering".into(),
-                    value: other.into(),
-                    message: "expected best, worst or index".into(),
-                });
-            }
-        };
+        let ordering = p.choice(
+            "ordering",
+            Ordering::Best,
+            &[
+                ("best", Ordering::Best),
+                ("worst", Ordering::Worst),
+                ("index", Ordering::ByIndex),
+            ],
+        )?;
         let max_group = p.u64("group", 4)? as usize;
         if !(1..=PACKING).contains(&max_group) {
             return Err(ParamError::Bad {

@@ -103,6 +103,30 @@ impl Params {
                 }),
         }
     }
+    /// One of the named `options`, `default` when `key` is absent; an unknown name is
+    /// an error that lists the accepted ones.
+    pub fn choice<T: Copy>(
+        &self,
+        key: &str,
+        default: T,
+        options: &[(&str, T)],
+    ) -> Result<T, ParamError> {
+        let Some(v) = self.0.get(key) else {
+            return Ok(default);
+        };
+        options
+            .iter()
+            .find(|(name, _)| name == v)
+            .map(|&(_, t)| t)
+            .ok_or_else(|| {
+                let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+                ParamError::Bad {
+                    key: key.into(),
+                    value: v.clone(),
+                    message: format!("expected one of: {}", names.join(", ")),
+                }
+            })
+    }
     /// A raw string.
     pub fn str(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)

@@ -59,17 +59,11 @@ pub struct Themis {
 impl Themis {
     /// Parameters: `isolated` (artifact | time).
     pub fn new(p: &Params) -> Result<Themis, ParamError> {
-        let isolated = match p.str("isolated").unwrap_or("artifact") {
-            "artifact" => Isolated::Artifact,
-            "time" => Isolated::Time,
-            other => {
-                return Err(ParamError::Bad {
-                    key: "isolated".into(),
-                    value: other.into(),
-                    message: "expected artifact or time".into(),
-                });
-            }
-        };
+        let isolated = p.choice(
+            "isolated",
+            Isolated::Artifact,
+            &[("artifact", Isolated::Artifact), ("time", Isolated::Time)],
+        )?;
         Ok(Themis {
             isolated,
             order: Vec::new(),

@@ -435,10 +435,10 @@ impl World {
     /// may go to another: each `(job, placement)` names a running or pending job and
     /// the GPUs it holds from now on, of any count; an empty placement pauses a running
     /// job (pending again, counted as a preemption). A running job keeps its progress.
-    /// Returns the jobs whose placement changed, or `None` (changing nothing) if a job
-    /// is neither running nor pending, is named twice, or the new placements overlap
-    /// each other or GPUs held by jobs not named.
-    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<JobIdx>> {
+    /// Returns what changed (a start or new placement, or a pause) for the driver, or
+    /// `None` (changing nothing) if a job is neither running nor pending, is named
+    /// twice, or the new placements overlap each other or GPUs held by jobs not named.
+    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<Action>> {
         let mut seen = std::collections::BTreeSet::new();
         for (i, _) in changes {
             let st = self.rt[*i as usize].status;
@@ -504,16 +504,17 @@ impl World {
                     rt.pending_since = now;
                     rt.preemptions += 1;
                     rt.generation += 1;
+                    out.push(Action::Preempt(i));
                 }
                 (Status::Running, _) => {
                     let rt = &mut self.rt[idx];
                     rt.placement = p;
                     rt.generation += 1;
-                    out.push(i);
+                    out.push(Action::Start(i));
                 }
                 _ => {
                     self.mark_running(i, p);
-                    out.push(i);
+                    out.push(Action::Start(i));
                 }
             }
         }
@@ -927,20 +928,13 @@ impl<'a> Ctx<'a> {
         if self.scope.is_some() {
             return false;
         }
-        let before: Vec<Status> = changes
-            .iter()
-            .map(|(i, _)| self.w.rt[*i as usize].status)
-            .collect();
-        let Some(moved) = self.w.reassign(changes) else {
-            return false;
-        };
-        for (k, (i, _)) in changes.iter().enumerate() {
-            if before[k] == Status::Running && self.w.rt[*i as usize].status == Status::Pending {
-                self.actions.push(Action::Preempt(*i));
+        match self.w.reassign(changes) {
+            Some(done) => {
+                self.actions.extend(done);
+                true
             }
+            None => false,
         }
-        self.actions.extend(moved.into_iter().map(Action::Start));
-        true
     }
 
     /// Declines a pending job ([`World::decline`]); false if it was not pending.
