@@ -147,6 +147,60 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             }
         }
     }
+    if let Some(d) = shared {
+        // ElasticFlow's runs: its ITP and Philly traces, slot 60 s, the artifact's
+        // greedy; cluster04 (1,024 GPUs) only with --full.
+        let mut ef = vec![
+            (
+                "itp/elasticflow/cluster10.csv",
+                "n32g8",
+                "ITP cluster10 260 jobs",
+                "",
+            ),
+            (
+                "philly/elasticflow_philly_103959.csv",
+                "n32g8",
+                "philly VC 103959 876 jobs",
+                "",
+            ),
+            (
+                "itp/elasticflow/cluster01.csv",
+                "n64g8",
+                "ITP cluster01 1,595 jobs",
+                "",
+            ),
+        ];
+        if full {
+            ef.push((
+                "itp/elasticflow/cluster04.csv",
+                "n128g8",
+                "ITP cluster04 15,802 jobs",
+                "",
+            ));
+            ef.push((
+                "itp/elasticflow/cluster04.csv",
+                "n128g8",
+                "ITP cluster04 15,802 jobs",
+                "greedy=throughput",
+            ));
+        }
+        for (file, cluster, name, set) in ef {
+            let p = d.join(file);
+            if !p.is_file() {
+                continue;
+            }
+            let t = p.display().to_string();
+            let mut args = s(&["simulate", "-t", &t, "-c", cluster, "-p", "elasticflow"]);
+            if !set.is_empty() {
+                args.extend(s(&["--set", set]));
+            }
+            let label = if set.is_empty() { "" } else { set };
+            cases.push(Case {
+                name: format!("{name}, elasticflow {label}, {cluster}").replace("  ", " "),
+                args,
+            });
+        }
+    }
     if full {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let synth: PathBuf = work.join("synth-1m.csv");

@@ -1,0 +1,655 @@
+//! ElasticFlow (Gu et al., ASPLOS'23): deadline-aware elastic training with admission
+//! control, as its artifact's simulator (`ElasticFlow/scheduler/scheduler.py`) runs it.
+//!
+//! Jobs state a deadline and an iteration count; the scheduler picks their GPU counts
+//! from power-of-two levels of a measured throughput table ([`apiary_model::Scaling`]).
+//! Time is cut into slots, and a timeline of future free GPUs ([`Steps`]) records
+//! the plans already promised. Each admitted job is planned with its *minimum
+//! satisfactory share* ([`plan`]): the smallest level that, walked backwards from the
+//! deadline over the free GPUs, finishes its iterations in time. On every arrival all
+//! admitted jobs and the newcomers are re-planned in deadline order on an empty
+//! timeline; if any plan misses, the newcomers are declined (best-effort ones wait with
+//! no deadline). GPUs no plan uses now go out greedily, one level at a time, by a
+//! marginal score, and every allocation is placed with buddy placement ([`buddy`]).
+//! Every running job pays the artifact's per-round scaling overhead.
+//!
+//! The planner follows the artifact's `ef_sim_allocation` step by step (change points,
+//! the partial last slot before the deadline, the as-late-as-possible start at one
+//! GPU), quirks included; `docs/policies/elasticflow.md` lists them.
+
+mod planner;
+
+pub use planner::{Plan, PlanJob, Steps, align, gpu_time, plan, plan_into};
+
+use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
+use apiary_model::{Placement, Time};
+use std::collections::BTreeSet;
+
+/// The timeline with a job's plan given back (`get_marginal`'s `tmp_future_free_gpus`),
+/// in one merge pass: every point of the timeline, of the plan and the plan's end, each
+/// valued as the artifact's point-by-point updates leave it (the timeline's value there,
+/// plus each of the plan's steps so far clamped to `0..=total` in turn, before `end`),
+/// equal neighbours merged.
+fn without(tl: &Steps, allocs: &Steps, end: i64, total: u32, out: &mut Steps) {
+    let (tl, allocs) = (tl.points(), allocs.points());
+    out.clear();
+    let (mut i, mut a) = (0usize, 0usize);
+    let mut base = total;
+    let mut end_left = true;
+    loop {
+        let mut t = i64::MAX;
+        if let Some(p) = tl.get(i) {
+            t = t.min(p.0);
+        }
+        if let Some(p) = allocs.get(a) {
+            t = t.min(p.0);
+        }
+        if end_left {
+            t = t.min(end);
+        }
+        if t == i64::MAX {
+            break;
+        }
+        if tl.get(i).is_some_and(|p| p.0 == t) {
+            base = tl[i].1;
+            i += 1;
+        }
+        while allocs.get(a).is_some_and(|p| p.0 <= t) {
+            a += 1;
+        }
+        end_left &= t != end;
+        let mut v = base;
+        if t < end {
+            let mut last = 0i64;
+            for &(_, n) in &allocs[..a] {
+                v = (v as i64 + n as i64 - last).clamp(0, total as i64) as u32;
+                last = n as i64;
+            }
+        }
+        out.push_merged(t, v);
+    }
+}
+
+/// Buddy placement: power-of-two jobs, largest first; a job of a node or more takes
+/// whole free nodes, a smaller one the aligned block of its size in the fullest node
+/// that has one. With sizes placed in decreasing order a node's free GPUs are always
+/// one aligned run, so any set whose sizes sum to at most the cluster fits. `free`
+/// holds each node's GPU count (all equal, a power of two); returns per job its
+/// placement, or `None` if the set does not fit.
+pub fn buddy(
+    node_gpus: u32,
+    nodes: usize,
+    jobs: &[(JobIdx, u32)],
+) -> Option<Vec<(JobIdx, Placement)>> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(jobs[k].1));
+    let mut used = vec![0u32; nodes];
+    let mut out = vec![(0, Placement::default()); jobs.len()];
+    let full = if node_gpus >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << node_gpus) - 1
+    };
+    let mut next_free_node = 0usize;
+    for k in order {
+        let (j, n) = jobs[k];
+        let mut p = Placement::default();
+        if n >= node_gpus {
+            let need = n.div_ceil(node_gpus) as usize;
+            let mut got = 0;
+            while got < need {
+                while next_free_node < nodes && used[next_free_node] != 0 {
+                    next_free_node += 1;
+                }
+                if next_free_node >= nodes {
+                    return None;
+                }
+                used[next_free_node] = node_gpus;
+                p.add(next_free_node as u32, full);
+                got += 1;
+            }
+        } else if n > 0 {
+            // The fullest node with room; whole free nodes only when none is partly used.
+            let best = (0..nodes)
+                .filter(|&x| used[x] > 0 && node_gpus - used[x] >= n)
+                .max_by_key(|&x| (used[x], std::cmp::Reverse(x)))
+                .or_else(|| (0..nodes).find(|&x| used[x] == 0))?;
+            let off = used[best];
+            let mask = ((1u64 << n) - 1) << off;
+            used[best] += n;
+            p.add(best as u32, mask);
+        }
+        out[k] = (j, p);
+    }
+    Some(out)
+}
+
+/// How the leftover GPUs are handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Greedy {
+    /// The artifact's `marginal_gputime`: change in planned GPU-seconds per added GPU,
+    /// largest first.
+    Artifact,
+    /// The paper's reading: throughput gained per added GPU, largest first.
+    Throughput,
+}
+
+#[derive(Clone, Debug)]
+struct EfJob {
+    ddl: i64,
+    best_effort: bool,
+    plan: Plan,
+    num_gpu: u32,
+    next_level: u32,
+    marginal: f64,
+}
+
+/// The ElasticFlow policy (with or without admission control).
+pub struct ElasticFlow {
+    name: &'static str,
+    admission: bool,
+    slot: i64,
+    greedy: Greedy,
+    overhead: bool,
+    jobs: Vec<Option<EfJob>>,
+    runnable: Vec<JobIdx>,
+    arrived: Vec<JobIdx>,
+    next_pass: Time,
+    schedule_count: u64,
+    cache: BTreeSet<Vec<(u32, u64)>>,
+    /// Free GPUs after every plan.
+    timeline: Steps,
+    /// Buffers the greedy pass plans in, reused so that scoring a job allocates
+    /// nothing: the timeline without one job's plan, a candidate plan and the timeline
+    /// after it, the next timeline while estimating, and the planner's spare.
+    without: Steps,
+    cand: Plan,
+    cand_tl: Steps,
+    next_tl: Steps,
+    spare: Vec<(i64, u32)>,
+    node_gpus: u32,
+    nodes: usize,
+}
+
+/// No deadline (best-effort jobs): far enough that no plan reaches it.
+const NO_DEADLINE: i64 = i64::MAX / 4;
+
+impl ElasticFlow {
+    /// `admission`: ElasticFlow proper (`ef-accessctrl`) or its ablation without
+    /// admission control (`ef`).
+    pub fn new(admission: bool, p: &Params) -> Result<ElasticFlow, ParamError> {
+        let slot = p.u64("slot", 60)?;
+        if slot == 0 {
+            return Err(ParamError::Bad {
+                key: "slot".into(),
+                value: "0".into(),
+                message: "the slot must be at least one second".into(),
+            });
+        }
+        let greedy = p.choice(
+            "greedy",
+            Greedy::Artifact,
+            &[
+                ("artifact", Greedy::Artifact),
+                ("throughput", Greedy::Throughput),
+            ],
+        )?;
+        Ok(ElasticFlow {
+            name: "elasticflow",
+            admission: p.bool("admission", admission)?,
+            slot: slot as i64,
+            greedy,
+            overhead: p.bool("overhead", true)?,
+            jobs: Vec::new(),
+            runnable: Vec::new(),
+            arrived: Vec::new(),
+            next_pass: 0,
+            schedule_count: 0,
+            cache: BTreeSet::new(),
+            timeline: Steps::default(),
+            without: Steps::default(),
+            cand: Plan::default(),
+            cand_tl: Steps::default(),
+            next_tl: Steps::default(),
+            spare: Vec::new(),
+            node_gpus: 0,
+            nodes: 0,
+        })
+    }
+
+    fn pj<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
+        let job = ctx.job(j);
+        let s = job.scaling.as_ref().expect("checked in prepare");
+        let ref_tput = s.tput(job.gpus).unwrap_or(s.levels[0].1);
+        let iters = ctx.remaining(j) / 1000.0 * ref_tput;
+        PlanJob {
+            scaling: s,
+            iters: iters.max(1e-9),
+            ddl: self.jobs[j as usize]
+                .as_ref()
+                .map_or(NO_DEADLINE, |e| e.ddl),
+        }
+    }
+
+    /// `estimate_all_jobs`: plans `list` in deadline order on an empty timeline.
+    fn estimate_all(&mut self, ctx: &Ctx<'_>, list: &mut [JobIdx], now: i64) -> bool {
+        let total = ctx.total_gpus() as u32;
+        let mut tl = std::mem::take(&mut self.timeline);
+        tl.clear();
+        tl.insert(now, total);
+        list.sort_by_key(|&j| {
+            self.jobs[j as usize]
+                .as_ref()
+                .map_or(NO_DEADLINE, |e| e.ddl)
+        });
+        let mut ok = true;
+        for &j in list.iter() {
+            let pj = self.pj(ctx, j);
+            let out = match self.jobs[j as usize].as_mut() {
+                Some(e) => &mut e.plan,
+                None => &mut self.cand,
+            };
+            plan_into(
+                pj,
+                now,
+                &tl,
+                self.slot,
+                total,
+                None,
+                out,
+                &mut self.next_tl,
+                &mut self.spare,
+            );
+            ok &= out.meets;
+            std::mem::swap(&mut tl, &mut self.next_tl);
+        }
+        self.timeline = tl;
+        ok
+    }
+
+    /// `get_marginal`: scores `j`'s next level. Only the artifact's score needs the
+    /// re-planned job, and not for a job holding no GPUs (which always comes first);
+    /// the job that wins is planned again by [`Self::replan_next`] on the same
+    /// timeline, which gives the same plan.
+    fn marginal(&mut self, ctx: &Ctx<'_>, j: JobIdx, allocatable: u32, now: i64) {
+        let e = self.jobs[j as usize].as_ref().expect("runnable job");
+        let (next_level, num_gpu) = (e.next_level, e.num_gpu);
+        let m = if next_level - num_gpu > allocatable || next_level == num_gpu {
+            f64::NEG_INFINITY
+        } else if num_gpu == 0 {
+            f64::INFINITY
+        } else {
+            match self.greedy {
+                Greedy::Artifact => {
+                    let cur_time = gpu_time(&e.plan.allocs, e.plan.end);
+                    self.replan_next(ctx, j, now);
+                    (gpu_time(&self.cand.allocs, self.cand.end) - cur_time)
+                        / (next_level - num_gpu) as f64
+                }
+                Greedy::Throughput => {
+                    let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+                    // As the planner reads the table (`num_gpu` is above 0 here).
+                    let tput = |n: u32| s.tput(n).unwrap_or(s.levels[0].1);
+                    (tput(next_level) - tput(num_gpu)) / (next_level - num_gpu) as f64
+                }
+            }
+        };
+        self.jobs[j as usize]
+            .as_mut()
+            .expect("runnable job")
+            .marginal = m;
+    }
+
+    /// Plans `j` at its next level for the first stretch, on the timeline without its
+    /// own plan, into `cand` and `cand_tl`.
+    fn replan_next(&mut self, ctx: &Ctx<'_>, j: JobIdx, now: i64) {
+        let total = ctx.total_gpus() as u32;
+        let e = self.jobs[j as usize].as_ref().expect("runnable job");
+        without(
+            &self.timeline,
+            &e.plan.allocs,
+            e.plan.end,
+            total,
+            &mut self.without,
+        );
+        let next_level = e.next_level;
+        plan_into(
+            self.pj(ctx, j),
+            now,
+            &self.without,
+            self.slot,
+            total,
+            Some(next_level),
+            &mut self.cand,
+            &mut self.cand_tl,
+            &mut self.spare,
+        );
+    }
+
+    fn sort_by_marginal(&mut self) {
+        let jobs = &self.jobs;
+        self.runnable.sort_by(|a, b| {
+            let (x, y) = (
+                jobs[*a as usize]
+                    .as_ref()
+                    .map_or(f64::NEG_INFINITY, |e| e.marginal),
+                jobs[*b as usize]
+                    .as_ref()
+                    .map_or(f64::NEG_INFINITY, |e| e.marginal),
+            );
+            y.total_cmp(&x)
+        });
+    }
+
+    /// `allocate_free_gpus`: hands GPUs no plan uses now to the job with the best
+    /// marginal score, one level at a time, re-scoring after each.
+    fn allocate_free(&mut self, ctx: &Ctx<'_>, now: i64) {
+        let total = ctx.total_gpus() as u32;
+        let mut used = 0u32;
+        for &j in &self.runnable {
+            let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+            let e = self.jobs[j as usize].as_mut().expect("runnable job");
+            e.next_level = s.next_level(e.num_gpu);
+            used += e.num_gpu;
+        }
+        let mut allocatable = total.saturating_sub(used);
+        if allocatable == 0 {
+            return;
+        }
+        for k in 0..self.runnable.len() {
+            self.marginal(ctx, self.runnable[k], allocatable, now);
+        }
+        self.sort_by_marginal();
+        let mut allocated = true;
+        while allocatable > 0 && allocated {
+            allocated = false;
+            for k in 0..self.runnable.len() {
+                let j = self.runnable[k];
+                let e = self.jobs[j as usize].as_ref().expect("runnable job");
+                if e.next_level - e.num_gpu > allocatable || e.next_level == e.num_gpu {
+                    continue;
+                }
+                // Scored on this timeline with this plan: the same plan again.
+                self.replan_next(ctx, j, now);
+                let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+                let e = self.jobs[j as usize].as_mut().expect("runnable job");
+                allocatable -= e.next_level - e.num_gpu;
+                std::mem::swap(&mut self.timeline, &mut self.cand_tl);
+                std::mem::swap(&mut e.plan, &mut self.cand);
+                e.num_gpu = e.next_level;
+                e.next_level = s.next_level(e.num_gpu);
+                allocated = true;
+                break;
+            }
+            for k in 0..self.runnable.len() {
+                let j = self.runnable[k];
+                let e = self.jobs[j as usize].as_ref().expect("runnable job");
+                if e.next_level > e.num_gpu {
+                    self.marginal(ctx, j, allocatable, now);
+                }
+            }
+            self.sort_by_marginal();
+        }
+    }
+
+    /// `estimate_overhead`: seconds a running job loses this round.
+    fn overhead(&self, total: u32, gpus: u32, restart: bool, cached: bool) -> i64 {
+        let mut o = if total >= 256 { 7.0 } else { 2.0 };
+        if cached {
+            return o as i64 * 1000;
+        }
+        if restart {
+            o += 27.0;
+            if total >= 256 {
+                o += 20.0;
+            }
+        }
+        o += ((gpus as f64).log2() + 1.0) * 2.0;
+        (o * 1000.0).round() as i64
+    }
+}
+
+impl Policy for ElasticFlow {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn prepare(&mut self, w: &crate::World) -> Result<(), String> {
+        let g = w.cluster.nodes.first().map_or(0, |n| n.gpus);
+        if g == 0 || !g.is_power_of_two() || w.cluster.nodes.iter().any(|n| n.gpus != g) {
+            return Err("buddy placement needs nodes with equal power-of-two GPU counts".into());
+        }
+        if let Some(j) = w.jobs.iter().find(|j| j.scaling.is_none()) {
+            return Err(format!(
+                "job {} has no throughput table (ElasticFlow needs model, batch_size and iterations, \
+                 as ElasticFlow's traces give them)",
+                j.id
+            ));
+        }
+        self.node_gpus = g;
+        self.nodes = w.cluster.nodes.len();
+        self.jobs = vec![None; w.jobs.len()];
+        Ok(())
+    }
+
+    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        if self.jobs.len() <= j as usize {
+            self.jobs.resize(j as usize + 1, None);
+        }
+        let job = ctx.job(j);
+        let ddl = job.deadline.map_or(NO_DEADLINE, |d| (d / 1000) as i64);
+        self.jobs[j as usize] = Some(EfJob {
+            ddl,
+            best_effort: job.deadline.is_none(),
+            plan: Plan::default(),
+            num_gpu: 0,
+            next_level: 0,
+            marginal: 0.0,
+        });
+        self.arrived.push(j);
+    }
+
+    fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        self.runnable.retain(|&x| x != j);
+        self.jobs[j as usize] = None;
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        let now_ms = ctx.now();
+        if now_ms < self.next_pass {
+            ctx.wake_at(self.next_pass);
+            return;
+        }
+        let now = (now_ms / 1000) as i64;
+        let total = ctx.total_gpus() as u32;
+        self.runnable
+            .retain(|&j| matches!(ctx.status(j), Status::Running | Status::Pending));
+
+        // Admission control: the newcomers together, as the artifact batches a slot's
+        // arrivals into one event.
+        let arrived = std::mem::take(&mut self.arrived);
+        let mut replan = true;
+        if !arrived.is_empty() {
+            if self.admission {
+                let mut all: Vec<JobIdx> = self.runnable.iter().chain(&arrived).copied().collect();
+                if self.estimate_all(ctx, &mut all, now) {
+                    self.runnable.extend(&arrived);
+                    replan = false;
+                } else {
+                    for &j in &arrived {
+                        if self.jobs[j as usize]
+                            .as_ref()
+                            .is_some_and(|e| e.best_effort)
+                        {
+                            self.runnable.push(j);
+                        } else {
+                            ctx.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
+                            self.jobs[j as usize] = None;
+                        }
+                    }
+                }
+            } else {
+                self.runnable.extend(&arrived);
+            }
+        }
+        if replan {
+            let mut list = std::mem::take(&mut self.runnable);
+            self.estimate_all(ctx, &mut list, now);
+            self.runnable = list;
+        }
+        // The artifact now sorts the runnable jobs by deadline and plans them once more
+        // on a fresh timeline; that repeats the estimate just made (the same jobs in
+        // the same stable order from the same state), so its plans stand.
+        let jobs = &self.jobs;
+        self.runnable
+            .sort_by_key(|&j| jobs[j as usize].as_ref().map_or(NO_DEADLINE, |e| e.ddl));
+        for &j in &self.runnable {
+            let e = self.jobs[j as usize].as_mut().expect("runnable job");
+            e.num_gpu = e.plan.allocs.get(now).unwrap_or(0);
+        }
+        self.allocate_free(ctx, now);
+
+        // Place everything from scratch, largest first (buddy).
+        let jobs = &self.jobs;
+        self.runnable.sort_by_key(|&j| {
+            std::cmp::Reverse(jobs[j as usize].as_ref().map_or(0, |e| e.num_gpu))
+        });
+        let mut want: Vec<(JobIdx, u32)> = self
+            .runnable
+            .iter()
+            .map(|&j| (j, self.jobs[j as usize].as_ref().map_or(0, |e| e.num_gpu)))
+            .collect();
+        // A plan the artifact's timeline over-promised cannot exceed the cluster here.
+        let mut sum: u32 = 0;
+        for w in want.iter_mut() {
+            if sum + w.1 > total {
+                w.1 = 0;
+            }
+            sum += w.1;
+        }
+        let placed = buddy(self.node_gpus, self.nodes, &want).unwrap_or_default();
+        ctx.reassign(&placed);
+
+        // The per-round rescaling overhead every running job pays.
+        if self.overhead {
+            let restart =
+                self.schedule_count > 0 && self.schedule_count.is_multiple_of(self.slot as u64);
+            self.schedule_count += 1;
+            if restart {
+                self.cache.clear();
+            }
+            for (j, p) in &placed {
+                if p.gpus() == 0 || ctx.status(*j) != Status::Running {
+                    continue;
+                }
+                let key: Vec<(u32, u64)> = p.parts.clone();
+                let cached = !self.cache.insert(key);
+                let o = self.overhead(total, p.gpus(), restart, cached);
+                ctx.stall(*j, o as Time);
+            }
+        }
+
+        // Next decision: a slot from now, or when a plan next changes if later.
+        self.next_pass = now_ms + self.slot as Time * 1000;
+        let first_change = self
+            .runnable
+            .iter()
+            .filter_map(|&j| {
+                self.jobs[j as usize]
+                    .as_ref()
+                    .and_then(|e| e.plan.allocs.range(now + 1, i64::MAX).first().map(|p| p.0))
+            })
+            .min();
+        if let Some(t) = first_change {
+            ctx.wake_at(((t.max(0)) as Time * 1000).max(self.next_pass));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buddy_fits_any_feasible_power_of_two_set() {
+        let jobs = [(0, 2), (1, 8), (2, 1), (3, 4), (4, 1)];
+        let out = buddy(8, 2, &jobs).unwrap();
+        let mut state = [0u64; 2];
+        for (j, p) in &out {
+            let want = jobs.iter().find(|x| x.0 == *j).unwrap().1;
+            assert_eq!(p.gpus(), want);
+            for &(n, m) in &p.parts {
+                assert_eq!(state[n as usize] & m, 0, "GPUs overlap");
+                state[n as usize] |= m;
+            }
+        }
+        assert!(buddy(8, 2, &[(0, 8), (1, 8), (2, 1)]).is_none());
+    }
+
+    /// The timeline with a plan given back, point by point as the artifact builds it:
+    /// the reference [`without`] must match.
+    fn without_by_points(tl: &Steps, allocs: &Steps, end: i64, total: u32) -> Steps {
+        let mut tmp = tl.clone();
+        if !tmp.contains(end) {
+            let v = tmp.value_before(end).unwrap_or(total);
+            tmp.insert(end, v);
+        }
+        let mut last = 0i64;
+        for &(at, n) in allocs.points() {
+            if !tmp.contains(at) {
+                let v = tmp.value_at(at).unwrap_or(total);
+                tmp.insert(at, v);
+            }
+            tmp.add_range(at, end.max(at), n as i64 - last, total);
+            last = n as i64;
+        }
+        tmp.merge();
+        tmp
+    }
+
+    #[test]
+    fn without_gives_a_plan_back_as_the_artifact_does() {
+        let tl = Steps::from([(0, 2), (300, 4), (600, 8)]);
+        let plan = Steps::from([(0, 4), (300, 2)]);
+        let mut out = Steps::default();
+        without(&tl, &plan, 600, 8, &mut out);
+        assert_eq!(out, Steps::from([(0, 6), (600, 8)]));
+        // Each step is clamped in turn: 7 + 2 clamps to 8, then -2 leaves 6, not 7.
+        without(
+            &Steps::from([(0, 7)]),
+            &Steps::from([(0, 2), (100, 0)]),
+            200,
+            8,
+            &mut out,
+        );
+        assert_eq!(out, Steps::from([(0, 8), (100, 6), (200, 7)]));
+        // Random timelines and plans (a fixed LCG, so the test is reproducible).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut r = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for _ in 0..2000 {
+            let total = 1 + r(16) as u32;
+            let mut tl = Steps::default();
+            let mut t = 0;
+            for _ in 0..r(8) {
+                tl.insert(t, r(total as u64 + 1) as u32);
+                t += 1 + r(5) as i64 * 60;
+            }
+            let mut plan = Steps::default();
+            let mut t = r(3) as i64 * 60;
+            for _ in 0..r(5) {
+                plan.insert(t, r(total as u64 + 1) as u32);
+                t += 1 + r(4) as i64 * 60;
+            }
+            let end = r(20) as i64 * 60;
+            without(&tl, &plan, end, total, &mut out);
+            assert_eq!(
+                out,
+                without_by_points(&tl, &plan, end, total),
+                "{tl:?} {plan:?} {end}"
+            );
+        }
+    }
+}

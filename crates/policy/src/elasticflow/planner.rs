@@ -1,0 +1,760 @@
+//! ElasticFlow's minimum-satisfactory-share planner (`ef_sim_allocation`) over a
+//! timeline of future free GPUs.
+//!
+//! The greedy pass scores every job by re-planning it after each GPU level it hands
+//! out, so on a 1,024-GPU cluster one decision can plan thousands of times. Timelines
+//! are therefore sorted vectors ([`Steps`]) that the planner fills in place
+//! ([`plan_into`]): copying one is a `memcpy`, and a planned job allocates nothing.
+
+use apiary_model::Scaling;
+
+/// A step function of time in seconds: sorted change points, each value holding until
+/// the next point and the last one for ever. Used for free GPUs (a timeline) and for a
+/// job's GPUs (a plan).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Steps(Vec<(i64, u32)>);
+
+impl<const N: usize> From<[(i64, u32); N]> for Steps {
+    fn from(points: [(i64, u32); N]) -> Steps {
+        let mut v = points.to_vec();
+        v.sort_by_key(|p| p.0);
+        v.dedup_by_key(|p| p.0);
+        Steps(v)
+    }
+}
+
+impl Steps {
+    /// The change points in time order.
+    pub fn points(&self) -> &[(i64, u32)] {
+        &self.0
+    }
+
+    /// Number of change points.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is no change point.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends `(t, v)` after the last point unless it repeats the last value
+    /// (building a merged step function in time order).
+    pub fn push_merged(&mut self, t: i64, v: u32) {
+        debug_assert!(self.0.last().is_none_or(|p| p.0 < t));
+        if self.0.last().is_none_or(|p| p.1 != v) {
+            self.0.push((t, v));
+        }
+    }
+
+    /// Removes every point.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The index of the first point at or after `t`.
+    fn lower(&self, t: i64) -> usize {
+        self.0.partition_point(|p| p.0 < t)
+    }
+
+    /// The value set at exactly `t`.
+    pub fn get(&self, t: i64) -> Option<u32> {
+        let i = self.lower(t);
+        self.0.get(i).filter(|p| p.0 == t).map(|p| p.1)
+    }
+
+    /// Whether `t` is a change point.
+    pub fn contains(&self, t: i64) -> bool {
+        self.get(t).is_some()
+    }
+
+    /// Sets the value at `t`, adding the point if it is new.
+    pub fn insert(&mut self, t: i64, v: u32) {
+        let i = self.lower(t);
+        match self.0.get_mut(i) {
+            Some(p) if p.0 == t => p.1 = v,
+            _ => self.0.insert(i, (t, v)),
+        }
+    }
+
+    /// Adds the point `t` with `v` unless it is one already.
+    fn insert_absent(&mut self, t: i64, v: u32) {
+        let i = self.lower(t);
+        if self.0.get(i).is_none_or(|p| p.0 != t) {
+            self.0.insert(i, (t, v));
+        }
+    }
+
+    /// The value of the last point before `t`.
+    pub fn value_before(&self, t: i64) -> Option<u32> {
+        self.lower(t).checked_sub(1).map(|i| self.0[i].1)
+    }
+
+    /// The value in force at `t` (its last point at or before `t`).
+    pub fn value_at(&self, t: i64) -> Option<u32> {
+        self.value_before(t.saturating_add(1))
+    }
+
+    /// The points in `[from, to)`.
+    pub fn range(&self, from: i64, to: i64) -> &[(i64, u32)] {
+        let lo = self.lower(from);
+        let hi = self.lower(to).max(lo);
+        &self.0[lo..hi]
+    }
+
+    fn sub(&mut self, t: i64, n: u32) {
+        let i = self.lower(t);
+        if let Some(p) = self.0.get_mut(i).filter(|p| p.0 == t) {
+            p.1 = p.1.saturating_sub(n);
+        }
+    }
+
+    /// `merge_dict`: drops points that repeat the value before them.
+    pub fn merge(&mut self) {
+        let mut last: Option<u32> = None;
+        self.0.retain(|&(_, v)| {
+            let keep = last != Some(v);
+            last = Some(v);
+            keep
+        });
+    }
+
+    /// Adds `delta` to every point in `[from, to)`, clamped to `0..=cap`.
+    pub fn add_range(&mut self, from: i64, to: i64, delta: i64, cap: u32) {
+        let lo = self.lower(from);
+        let hi = self.lower(to).max(lo);
+        for p in &mut self.0[lo..hi] {
+            p.1 = (p.1 as i64 + delta).clamp(0, cap as i64) as u32;
+        }
+    }
+
+    /// Adds a zero at every point of `keys` (sorted) that is not a point yet, by one
+    /// merge through `spare`.
+    fn fill_zeros(&mut self, keys: &[(i64, u32)], spare: &mut Vec<(i64, u32)>) {
+        spare.clear();
+        let (mut a, mut b) = (0, 0);
+        while a < self.0.len() || b < keys.len() {
+            let next_own = self.0.get(a).map(|p| p.0);
+            let next_key = keys.get(b).map(|p| p.0);
+            match (next_own, next_key) {
+                (Some(x), Some(y)) if x == y => {
+                    spare.push(self.0[a]);
+                    a += 1;
+                    b += 1;
+                }
+                (Some(x), Some(y)) if x < y => {
+                    spare.push(self.0[a]);
+                    a += 1;
+                }
+                (Some(_), None) => {
+                    spare.push(self.0[a]);
+                    a += 1;
+                }
+                (_, Some(y)) => {
+                    spare.push((y, 0));
+                    b += 1;
+                }
+                (None, None) => break,
+            }
+        }
+        std::mem::swap(&mut self.0, spare);
+    }
+}
+
+/// A job's committed plan: GPUs from each change point on, until `end`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// GPUs from each change point on, consecutive equal values merged.
+    pub allocs: Steps,
+    /// Planned end, aligned up to a slot.
+    pub end: i64,
+    /// Planned end to the second.
+    pub real_end: i64,
+    /// Whether the plan meets the deadline.
+    pub meets: bool,
+}
+
+/// What the planner needs to know about one job.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanJob<'a> {
+    /// Throughput per level.
+    pub scaling: &'a Scaling,
+    /// Iterations left.
+    pub iters: f64,
+    /// Deadline, seconds (`i64::MAX / 4` for none).
+    pub ddl: i64,
+}
+
+/// `align_to_time_slot`: the first slot boundary at or after `t`, slots starting at
+/// `start`.
+pub fn align(start: i64, t: i64, slot: i64) -> i64 {
+    start
+        + (t - start).div_euclid(slot) * slot
+        + if (t - start).rem_euclid(slot) > 0 {
+            slot
+        } else {
+            0
+        }
+}
+
+fn tput(s: &Scaling, n: u32) -> f64 {
+    // The planner only picks counts from the table (`next_level`, `floor_level`) and
+    // the readers check the trace's own count, so this fallback never decides a plan.
+    s.tput(n).unwrap_or(s.levels[0].1)
+}
+
+/// The level a stretch with `free` GPUs gives a job asking for level `cap`:
+/// `min(cap, floor_level(free))`, without the table walk when `free` covers `cap`.
+#[inline]
+fn fit(s: &Scaling, cap: u32, free: u32) -> u32 {
+    if free >= cap {
+        cap
+    } else {
+        cap.min(s.floor_level(free))
+    }
+}
+
+/// [`tput`] remembering the last count asked for: walks ask for the same one
+/// stretch after stretch.
+struct Tput<'a> {
+    s: &'a Scaling,
+    n: u32,
+    v: f64,
+}
+
+impl<'a> Tput<'a> {
+    fn new(s: &'a Scaling) -> Self {
+        Tput {
+            s,
+            n: u32::MAX,
+            v: 0.0,
+        }
+    }
+
+    #[inline]
+    fn of(&mut self, n: u32) -> f64 {
+        if n != self.n {
+            self.n = n;
+            self.v = tput(self.s, n);
+        }
+        self.v
+    }
+}
+
+fn ceil_s(x: f64) -> i64 {
+    if x.is_finite() {
+        x.ceil() as i64
+    } else {
+        i64::MAX / 4
+    }
+}
+
+/// [`plan_into`] with fresh buffers: the plan and the timeline with it taken out.
+pub fn plan(
+    job: PlanJob<'_>,
+    start: i64,
+    fut: &Steps,
+    slot: i64,
+    total: u32,
+    assign: Option<u32>,
+) -> (Plan, Steps) {
+    let mut out = Plan::default();
+    let mut timeline = Steps::default();
+    plan_into(
+        job,
+        start,
+        fut,
+        slot,
+        total,
+        assign,
+        &mut out,
+        &mut timeline,
+        &mut Vec::new(),
+    );
+    (out, timeline)
+}
+
+/// `ef_sim_allocation`: plans `job` from `start` on timeline `fut`, with the minimum
+/// satisfactory share, or (with `assign`) at that many GPUs for the first stretch of
+/// the timeline and the minimum share after it. `total` is the cluster's GPU count.
+/// Writes the plan to `out` and `fut` less the plan to `new`, reusing their buffers
+/// (and `spare`'s).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_into(
+    job: PlanJob<'_>,
+    start: i64,
+    fut: &Steps,
+    slot: i64,
+    total: u32,
+    assign: Option<u32>,
+    out: &mut Plan,
+    new: &mut Steps,
+    spare: &mut Vec<(i64, u32)>,
+) {
+    let s = job.scaling;
+    let ddl = job.ddl;
+    let mut iter_left = job.iters;
+    let mut event_time = start;
+    let allocs = &mut out.allocs;
+    allocs.clear();
+    allocs.0.push((start, 0));
+    new.0.clone_from(&fut.0);
+    let aligned_ddl = align(start, ddl, slot);
+    let mut last_event_gpu = total;
+    if !new.contains(aligned_ddl) && aligned_ddl >= start {
+        last_event_gpu = new.value_before(aligned_ddl).unwrap_or(total);
+        new.insert(aligned_ddl, last_event_gpu);
+    }
+    let mut finish = |allocs: &mut Steps, new: &mut Steps, end: i64, real_end: i64| {
+        allocs.merge();
+        new.merge();
+        out.end = end;
+        out.real_end = real_end;
+        out.meets = real_end <= ddl;
+    };
+
+    if let Some(quota) = assign {
+        // The first stretch: the value in force at the start, up to the next point.
+        let first_after = fut.lower(event_time + 1);
+        let available = match first_after.checked_sub(1) {
+            Some(i) => fut.0[i].1,
+            None => total,
+        };
+        let before = new.lower(event_time);
+        new.0.drain(..before);
+        let future_event_time = fut.0.get(first_after).map_or(aligned_ddl, |p| p.0);
+        allocs.insert(event_time, quota);
+        let real_end = ceil_s(event_time as f64 + iter_left / tput(s, quota));
+        let end = align(start, real_end, slot);
+        if future_event_time >= end && ddl >= real_end {
+            for &(t, _) in fut.range(event_time, end) {
+                last_event_gpu = new.get(t).unwrap_or(last_event_gpu);
+                new.sub(t, quota);
+            }
+            if event_time != end {
+                new.insert(event_time, available.saturating_sub(quota));
+            }
+            if !fut.contains(end) {
+                new.insert(end, last_event_gpu);
+            }
+            finish(allocs, new, end, real_end);
+            return;
+        }
+        let mut duration = future_event_time - event_time;
+        if future_event_time == aligned_ddl {
+            duration = ddl - event_time;
+        }
+        iter_left -= duration as f64 * tput(s, quota);
+        new.sub(event_time, quota);
+        if iter_left <= 0.0 {
+            // The assigned stretch alone finishes the job, but past its deadline.
+            new.insert_absent(end, last_event_gpu);
+            finish(allocs, new, end, real_end);
+            return;
+        }
+        event_time = future_event_time;
+        allocs.insert(event_time, 0);
+    }
+
+    let mut quota = s.next_level(0);
+    let mut last_q = 0u32;
+    if quota <= total && quota <= s.max_gpus && quota > 0 {
+        // The artifact zero-fills the plan at every point before the deadline.
+        let hi = new.lower(aligned_ddl);
+        allocs.fill_zeros(&new.0[..hi], spare);
+    }
+    while quota <= total && quota <= s.max_gpus && quota > 0 {
+        let mut period_end = aligned_ddl;
+        let mut tmp = 0.0;
+        let mut found = None;
+        let mut speed = Tput::new(s);
+        for &(p, free) in new
+            .range(event_time, aligned_ddl.max(event_time))
+            .iter()
+            .rev()
+        {
+            let a = fit(s, quota, free);
+            if a == 0 {
+                period_end = p;
+                continue;
+            }
+            let mut dur = period_end - p;
+            if period_end == aligned_ddl {
+                dur = ddl - p;
+            }
+            tmp += dur as f64 * speed.of(a);
+            if tmp >= iter_left {
+                found = Some(p);
+                break;
+            }
+            period_end = p;
+        }
+        if let Some(p) = found {
+            let mut walk = Walk {
+                s,
+                event_time,
+                aligned_ddl,
+                ddl,
+                slot,
+                share_from: p,
+                q: quota,
+                lq: last_q,
+                iter_left,
+            };
+            let (lat, ends) = walk.run(allocs, new);
+            let (end, real_end) = match ends {
+                Some(e) => e,
+                None => {
+                    let (lt, la) = lat.unwrap_or((event_time, quota));
+                    let la = if la == 0 { quota } else { la };
+                    allocs.insert(lt, la);
+                    new.sub(lt, la);
+                    let real_left = ceil_s(walk.iter_left.max(0.0) / tput(s, la));
+                    (lt + align(0, real_left, slot), lt + real_left)
+                }
+            };
+            let last_event_gpu = fut.range(event_time, end).last().map_or(total, |p| p.1);
+            if !fut.contains(end) {
+                new.insert(end, last_event_gpu);
+            }
+            finish(allocs, new, end, real_end);
+            return;
+        }
+        last_q = quota;
+        quota = s.next_level(quota);
+        if quota == last_q {
+            break;
+        }
+    }
+
+    // No level meets the deadline: the largest level tried until the deadline (the
+    // artifact's "point" is then before the start, so no stretch counts as the
+    // share's)…
+    let mut walk = Walk {
+        s,
+        event_time,
+        aligned_ddl,
+        ddl,
+        slot,
+        share_from: i64::MAX,
+        q: last_q,
+        lq: last_q,
+        iter_left,
+    };
+    walk.run(allocs, new);
+    iter_left = walk.iter_left;
+    // …then whatever fits after it…
+    let mut lat = aligned_ddl.max(event_time);
+    let mut k = new.lower(aligned_ddl + 1);
+    while k < new.0.len() {
+        let t = new.0[k].0;
+        k += 1;
+        let free = new.get(lat).unwrap_or(total);
+        let q = s.floor_level(free).min(s.max_gpus);
+        if q == 0 {
+            allocs.insert(lat, 0);
+            lat = t;
+            continue;
+        }
+        allocs.insert(lat, q);
+        let its = (t - lat) as f64 * tput(s, q);
+        if its >= iter_left {
+            let real_end = ceil_s(lat as f64 + iter_left / tput(s, q));
+            let end = align(start, real_end, slot);
+            let (lo, hi) = (new.lower(aligned_ddl), new.lower(end));
+            for i in lo..hi.max(lo) {
+                let key = new.0[i].0;
+                if let Some(v) = fut.get(key) {
+                    last_event_gpu = v;
+                }
+                if key >= lat {
+                    new.0[i].1 = new.0[i].1.saturating_sub(q);
+                }
+            }
+            if lat != end {
+                new.insert(lat, last_event_gpu.saturating_sub(q));
+            }
+            if !fut.contains(end) {
+                new.insert(end, last_event_gpu);
+            }
+            finish(allocs, new, end, real_end);
+            return;
+        }
+        iter_left -= its;
+        let (lo, hi) = (new.lower(lat), new.lower(t));
+        for p in &mut new.0[lo..hi.max(lo)] {
+            p.1 = p.1.saturating_sub(q);
+        }
+        lat = t;
+    }
+    // …and the whole cluster once every promise has ended.
+    // The artifact takes min(cluster, max_gpu), which is a level on every cluster it
+    // ships; the largest level that fits says the same and stays one elsewhere.
+    let q = assign.unwrap_or_else(|| s.floor_level(total).max(1));
+    allocs.insert(lat, q);
+    let real_end = ceil_s(lat as f64 + iter_left.max(0.0) / tput(s, q));
+    let end = align(start, real_end, slot);
+    new.insert(lat, total.saturating_sub(q));
+    new.insert(end, total);
+    finish(allocs, new, end, real_end);
+}
+
+/// A stretch of a plan: its start and its GPUs.
+type Stretch = (i64, u32);
+/// A plan's end aligned to a slot, and to the second.
+type Ends = (i64, i64);
+
+/// The forward walk over the timeline's points from `event_time` to the (aligned)
+/// deadline that both the share's plan and the missed-deadline plan take: each stretch
+/// gets `q` from `share_from` on and `lq` before it, capped by its free GPUs, which
+/// the walk takes out of the timeline.
+struct Walk<'a> {
+    s: &'a Scaling,
+    event_time: i64,
+    aligned_ddl: i64,
+    ddl: i64,
+    slot: i64,
+    share_from: i64,
+    q: u32,
+    lq: u32,
+    iter_left: f64,
+}
+
+impl Walk<'_> {
+    /// Walks until the deadline or until the iterations run out in a stretch at or
+    /// after `share_from`, returning the last stretch reached (not yet taken out of
+    /// the timeline) and, if they ran out, the aligned and exact end.
+    fn run(&mut self, allocs: &mut Steps, new: &mut Steps) -> (Option<Stretch>, Option<Ends>) {
+        let (s, p, q, lq) = (self.s, self.share_from, self.q, self.lq);
+        let level = |t: i64, free: u32| fit(s, if t >= p { q } else { lq }, free);
+        let mut speed = Tput::new(s);
+        let lo = new.lower(self.event_time);
+        let hi = new.lower(self.aligned_ddl.max(self.event_time).saturating_add(1));
+        // The last stretch reached, with its index in `new`; and where in `allocs` the
+        // walk has got to (both only move forward, and the walk never inserts into
+        // `new`, so the indices hold).
+        let mut lat: Option<(i64, u32, usize)> = None;
+        let mut at = 0usize;
+        for i in lo..hi.max(lo) {
+            let t = new.0[i].0;
+            if t > self.aligned_ddl {
+                break;
+            }
+            let Some((lt, la, li)) = lat else {
+                lat = Some((t, level(t, new.0[i].1), i));
+                continue;
+            };
+            while at < allocs.0.len() && allocs.0[at].0 < lt {
+                at += 1;
+            }
+            match allocs.0.get_mut(at) {
+                Some(x) if x.0 == lt => x.1 = la,
+                _ => allocs.0.insert(at, (lt, la)),
+            }
+            new.0[li].1 = new.0[li].1.saturating_sub(la);
+            if la == 0 {
+                lat = Some((t, level(t, new.0[i].1), i));
+                continue;
+            }
+            let mut dur = t - lt;
+            if t == self.aligned_ddl {
+                dur = self.ddl - lt;
+            }
+            let its = dur as f64 * speed.of(la);
+            if lt < p || its < self.iter_left {
+                self.iter_left -= its;
+            } else {
+                let real_left = ceil_s(self.iter_left / speed.of(la));
+                return (
+                    Some((lt, la)),
+                    Some((lt + align(0, real_left, self.slot), lt + real_left)),
+                );
+            }
+            lat = Some((t, level(t, new.0[i].1), i));
+        }
+        (lat.map(|(t, a, _)| (t, a)), None)
+    }
+}
+
+/// `get_allocation_time`: GPU-seconds of a plan up to `end`.
+pub fn gpu_time(allocs: &Steps, end: i64) -> f64 {
+    let mut total = 0.0;
+    let mut it = allocs.0.iter().peekable();
+    while let Some(&(t, n)) = it.next() {
+        let next = it.peek().map_or(end, |p| p.0);
+        total += n as f64 * (next - t) as f64;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linear(max: u32) -> Scaling {
+        // 1 iteration/s per GPU: easy arithmetic.
+        Scaling::new(vec![(1, 1.0), (2, 2.0), (4, 4.0), (8, 8.0)], max).unwrap()
+    }
+
+    #[test]
+    fn align_rounds_up_to_slots_from_start() {
+        assert_eq!(align(0, 0, 60), 0);
+        assert_eq!(align(0, 1, 60), 60);
+        assert_eq!(align(10, 70, 60), 70);
+        assert_eq!(align(10, 71, 60), 130);
+        assert_eq!(
+            align(100, 70, 60),
+            100,
+            "a past deadline aligns to the slot holding it"
+        );
+        assert_eq!(align(100, 30, 60), 40);
+    }
+
+    #[test]
+    fn mss_starts_as_late_as_the_change_points_allow_at_one_gpu() {
+        // 600 iterations, deadline 1200 s, 4 GPUs free until 600 and 8 after: one GPU
+        // over [600, 1200) is enough, so the plan idles until 600.
+        let s = linear(8);
+        let tl = Steps::from([(0, 4), (600, 8)]);
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 600.0,
+                ddl: 1200,
+            },
+            0,
+            &tl,
+            60,
+            8,
+            None,
+        );
+        assert!(p.meets);
+        assert_eq!(p.allocs, Steps::from([(0, 0), (600, 1)]));
+        assert_eq!((p.end, p.real_end), (1200, 1200));
+        assert_eq!(tl_out, Steps::from([(0, 4), (600, 7), (1200, 8)]));
+        // With no change point before the deadline the walk stops at the start: the
+        // artifact's granularity is its timeline's points, not slots.
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 600.0,
+                ddl: 1200,
+            },
+            0,
+            &Steps::from([(0, 8)]),
+            60,
+            8,
+            None,
+        );
+        assert_eq!(p.allocs, Steps::from([(0, 1)]));
+        assert_eq!((p.end, p.real_end), (600, 600));
+        assert_eq!(tl_out, Steps::from([(0, 7), (600, 8)]));
+    }
+
+    #[test]
+    fn mss_takes_the_smallest_level_that_meets_the_deadline() {
+        // 1500 iterations by 600 s: 1 GPU gives 600, 2 give 1200, 4 give 2400. The
+        // backward walk at 4 GPUs reaches 1500 only from the start, where the forward
+        // pass runs at 4 until the work is done.
+        let s = linear(8);
+        let tl = Steps::from([(0, 8)]);
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 1500.0,
+                ddl: 600,
+            },
+            0,
+            &tl,
+            60,
+            8,
+            None,
+        );
+        assert!(p.meets);
+        assert_eq!(p.allocs, Steps::from([(0, 4)]));
+        assert_eq!(p.real_end, 375);
+        assert_eq!(p.end, 420, "end aligned up to the slot");
+        assert_eq!(tl_out, Steps::from([(0, 4), (420, 8)]));
+    }
+
+    #[test]
+    fn mss_plans_around_promised_gpus() {
+        // 6 of 8 GPUs are promised until 300 s; 1200 iterations by 600 s. At 1 GPU the
+        // job falls short (600); at 2 GPUs the backward walk covers [300, 600) at 2
+        // (600 it) and [0, 300) at 2 (the 2 free): 1200, reached at 0.
+        let s = linear(8);
+        let tl = Steps::from([(0, 2), (300, 8)]);
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 1200.0,
+                ddl: 600,
+            },
+            0,
+            &tl,
+            60,
+            8,
+            None,
+        );
+        assert!(p.meets);
+        assert_eq!(p.allocs, Steps::from([(0, 2)]));
+        assert_eq!(p.real_end, 600);
+        assert_eq!(tl_out, Steps::from([(0, 0), (300, 6), (600, 8)]));
+    }
+
+    #[test]
+    fn a_missed_deadline_runs_at_the_largest_level_then_the_whole_cluster() {
+        // 10,000 iterations by 100 s on 8 GPUs with a cap of 8: impossible.
+        let s = linear(8);
+        let tl = Steps::from([(0, 8)]);
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 10_000.0,
+                ddl: 120,
+            },
+            0,
+            &tl,
+            60,
+            8,
+            None,
+        );
+        assert!(!p.meets);
+        // 8 GPUs until the deadline (960 it), then 8 GPUs until done: 10,000 / 8 = 1250 s.
+        assert_eq!(p.real_end, 1250);
+        assert_eq!(p.end, 1260);
+        assert_eq!(p.allocs.points().last().unwrap().1, 8);
+        assert_eq!(tl_out, Steps::from([(0, 0), (1260, 8)]));
+    }
+
+    #[test]
+    fn assigned_levels_hold_until_the_timeline_changes() {
+        // Give the job 4 GPUs now: it finishes 1200 iterations in 300 s, before the next
+        // change point at 600.
+        let s = linear(8);
+        let tl = Steps::from([(0, 8), (600, 8)]);
+        let (p, tl_out) = plan(
+            PlanJob {
+                scaling: &s,
+                iters: 1200.0,
+                ddl: 1200,
+            },
+            0,
+            &tl,
+            60,
+            8,
+            Some(4),
+        );
+        assert!(p.meets);
+        assert_eq!(p.allocs, Steps::from([(0, 4)]));
+        assert_eq!((p.end, p.real_end), (300, 300));
+        assert_eq!(tl_out, Steps::from([(0, 4), (300, 8)]));
+    }
+
+    #[test]
+    fn gpu_time_sums_each_stretch() {
+        let a = Steps::from([(0, 2), (100, 4)]);
+        assert_eq!(gpu_time(&a, 150), 400.0);
+    }
+}
