@@ -17,6 +17,10 @@ pub struct Scaling {
     /// The most GPUs an elastic scheduler may give the job (ElasticFlow's per-model
     /// `max_gpu`); levels above it exist for baselines that run the trace's count.
     pub max_gpus: u32,
+    /// The global batch the table was measured at, when known: the artifact caps its
+    /// EDF baselines at the largest measured count within it (and 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
 }
 
 impl Scaling {
@@ -28,7 +32,34 @@ impl Scaling {
             && levels
                 .iter()
                 .all(|&(g, t)| g > 0 && t.is_finite() && t > 0.0);
-        ok.then_some(Scaling { levels, max_gpus })
+        ok.then_some(Scaling {
+            levels,
+            max_gpus,
+            batch: None,
+        })
+    }
+
+    /// The same table, measured at global batch `batch`.
+    pub fn with_batch(mut self, batch: u32) -> Scaling {
+        self.batch = Some(batch);
+        self
+    }
+
+    /// The largest count the table measured of at most `gpus`, whatever `max_gpus`
+    /// says (0 when none).
+    pub fn floor_measured(&self, gpus: u32) -> u32 {
+        self.levels
+            .iter()
+            .map(|&(g, _)| g)
+            .take_while(|&g| g <= gpus)
+            .last()
+            .unwrap_or(0)
+    }
+
+    /// The most GPUs ElasticFlow's non-elastic baselines give the job (`jobs.py`: the
+    /// largest measured count, at most 64 and at most the global batch).
+    pub fn baseline_max(&self) -> u32 {
+        self.floor_measured(self.batch.unwrap_or(u32::MAX).min(64))
     }
 
     /// Iterations per second on `gpus` GPUs, if the table has that count.

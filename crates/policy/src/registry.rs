@@ -245,6 +245,14 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(ElasticFlow::new(true, p)?)),
     },
     PolicySpec {
+        name: "edf",
+        about: "EDF, ElasticFlow's baseline: deadline order, each job at its largest GPU level; `admission=true` is its EDF + admission control",
+        needs_durations: true,
+        needs_profiles: false,
+        params: EDF_PARAMS,
+        build: |p| Ok(Box::new(ElasticFlow::edf(p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
@@ -296,6 +304,24 @@ const ELASTICFLOW_PARAMS: &[ParamSpec] = &[
         key: "overhead",
         default: "true",
         about: "charge the artifact's per-round scaling and restart overheads",
+    },
+];
+
+const EDF_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "admission",
+        default: "false",
+        about: "admit an arrival only if every job's EDF plan still meets its deadline (the artifact's `edf-accessctrl`)",
+    },
+    ParamSpec {
+        key: "slot",
+        default: "60",
+        about: "scheduling slot, seconds (the artifact's --scheduling_slot)",
+    },
+    ParamSpec {
+        key: "overhead",
+        default: "same as admission",
+        about: "charge ElasticFlow's per-round scaling and restart overheads (the artifact charges them under `edf-accessctrl`, not under `edf`)",
     },
 ];
 

@@ -107,6 +107,7 @@ impl Tables {
             )
         })?;
         Scaling::new(levels.clone(), max_gpu(self.gpu, model, batch))
+            .map(|s| s.with_batch(batch))
             .ok_or_else(|| format!("model '{model}' batch {batch}: empty throughput row"))
     }
 }

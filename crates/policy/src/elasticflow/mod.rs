@@ -19,7 +19,7 @@
 
 mod planner;
 
-pub use planner::{Plan, PlanJob, Steps, align, gpu_time, plan, plan_into};
+pub use planner::{Plan, PlanJob, Steps, align, edf_plan_into, gpu_time, plan, plan_into};
 
 use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
 use apiary_model::{Placement, Time};
@@ -134,6 +134,17 @@ pub enum Greedy {
     Throughput,
 }
 
+/// Which of the artifact's deadline schedulers runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// ElasticFlow (`ef-accessctrl`, and `ef` without admission control): minimum
+    /// satisfactory shares and the greedy hand-out of leftover GPUs.
+    Elastic,
+    /// The EDF baselines (`edf`, and `edf-accessctrl` with admission control): each job
+    /// at its largest level, in deadline order, no elasticity.
+    Edf,
+}
+
 #[derive(Clone, Debug)]
 struct EfJob {
     ddl: i64,
@@ -144,9 +155,11 @@ struct EfJob {
     marginal: f64,
 }
 
-/// The ElasticFlow policy (with or without admission control).
+/// The ElasticFlow policy (with or without admission control), and the EDF baselines
+/// of its evaluation, which share its loop, placement and overheads.
 pub struct ElasticFlow {
     name: &'static str,
+    kind: Kind,
     admission: bool,
     slot: i64,
     greedy: Greedy,
@@ -196,6 +209,7 @@ impl ElasticFlow {
         )?;
         Ok(ElasticFlow {
             name: "elasticflow",
+            kind: Kind::Elastic,
             admission: p.bool("admission", admission)?,
             slot: slot as i64,
             greedy,
@@ -215,6 +229,18 @@ impl ElasticFlow {
             node_gpus: 0,
             nodes: 0,
         })
+    }
+
+    /// The EDF baselines: `edf` (the artifact's `edf`: every job admitted, no
+    /// overheads) and, with `admission`, `edf-accessctrl` (each arrival admitted only
+    /// if every job's EDF plan still meets its deadline; the per-round overheads on).
+    pub fn edf(p: &Params) -> Result<ElasticFlow, ParamError> {
+        let admission = p.bool("admission", false)?;
+        let mut e = ElasticFlow::new(admission, p)?;
+        e.name = "edf";
+        e.kind = Kind::Edf;
+        e.overhead = p.bool("overhead", admission)?;
+        Ok(e)
     }
 
     fn pj<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
@@ -249,17 +275,20 @@ impl ElasticFlow {
                 Some(e) => &mut e.plan,
                 None => &mut self.cand,
             };
-            plan_into(
-                pj,
-                now,
-                &tl,
-                self.slot,
-                total,
-                None,
-                out,
-                &mut self.next_tl,
-                &mut self.spare,
-            );
+            match self.kind {
+                Kind::Elastic => plan_into(
+                    pj,
+                    now,
+                    &tl,
+                    self.slot,
+                    total,
+                    None,
+                    out,
+                    &mut self.next_tl,
+                    &mut self.spare,
+                ),
+                Kind::Edf => edf_plan_into(pj, now, &tl, self.slot, total, out, &mut self.next_tl),
+            }
             ok &= out.meets;
             std::mem::swap(&mut tl, &mut self.next_tl);
         }
@@ -465,12 +494,23 @@ impl Policy for ElasticFlow {
         self.runnable
             .retain(|&j| matches!(ctx.status(j), Status::Running | Status::Pending));
 
-        // Admission control: the newcomers together, as the artifact batches a slot's
-        // arrivals into one event.
+        // Admission control: ElasticFlow takes the newcomers together, as the artifact
+        // batches a slot's arrivals into one event; EDF takes them one at a time.
         let arrived = std::mem::take(&mut self.arrived);
         let mut replan = true;
         if !arrived.is_empty() {
-            if self.admission {
+            if self.admission && self.kind == Kind::Edf {
+                for &j in &arrived {
+                    let mut all: Vec<JobIdx> = self.runnable.clone();
+                    all.push(j);
+                    if self.estimate_all(ctx, &mut all, now) {
+                        self.runnable.push(j);
+                    } else {
+                        ctx.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
+                        self.jobs[j as usize] = None;
+                    }
+                }
+            } else if self.admission {
                 let mut all: Vec<JobIdx> = self.runnable.iter().chain(&arrived).copied().collect();
                 if self.estimate_all(ctx, &mut all, now) {
                     self.runnable.extend(&arrived);
@@ -507,7 +547,9 @@ impl Policy for ElasticFlow {
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.num_gpu = e.plan.allocs.get(now).unwrap_or(0);
         }
-        self.allocate_free(ctx, now);
+        if self.kind == Kind::Elastic {
+            self.allocate_free(ctx, now);
+        }
 
         // Place everything from scratch, largest first (buddy).
         let jobs = &self.jobs;

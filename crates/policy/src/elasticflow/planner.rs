@@ -500,6 +500,91 @@ pub fn plan_into(
     finish(allocs, new, end, real_end);
 }
 
+/// `edf_sim_allocation`: EDF's plan for `job` from `start` on timeline `fut`, without
+/// elasticity. The job asks for its largest level within the cluster (the artifact's
+/// `min(max_gpu, cluster)`, where its baselines' `max_gpu` is
+/// [`Scaling::baseline_max`], not ElasticFlow's cap); going forward over the timeline's points it takes that
+/// many wherever they are free, else the largest level that is free, else nothing,
+/// until its iterations are done; after the last point the cluster is taken to be
+/// free. Writes the plan to `out` (its `real_end` the second the job ends, as the
+/// artifact's EDF keeps it) and `fut` less the plan to `new`.
+pub fn edf_plan_into(
+    job: PlanJob<'_>,
+    start: i64,
+    fut: &Steps,
+    slot: i64,
+    total: u32,
+    out: &mut Plan,
+    new: &mut Steps,
+) {
+    let s = job.scaling;
+    let base = s.floor_measured(s.baseline_max().min(total));
+    let mut iter_left = job.iters;
+    let mut event_time = start;
+    let allocs = &mut out.allocs;
+    allocs.clear();
+    allocs.0.push((start, 0));
+    new.0.clone_from(&fut.0);
+    let mut available = fut.value_at(start).unwrap_or(total);
+    let mut finish = |allocs: &mut Steps, new: &mut Steps, real_end: i64| {
+        allocs.merge();
+        new.merge();
+        out.end = align(start, real_end, slot);
+        out.real_end = real_end;
+        out.meets = real_end <= job.ddl;
+    };
+    let before = new.lower(event_time);
+    new.0.drain(..before);
+    for k in fut.lower(event_time)..fut.len() {
+        let fet = fut.0[k].0;
+        if fet == event_time {
+            available = fut.0[k].1;
+            continue;
+        }
+        let duration = fet - event_time;
+        if available > 0 && base > 0 {
+            // The base level where it is free, else the largest level that is.
+            let a = if available >= base {
+                base
+            } else {
+                s.floor_measured(available)
+            };
+            allocs.insert(event_time, a);
+            let real_end = ceil_s(event_time as f64 + iter_left / tput(s, a));
+            if fet >= real_end {
+                let mut last_event_gpu = total;
+                for &(t, _) in fut.range(event_time, real_end) {
+                    last_event_gpu = new.get(t).unwrap_or(last_event_gpu);
+                    new.sub(t, a);
+                }
+                // The artifact skips this when the job ends where it starts, and only
+                // at the base level.
+                if event_time != real_end || a != base {
+                    new.insert(event_time, available.saturating_sub(a));
+                }
+                // It asks whether the exact end is a point, and adds the aligned one.
+                if !fut.contains(real_end) {
+                    new.insert(align(start, real_end, slot), last_event_gpu);
+                }
+                finish(allocs, new, real_end);
+                return;
+            }
+            iter_left -= duration as f64 * tput(s, a);
+            new.sub(event_time, a);
+        } else if available == 0 {
+            allocs.insert(event_time, 0);
+        }
+        available = new.get(fet).unwrap_or(total);
+        event_time = fet;
+    }
+    // Past the last point every promise has ended: the base level on a free cluster.
+    allocs.insert(event_time, base);
+    let real_end = ceil_s(event_time as f64 + iter_left / tput(s, base.max(1)));
+    new.insert(event_time, total.saturating_sub(base));
+    new.insert(align(start, real_end, slot), total);
+    finish(allocs, new, real_end);
+}
+
 /// A stretch of a plan: its start and its GPUs.
 type Stretch = (i64, u32);
 /// A plan's end aligned to a slot, and to the second.
@@ -756,5 +841,51 @@ mod tests {
     fn gpu_time_sums_each_stretch() {
         let a = Steps::from([(0, 2), (100, 4)]);
         assert_eq!(gpu_time(&a, 150), 400.0);
+    }
+
+    fn edf(s: &Scaling, iters: f64, ddl: i64, fut: &Steps, total: u32) -> (Plan, Steps) {
+        let (mut out, mut tl) = (Plan::default(), Steps::default());
+        let job = PlanJob {
+            scaling: s,
+            iters,
+            ddl,
+        };
+        edf_plan_into(job, 0, fut, 60, total, &mut out, &mut tl);
+        (out, tl)
+    }
+
+    #[test]
+    fn edf_takes_the_largest_level_on_a_free_cluster() {
+        // 800 iterations at 8 GPUs (8/s): 100 s, the plan's end aligned to 120.
+        let (p, tl) = edf(&linear(8), 800.0, 1000, &Steps::from([(0, 8)]), 8);
+        assert_eq!(p.allocs, Steps::from([(0, 8)]));
+        assert_eq!((p.real_end, p.end, p.meets), (100, 120, true));
+        assert_eq!(tl, Steps::from([(0, 0), (120, 8)]));
+    }
+
+    #[test]
+    fn edf_takes_the_largest_free_level_until_its_own_is_free() {
+        // 2 GPUs free until 300 s: 600 iterations there, the other 600 at 8 GPUs from
+        // 300 s: done at 375 s, after a 300 s deadline.
+        let (p, tl) = edf(&linear(8), 1200.0, 300, &Steps::from([(0, 2), (300, 8)]), 8);
+        assert_eq!(p.allocs, Steps::from([(0, 2), (300, 8)]));
+        assert_eq!((p.real_end, p.end, p.meets), (375, 420, false));
+        assert_eq!(tl, Steps::from([(0, 0), (420, 8)]));
+    }
+
+    #[test]
+    fn edf_caps_a_job_at_its_batch_not_elasticflows_cap() {
+        // ElasticFlow would give this job at most 2 GPUs; EDF's cap is the largest
+        // measured count within the batch (4 here), whatever `max_gpus` says.
+        let s = linear(2).with_batch(4);
+        assert_eq!(s.baseline_max(), 4);
+        let (p, _) = edf(&s, 400.0, 1000, &Steps::from([(0, 8)]), 8);
+        assert_eq!(p.allocs, Steps::from([(0, 4)]));
+        assert_eq!(p.real_end, 100);
+        assert_eq!(
+            linear(2).baseline_max(),
+            8,
+            "no batch: the table's largest count"
+        );
     }
 }

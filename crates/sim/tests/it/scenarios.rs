@@ -8,7 +8,10 @@
 //! restart_overhead 5      (optional, seconds)
 //! job a submit=0 gpus=2 duration=10   (optional vc=NAME; stages=DATA/GPU/NET ms with
 //!                                       iters=N for Muri's interleaving;
-//!                                       speeds=v100:1,k80:0.5 per GPU type)
+//!                                       speeds=v100:1,k80:0.5 per GPU type;
+//!                                       deadline=SECONDS; scaling=1:1,2:1.8 (GPUs:
+//!                                       iterations/s) with max=GPUS and batch=N for
+//!                                       elastic jobs, which run `duration` at `gpus`)
 //! ----
 //! a start=0 finish=10 preemptions=0
 //! ```
@@ -76,6 +79,24 @@ fn run_scenario(text: &str) -> (String, String) {
                             })
                             .collect(),
                     );
+                }
+                if let Some(d) = kv.get("deadline") {
+                    j.deadline = Some(secs(d));
+                }
+                if let Some(sc) = kv.get("scaling") {
+                    let levels = sc
+                        .split(',')
+                        .map(|e| {
+                            let (g, t) = e.split_once(':').unwrap();
+                            (g.parse().unwrap(), t.parse().unwrap())
+                        })
+                        .collect();
+                    let mut table =
+                        apiary_model::Scaling::new(levels, kv["max"].parse().unwrap()).unwrap();
+                    if let Some(b) = kv.get("batch") {
+                        table = table.with_batch(b.parse().unwrap());
+                    }
+                    j.scaling = Some(table);
                 }
                 if let Some(p) = kv.get("priority") {
                     j.priority = p.parse().unwrap();
