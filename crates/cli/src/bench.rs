@@ -194,9 +194,13 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             if !set.is_empty() {
                 args.extend(s(&["--set", set]));
             }
-            let label = if set.is_empty() { "" } else { set };
+            let policy = if set.is_empty() {
+                "elasticflow".to_string()
+            } else {
+                format!("elasticflow {set}")
+            };
             cases.push(Case {
-                name: format!("{name}, elasticflow {label}, {cluster}").replace("  ", " "),
+                name: format!("{name}, {policy}, {cluster}"),
                 args,
             });
         }

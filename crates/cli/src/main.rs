@@ -260,6 +260,39 @@ enum TraceCmd {
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Generate a trace as ElasticFlow's `generate_trace.py` does (same seed, same jobs).
+    ///
+    /// Fig. 10: `--jobs 100 --lam 1500 --min-ddl 1.5 --max-ddl 1.5 --seed 1`; Fig. 9:
+    /// `--jobs 1000 --lam 1500`; Fig. 11: `--jobs 200 --lam 900 --best-effort 0.1..0.9`.
+    Elasticflow {
+        /// Number of jobs (`--num_jobs`).
+        #[arg(long, default_value_t = 100)]
+        jobs: usize,
+        /// Mean inter-arrival time, seconds (`--lam`; 0 puts every job at time 0).
+        #[arg(long, default_value_t = 0.0)]
+        lam: f64,
+        /// Seed (`--seed`).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Deadline = arrival + U(min, max) x duration (`--min_ddl`).
+        #[arg(long, default_value_t = 0.5)]
+        min_ddl: f64,
+        /// See --min-ddl (`--max_ddl`).
+        #[arg(long, default_value_t = 1.5)]
+        max_ddl: f64,
+        /// Share of best-effort jobs, 0 to 1 (`--best_effort_percentage`).
+        #[arg(long, default_value_t = 0.0)]
+        best_effort: f64,
+        /// Most GPUs a job asks for (`--max_scale_factor`).
+        #[arg(long, default_value_t = 16)]
+        max_gpus: u32,
+        /// Throughput tables that turn durations into iterations: A100 or T4.
+        #[arg(long, default_value = "A100")]
+        gpu: String,
+        /// Output file (`-` for stdout).
+        #[arg(long, short)]
+        out: PathBuf,
+    },
     /// Generate a Philly-calibrated synthetic trace.
     Synth {
         /// Number of jobs.
@@ -919,6 +952,49 @@ fn trace_cmd(cmd: TraceCmd) -> Result<()> {
                     out.display()
                 );
             }
+            Ok(())
+        }
+        TraceCmd::Elasticflow {
+            jobs,
+            lam,
+            seed,
+            min_ddl,
+            max_ddl,
+            best_effort,
+            max_gpus,
+            gpu,
+            out,
+        } => {
+            if !(lam.is_finite() && lam >= 0.0) {
+                bail!("--lam must be 0 or more seconds");
+            }
+            if !(min_ddl.is_finite() && max_ddl.is_finite() && 0.0 < min_ddl && min_ddl <= max_ddl)
+            {
+                bail!("--min-ddl and --max-ddl must satisfy 0 < min <= max");
+            }
+            if !(0.0..=1.0).contains(&best_effort) {
+                bail!("--best-effort must be between 0 and 1");
+            }
+            if max_gpus == 0 {
+                bail!("--max-gpus must be at least 1");
+            }
+            let tables = apiary_trace::elasticflow::Tables::builtin(&gpu).with_context(|| {
+                format!(
+                    "--gpu {gpu}: no such throughput tables (choose {})",
+                    apiary_trace::elasticflow::GPU_TYPES.join(", ")
+                )
+            })?;
+            let o = apiary_trace::efgen::EfGenOptions {
+                jobs,
+                lam,
+                seed,
+                min_ddl,
+                max_ddl,
+                best_effort,
+                max_gpus,
+            };
+            let js = apiary_trace::efgen::generate(&o, &tables).map_err(anyhow::Error::msg)?;
+            apiary_trace::efgen::write(&js, open_out(&out)?)?;
             Ok(())
         }
         TraceCmd::Synth {

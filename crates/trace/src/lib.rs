@@ -9,6 +9,7 @@
 //! keep file order).
 
 mod canonical;
+pub mod efgen;
 pub mod elasticflow;
 mod formats;
 mod open;

@@ -477,3 +477,62 @@ fn gavel_physical_trace_carries_speeds_per_gpu_type() {
             .all(|j| j.type_speeds.as_ref().is_some_and(|m| m.len() == 3))
     );
 }
+
+#[test]
+fn elasticflow_generator_gives_the_artifacts_fig10_trace() {
+    // `generate_trace.py --num_jobs=100 --lam=1500 --min_ddl=1.5 --seed=1`: the job
+    // ids, arrivals and deadlines below are those of the authors' shipped Fig. 10 log
+    // (`pkusys/ElasticFlow`, `plot_figure/logs/figure10/edf/job.csv`, Apache-2.0).
+    let o = apiary_trace::efgen::EfGenOptions {
+        jobs: 100,
+        lam: 1500.0,
+        seed: 1,
+        min_ddl: 1.5,
+        max_ddl: 1.5,
+        ..Default::default()
+    };
+    let tables = apiary_trace::elasticflow::Tables::builtin("A100").unwrap();
+    let jobs = apiary_trace::efgen::generate(&o, &tables).unwrap();
+    assert_eq!(jobs.len(), 100);
+    for (id, submit, ddl) in [
+        (0, 0, 5896),
+        (1, 4686, 11932),
+        (2, 9116, 10244),
+        (3, 9203, 25437),
+        (4, 9336, 11357),
+        (5, 12043, 156466),
+        (6, 14041, 161534),
+        (13, 21461, 167129),
+        (26, 44699, 917121),
+        (40, 72602, 914377),
+        (83, 152878, 668055),
+        (93, 166596, 1026822),
+        (99, 175378, 176516),
+    ] {
+        let j = &jobs[id];
+        assert_eq!(
+            (j.submit.trunc() as i64, j.ddl.trunc() as i64),
+            (submit, ddl),
+            "job {id}"
+        );
+    }
+    // What the CSV says reads back as an ElasticFlow trace with its tables.
+    let mut csv = Vec::new();
+    apiary_trace::efgen::write(&jobs, &mut csv).unwrap();
+    let p = tmp("efgen-fig10.csv", &csv);
+    let t = apiary_trace::read(&p, &Default::default()).unwrap();
+    assert_eq!(t.jobs.len(), 100);
+    assert!(
+        t.jobs
+            .iter()
+            .all(|j| j.scaling.is_some() && j.deadline.is_some())
+    );
+    assert_eq!(t.jobs[0].submit, 0);
+    assert_eq!(t.jobs[0].deadline, Some(5_896_000));
+    // Another seed, another trace; the same seed, the same one.
+    let again = apiary_trace::efgen::generate(&o, &tables).unwrap();
+    assert_eq!(jobs, again);
+    let seed2 = apiary_trace::efgen::EfGenOptions { seed: 2, ..o };
+    let other = apiary_trace::efgen::generate(&seed2, &tables).unwrap();
+    assert_ne!(other[1].submit, jobs[1].submit);
+}
