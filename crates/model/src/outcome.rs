@@ -70,7 +70,12 @@ impl UtilSeries {
 
     /// Adds `gpus` busy GPUs over `[from, to)`.
     pub fn add(&mut self, from: Time, to: Time, gpus: u64) {
-        if to <= from || gpus == 0 || from < self.start {
+        self.add_weight(from, to, gpus as f64);
+    }
+
+    /// Adds `gpus` (a fractional count: GPUs' worth of useful work) over `[from, to)`.
+    pub fn add_weight(&mut self, from: Time, to: Time, gpus: f64) {
+        if to <= from || gpus <= 0.0 || from < self.start {
             return;
         }
         while (to - self.start).div_ceil(self.width) as usize > MAX_BUCKETS {
@@ -84,7 +89,7 @@ impl UtilSeries {
         while t < to {
             let b = ((t - self.start) / self.width) as usize;
             let end = (self.start + (b as Time + 1) * self.width).min(to);
-            self.busy[b] += (end - t) as f64 * gpus as f64;
+            self.busy[b] += (end - t) as f64 * gpus;
             t = end;
         }
     }
@@ -131,6 +136,10 @@ pub struct RunOutcome {
     pub jobs: Vec<JobOutcome>,
     /// Busy GPUs over time.
     pub util: UtilSeries,
+    /// ElasticFlow's cluster efficiency over time, when any job has a throughput table:
+    /// each running job counts T(n)/T(1) GPUs (its speed on its n GPUs over its speed on
+    /// one), a job without a table its n.
+    pub ce: Option<UtilSeries>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.

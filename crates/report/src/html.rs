@@ -166,18 +166,20 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
             )
         })
         .collect();
+    let over_time = |u: &apiary_model::UtilSeries| -> Vec<(f64, f64)> {
+        u.points()
+            .into_iter()
+            .map(|(t, v)| ((t - u.start) as f64 / 3.6e6, v))
+            .collect()
+    };
     let util: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .map(|(s, o)| {
-            (
-                s.policy.clone(),
-                o.util
-                    .points()
-                    .into_iter()
-                    .map(|(t, u)| ((t - o.util.start) as f64 / 3.6e6, u))
-                    .collect(),
-            )
-        })
+        .map(|(s, o)| (s.policy.clone(), over_time(&o.util)))
+        .collect();
+    // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
+    let ce: Vec<(String, Vec<(f64, f64)>)> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.clone(), over_time(o.ce.as_ref()?))))
         .collect();
     let mut h = String::new();
     let _ = write!(
@@ -210,6 +212,15 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
         false,
         &util,
     ));
+    if !ce.is_empty() {
+        h.push_str(&chart(
+            "Cluster efficiency over time (ElasticFlow: speed-up over one GPU per cluster GPU)",
+            "hours since first submission",
+            "cluster efficiency",
+            false,
+            &ce,
+        ));
+    }
     h.push_str("</body></html>\n");
     h
 }

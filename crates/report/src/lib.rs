@@ -74,6 +74,11 @@ pub struct Summary {
     pub makespan: f64,
     /// Busy GPU-time ÷ (GPUs × makespan).
     pub util_mean: f64,
+    /// ElasticFlow's cluster efficiency averaged over the makespan (speed-up over one
+    /// GPU of every running job, per cluster GPU); present when jobs carry throughput
+    /// tables.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ce_mean: Option<f64>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -154,6 +159,13 @@ impl Summary {
             queue_median: Percentile::NearestRank.at(&queue, 0.5),
             makespan: s(makespan),
             util_mean: util,
+            ce_mean: o.ce.as_ref().map(|ce| {
+                if makespan > 0 {
+                    ce.total_busy() / (makespan as f64 * o.total_gpus as f64)
+                } else {
+                    0.0
+                }
+            }),
             preemptions,
             deadline_jobs,
             deadline_met,
@@ -217,19 +229,23 @@ pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> s
         summary: &'a Summary,
         util_bucket_s: f64,
         util_over_time: Vec<(f64, f64)>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ce_over_time: Option<Vec<(f64, f64)>>,
     }
-    let pts = o
-        .util
-        .points()
-        .into_iter()
-        .map(|(t, u)| (s(t), (u * 1e4).round() / 1e4))
-        .collect();
+    let series = |u: &apiary_model::UtilSeries| -> Vec<(f64, f64)> {
+        u.points()
+            .into_iter()
+            .map(|(t, u)| (s(t), (u * 1e4).round() / 1e4))
+            .collect()
+    };
+    let pts = series(&o.util);
     serde_json::to_writer_pretty(
         &mut w,
         &Out {
             summary: sum,
             util_bucket_s: s(o.util.width),
             util_over_time: pts,
+            ce_over_time: o.ce.as_ref().map(series),
         },
     )?;
     writeln!(w)?;
@@ -248,7 +264,7 @@ type Row = (&'static str, fn(&Summary) -> String);
 
 /// A side-by-side text table of several runs.
 pub fn table(sums: &[Summary]) -> String {
-    let rows: [Row; 12] = [
+    let rows: [Row; 13] = [
         ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
         ("unfinished", |s| s.unfinished.to_string()),
         ("rejected", |s| s.rejected.to_string()),
@@ -259,6 +275,9 @@ pub fn table(sums: &[Summary]) -> String {
         ("queueing mean (s)", |s| fmt_s(s.queue_mean)),
         ("makespan (s)", |s| fmt_s(s.makespan)),
         ("GPU util mean", |s| format!("{:.3}", s.util_mean)),
+        ("cluster efficiency", |s| {
+            s.ce_mean.map_or("-".into(), |c| format!("{c:.3}"))
+        }),
         ("preemptions", |s| s.preemptions.to_string()),
         ("deadlines met", |s| match s.deadline_ratio {
             Some(r) => format!("{r:.3} ({}/{})", s.deadline_met, s.deadline_jobs),

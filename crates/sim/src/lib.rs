@@ -173,6 +173,11 @@ pub fn run(
     let mut actions: Vec<Action> = Vec::new();
     let mut wake: Option<Time> = None;
     let mut util = UtilSeries::new(start_time, total_gpus);
+    let mut ce = world
+        .jobs
+        .iter()
+        .any(|j| j.scaling.is_some())
+        .then(|| UtilSeries::new(start_time, total_gpus));
     let mut last_util_t = start_time;
     let mut events = 0u64;
     let mut passes = 0u64;
@@ -212,6 +217,9 @@ pub fn run(
         }
         let busy = world.busy_gpus();
         util.add(last_util_t, next, busy);
+        if let Some(ce) = ce.as_mut() {
+            ce.add_weight(last_util_t, next, useful_gpus(&world));
+        }
         last_util_t = next;
         let prev_now = world.now;
         world.now = next;
@@ -382,10 +390,29 @@ pub fn run(
         total_gpus,
         jobs: jobs_out,
         util,
+        ce,
         events,
         passes,
         seed: cfg.seed,
     })
+}
+
+/// ElasticFlow's `get_efficiency` numerator: the running jobs' speed-ups over one GPU.
+fn useful_gpus(world: &World) -> f64 {
+    world
+        .running()
+        .iter()
+        .map(|&j| {
+            let n = world.rt[j as usize].placement.gpus();
+            match &world.jobs[j as usize].scaling {
+                Some(s) => {
+                    let (g0, t0) = s.levels[0];
+                    s.tput(n).map_or(n as f64, |t| t / t0 * g0 as f64)
+                }
+                None => n as f64,
+            }
+        })
+        .sum()
 }
 
 /// A job's speed on the GPU types of its placement: the slowest type it spans (a gang
