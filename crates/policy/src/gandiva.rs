@@ -20,6 +20,14 @@
 //! faster or slower for being time-sliced; a job moved to another node-set restarts
 //! (restart overhead, if configured).
 //!
+//! `clock=elasticflow` runs the ElasticFlow artifact's loop around the same node-sets
+//! (`gandiva_sim_jobs`): decisions happen at arrivals only, an arrival within a `slot` of
+//! the last decision waiting for the slot's end, and every `slot` once no arrival is left;
+//! round robin happens only at a decision that falls on a multiple of `quantum` (the
+//! artifact's `cur_time % 60 == 0`), so between arrivals a node-set runs its first jobs
+//! to completion; and while arrivals remain, every running job loses ElasticFlow's
+//! per-round overhead at each decision.
+//!
 //! `quirks=true` (default) keeps three artifact behaviours that change results: a job
 //! joins an existing node-set only while `load + 1 < capacity` (strictly below), the
 //! load counter of a node-set counts every job ever added and is not lowered when a job
@@ -52,12 +60,29 @@ impl NodeSet {
     }
 }
 
+/// Whose loop drives the node-sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Clock {
+    /// The Tiresias artifact: adjust every `tick`, rotate every `quantum`.
+    Tiresias,
+    /// The ElasticFlow artifact: decide at (slot-merged) arrivals, with overheads.
+    ElasticFlow,
+}
+
 /// The Gandiva emulation.
 #[derive(Debug)]
 pub struct Gandiva {
     quantum: Time,
     tick: Time,
     quirks: bool,
+    clock: Clock,
+    slot: Time,
+    /// ElasticFlow clock: no decision before this time.
+    next_decision: Time,
+    /// ElasticFlow clock: the wake-up it asked for once no arrival is left.
+    tick_at: Option<Time>,
+    submitted: usize,
+    decisions: u64,
     ready: bool,
     free_nodes: VecDeque<u32>,
     classes: BTreeMap<u32, Vec<u32>>,
@@ -77,7 +102,7 @@ pub struct Gandiva {
 
 impl Gandiva {
     /// Parameters: `quantum` (s, default 60), `tick` (s, default 10), `quirks` (default
-    /// true).
+    /// true), `clock` (`tiresias` or `elasticflow`), `slot` (s, default 60).
     pub fn new(p: &Params) -> Result<Gandiva, ParamError> {
         let secs = |key: &str, d: f64| -> Result<Time, ParamError> {
             let v = p.f64(key, d)?;
@@ -94,6 +119,19 @@ impl Gandiva {
             quantum: secs("quantum", 60.0)?,
             tick: secs("tick", 10.0)?,
             quirks: p.bool("quirks", true)?,
+            clock: p.choice(
+                "clock",
+                Clock::Tiresias,
+                &[
+                    ("tiresias", Clock::Tiresias),
+                    ("elasticflow", Clock::ElasticFlow),
+                ],
+            )?,
+            slot: secs("slot", 60.0)?,
+            next_decision: 0,
+            tick_at: None,
+            submitted: 0,
+            decisions: 0,
             ready: false,
             free_nodes: VecDeque::new(),
             classes: BTreeMap::new(),
@@ -434,6 +472,7 @@ impl Policy for Gandiva {
             self.mark.resize(n, 0);
         }
         self.arrivals.push(j);
+        self.submitted += 1;
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
@@ -456,6 +495,21 @@ impl Policy for Gandiva {
             self.ready = true;
         }
         let now = ctx.now();
+        if self.clock == Clock::ElasticFlow {
+            // Completions wait for the next decision; arrivals for the slot's end.
+            let due = now >= self.next_decision
+                && (!self.arrivals.is_empty() || self.tick_at == Some(now));
+            if !due {
+                // A pass asks for its wake-up afresh: keep the one already due.
+                if !self.arrivals.is_empty() {
+                    ctx.wake_at(self.next_decision);
+                } else if let Some(t) = self.tick_at {
+                    ctx.wake_at(t);
+                }
+                return;
+            }
+            self.tick_at = None;
+        }
         self.release_empty();
         self.adjust(ctx);
         self.release_empty();
@@ -471,6 +525,30 @@ impl Policy for Gandiva {
             self.retry_waiting(ctx);
         }
         self.materialize(ctx);
+        if self.clock == Clock::ElasticFlow {
+            self.next_decision = now + self.slot;
+            if self.submitted < ctx.world().jobs.len() {
+                // The artifact charges ElasticFlow's per-round overhead while arrivals
+                // remain, and restarts every `slot`-th round (it counts rounds).
+                let slot_rounds = (self.slot / SECOND).max(1);
+                let restart = self.decisions > 0 && self.decisions.is_multiple_of(slot_rounds);
+                self.decisions += 1;
+                let total = ctx.total_gpus() as u32;
+                let mut running = std::mem::take(&mut self.running);
+                running.clear();
+                running.extend_from_slice(ctx.running());
+                for &j in &running {
+                    let o =
+                        crate::elasticflow::round_overhead(total, ctx.job(j).gpus, restart, false);
+                    ctx.stall(j, o as Time);
+                }
+                self.running = running;
+            } else if !self.sets.is_empty() || !self.waiting.is_empty() {
+                self.tick_at = Some(self.next_decision);
+                ctx.wake_at(self.next_decision);
+            }
+            return;
+        }
         // The artifact adjusts node-sets every tick while any job is in the system.
         if !self.sets.is_empty() || !self.waiting.is_empty() {
             let next_tick = (now / self.tick + 1) * self.tick;

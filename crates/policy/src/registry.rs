@@ -185,6 +185,16 @@ pub const BUILTIN: &[PolicySpec] = &[
                 default: "true",
                 about: "keep the artifact's strict join, stale loads, skipped growth rearrangement and retry skip",
             },
+            ParamSpec {
+                key: "clock",
+                default: "tiresias",
+                about: "whose loop: tiresias (adjust every tick, rotate every quantum) | elasticflow (decide at slot-merged arrivals, rotate only on a quantum multiple, ElasticFlow's per-round overheads)",
+            },
+            ParamSpec {
+                key: "slot",
+                default: "60",
+                about: "with clock=elasticflow: the scheduling slot, seconds (240 in ElasticFlow's Figs. 9-11)",
+            },
         ],
         build: |p| Ok(Box::new(Gandiva::new(p)?)),
     },

@@ -189,6 +189,17 @@ proptest! {
     }
 
     #[test]
+    fn gandiva_in_elasticflows_loop_keeps_invariants_and_finishes_everything(w in workload()) {
+        for cluster in ["n2g4", "n2g8"] {
+            for slot in ["slot=60", "slot=240"] {
+                let (out, v) = run("gandiva", &["clock=elasticflow", slot], cluster, &w, false, None);
+                prop_assert!(v.is_empty(), "gandiva {slot} on {cluster}: {:?}", v);
+                prop_assert!(out.jobs.iter().all(|j| j.finish.is_some()), "gandiva {slot} on {cluster}: a job never finished");
+            }
+        }
+    }
+
+    #[test]
     fn backfilling_leaves_no_fitting_job_waiting(w in workload()) {
         for (p, params) in [("fifo", &["backfill=true", "placement=counting"][..]), ("sjf", &["backfill=true", "placement=counting"][..]), ("srtf", &["placement=counting"][..]), ("srsf", &["placement=counting"][..]), ("tiresias", &[][..])] {
             let (_, v) = run(p, params, "n2g8", &w, true, None);
