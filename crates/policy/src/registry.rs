@@ -315,6 +315,11 @@ const ELASTICFLOW_PARAMS: &[ParamSpec] = &[
         default: "true",
         about: "charge the artifact's per-round scaling and restart overheads",
     },
+    ParamSpec {
+        key: "hold",
+        default: "true without admission",
+        about: "end each job at its plan's slot-aligned end, holding its GPUs until then (the artifact's `ef` loop, whose deadline check uses that end)",
+    },
 ];
 
 const EDF_PARAMS: &[ParamSpec] = &[

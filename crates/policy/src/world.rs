@@ -37,6 +37,9 @@ pub struct JobRt {
     pub rate: f64,
     /// A (re)started job makes no progress before this time.
     pub overhead_until: Time,
+    /// A job whose work is done before this time keeps its GPUs and completes then
+    /// (simulators that end jobs only at their plan's slot-aligned end); 0 for none.
+    pub hold_until: Time,
     /// Attained service in GPU-ms (GPUs × time held), as of `last_update`.
     pub attained: u64,
     /// Time held GPUs, ms, as of `last_update`.
@@ -70,6 +73,7 @@ impl JobRt {
             remaining: j.duration as f64,
             rate: 1.0,
             overhead_until: 0,
+            hold_until: 0,
             attained: 0,
             executed: 0,
             last_update: 0,
@@ -190,7 +194,7 @@ impl World {
         }
         // The small slack absorbs float residue so an exact duration is not rounded up.
         let t = (rt.remaining / rt.rate - 1e-6).ceil().max(0.0);
-        from.saturating_add(t as Time)
+        from.saturating_add(t as Time).max(rt.hold_until)
     }
 
     /// Marks a job submitted.
@@ -274,6 +278,7 @@ impl World {
         rt.last_update = now;
         rt.last_start = now;
         rt.overhead_until = now + overhead;
+        rt.hold_until = 0;
         rt.first_start.get_or_insert(now);
     }
 
@@ -958,6 +963,21 @@ impl<'a> Ctx<'a> {
         self.actions.push(Action::Speed(i));
     }
 
+    /// A running job whose work ends before `t` keeps its GPUs and completes at `t`
+    /// (replacing any earlier hold; a time not after now clears it). Models simulators
+    /// that end a job only at its plan's slot-aligned end.
+    pub fn hold_until(&mut self, i: JobIdx, t: Time) {
+        if self.w.rt[i as usize].status != Status::Running {
+            return;
+        }
+        let t = if t > self.w.now { t } else { 0 };
+        if self.w.rt[i as usize].hold_until != t {
+            self.w.sync(i);
+            self.w.rt[i as usize].hold_until = t;
+            self.actions.push(Action::Speed(i));
+        }
+    }
+
     /// Asks to be called again at `t` (the earliest request wins).
     pub fn wake_at(&mut self, t: Time) {
         if t > self.w.now {
@@ -970,6 +990,46 @@ impl<'a> Ctx<'a> {
 mod tests {
     use super::*;
     use apiary_model::ClusterSpec;
+
+    #[test]
+    fn a_held_job_keeps_its_gpus_until_its_hold() {
+        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
+        let mut w = World::new(c, vec![Job::new("a", 0, 2, 10_000)]);
+        w.submit(0);
+        let mut p = Placement::default();
+        p.add(0, 0b11);
+        assert!(w.start(0, p));
+        w.rt[0].rate = 1.0;
+        assert_eq!(w.finish_time(0), 10_000);
+        let mut actions = Vec::new();
+        let mut ctx = Ctx::new(&mut w, &mut actions);
+        ctx.hold_until(0, 15_000);
+        ctx.hold_until(0, 15_000);
+        assert_eq!(
+            ctx.world().finish_time(0),
+            15_000,
+            "work done at 10 s, held to 15 s"
+        );
+        ctx.hold_until(0, 5_000);
+        assert_eq!(
+            ctx.world().finish_time(0),
+            10_000,
+            "a hold before the work ends changes nothing"
+        );
+        ctx.hold_until(0, 0);
+        assert_eq!(ctx.world().rt[0].hold_until, 0, "a past time clears it");
+        assert_eq!(
+            actions.len(),
+            3,
+            "each change reschedules the completion once"
+        );
+        w.rt[0].hold_until = 20_000;
+        assert!(w.preempt(0));
+        let mut p = Placement::default();
+        p.add(0, 0b11);
+        assert!(w.start(0, p));
+        assert_eq!(w.rt[0].hold_until, 0, "a restart starts without a hold");
+    }
 
     #[test]
     fn a_group_holds_its_gpus_until_its_last_member_leaves() {

@@ -164,6 +164,8 @@ pub struct ElasticFlow {
     slot: i64,
     greedy: Greedy,
     overhead: bool,
+    /// End a job at its plan's slot-aligned end (the artifact's `ef` loop).
+    hold: bool,
     jobs: Vec<Option<EfJob>>,
     runnable: Vec<JobIdx>,
     arrived: Vec<JobIdx>,
@@ -207,13 +209,15 @@ impl ElasticFlow {
                 ("throughput", Greedy::Throughput),
             ],
         )?;
+        let admission = p.bool("admission", admission)?;
         Ok(ElasticFlow {
             name: "elasticflow",
             kind: Kind::Elastic,
-            admission: p.bool("admission", admission)?,
+            admission,
             slot: slot as i64,
             greedy,
             overhead: p.bool("overhead", true)?,
+            hold: p.bool("hold", !admission)?,
             jobs: Vec::new(),
             runnable: Vec::new(),
             arrived: Vec::new(),
@@ -239,6 +243,8 @@ impl ElasticFlow {
         let mut e = ElasticFlow::new(admission, p)?;
         e.name = "edf";
         e.kind = Kind::Edf;
+        // The artifact's EDF ends a job at its plan's exact end.
+        e.hold = false;
         e.overhead = p.bool("overhead", admission)?;
         Ok(e)
     }
@@ -495,6 +501,21 @@ impl Policy for ElasticFlow {
         let total = ctx.total_gpus() as u32;
         self.runnable
             .retain(|&j| matches!(ctx.status(j), Status::Running | Status::Pending));
+        if self.hold {
+            // A held job whose work is done ends at this decision, as the artifact moves
+            // its end event to the current time. Its completion now calls the policy
+            // again, which then plans without it and its GPUs.
+            let mut done = false;
+            for &j in &self.runnable {
+                if ctx.status(j) == Status::Running && ctx.remaining(j) <= 1e-6 {
+                    ctx.hold_until(j, 0);
+                    done = true;
+                }
+            }
+            if done {
+                return;
+            }
+        }
 
         // Admission control: ElasticFlow takes the newcomers together, as the artifact
         // batches a slot's arrivals into one event; EDF takes them one at a time.
@@ -574,22 +595,32 @@ impl Policy for ElasticFlow {
         let placed = buddy(self.node_gpus, self.nodes, &want).unwrap_or_default();
         ctx.reassign(&placed);
 
-        // The per-round rescaling overhead every running job pays.
+        // The per-round rescaling overhead every running job pays; and, under `hold`,
+        // the end of its plan, slot-aligned and pushed back by the overhead, as its end.
+        let restart = self.overhead
+            && self.schedule_count > 0
+            && self.schedule_count.is_multiple_of(self.slot as u64);
         if self.overhead {
-            let restart =
-                self.schedule_count > 0 && self.schedule_count.is_multiple_of(self.slot as u64);
             self.schedule_count += 1;
             if restart {
                 self.cache.clear();
             }
-            for (j, p) in &placed {
-                if p.gpus() == 0 || ctx.status(*j) != Status::Running {
-                    continue;
-                }
+        }
+        for (j, p) in &placed {
+            if p.gpus() == 0 || ctx.status(*j) != Status::Running {
+                continue;
+            }
+            let mut o = 0;
+            if self.overhead {
                 let key: Vec<(u32, u64)> = p.parts.clone();
                 let cached = !self.cache.insert(key);
-                let o = round_overhead(total, p.gpus(), restart, cached);
+                o = round_overhead(total, p.gpus(), restart, cached);
                 ctx.stall(*j, o as Time);
+            }
+            if self.hold
+                && let Some(e) = self.jobs[*j as usize].as_ref()
+            {
+                ctx.hold_until(*j, (e.plan.end.max(0) as Time) * 1000 + o as Time);
             }
         }
 

@@ -189,6 +189,16 @@ proptest! {
     }
 
     #[test]
+    fn elasticflow_without_admission_finishes_everything(w in workload()) {
+        // The `ef` ablation holds each job to its plan's slot-aligned end.
+        for slot in ["slot=60", "slot=240"] {
+            let (out, v) = run("elasticflow", &["admission=false", slot], "n2g8", &w, false, None);
+            prop_assert!(v.is_empty(), "ef {slot}: {:?}", v);
+            prop_assert!(out.jobs.iter().all(|j| j.finish.is_some()), "ef {slot}: a job never finished");
+        }
+    }
+
+    #[test]
     fn gandiva_in_elasticflows_loop_keeps_invariants_and_finishes_everything(w in workload()) {
         for cluster in ["n2g4", "n2g8"] {
             for slot in ["slot=60", "slot=240"] {
