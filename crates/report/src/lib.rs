@@ -89,6 +89,10 @@ pub struct Summary {
     /// (declined and late jobs count against it); absent without deadline jobs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_ratio: Option<f64>,
+    /// Mean JCT of the finished best-effort jobs (those without a deadline) when the
+    /// run also has deadline jobs, as ElasticFlow's Fig. 11 reports them; s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_effort_jct_mean: Option<f64>,
     /// Events processed.
     pub events: u64,
     /// Seed.
@@ -108,7 +112,11 @@ impl Summary {
         let mut rejected = 0;
         let mut preemptions = 0u64;
         let (mut deadline_jobs, mut deadline_met) = (0usize, 0usize);
+        let mut be_jct: Vec<f64> = Vec::new();
         for j in &o.jobs {
+            if let (None, Some(f)) = (j.deadline, j.finish) {
+                be_jct.push(s(f - j.submit));
+            }
             if j.deadline.is_some() {
                 deadline_jobs += 1;
                 deadline_met += j.met_deadline() as usize;
@@ -170,6 +178,8 @@ impl Summary {
             deadline_jobs,
             deadline_met,
             deadline_ratio: (deadline_jobs > 0).then(|| deadline_met as f64 / deadline_jobs as f64),
+            best_effort_jct_mean: (deadline_jobs > 0 && !be_jct.is_empty())
+                .then(|| be_jct.iter().sum::<f64>() / be_jct.len() as f64),
             events: o.events,
             seed: o.seed,
         }
@@ -264,7 +274,7 @@ type Row = (&'static str, fn(&Summary) -> String);
 
 /// A side-by-side text table of several runs.
 pub fn table(sums: &[Summary]) -> String {
-    let rows: [Row; 13] = [
+    let rows: [Row; 14] = [
         ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
         ("unfinished", |s| s.unfinished.to_string()),
         ("rejected", |s| s.rejected.to_string()),
@@ -282,6 +292,9 @@ pub fn table(sums: &[Summary]) -> String {
         ("deadlines met", |s| match s.deadline_ratio {
             Some(r) => format!("{r:.3} ({}/{})", s.deadline_met, s.deadline_jobs),
             None => "-".into(),
+        }),
+        ("best-effort JCT mean (s)", |s| {
+            s.best_effort_jct_mean.map_or("-".into(), fmt_s)
         }),
     ];
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
@@ -327,5 +340,63 @@ mod tests {
         assert_eq!(Percentile::Floor.at(&v, 0.99), 100.0);
         assert_eq!(Percentile::NearestRank.at(&v, 0.5), 50.0);
         assert_eq!(Percentile::Floor.at(&[], 0.5), 0.0);
+    }
+
+    use apiary_model::JobOutcome;
+
+    fn job(id: &str, submit: Time, finish: Option<Time>, deadline: Option<Time>) -> JobOutcome {
+        JobOutcome {
+            id: id.into(),
+            submit,
+            gpus: 1,
+            duration: 1000,
+            vc: None,
+            first_start: Some(submit),
+            finish,
+            preemptions: 0,
+            executed: 1000,
+            gpu_time: 1000,
+            rejected: None,
+            deadline,
+        }
+    }
+
+    fn outcome(jobs: Vec<JobOutcome>) -> RunOutcome {
+        RunOutcome {
+            policy: "p".into(),
+            params: Vec::new(),
+            cluster: "c".into(),
+            total_gpus: 1,
+            jobs,
+            util: apiary_model::UtilSeries::new(0, 1),
+            ce: None,
+            events: 0,
+            passes: 0,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn deadline_ratio_and_best_effort_jct() {
+        let s = Summary::of(
+            &outcome(vec![
+                job("met", 0, Some(10_000), Some(10_000)),
+                job("late", 0, Some(20_000), Some(10_000)),
+                job("be1", 0, Some(4_000), None),
+                job("be2", 2_000, Some(10_000), None),
+                job("be-unfinished", 0, None, None),
+            ]),
+            Percentile::NearestRank,
+        );
+        assert_eq!((s.deadline_met, s.deadline_jobs), (1, 2));
+        assert_eq!(s.deadline_ratio, Some(0.5));
+        // Best-effort: finished jobs without a deadline, (4 + 8) / 2 s.
+        assert_eq!(s.best_effort_jct_mean, Some(6.0));
+        // No deadline jobs: no best-effort class to speak of.
+        let s = Summary::of(
+            &outcome(vec![job("a", 0, Some(1_000), None)]),
+            Percentile::NearestRank,
+        );
+        assert_eq!((s.deadline_ratio, s.best_effort_jct_mean), (None, None));
     }
 }

@@ -199,6 +199,25 @@ proptest! {
     }
 
     #[test]
+    fn deadline_policies_repeat_themselves(w in workload()) {
+        for (policy, params) in [
+            ("edf", &[][..]),
+            ("edf", &["admission=true"][..]),
+            ("elasticflow", &["admission=false"][..]),
+            ("elasticflow", &["greedy=throughput"][..]),
+            ("gandiva", &["clock=elasticflow"][..]),
+        ] {
+            let (a, _) = run(policy, params, "n2g8", &w, false, None);
+            let (b, _) = run(policy, params, "n2g8", &w, false, None);
+            prop_assert_eq!(
+                format!("{:?}{:?}", a.jobs, a.ce.as_ref().map(|c| &c.busy)),
+                format!("{:?}{:?}", b.jobs, b.ce.as_ref().map(|c| &c.busy)),
+                "{} {:?}", policy, params
+            );
+        }
+    }
+
+    #[test]
     fn gandiva_in_elasticflows_loop_keeps_invariants_and_finishes_everything(w in workload()) {
         for cluster in ["n2g4", "n2g8"] {
             for slot in ["slot=60", "slot=240"] {
