@@ -454,13 +454,18 @@ impl Policy for ElasticFlow {
     fn prepare(&mut self, w: &crate::World) -> Result<(), String> {
         let g = w.cluster.nodes.first().map_or(0, |n| n.gpus);
         if g == 0 || !g.is_power_of_two() || w.cluster.nodes.iter().any(|n| n.gpus != g) {
-            return Err("buddy placement needs nodes with equal power-of-two GPU counts".into());
+            return Err(format!(
+                "{} places with buddy allocation, which needs nodes with equal power-of-two GPU \
+                 counts (try a preset such as n16g8)",
+                self.name
+            ));
         }
         if let Some(j) = w.jobs.iter().find(|j| j.scaling.is_none()) {
             return Err(format!(
-                "job {} has no throughput table (ElasticFlow needs model, batch_size and iterations, \
-                 as ElasticFlow's traces give them)",
-                j.id
+                "job {} has no throughput table: {} picks GPU counts from ElasticFlow's tables, \
+                 which the itp-elasticflow and elasticflow trace formats attach from each job's \
+                 model, batch_size and iterations",
+                j.id, self.name
             ));
         }
         self.node_gpus = g;

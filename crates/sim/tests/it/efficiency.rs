@@ -43,3 +43,24 @@ fn cluster_efficiency_counts_speedup_over_one_gpu() {
     assert!(out.ce.is_none());
     assert_eq!(Summary::of(&out, Percentile::NearestRank).ce_mean, None);
 }
+
+#[test]
+fn table_policies_name_what_a_trace_lacks() {
+    for policy in ["edf", "elasticflow"] {
+        let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
+        let mut p = registry::build(policy, &Params::default()).unwrap();
+        let jobs = vec![Job::new("x", 0, 1, 1_000)];
+        let err = apiary_sim::run(
+            c,
+            jobs,
+            p.as_mut(),
+            &DurationModel,
+            &Config::default(),
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("job x has no throughput table"), "{err}");
+        assert!(err.contains("itp-elasticflow"), "{err}");
+    }
+}
