@@ -102,9 +102,10 @@ impl Rng {
 }
 
 /// CPython's `random.Random`: MT19937 seeded as `random.seed(int)` seeds it, with
-/// `shuffle` as CPython 3 draws it. Only for reproducing artifacts that shuffle with
-/// Python's generator (Gavel shuffles its worker types every round with
-/// `random.Random(seed + 5)`); apiary's own randomness uses [`Rng`].
+/// `random`, `uniform`, `choice` and `shuffle` as CPython 3 draws them. Only for
+/// reproducing artifacts that draw from Python's generator (Gavel shuffles its worker
+/// types every round with `random.Random(seed + 5)`; ElasticFlow's trace generator
+/// draws jobs from four seeded streams); apiary's own randomness uses [`Rng`].
 #[derive(Clone)]
 pub struct PyRandom {
     mt: Box<[u32; 624]>,
@@ -118,8 +119,8 @@ impl std::fmt::Debug for PyRandom {
 }
 
 impl PyRandom {
-    /// `random.Random(seed)` for a seed below 2³² (CPython's `init_by_array([seed])`).
-    pub fn new(seed: u32) -> PyRandom {
+    /// `random.Random(seed)` (CPython's `init_by_array` over the seed's 32-bit words).
+    pub fn new(seed: u64) -> PyRandom {
         let mut mt = Box::new([0u32; 624]);
         mt[0] = 19_650_218;
         for i in 1..624 {
@@ -128,7 +129,8 @@ impl PyRandom {
                 .wrapping_add(i as u32);
         }
         let (mut i, mut j) = (1usize, 0usize);
-        let key = [seed];
+        let words = [seed as u32, (seed >> 32) as u32];
+        let key = &words[..if seed >> 32 == 0 { 1 } else { 2 }];
         for _ in 0..624 {
             mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_664_525))
                 .wrapping_add(key[j])
@@ -175,7 +177,20 @@ impl PyRandom {
         y ^ (y >> 18)
     }
 
-    /// `random._randbelow(n)` for `0 < n ≤ 2³²`: rejection sampling on `n.bit_length()`
+    /// `random()`: 53 random bits in [0, 1).
+    pub fn random(&mut self) -> f64 {
+        let a = (self.next_u32() >> 5) as f64;
+        let b = (self.next_u32() >> 6) as f64;
+        (a * 67_108_864.0 + b) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `uniform(a, b)`.
+    pub fn uniform(&mut self, a: f64, b: f64) -> f64 {
+        a + (b - a) * self.random()
+    }
+
+    /// `random._randbelow(n)` for `0 < n ≤ 2³²` (`choice(seq)` picks
+    /// `seq[_randbelow(len(seq))]`): rejection sampling on `n.bit_length()`
     /// bits.
     pub fn below(&mut self, n: u64) -> u64 {
         let k = 64 - n.leading_zeros();
@@ -246,6 +261,24 @@ mod tests {
             assert!(r.below(10) < 10);
             assert!(r.exp(5.0) >= 0.0);
         }
+    }
+
+    #[test]
+    fn py_random_floats_and_choices_match_cpython() {
+        // `random.Random(s).random()` in CPython.
+        assert_eq!(PyRandom::new(0).random(), 0.8444218515250481);
+        assert_eq!(PyRandom::new(1).random(), 0.13436424411240122);
+        assert_eq!(PyRandom::new(42).random(), 0.6394267984578837);
+        let mut r = PyRandom::new(1);
+        r.random();
+        assert_eq!(r.random(), 0.8474337369372327);
+        assert_eq!(r.random(), 0.763774618976614);
+        // `[random.Random(7).choice(range(14)) for _ in range(10)]`.
+        let mut r = PyRandom::new(7);
+        let picks: Vec<u64> = (0..10).map(|_| r.below(14)).collect();
+        assert_eq!(picks, [5, 2, 6, 10, 0, 1, 13, 8, 1, 5]);
+        // A seed of two 32-bit words.
+        assert_eq!(PyRandom::new((1 << 40) + 5).random(), 0.5043802970418443);
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl Gavel {
             perf: p.bool("perf", true)?,
             round: (round * 1000.0).round() as Time,
             reset_gap: (reset * 1000.0).round() as Time,
-            shuffler: PyRandom::new((seed as u32).wrapping_add(5)),
+            shuffler: PyRandom::new((seed as u32).wrapping_add(5) as u64),
             types: Vec::new(),
             st: Vec::new(),
             active: Vec::new(),

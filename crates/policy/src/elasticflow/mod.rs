@@ -680,7 +680,14 @@ mod tests {
                 let v = tmp.value_at(at).unwrap_or(total);
                 tmp.insert(at, v);
             }
-            tmp.add_range(at, end.max(at), n as i64 - last, total);
+            let mut points = tmp.points().to_vec();
+            for p in points.iter_mut().filter(|p| p.0 >= at && p.0 < end.max(at)) {
+                p.1 = (p.1 as i64 + n as i64 - last).clamp(0, total as i64) as u32;
+            }
+            tmp = Steps::default();
+            for (t, v) in points {
+                tmp.insert(t, v);
+            }
             last = n as i64;
         }
         tmp.merge();

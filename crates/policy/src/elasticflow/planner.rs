@@ -120,15 +120,6 @@ impl Steps {
         });
     }
 
-    /// Adds `delta` to every point in `[from, to)`, clamped to `0..=cap`.
-    pub fn add_range(&mut self, from: i64, to: i64, delta: i64, cap: u32) {
-        let lo = self.lower(from);
-        let hi = self.lower(to).max(lo);
-        for p in &mut self.0[lo..hi] {
-            p.1 = (p.1 as i64 + delta).clamp(0, cap as i64) as u32;
-        }
-    }
-
     /// Adds a zero at every point of `keys` (sorted) that is not a point yet, by one
     /// merge through `spare`.
     fn fill_zeros(&mut self, keys: &[(i64, u32)], spare: &mut Vec<(i64, u32)>) {
