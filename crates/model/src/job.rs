@@ -69,6 +69,11 @@ pub struct Job {
     /// and the simulator runs the job at the table's speed for the count it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<crate::Scaling>,
+    /// An adaptive job (Pollux's workloads): it tunes its batch to the GPUs it gets and
+    /// progresses by goodput through measured training curves; `duration` is then 0.
+    /// Not serialised: the data is built into apiary and attached by the trace reader.
+    #[serde(skip)]
+    pub adaptive: Option<crate::adaptive::Adaptive>,
 }
 
 impl Job {
@@ -90,6 +95,7 @@ impl Job {
             gpu_type: None,
             type_speeds: None,
             scaling: None,
+            adaptive: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! here reads files or the wall clock; parsers take strings, and time is a plain integer
 //! (milliseconds) that the driver advances.
 
+pub mod adaptive;
 pub mod cluster;
 pub mod interleave;
 pub mod job;

@@ -20,6 +20,7 @@ pub mod greedy;
 pub mod muri;
 pub mod params;
 pub mod placement;
+pub mod pollux;
 pub mod registry;
 pub mod srtf;
 pub mod themis;
@@ -62,6 +63,19 @@ pub trait Policy: Send {
     /// that does not fit the cluster, say) says why; the run then does not start.
     fn prepare(&mut self, _world: &World) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Whether adaptive jobs (Pollux's workloads) tune their own batch size to the GPUs
+    /// they get, as AdaptDL jobs do under Pollux; otherwise they train with the batch
+    /// size their trace row gives.
+    fn adaptive_batch(&self) -> bool {
+        false
+    }
+
+    /// How often adaptive jobs advance (their step length), when the policy sets it;
+    /// otherwise the slot, or 60 s in event-driven mode.
+    fn adaptive_step(&self) -> Option<apiary_model::Time> {
+        None
     }
 
     /// A job was submitted and is now pending.

@@ -263,6 +263,14 @@ pub const BUILTIN: &[PolicySpec] = &[
         build: |p| Ok(Box::new(ElasticFlow::edf(p)?)),
     },
     PolicySpec {
+        name: "pollux",
+        about: "Pollux: genetic search over replica placements maximising the power mean of goodput speed-ups; jobs tune their own batch (Pollux workloads)",
+        needs_durations: false,
+        needs_profiles: false,
+        params: POLLUX_PARAMS,
+        build: |p| Ok(Box::new(crate::pollux::Pollux::new(p)?)),
+    },
+    PolicySpec {
         name: "hived",
         about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
         needs_durations: false,
@@ -337,6 +345,29 @@ const EDF_PARAMS: &[ParamSpec] = &[
         key: "overhead",
         default: "same as admission",
         about: "charge ElasticFlow's per-round scaling and restart overheads (the artifact charges them under `edf-accessctrl`, not under `edf`)",
+    },
+];
+
+const POLLUX_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "interval",
+        default: "60",
+        about: "seconds between reallocations (the artifact's --interval); jobs also advance in steps of it",
+    },
+    ParamSpec {
+        key: "population",
+        default: "100",
+        about: "NSGA-II population (the artifact's pop_size)",
+    },
+    ParamSpec {
+        key: "generations",
+        default: "100",
+        about: "NSGA-II generations per interval (the artifact's n_gen)",
+    },
+    ParamSpec {
+        key: "seed",
+        default: "0",
+        about: "seed of the search's random stream (the artifact's NumPy draws are unseeded)",
     },
 ];
 

@@ -63,6 +63,9 @@ pub struct JobRt {
     pub speed: f64,
     /// Why admission control turned the job away, if it did.
     pub declined: Option<String>,
+    /// An adaptive job's own state (Pollux's jobs): its batch, epoch and what it reports
+    /// to the scheduler. The driver creates and advances it.
+    pub agent: Option<Box<apiary_model::adaptive::Agent>>,
 }
 
 impl JobRt {
@@ -85,6 +88,7 @@ impl JobRt {
             generation: 0,
             speed: 1.0,
             declined: None,
+            agent: None,
         }
     }
 }

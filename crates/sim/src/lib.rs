@@ -16,6 +16,7 @@ pub mod throughput;
 pub use overhead::muri_restart_overhead;
 pub use throughput::{DurationModel, SpreadModel, Throughput};
 
+use apiary_model::adaptive::Agent;
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};
 use std::cmp::Reverse;
@@ -166,6 +167,29 @@ pub fn run(
         Vec::new()
     };
     let mut group_oh: Vec<Time> = vec![0; if cfg.per_event_overhead { n } else { 0 }];
+    // Adaptive jobs advance in whole steps (the slot, else Pollux's 60 s), as Pollux's
+    // simulator steps them; `agent_clock` is where each one's last step ended.
+    let adaptive_batch = policy.adaptive_batch();
+    let mut agent_clock: Vec<Time> = Vec::new();
+    let adaptive_step = policy.adaptive_step().unwrap_or(match cfg.mode {
+        Mode::Slotted(s) => s,
+        Mode::EventDriven => 60 * apiary_model::SECOND,
+    });
+    if world.jobs.iter().any(|j| j.adaptive.is_some()) {
+        agent_clock = vec![0; n];
+        for k in 0..n {
+            let job = &world.jobs[k];
+            if let Some(a) = &job.adaptive {
+                let target = if adaptive_batch {
+                    a.app.fixed_batch
+                } else {
+                    job.batch_size
+                };
+                world.rt[k].agent = Some(Box::new(Agent::new(target)));
+            }
+        }
+    }
+    let mut adaptive_running = 0usize;
     let mut rejected: Vec<Option<String>> = vec![None; n];
     let mut heap: BinaryHeap<Reverse<Completion>> = BinaryHeap::new();
     let mut seq = 0u64;
@@ -212,6 +236,9 @@ pub fn run(
                 next = next.min((world.now / slot + 1) * slot);
             }
         }
+        if adaptive_running > 0 {
+            next = next.min((world.now / adaptive_step + 1) * adaptive_step);
+        }
         if next == Time::MAX {
             break;
         }
@@ -241,6 +268,27 @@ pub fn run(
             dirty = true;
             let ctx = Ctx::new(&mut world, &mut actions);
             policy.on_finish(&ctx, c.job);
+        }
+        if adaptive_running > 0 && now % adaptive_step == 0 {
+            let mut k = 0;
+            while k < world.running().len() {
+                let j = world.running()[k];
+                k += 1;
+                if world.rt[j as usize].agent.is_none() {
+                    continue;
+                }
+                if let Some(t) = advance_agent(&mut world, j, &mut agent_clock) {
+                    world.finish(j);
+                    world.rt[j as usize].finish = Some(t);
+                    adaptive_running -= 1;
+                    k -= 1;
+                    finished += 1;
+                    events += 1;
+                    dirty = true;
+                    let ctx = Ctx::new(&mut world, &mut actions);
+                    policy.on_finish(&ctx, j);
+                }
+            }
         }
         while cursor < n && world.jobs[cursor].submit == now {
             let j = cursor as JobIdx;
@@ -310,6 +358,44 @@ pub fn run(
             };
             for a in actions.drain(..) {
                 let j = match a {
+                    Action::Start(j) if world.rt[j as usize].agent.is_some() => {
+                        // Progress up to now on the old allocation, then the new one.
+                        if world.rt[j as usize]
+                            .agent
+                            .as_ref()
+                            .is_some_and(|a| !a.placement.is_empty())
+                        {
+                            advance_agent(&mut world, j, &mut agent_clock);
+                        } else {
+                            adaptive_running += 1;
+                        }
+                        let counts = node_counts(&world.rt[j as usize].placement);
+                        let app = world.jobs[j as usize]
+                            .adaptive
+                            .as_ref()
+                            .map(|a| a.app.clone());
+                        if let (Some(agent), Some(app)) = (world.rt[j as usize].agent.as_mut(), app)
+                        {
+                            agent.reallocate(&app, counts);
+                        }
+                        agent_clock[j as usize] = now;
+                        world.rt[j as usize].rate = 0.0;
+                        continue;
+                    }
+                    Action::Preempt(j) if world.rt[j as usize].agent.is_some() => {
+                        advance_agent(&mut world, j, &mut agent_clock);
+                        let app = world.jobs[j as usize]
+                            .adaptive
+                            .as_ref()
+                            .map(|a| a.app.clone());
+                        if let (Some(agent), Some(app)) = (world.rt[j as usize].agent.as_mut(), app)
+                        {
+                            agent.reallocate(&app, Vec::new());
+                        }
+                        agent_clock[j as usize] = 0;
+                        adaptive_running -= 1;
+                        continue;
+                    }
                     Action::Start(j) => j,
                     Action::Speed(j) if world.rt[j as usize].status == Status::Running => {
                         // Progress so far at the old rate, then the new one.
@@ -395,6 +481,28 @@ pub fn run(
         passes,
         seed: cfg.seed,
     })
+}
+
+/// GPUs per node of a placement, in node order (an adaptive job's view of it).
+fn node_counts(p: &apiary_model::Placement) -> Vec<u32> {
+    p.parts.iter().map(|&(_, m)| m.count_ones()).collect()
+}
+
+/// Trains an adaptive job from its last step to now; the completion time if it
+/// finished its last epoch on the way.
+fn advance_agent(world: &mut World, j: JobIdx, clock: &mut [Time]) -> Option<Time> {
+    let now = world.now;
+    let from = clock[j as usize];
+    if now <= from {
+        return None;
+    }
+    clock[j as usize] = now;
+    let app = world.jobs[j as usize].adaptive.as_ref()?.app.clone();
+    let agent = world.rt[j as usize].agent.as_mut()?;
+    let secs = ((now - from) / apiary_model::SECOND) as u32;
+    agent
+        .step(&app, secs)
+        .map(|s| from + s as Time * apiary_model::SECOND)
 }
 
 /// ElasticFlow's `get_efficiency` numerator: the running jobs' speed-ups over one GPU.

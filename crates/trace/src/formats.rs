@@ -233,17 +233,6 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             })?
         }
     };
-    if format == Format::Pollux {
-        return Err(TraceError::Missing {
-            file,
-            message:
-                "Pollux workloads carry no job duration: each job's work follows from Pollux's \
-                      per-application validation curves (validation-*.csv in petuum/adaptdl's \
-                      simulator/traces), which ../shared/traces/peers/pollux does not carry; \
-                      see the README's 'not done yet'"
-                    .into(),
-        });
-    }
     if format == Format::Jsonl {
         return crate::canonical::read_jsonl(path, opts);
     }
@@ -398,6 +387,41 @@ fn make_parser(
     let c = |n: &str| col(h, n, file);
     Ok(match format {
         Format::Apiary => crate::canonical::csv_parser(h, file)?,
+        Format::Pollux => {
+            let apps = crate::pollux::applications().map_err(|message| TraceError::Missing {
+                file: file.to_string(),
+                message,
+            })?;
+            let (na, ti, ap, nr, bs) = (
+                c("name")?,
+                c("time")?,
+                c("application")?,
+                c("num_replicas")?,
+                c("batch_size")?,
+            );
+            Box::new(move |cx, r| {
+                let name = cx.s(r, ap, "application")?;
+                let app = apps.get(name).ok_or_else(|| {
+                    cx.err(
+                        "application",
+                        format!(
+                            "unknown application '{name}' (one of: {})",
+                            crate::pollux::names().join(", ")
+                        ),
+                    )
+                })?;
+                let mut j = Job::new(
+                    cx.s(r, na, "name")?,
+                    cx.secs(r, ti, "time")?,
+                    cx.gpus(r, nr, "num_replicas")?,
+                    0,
+                );
+                j.model = Some(name.to_string());
+                j.batch_size = Some(cx.u(r, bs, "batch_size")? as u32);
+                j.adaptive = Some(apiary_model::adaptive::Adaptive { app: app.clone() });
+                Ok(Row::Job(j))
+            })
+        }
         Format::Philly => {
             let (ts, du, ng, cl) = (
                 c("timestamp")?,
@@ -681,7 +705,7 @@ fn make_parser(
                 Ok(Row::Job(j))
             })
         }
-        Format::Jsonl | Format::Pollux => unreachable!("handled before"),
+        Format::Jsonl => unreachable!("handled before"),
     })
 }
 

@@ -13,6 +13,7 @@ pub mod efgen;
 pub mod elasticflow;
 mod formats;
 mod open;
+pub mod pollux;
 pub mod speed;
 pub mod synth;
 

@@ -2,6 +2,7 @@
 //! `testdata/scenarios`, invariants under random workloads, and determinism.
 
 mod efficiency;
+mod pollux;
 mod props;
 mod scenarios;
 mod sharing;

@@ -1,0 +1,596 @@
+//! Pollux (OSDI'21), as its artifact's simulator defines it (`petuum/adaptdl`,
+//! branch `osdi21-artifact`, `simulator/pollux.py`): every interval, a genetic search
+//! over replica-to-node assignments for all active jobs maximises the power mean
+//! (p = -1) of the jobs' goodput speed-ups, while each job (AdaptDL, simulated by the
+//! driver as [`apiary_model::adaptive::Agent`]) tunes its own batch size.
+//!
+//! * **Speed-up.** A job that has run reports its fitted goodput model; its speed-up on
+//!   `n` nodes with `r` replicas is its best goodput there over its best goodput on one
+//!   node with the fair share `ceil(GPUs / jobs)` of replicas. A job that has not run
+//!   yet gets `r / fair share`. Speed-ups are scaled so that one node's worth of GPUs
+//!   counts 1, and a job whose allocation changes is penalised by
+//!   `max(age - 30·restarts, 0) / (age + 30)`.
+//! * **Search.** NSGA-II on two objectives (that fitness, and cluster utility: summed
+//!   speed-ups over the GPUs of nodes in use) with the artifact's operators: one-point
+//!   crossover over jobs; mutation that resets a job's row to its current allocation
+//!   (10 %), zeroes entries, and adds replicas where GPUs are free; repair that allows
+//!   one distributed job per node, caps replicas per job (twice the most it has run
+//!   on, at most 64) and per node (jobs ordered by attained service then arrival keep
+//!   theirs). Population 100, 100 generations, seeded from the last interval's
+//!   Pareto front; the front's fittest member is applied.
+//!
+//! The artifact draws from NumPy's global generator unseeded, so its runs differ from
+//! each other; ours draw from a stream of the run's seed and repeat exactly.
+
+use crate::world::{Ctx, JobIdx, Status};
+use crate::{ParamError, Params, Policy};
+use apiary_model::adaptive::Goodput;
+use apiary_model::{Placement, Rng, SECOND, Time};
+use std::collections::BTreeMap;
+
+/// The Pollux policy.
+pub struct Pollux {
+    interval: Time,
+    pop: usize,
+    gens: usize,
+    rng: Rng,
+    /// Last interval's Pareto front, by job.
+    prev: Vec<(Vec<JobIdx>, Vec<u8>)>,
+}
+
+impl Pollux {
+    /// Parameters: `interval` (s, 60), `population` (100), `generations` (100),
+    /// `seed` (0).
+    pub fn new(p: &Params) -> Result<Pollux, ParamError> {
+        let interval = p.f64("interval", 60.0)?;
+        if !(interval >= 1.0 && interval.is_finite()) {
+            return Err(ParamError::Bad {
+                key: "interval".into(),
+                value: interval.to_string(),
+                message: "must be at least 1 second".into(),
+            });
+        }
+        let pop = p.u64("population", 100)?.max(2) as usize;
+        let gens = p.u64("generations", 100)?.max(1) as usize;
+        Ok(Pollux {
+            interval: (interval * 1000.0).round() as Time,
+            pop,
+            gens,
+            rng: Rng::stream(p.u64("seed", 0)?, "pollux"),
+            prev: Vec::new(),
+        })
+    }
+}
+
+/// A job's reported goodput model: the model, its largest batch, its per-GPU batch
+/// range and its goodput at the fair share (the speed-up's denominator).
+type Model = (Goodput, f64, (u32, u32), f64);
+
+/// One round's problem: jobs × nodes.
+struct Problem {
+    jobs: usize,
+    nodes: usize,
+    cap: Vec<u8>,
+    base: Vec<u8>,
+    max_replicas: Vec<u32>,
+    /// Scaled-speed-up factor: nodes / GPUs.
+    scale: f64,
+    penalty: Vec<f64>,
+    fair: f64,
+    models: Vec<Option<Model>>,
+    /// Lazily filled speed-ups, `[job][nodes * stride + replicas]`; NaN when unknown.
+    memo: Vec<Vec<f64>>,
+    stride: usize,
+}
+
+impl Problem {
+    fn speedup(&mut self, j: usize, n: usize, r: usize) -> f64 {
+        if r == 0 {
+            return 0.0;
+        }
+        let k = n * self.stride + r;
+        let v = self.memo[j][k];
+        if !v.is_nan() {
+            return v;
+        }
+        let v = match &self.models[j] {
+            None => r as f64 / self.fair,
+            Some((g, max_batch, range, base)) => {
+                g.optimize(n as u32, r as u32, *max_batch, *range, true)
+                    .goodput
+                    / base
+            }
+        };
+        self.memo[j][k] = v;
+        v
+    }
+
+    /// (negated fitness, negated utility), both minimised.
+    fn evaluate(&mut self, x: &[u8]) -> [f64; 2] {
+        let (jn, nn) = (self.jobs, self.nodes);
+        let mut inv = 0.0;
+        let mut sum_speedup = 0.0;
+        let mut used = vec![false; nn];
+        for j in 0..jn {
+            let row = &x[j * nn..(j + 1) * nn];
+            let mut r = 0usize;
+            let mut n = 0usize;
+            for (k, &c) in row.iter().enumerate() {
+                if c > 0 {
+                    r += c as usize;
+                    n += 1;
+                    used[k] = true;
+                }
+            }
+            let sp = self.speedup(j, n, r);
+            sum_speedup += sp;
+            let mut s = sp * self.scale;
+            if row != &self.base[j * nn..(j + 1) * nn] {
+                s *= self.penalty[j];
+            }
+            inv += 1.0 / (s + 1e-3);
+        }
+        let mean = 1.0 / (inv / jn as f64);
+        let total: f64 = (0..nn)
+            .filter(|&k| used[k])
+            .map(|k| self.cap[k] as f64)
+            .sum();
+        let util = if total > 0.0 {
+            sum_speedup / total
+        } else {
+            0.0
+        };
+        [-mean, -util]
+    }
+
+    fn mutate(&self, x: &mut [u8], rng: &mut Rng) {
+        let (jn, nn) = (self.jobs, self.nodes);
+        for j in 0..jn {
+            if rng.f64() < 0.1 {
+                x[j * nn..(j + 1) * nn].copy_from_slice(&self.base[j * nn..(j + 1) * nn]);
+            }
+        }
+        for j in 0..jn {
+            let p = if rng.f64() < 0.1 { 0.1 } else { 0.0 };
+            for k in 0..nn {
+                if rng.f64() < p {
+                    x[j * nn + k] = 0;
+                }
+            }
+        }
+        for k in 0..nn {
+            let used: u32 = (0..jn).map(|j| x[j * nn + k] as u32).sum();
+            let fits = used < self.cap[k] as u32;
+            let holders = (0..jn).filter(|&j| x[j * nn + k] > 0).count();
+            for j in 0..jn {
+                let p1 = if fits { 1.0 / jn as f64 } else { 0.0 };
+                let p2 = if fits && x[j * nn + k] > 0 {
+                    1.0 / holders.max(1) as f64
+                } else {
+                    0.0
+                };
+                if rng.f64() < p1 + p2 - p1 * p2 {
+                    let lo = x[j * nn + k] as u64;
+                    let hi = self.cap[k] as u64;
+                    if hi >= lo {
+                        x[j * nn + k] = (lo + rng.below(hi - lo + 1)) as u8;
+                    }
+                }
+            }
+        }
+    }
+
+    fn repair(&self, x: &mut [u8], rng: &mut Rng, order: &mut Vec<usize>) {
+        let (jn, nn) = (self.jobs, self.nodes);
+        // One distributed job per node: later jobs lose their replicas there.
+        let distributed: Vec<bool> = (0..jn)
+            .map(|j| x[j * nn..(j + 1) * nn].iter().filter(|&&c| c > 0).count() > 1)
+            .collect();
+        for k in 0..nn {
+            let mut seen = false;
+            for j in 0..jn {
+                if distributed[j] && x[j * nn + k] > 0 {
+                    if seen {
+                        x[j * nn + k] = 0;
+                    }
+                    seen = true;
+                }
+            }
+        }
+        // At most max_replicas per job and 16 nodes, trimmed in a random node order.
+        for j in 0..jn {
+            order.clear();
+            order.extend(0..nn);
+            for i in (1..nn).rev() {
+                let s = rng.below(i as u64 + 1) as usize;
+                order.swap(i, s);
+            }
+            let mut left = self.max_replicas[j];
+            let mut nodes_left = 16u32;
+            for &k in order.iter() {
+                let c = &mut x[j * nn + k];
+                let keep = (*c as u32).min(left);
+                let keep = if keep > 0 && nodes_left == 0 { 0 } else { keep };
+                if keep > 0 {
+                    nodes_left -= 1;
+                }
+                left -= keep;
+                *c = keep as u8;
+            }
+        }
+        // Node capacity: jobs earlier in order keep theirs.
+        for k in 0..nn {
+            let mut left = self.cap[k];
+            for j in 0..jn {
+                let c = &mut x[j * nn + k];
+                let keep = (*c).min(left);
+                left -= keep;
+                *c = keep;
+            }
+        }
+    }
+}
+
+struct Ind {
+    x: Vec<u8>,
+    f: [f64; 2],
+    rank: usize,
+    crowd: f64,
+}
+
+fn dominates(a: &[f64; 2], b: &[f64; 2]) -> bool {
+    a[0] <= b[0] && a[1] <= b[1] && (a[0] < b[0] || a[1] < b[1])
+}
+
+/// Fronts of a two-objective minimisation, best first (sort by the first objective,
+/// then place each point in the first front none of whose members dominate it).
+fn fronts(pop: &[Ind]) -> Vec<Vec<usize>> {
+    let mut idx: Vec<usize> = (0..pop.len()).collect();
+    idx.sort_by(|&a, &b| {
+        pop[a].f[0]
+            .total_cmp(&pop[b].f[0])
+            .then(pop[a].f[1].total_cmp(&pop[b].f[1]))
+            .then(a.cmp(&b))
+    });
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for i in idx {
+        let f = &pop[i].f;
+        let k = out
+            .iter()
+            .position(|fr| !fr.iter().any(|&m| dominates(&pop[m].f, f)))
+            .unwrap_or(out.len());
+        if k == out.len() {
+            out.push(Vec::new());
+        }
+        out[k].push(i);
+    }
+    out
+}
+
+/// NSGA-II crowding distance within a front (boundary points infinite, duplicates 0).
+fn crowding(pop: &[Ind], front: &[usize]) -> Vec<f64> {
+    let n = front.len();
+    if n <= 2 {
+        return vec![f64::INFINITY; n];
+    }
+    let mut cd = vec![0.0; n];
+    // Duplicated objective vectors count once (the artifact's pymoo drops them).
+    let mut uniq: Vec<usize> = Vec::new();
+    for a in 0..n {
+        if !uniq.iter().any(|&b| pop[front[b]].f == pop[front[a]].f) {
+            uniq.push(a);
+        }
+    }
+    for m in 0..2 {
+        let mut s = uniq.clone();
+        s.sort_by(|&a, &b| pop[front[a]].f[m].total_cmp(&pop[front[b]].f[m]));
+        let lo = pop[front[s[0]]].f[m];
+        let hi = pop[front[s[s.len() - 1]]].f[m];
+        let norm = hi - lo;
+        for (i, &a) in s.iter().enumerate() {
+            if i == 0 || i == s.len() - 1 {
+                cd[a] = f64::INFINITY;
+            } else if norm > 0.0 {
+                let d = pop[front[s[i + 1]]].f[m] - pop[front[s[i - 1]]].f[m];
+                cd[a] += d / norm / 2.0;
+            }
+        }
+    }
+    cd
+}
+
+/// Keeps the best `n` by rank, then crowding (random among equal crowding).
+fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
+    let fr = fronts(&pop);
+    let mut keep: Vec<(usize, usize, f64)> = Vec::with_capacity(n);
+    for (rank, front) in fr.iter().enumerate() {
+        if keep.len() >= n {
+            break;
+        }
+        let cd = crowding(&pop, front);
+        let mut order: Vec<usize> = (0..front.len()).collect();
+        if keep.len() + front.len() > n {
+            for i in (1..order.len()).rev() {
+                let s = rng.below(i as u64 + 1) as usize;
+                order.swap(i, s);
+            }
+            order.sort_by(|&a, &b| cd[b].total_cmp(&cd[a]));
+            order.truncate(n - keep.len());
+        }
+        for o in order {
+            keep.push((front[o], rank, cd[o]));
+        }
+    }
+    let mut slots: Vec<Option<Ind>> = pop.into_iter().map(Some).collect();
+    keep.into_iter()
+        .filter_map(|(i, rank, crowd)| {
+            slots[i].take().map(|mut ind| {
+                ind.rank = rank;
+                ind.crowd = crowd;
+                ind
+            })
+        })
+        .collect()
+}
+
+fn tournament(pop: &[Ind], a: usize, b: usize, rng: &mut Rng) -> usize {
+    if dominates(&pop[a].f, &pop[b].f) {
+        return a;
+    }
+    if dominates(&pop[b].f, &pop[a].f) {
+        return b;
+    }
+    match pop[a].crowd.total_cmp(&pop[b].crowd) {
+        std::cmp::Ordering::Greater => a,
+        std::cmp::Ordering::Less => b,
+        std::cmp::Ordering::Equal => {
+            if rng.below(2) == 0 {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+impl Pollux {
+    fn search(&mut self, pb: &mut Problem, init: Vec<Vec<u8>>) -> Vec<Ind> {
+        let rng = &mut self.rng;
+        let mut order = Vec::new();
+        let mut pop: Vec<Ind> = Vec::new();
+        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        for mut x in init {
+            pb.repair(&mut x, rng, &mut order);
+            if seen.insert(x.clone()) {
+                let f = pb.evaluate(&x);
+                pop.push(Ind {
+                    x,
+                    f,
+                    rank: 0,
+                    crowd: 0.0,
+                });
+            }
+        }
+        let len = pop.len();
+        pop = survive(pop, len, rng);
+        let jn = pb.jobs;
+        let nn = pb.nodes;
+        for _ in 1..self.gens {
+            let mut off: Vec<Ind> = Vec::with_capacity(self.pop);
+            for _ in 0..100 {
+                if off.len() >= self.pop {
+                    break;
+                }
+                let matings = (self.pop - off.len()).div_ceil(2);
+                // Binary tournaments over shuffled copies of the population.
+                let need = matings * 4;
+                let mut perm: Vec<usize> = Vec::with_capacity(need + pop.len());
+                while perm.len() < need {
+                    let start = perm.len();
+                    perm.extend(0..pop.len());
+                    for i in (start + 1..perm.len()).rev() {
+                        let s = start + rng.below((i - start + 1) as u64) as usize;
+                        perm.swap(i, s);
+                    }
+                }
+                for m in 0..matings {
+                    let p1 = tournament(&pop, perm[4 * m], perm[4 * m + 1], rng);
+                    let p2 = tournament(&pop, perm[4 * m + 2], perm[4 * m + 3], rng);
+                    let point = rng.below(jn as u64) as usize * nn;
+                    let mut c1 = pop[p1].x.clone();
+                    let mut c2 = pop[p2].x.clone();
+                    c1[..point].copy_from_slice(&pop[p2].x[..point]);
+                    c2[..point].copy_from_slice(&pop[p1].x[..point]);
+                    for mut c in [c1, c2] {
+                        pb.mutate(&mut c, rng);
+                        pb.repair(&mut c, rng, &mut order);
+                        if off.len() < self.pop && !seen.contains(&c) {
+                            seen.insert(c.clone());
+                            let f = pb.evaluate(&c);
+                            off.push(Ind {
+                                x: c,
+                                f,
+                                rank: 0,
+                                crowd: 0.0,
+                            });
+                        }
+                    }
+                }
+            }
+            pop.extend(off);
+            pop = survive(pop, self.pop, rng);
+            seen.clear();
+            seen.extend(pop.iter().map(|i| i.x.clone()));
+        }
+        pop.retain(|i| i.rank == 0);
+        pop
+    }
+}
+
+impl Policy for Pollux {
+    fn name(&self) -> &'static str {
+        "pollux"
+    }
+
+    fn adaptive_batch(&self) -> bool {
+        true
+    }
+
+    fn adaptive_step(&self) -> Option<Time> {
+        Some(self.interval)
+    }
+
+    fn prepare(&mut self, world: &crate::World) -> Result<(), String> {
+        if let Some(j) = world.jobs.iter().find(|j| j.adaptive.is_none()) {
+            return Err(format!(
+                "job {} has no goodput model: Pollux schedules adaptive jobs, read from a \
+                 Pollux workload (name,time,application,num_replicas,batch_size)",
+                j.id
+            ));
+        }
+        if world.cluster.max_gpus_per_node > 255 {
+            return Err("nodes with more than 255 GPUs are not supported".into());
+        }
+        Ok(())
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now();
+        let mut jobs: Vec<JobIdx> = (0..ctx.world().jobs.len() as JobIdx)
+            .filter(|&j| matches!(ctx.status(j), Status::Pending | Status::Running))
+            // Only adaptive jobs report goodput; `prepare` refuses runs with others, and
+            // a live job without one is left waiting rather than guessed at.
+            .filter(|&j| ctx.job(j).adaptive.is_some())
+            .collect();
+        if jobs.is_empty() {
+            return;
+        }
+        if !now.is_multiple_of(self.interval) {
+            ctx.wake_at(now.div_ceil(self.interval) * self.interval);
+            return;
+        }
+        jobs.sort_by_key(|&j| (ctx.attained(j), ctx.job(j).submit, j));
+        let w = ctx.world();
+        let nn = w.cluster.nodes.len();
+        let jn = jobs.len();
+        let cap: Vec<u8> = w.cluster.nodes.iter().map(|n| n.gpus as u8).collect();
+        let total: u32 = w.cluster.total_gpus;
+        let mut base = vec![0u8; jn * nn];
+        for (r, &j) in jobs.iter().enumerate() {
+            if ctx.status(j) == Status::Running {
+                for &(node, mask) in &ctx.rt(j).placement.parts {
+                    base[r * nn + node as usize] = mask.count_ones() as u8;
+                }
+            }
+        }
+        let fair = (total as f64 / jn as f64).ceil();
+        let mut models = Vec::with_capacity(jn);
+        let mut max_replicas = Vec::with_capacity(jn);
+        let mut penalty = Vec::with_capacity(jn);
+        for &j in &jobs {
+            let job = ctx.job(j);
+            let Some(adaptive) = job.adaptive.as_ref() else {
+                continue;
+            };
+            let app = &adaptive.app;
+            let agent = ctx.rt(j).agent.as_deref();
+            let profiled = agent.map_or(0, |a| a.max_profiled_replicas());
+            // The artifact: min(max(2 · profiled, 1), 64, max batch // min per-GPU batch).
+            let limit = (app.max_batch / app.min_local.max(1)).min(64);
+            let m = app
+                .max_replicas
+                .unwrap_or_else(|| (2 * profiled).max(1).min(limit));
+            max_replicas.push(m);
+            let restarts = agent.and_then(|a| a.restarts).unwrap_or(0) as f64;
+            let age = now.saturating_sub(job.submit) as f64 / SECOND as f64;
+            penalty.push((age - restarts * 30.0).max(0.0) / (age + 30.0));
+            let range = (app.min_local, app.max_local);
+            models.push(agent.and_then(|a| a.goodput(app)).map(|g| {
+                let base = g
+                    .optimize(1, fair as u32, app.max_batch as f64, range, true)
+                    .goodput;
+                (g, app.max_batch as f64, range, base)
+            }));
+        }
+        let stride = 65.max(cap.iter().map(|&c| c as usize).sum::<usize>() + 1);
+        let mut pb = Problem {
+            jobs: jn,
+            nodes: nn,
+            cap,
+            base: base.clone(),
+            max_replicas,
+            scale: nn as f64 / total as f64,
+            penalty,
+            fair,
+            models,
+            memo: vec![vec![f64::NAN; (nn.min(64) + 1) * stride]; jn],
+            stride,
+        };
+        // Seed with last interval's front, rows moved to the jobs' new positions.
+        let init: Vec<Vec<u8>> = if self.prev.is_empty() {
+            vec![base.clone()]
+        } else {
+            let pos: BTreeMap<JobIdx, usize> =
+                jobs.iter().enumerate().map(|(r, &j)| (j, r)).collect();
+            self.prev
+                .iter()
+                .map(|(pj, px)| {
+                    let mut x = vec![0u8; jn * nn];
+                    for (r, j) in pj.iter().enumerate() {
+                        if let Some(&to) = pos.get(j) {
+                            x[to * nn..(to + 1) * nn].copy_from_slice(&px[r * nn..(r + 1) * nn]);
+                        }
+                    }
+                    x
+                })
+                .collect()
+        };
+        let front = self.search(&mut pb, init);
+        let best = front
+            .iter()
+            .min_by(|a, b| a.f[0].total_cmp(&b.f[0]))
+            .map(|i| i.x.clone())
+            .unwrap_or(base.clone());
+        self.prev = front.into_iter().map(|i| (jobs.clone(), i.x)).collect();
+
+        // Apply: unchanged jobs keep their GPUs; the others get free ones per node.
+        let mut taken: Vec<u64> = vec![0; nn];
+        for (r, &j) in jobs.iter().enumerate() {
+            if best[r * nn..(r + 1) * nn] == base[r * nn..(r + 1) * nn] {
+                for &(node, mask) in &ctx.rt(j).placement.parts {
+                    taken[node as usize] |= mask;
+                }
+            }
+        }
+        let mut changes: Vec<(JobIdx, Placement)> = Vec::new();
+        for (r, &j) in jobs.iter().enumerate() {
+            let row = &best[r * nn..(r + 1) * nn];
+            if row == &base[r * nn..(r + 1) * nn] {
+                continue;
+            }
+            let mut p = Placement::default();
+            for (k, &c) in row.iter().enumerate() {
+                let mut need = c as u32;
+                let mut mask = 0u64;
+                for g in 0..pb.cap[k] as u32 {
+                    if need == 0 {
+                        break;
+                    }
+                    if taken[k] & (1 << g) == 0 {
+                        mask |= 1 << g;
+                        need -= 1;
+                    }
+                }
+                if mask != 0 {
+                    taken[k] |= mask;
+                    p.add(k as u32, mask);
+                }
+            }
+            changes.push((j, p));
+        }
+        if !changes.is_empty() {
+            ctx.reassign(&changes);
+        }
+        ctx.wake_at(now + self.interval);
+    }
+}
