@@ -20,7 +20,6 @@ pub struct EpochStats {
 pub type StepRow = (u32, f64, f64);
 
 /// An application's data and the artifact's derived limits.
-#[derive(Debug)]
 pub struct Application {
     /// Name (`cifar10`, `bert`, …).
     pub name: String,
@@ -43,6 +42,20 @@ pub struct Application {
     placements: BTreeMap<u64, Vec<StepRow>>,
     spread: Delaunay3,
     memo: Mutex<HashMap<(u64, u32), (f64, f64)>>,
+}
+
+impl std::fmt::Debug for Application {
+    // The measurements run to thousands of rows; a job's debug output names the
+    // application and its limits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Application")
+            .field("name", &self.name)
+            .field("init_batch", &self.init_batch)
+            .field("max_batch", &self.max_batch)
+            .field("local", &(self.min_local, self.max_local))
+            .field("max_epochs", &self.max_epochs)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why an application's data cannot be used.

@@ -171,8 +171,23 @@ fn real_trace_details() {
         );
     }
     if let Some(p) = real("philly/pollux_workloads/workload-6.csv") {
-        let e = read(&p, &ReadOptions::default()).unwrap_err().to_string();
-        assert!(e.contains("Pollux") && e.contains("workload-6.csv"), "{e}");
+        let t = read(&p, &ReadOptions::default()).unwrap();
+        assert_eq!(t.jobs.len(), 160);
+        assert!(t.jobs.iter().all(|j| j.adaptive.is_some()));
+        // An application the built-in data does not know names file, line and field.
+        let dir = std::env::temp_dir().join(format!("apiary-pollux-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("w.csv");
+        std::fs::write(
+            &bad,
+            "name,time,application,num_replicas,batch_size\nx-0,5,resnet,1,64\n",
+        )
+        .unwrap();
+        let e = read(&bad, &ReadOptions::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("application") && e.contains("cifar10"),
+            "{e}"
+        );
     }
     for rel in [
         "itp/raw/cluster01.csv",
