@@ -70,6 +70,14 @@ impl Rng {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 
+    /// Fisher-Yates shuffle, last position first.
+    pub fn shuffle<T>(&mut self, xs: &mut [T]) {
+        for i in (1..xs.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            xs.swap(i, j);
+        }
+    }
+
     /// Exponentially distributed with the given mean.
     pub fn exp(&mut self, mean: f64) -> f64 {
         -mean * (1.0 - self.f64()).ln()

@@ -201,10 +201,7 @@ impl Problem {
         for j in 0..jn {
             order.clear();
             order.extend(0..nn);
-            for i in (1..nn).rev() {
-                let s = rng.below(i as u64 + 1) as usize;
-                order.swap(i, s);
-            }
+            rng.shuffle(order);
             let mut left = self.max_replicas[j];
             let mut nodes_left = 16u32;
             for &k in order.iter() {
@@ -310,10 +307,7 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
         let cd = crowding(&pop, front);
         let mut order: Vec<usize> = (0..front.len()).collect();
         if keep.len() + front.len() > n {
-            for i in (1..order.len()).rev() {
-                let s = rng.below(i as u64 + 1) as usize;
-                order.swap(i, s);
-            }
+            rng.shuffle(&mut order);
             order.sort_by(|&a, &b| cd[b].total_cmp(&cd[a]));
             order.truncate(n - keep.len());
         }
@@ -388,10 +382,7 @@ impl Pollux {
                 while perm.len() < need {
                     let start = perm.len();
                     perm.extend(0..pop.len());
-                    for i in (start + 1..perm.len()).rev() {
-                        let s = start + rng.below((i - start + 1) as u64) as usize;
-                        perm.swap(i, s);
-                    }
+                    rng.shuffle(&mut perm[start..]);
                 }
                 for m in 0..matings {
                     let p1 = tournament(&pop, perm[4 * m], perm[4 * m + 1], rng);

@@ -370,28 +370,14 @@ pub fn run(
                             adaptive_running += 1;
                         }
                         let counts = node_counts(&world.rt[j as usize].placement);
-                        let app = world.jobs[j as usize]
-                            .adaptive
-                            .as_ref()
-                            .map(|a| a.app.clone());
-                        if let (Some(agent), Some(app)) = (world.rt[j as usize].agent.as_mut(), app)
-                        {
-                            agent.reallocate(&app, counts);
-                        }
+                        reallocate_agent(&mut world, j, counts);
                         agent_clock[j as usize] = now;
                         world.rt[j as usize].rate = 0.0;
                         continue;
                     }
                     Action::Preempt(j) if world.rt[j as usize].agent.is_some() => {
                         advance_agent(&mut world, j, &mut agent_clock);
-                        let app = world.jobs[j as usize]
-                            .adaptive
-                            .as_ref()
-                            .map(|a| a.app.clone());
-                        if let (Some(agent), Some(app)) = (world.rt[j as usize].agent.as_mut(), app)
-                        {
-                            agent.reallocate(&app, Vec::new());
-                        }
+                        reallocate_agent(&mut world, j, Vec::new());
                         agent_clock[j as usize] = 0;
                         adaptive_running -= 1;
                         continue;
@@ -486,6 +472,14 @@ pub fn run(
 /// GPUs per node of a placement, in node order (an adaptive job's view of it).
 fn node_counts(p: &apiary_model::Placement) -> Vec<u32> {
     p.parts.iter().map(|&(_, m)| m.count_ones()).collect()
+}
+
+/// Tells an adaptive job its new allocation (GPUs per node; empty when stopped).
+fn reallocate_agent(world: &mut World, j: JobIdx, counts: Vec<u32>) {
+    let job = &world.jobs[j as usize];
+    if let (Some(a), Some(agent)) = (&job.adaptive, world.rt[j as usize].agent.as_mut()) {
+        agent.reallocate(&a.app, counts);
+    }
 }
 
 /// Trains an adaptive job from its last step to now; the completion time if it

@@ -18,15 +18,23 @@ struct Files {
     max_replicas: Option<u32>,
 }
 
-macro_rules! data {
-    ($m:literal, $f:literal) => {
-        include_str!(concat!("../data/pollux/", $m, "/", $f))
-    };
-}
-
-macro_rules! val {
-    ($m:literal, $($b:literal),+) => {
-        &[$(($b, include_str!(concat!("../data/pollux/", $m, "/validation-", stringify!($b), ".csv")))),+]
+/// One application's embedded files, with no overrides.
+macro_rules! app {
+    ($m:literal, [$($b:literal),+], $epochs:literal) => {
+        Files {
+            name: $m,
+            placements: include_str!(concat!("../data/pollux/", $m, "/placements.csv")),
+            scalability: include_str!(concat!("../data/pollux/", $m, "/scalability.csv")),
+            validation: &[$((
+                $b,
+                include_str!(concat!("../data/pollux/", $m, "/validation-", stringify!($b), ".csv")),
+            )),+],
+            max_epochs: $epochs,
+            init_batch: None,
+            max_local: None,
+            fixed_batch: None,
+            max_replicas: None,
+        }
     };
 }
 
@@ -37,71 +45,24 @@ macro_rules! val {
 // counts, which only the initial batch's run does not), so those two use the initial
 // batch sizes of Pollux's Table 1 (128 and 20) instead.
 const FILES: &[Files] = &[
+    app!("bert", [12, 96, 384], 2),
     Files {
-        name: "bert",
-        placements: data!("bert", "placements.csv"),
-        scalability: data!("bert", "scalability.csv"),
-        validation: val!("bert", 12, 96, 384),
-        max_epochs: 2,
-        init_batch: None,
-        max_local: None,
-        fixed_batch: None,
-        max_replicas: None,
-    },
-    Files {
-        name: "cifar10",
-        placements: data!("cifar10", "placements.csv"),
-        scalability: data!("cifar10", "scalability.csv"),
-        validation: val!("cifar10", 256, 1024, 2048),
-        max_epochs: 100,
         init_batch: Some(128),
-        max_local: None,
-        fixed_batch: None,
-        max_replicas: None,
+        ..app!("cifar10", [256, 1024, 2048], 100)
     },
     Files {
-        name: "deepspeech2",
-        placements: data!("deepspeech2", "placements.csv"),
-        scalability: data!("deepspeech2", "scalability.csv"),
-        validation: val!("deepspeech2", 160, 320, 640),
-        max_epochs: 80,
         init_batch: Some(20),
-        max_local: None,
-        fixed_batch: None,
-        max_replicas: None,
+        ..app!("deepspeech2", [160, 320, 640], 80)
     },
+    app!("imagenet", [200, 800], 90),
     Files {
-        name: "imagenet",
-        placements: data!("imagenet", "placements.csv"),
-        scalability: data!("imagenet", "scalability.csv"),
-        validation: val!("imagenet", 200, 800),
-        max_epochs: 90,
-        init_batch: None,
-        max_local: None,
-        fixed_batch: None,
-        max_replicas: None,
-    },
-    Files {
-        name: "ncf",
-        placements: data!("ncf", "placements.csv"),
-        scalability: data!("ncf", "scalability.csv"),
-        validation: val!("ncf", 256, 512, 1024, 2048, 4096, 8192, 16384),
-        max_epochs: 10,
-        init_batch: None,
-        max_local: None,
         fixed_batch: Some(32768),
         max_replicas: Some(1),
+        ..app!("ncf", [256, 512, 1024, 2048, 4096, 8192, 16384], 10)
     },
     Files {
-        name: "yolov3",
-        placements: data!("yolov3", "placements.csv"),
-        scalability: data!("yolov3", "scalability.csv"),
-        validation: val!("yolov3", 8, 16, 32, 64, 128),
-        max_epochs: 50,
-        init_batch: None,
         max_local: Some(8),
-        fixed_batch: None,
-        max_replicas: None,
+        ..app!("yolov3", [8, 16, 32, 64, 128], 50)
     },
 ];
 
