@@ -19,7 +19,9 @@
 
 mod planner;
 
-pub use planner::{Plan, PlanJob, Steps, align, edf_plan_into, gpu_time, plan, plan_into};
+pub use planner::{
+    Plan, PlanJob, Scored, Steps, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
+};
 
 use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
 use apiary_model::{Placement, Time};
@@ -29,44 +31,154 @@ use std::collections::BTreeSet;
 /// in one merge pass: every point of the timeline, of the plan and the plan's end, each
 /// valued as the artifact's point-by-point updates leave it (the timeline's value there,
 /// plus each of the plan's steps so far clamped to `0..=total` in turn, before `end`),
-/// equal neighbours merged.
-fn without(tl: &Steps, allocs: &Steps, end: i64, total: u32, out: &mut Steps) {
+/// equal neighbours merged. Stops after the first point past `limit` (pass `i64::MAX`
+/// for the whole timeline): what comes before it does not depend on what follows.
+///
+/// A run of "add, then clamp to `0..=total`" steps is `x ↦ min(hi, max(lo, x + add))`,
+/// a form closed under composition, so the plan's steps are folded into one as the
+/// merge passes them and each point costs O(1). From `end` on the value is the
+/// timeline's, so the rest is a copy.
+fn without(tl: &Steps, allocs: &Steps, end: i64, total: u32, limit: i64, out: &mut Steps) {
     let (tl, allocs) = (tl.points(), allocs.points());
     out.clear();
+    let past = |out: &Steps| out.points().last().is_some_and(|p| p.0 > limit);
     let (mut i, mut a) = (0usize, 0usize);
     let mut base = total;
-    let mut end_left = true;
+    let mut fold = Fold::new(total);
+    // Between two of the plan's points the fold is fixed: the timeline's points there
+    // only pass through it.
     loop {
-        let mut t = i64::MAX;
-        if let Some(p) = tl.get(i) {
-            t = t.min(p.0);
+        let next_step = allocs.get(a).map_or(i64::MAX, |p| p.0).min(end);
+        while let Some(&(t, v)) = tl.get(i).filter(|p| p.0 < next_step) {
+            base = v;
+            i += 1;
+            out.push_merged(t, fold.apply(base));
+            if past(out) {
+                return;
+            }
         }
-        if let Some(p) = allocs.get(a) {
-            t = t.min(p.0);
+        if next_step >= end {
+            break;
         }
-        if end_left {
-            t = t.min(end);
+        if let Some(&(_, v)) = tl.get(i).filter(|p| p.0 == next_step) {
+            base = v;
+            i += 1;
         }
+        while let Some(&(_, n)) = allocs.get(a).filter(|p| p.0 <= next_step) {
+            fold.push(n);
+            a += 1;
+        }
+        out.push_merged(next_step, fold.apply(base));
+        if past(out) {
+            return;
+        }
+    }
+    if end == i64::MAX {
+        return;
+    }
+    if tl.get(i).is_some_and(|p| p.0 == end) {
+        base = tl[i].1;
+        i += 1;
+    }
+    out.push_merged(end, base);
+    for &(t, v) in &tl[i..] {
+        if past(out) {
+            return;
+        }
+        out.push_merged(t, v);
+    }
+}
+
+/// A plan's steps as [`without`] adds them back: each adds the change in the plan and
+/// clamps to `0..=total`, which leaves `x ↦ min(hi, max(lo, x + add))`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Fold {
+    add: i64,
+    lo: i64,
+    hi: i64,
+    last: i64,
+    total: i64,
+}
+
+impl Fold {
+    fn new(total: u32) -> Fold {
+        Fold {
+            add: 0,
+            lo: i64::MIN / 4,
+            hi: i64::MAX / 4,
+            last: 0,
+            total: total as i64,
+        }
+    }
+
+    /// Then the plan's next step, `n` GPUs: min(T, max(0, min(hi, max(lo, x)) + d)).
+    fn push(&mut self, n: u32) {
+        let d = n as i64 - self.last;
+        self.add += d;
+        self.lo = (self.lo + d).max(0);
+        self.hi = (self.hi + d).clamp(0, self.total);
+        self.last = n as i64;
+    }
+
+    fn apply(&self, x: u32) -> u32 {
+        (x as i64 + self.add).max(self.lo).min(self.hi) as u32
+    }
+}
+
+/// What a job's last greedy score read, to tell whether a later timeline would give it
+/// again. [`score_assigned`] reads the timeline without the job's plan at its first
+/// point after now (`fet`) and over [`Scored::reads`]. Those read the same while the
+/// free GPUs at `fet` and there are the same (checked after each level handed out; a
+/// change just before `from` counts when `from` is past `fet`, as it may merge `from`
+/// away),
+/// and `fet` stays the first point after now while the timeline has no point before
+/// it and the value at now, given the plan back, still differs from the one at `fet`
+/// (checked when re-scoring).
+#[derive(Clone, Copy, Debug)]
+struct Memo {
+    fet: i64,
+    at_fet: u32,
+    from: i64,
+    to: i64,
+    /// The plan's steps up to now, or `None` when it has ended by now.
+    fold: Option<Fold>,
+    gpu_time: f64,
+}
+
+/// Where two timelines (free GPUs from now on) differ, as `[from, to)` stretches.
+fn differences(a: &Steps, b: &Steps, out: &mut Vec<(i64, i64)>) {
+    out.clear();
+    let (a, b) = (a.points(), b.points());
+    let (mut i, mut k) = (0usize, 0usize);
+    let (mut va, mut vb) = (None, None);
+    let mut open: Option<i64> = None;
+    loop {
+        let t = a
+            .get(i)
+            .map_or(i64::MAX, |p| p.0)
+            .min(b.get(k).map_or(i64::MAX, |p| p.0));
         if t == i64::MAX {
             break;
         }
-        if tl.get(i).is_some_and(|p| p.0 == t) {
-            base = tl[i].1;
+        if a.get(i).is_some_and(|p| p.0 == t) {
+            va = Some(a[i].1);
             i += 1;
         }
-        while allocs.get(a).is_some_and(|p| p.0 <= t) {
-            a += 1;
+        if b.get(k).is_some_and(|p| p.0 == t) {
+            vb = Some(b[k].1);
+            k += 1;
         }
-        end_left &= t != end;
-        let mut v = base;
-        if t < end {
-            let mut last = 0i64;
-            for &(_, n) in &allocs[..a] {
-                v = (v as i64 + n as i64 - last).clamp(0, total as i64) as u32;
-                last = n as i64;
+        match (open, va != vb) {
+            (None, true) => open = Some(t),
+            (Some(from), false) => {
+                out.push((from, t));
+                open = None;
             }
+            _ => {}
         }
-        out.push_merged(t, v);
+    }
+    if let Some(from) = open {
+        out.push((from, i64::MAX));
     }
 }
 
@@ -153,6 +265,12 @@ struct EfJob {
     num_gpu: u32,
     next_level: u32,
     marginal: f64,
+    /// Iterations left, as of the decision being made ([`ElasticFlow::pj`]).
+    iters: f64,
+    /// The last greedy score and what it read, while it still holds.
+    memo: Option<Memo>,
+    /// [`gpu_time`] of `plan`, kept through a decision's greedy pass.
+    gpu_time: f64,
 }
 
 /// The ElasticFlow policy (with or without admission control), and the EDF baselines
@@ -182,6 +300,8 @@ pub struct ElasticFlow {
     cand_tl: Steps,
     next_tl: Steps,
     spare: Vec<(i64, u32)>,
+    /// Where the last level handed out changed the timeline.
+    diffs: Vec<(i64, i64)>,
     node_gpus: u32,
     nodes: usize,
 }
@@ -230,6 +350,7 @@ impl ElasticFlow {
             cand_tl: Steps::default(),
             next_tl: Steps::default(),
             spare: Vec::new(),
+            diffs: Vec::new(),
             node_gpus: 0,
             nodes: 0,
         })
@@ -316,10 +437,8 @@ impl ElasticFlow {
         } else {
             match self.greedy {
                 Greedy::Artifact => {
-                    let cur_time = gpu_time(&e.plan.allocs, e.plan.end);
-                    self.replan_next(ctx, j, now);
-                    (gpu_time(&self.cand.allocs, self.cand.end) - cur_time)
-                        / (next_level - num_gpu) as f64
+                    let cur_time = e.gpu_time;
+                    (self.next_gpu_time(ctx, j, now) - cur_time) / (next_level - num_gpu) as f64
                 }
                 Greedy::Throughput => {
                     let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
@@ -335,6 +454,88 @@ impl ElasticFlow {
             .marginal = m;
     }
 
+    /// GPU-seconds of `j`'s plan at its next level for the first stretch, on the
+    /// timeline without its own plan: [`score_assigned`] on that timeline cut after
+    /// the deadline, or the full plan where it declines. Nearly all the time of a
+    /// decision on a large cluster goes here (every level handed out re-scores every
+    /// job), and the short path does not copy the timeline.
+    fn next_gpu_time(&mut self, ctx: &Ctx<'_>, j: JobIdx, now: i64) -> f64 {
+        let total = ctx.total_gpus() as u32;
+        let e = self.jobs[j as usize].as_ref().expect("runnable job");
+        let held = e.memo.filter(|m| {
+            let at_now = self.timeline.value_at(now).unwrap_or(total);
+            let at_now = m.fold.map_or(at_now, |f| f.apply(at_now));
+            self.timeline.range(now + 1, m.fet).is_empty() && at_now != m.at_fet
+        });
+        // Debug builds score again and check the held score against it.
+        if let Some(m) = held
+            && !cfg!(debug_assertions)
+        {
+            return m.gpu_time;
+        }
+        without(
+            &self.timeline,
+            &e.plan.allocs,
+            e.plan.end,
+            total,
+            align(now, e.ddl, self.slot),
+            &mut self.without,
+        );
+        let pj = PlanJob {
+            scaling: ctx.job(j).scaling.as_ref().expect("checked in prepare"),
+            iters: e.iters,
+            ddl: e.ddl,
+        };
+        let fast = score_assigned(pj, now, &self.without, self.slot, total, e.next_level);
+        let memo = fast.and_then(|sc| self.memo(j, now, total, sc));
+        if let Some(sc) = fast {
+            if cfg!(debug_assertions) {
+                if let Some(m) = held {
+                    debug_assert_eq!(m.gpu_time, sc.gpu_time, "a held score changed");
+                }
+                self.replan_next(ctx, j, now);
+                debug_assert_eq!(sc.gpu_time, gpu_time(&self.cand.allocs, self.cand.end));
+                debug_assert_eq!((sc.end, sc.meets), (self.cand.end, self.cand.meets));
+            }
+            self.jobs[j as usize].as_mut().expect("runnable job").memo = memo;
+            return sc.gpu_time;
+        }
+        debug_assert!(held.is_none(), "a held score now needs the full plan");
+        self.replan_next(ctx, j, now);
+        gpu_time(&self.cand.allocs, self.cand.end)
+    }
+
+    /// What [`Self::next_gpu_time`] keeps of a score just made on `self.without`, or
+    /// `None` when the plan itself changes before the first point after now (then
+    /// that point is not the timeline's alone).
+    fn memo(&self, j: JobIdx, now: i64, total: u32, sc: Scored) -> Option<Memo> {
+        let e = self.jobs[j as usize].as_ref().expect("runnable job");
+        let w = self.without.points();
+        let (fet, at_fet) = *w.get(1)?;
+        if w[0].0 != now
+            || !e.plan.allocs.range(now + 1, fet).is_empty()
+            || (now < e.plan.end && e.plan.end < fet)
+        {
+            return None;
+        }
+        let fold = (now < e.plan.end).then(|| {
+            let mut f = Fold::new(total);
+            for &(_, n) in e.plan.allocs.range(i64::MIN, now + 1) {
+                f.push(n);
+            }
+            f
+        });
+        debug_assert!(sc.reads.0 >= fet && sc.reads.1 >= sc.reads.0);
+        Some(Memo {
+            fet,
+            at_fet,
+            from: sc.reads.0,
+            to: sc.reads.1,
+            fold,
+            gpu_time: sc.gpu_time,
+        })
+    }
+
     /// Plans `j` at its next level for the first stretch, on the timeline without its
     /// own plan, into `cand` and `cand_tl`.
     fn replan_next(&mut self, ctx: &Ctx<'_>, j: JobIdx, now: i64) {
@@ -345,6 +546,7 @@ impl ElasticFlow {
             &e.plan.allocs,
             e.plan.end,
             total,
+            i64::MAX,
             &mut self.without,
         );
         let next_level = e.next_level;
@@ -383,7 +585,11 @@ impl ElasticFlow {
         let mut used = 0u32;
         for &j in &self.runnable {
             let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+            let iters = self.pj(ctx, j).iters;
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
+            e.iters = iters;
+            e.memo = None;
+            e.gpu_time = gpu_time(&e.plan.allocs, e.plan.end);
             e.next_level = s.next_level(e.num_gpu);
             used += e.num_gpu;
         }
@@ -413,7 +619,22 @@ impl ElasticFlow {
                 std::mem::swap(&mut e.plan, &mut self.cand);
                 e.num_gpu = e.next_level;
                 e.next_level = s.next_level(e.num_gpu);
+                e.memo = None;
+                e.gpu_time = gpu_time(&e.plan.allocs, e.plan.end);
                 allocated = true;
+                // Scores that read where the timeline changed are made again.
+                differences(&self.cand_tl, &self.timeline, &mut self.diffs);
+                for &k in &self.runnable {
+                    let e = self.jobs[k as usize].as_mut().expect("runnable job");
+                    if let Some(m) = e.memo
+                        && self.diffs.iter().any(|&(a, b)| {
+                            (a <= m.fet && b > m.fet)
+                                || (a <= m.to && (b > m.from || (b == m.from && m.from > m.fet)))
+                        })
+                    {
+                        e.memo = None;
+                    }
+                }
                 break;
             }
             for k in 0..self.runnable.len() {
@@ -487,6 +708,9 @@ impl Policy for ElasticFlow {
             num_gpu: 0,
             next_level: 0,
             marginal: 0.0,
+            iters: 0.0,
+            memo: None,
+            gpu_time: 0.0,
         });
         self.arrived.push(j);
     }
@@ -699,7 +923,7 @@ mod tests {
         let tl = Steps::from([(0, 2), (300, 4), (600, 8)]);
         let plan = Steps::from([(0, 4), (300, 2)]);
         let mut out = Steps::default();
-        without(&tl, &plan, 600, 8, &mut out);
+        without(&tl, &plan, 600, 8, i64::MAX, &mut out);
         assert_eq!(out, Steps::from([(0, 6), (600, 8)]));
         // Each step is clamped in turn: 7 + 2 clamps to 8, then -2 leaves 6, not 7.
         without(
@@ -707,6 +931,7 @@ mod tests {
             &Steps::from([(0, 2), (100, 0)]),
             200,
             8,
+            i64::MAX,
             &mut out,
         );
         assert_eq!(out, Steps::from([(0, 8), (100, 6), (200, 7)]));
@@ -731,12 +956,14 @@ mod tests {
                 t += 1 + r(4) as i64 * 60;
             }
             let end = r(20) as i64 * 60;
-            without(&tl, &plan, end, total, &mut out);
-            assert_eq!(
-                out,
-                without_by_points(&tl, &plan, end, total),
-                "{tl:?} {plan:?} {end}"
-            );
+            without(&tl, &plan, end, total, i64::MAX, &mut out);
+            let full = without_by_points(&tl, &plan, end, total);
+            assert_eq!(out, full, "{tl:?} {plan:?} {end}");
+            // Cut after the first point past a limit: a prefix of the whole.
+            let limit = r(20) as i64 * 60;
+            without(&tl, &plan, end, total, limit, &mut out);
+            let keep = full.points().partition_point(|p| p.0 <= limit) + 1;
+            assert_eq!(out.points(), &full.points()[..keep.min(full.len())]);
         }
     }
 }

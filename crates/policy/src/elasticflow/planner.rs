@@ -179,14 +179,14 @@ pub struct PlanJob<'a> {
 
 /// `align_to_time_slot`: the first slot boundary at or after `t`, slots starting at
 /// `start`.
+#[inline]
 pub fn align(start: i64, t: i64, slot: i64) -> i64 {
-    start
-        + (t - start).div_euclid(slot) * slot
-        + if (t - start).rem_euclid(slot) > 0 {
-            slot
-        } else {
-            0
-        }
+    debug_assert!(slot > 0);
+    // One division (the greedy score aligns several times per plan): the quotient
+    // rounded towards zero, moved up unless `t` is on a boundary.
+    let d = t - start;
+    let q = d / slot;
+    start + if d % slot > 0 { q + 1 } else { q } * slot
 }
 
 fn tput(s: &Scaling, n: u32) -> f64 {
@@ -489,6 +489,163 @@ pub fn plan_into(
     new.insert(lat, total.saturating_sub(q));
     new.insert(end, total);
     finish(allocs, new, end, real_end);
+}
+
+/// What the artifact's greedy score reads of a plan: its GPU-seconds as [`gpu_time`]
+/// counts them, and its end.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scored {
+    /// [`gpu_time`] of the plan up to its aligned end.
+    pub gpu_time: f64,
+    /// Planned end, aligned up to a slot.
+    pub end: i64,
+    /// Whether the plan meets the deadline.
+    pub meets: bool,
+    /// The stretch of the timeline the score read past its first point after the
+    /// start, `[from, to]`: the free GPUs there (and so which points are there, and
+    /// at `from` whether it stays one) decided it. `from` is that first point when
+    /// the score read nothing else (`to` equal to it).
+    pub reads: (i64, i64),
+}
+
+/// [`plan_into`] with `assign` = `quota`, reduced to what the greedy score reads, on the
+/// common paths: the assigned stretch finishing the job, or a minimum share found
+/// before the deadline. It reads `fut` without copying it (the timeline `plan_into`
+/// builds is not needed to score) and only up to its first point after the aligned
+/// deadline, so a caller may pass a timeline cut there. `None` where the plan takes
+/// another path (no level meets the deadline, a deadline already past): plan it in
+/// full then. A test checks it against [`plan_into`] and [`gpu_time`].
+pub fn score_assigned(
+    job: PlanJob<'_>,
+    start: i64,
+    fut: &Steps,
+    slot: i64,
+    total: u32,
+    quota: u32,
+) -> Option<Scored> {
+    let (s, ddl, pts) = (job.scaling, job.ddl, fut.points());
+    let aligned_ddl = align(start, ddl, slot);
+    if aligned_ddl < start || quota == 0 {
+        return None;
+    }
+    let first_after = fut.lower(start + 1);
+    let fet = pts.get(first_after).map_or(aligned_ddl, |p| p.0);
+    let tq = tput(s, quota);
+    let real_end = ceil_s(start as f64 + job.iters / tq);
+    let end = align(start, real_end, slot);
+    let assigned_only = Scored {
+        gpu_time: quota as f64 * (end - start) as f64,
+        end,
+        meets: real_end <= ddl,
+        reads: (fet, fet),
+    };
+    if fet >= end && ddl >= real_end {
+        return Some(assigned_only);
+    }
+    let duration = if fet == aligned_ddl {
+        ddl - start
+    } else {
+        fet - start
+    };
+    let mut iter_left = job.iters - duration as f64 * tq;
+    if iter_left <= 0.0 {
+        return Some(assigned_only);
+    }
+    // The share's stretches: the points in [fet, aligned_ddl), then the deadline's
+    // (`plan_into` adds it with the value before it when it is not a point).
+    let hi = fut.lower(aligned_ddl);
+    if hi <= first_after {
+        return None;
+    }
+    let window = &pts[first_after..hi];
+    let at_ddl = fut
+        .get(aligned_ddl)
+        .or_else(|| fut.value_before(aligned_ddl))
+        .unwrap_or(total);
+    let mut q = s.next_level(0);
+    let mut last_q = 0u32;
+    while q <= total && q <= s.max_gpus && q > 0 {
+        let mut period_end = aligned_ddl;
+        let mut tmp = 0.0;
+        let mut found = None;
+        let mut speed = Tput::new(s);
+        for (k, &(p, free)) in window.iter().enumerate().rev() {
+            let a = fit(s, q, free);
+            if a == 0 {
+                period_end = p;
+                continue;
+            }
+            let dur = if period_end == aligned_ddl {
+                ddl - p
+            } else {
+                period_end - p
+            };
+            tmp += dur as f64 * speed.of(a);
+            if tmp >= iter_left {
+                found = Some(k);
+                break;
+            }
+            period_end = p;
+        }
+        if let Some(k) = found {
+            // `Walk::run` over the same points, summing what `gpu_time` will: each
+            // stretch of the plan holds until the next point (every point before the
+            // deadline is one of the plan's, zero-filled), the last to the end.
+            let share_from = window[k].0;
+            let level = |t: i64, free: u32| fit(s, if t >= share_from { q } else { last_q }, free);
+            let mut gt = quota as f64 * (fet - start) as f64;
+            let mut speed = Tput::new(s);
+            // Before the share a job found at the first level gets nothing (level 0):
+            // the walk may start at the share.
+            let from = if last_q == 0 { k } else { 0 };
+            let reads = (window[from].0, aligned_ddl);
+            let (mut lt, mut la) = (window[from].0, level(window[from].0, window[from].1));
+            let rest = window[from + 1..]
+                .iter()
+                .copied()
+                .chain(std::iter::once((aligned_ddl, at_ddl)));
+            for (t, free) in rest {
+                if la > 0 {
+                    let dur = if t == aligned_ddl { ddl - lt } else { t - lt };
+                    let its = dur as f64 * speed.of(la);
+                    if lt < share_from || its < iter_left {
+                        iter_left -= its;
+                        gt += la as f64 * (t - lt) as f64;
+                    } else {
+                        let real_left = ceil_s(iter_left / speed.of(la));
+                        let end = lt + align(0, real_left, slot);
+                        let next = if t < aligned_ddl { t } else { end };
+                        gt += la as f64 * (next - lt) as f64;
+                        return Some(Scored {
+                            gpu_time: gt,
+                            end,
+                            meets: lt + real_left <= ddl,
+                            reads,
+                        });
+                    }
+                }
+                (lt, la) = (t, level(t, free));
+            }
+            // The deadline reached with iterations left: its level (the share's if
+            // none is free) until they are done.
+            let la = if la == 0 { q } else { la };
+            let real_left = ceil_s(iter_left.max(0.0) / tput(s, la));
+            let end = lt + align(0, real_left, slot);
+            gt += la as f64 * (end - lt) as f64;
+            return Some(Scored {
+                gpu_time: gt,
+                end,
+                meets: lt + real_left <= ddl,
+                reads,
+            });
+        }
+        last_q = q;
+        q = s.next_level(q);
+        if q == last_q {
+            break;
+        }
+    }
+    None
 }
 
 /// `edf_sim_allocation`: EDF's plan for `job` from `start` on timeline `fut`, without
@@ -877,6 +1034,71 @@ mod tests {
             linear(2).baseline_max(),
             8,
             "no batch: the table's largest count"
+        );
+    }
+
+    /// The greedy score's short path gives what the full plan gives, on random
+    /// timelines, tables, deadlines and assigned levels, on the whole timeline and on
+    /// one cut after the deadline's first later point.
+    #[test]
+    fn score_assigned_agrees_with_the_full_plan() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut r = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        let (mut scored, mut declined) = (0, 0);
+        for _ in 0..50_000 {
+            let total = [4u32, 8, 16, 32][r(4) as usize];
+            let mut levels = Vec::new();
+            let mut speed = 0.5 + r(4) as f64;
+            let mut g = 1;
+            while g <= 16 {
+                levels.push((g, speed));
+                speed *= 1.0 + r(100) as f64 / 100.0;
+                g *= 2;
+            }
+            let s = Scaling::new(levels, 1 << r(5)).unwrap();
+            let slot = [1i64, 60, 240][r(3) as usize];
+            let start = r(3) as i64 * 60;
+            let mut fut = Steps::default();
+            let mut t = start - r(2) as i64 * 60;
+            for _ in 0..1 + r(10) {
+                fut.insert(t, r(total as u64 + 1) as u32);
+                t += 1 + r(8) as i64 * 60;
+            }
+            fut.merge();
+            let job = PlanJob {
+                scaling: &s,
+                iters: 1.0 + r(5000) as f64,
+                ddl: start + r(4000) as i64,
+            };
+            let quota = s.next_level(r(16) as u32);
+            let (p, _) = plan(job, start, &fut, slot, total, Some(quota));
+            let want = (gpu_time(&p.allocs, p.end), p.end, p.meets);
+            let aligned = align(start, job.ddl, slot);
+            let keep = fut.points().partition_point(|p| p.0 <= aligned) + 1;
+            let cut = Steps(fut.points()[..keep.min(fut.len())].to_vec());
+            match score_assigned(job, start, &fut, slot, total, quota) {
+                Some(got) => {
+                    scored += 1;
+                    assert_eq!(
+                        (got.gpu_time, got.end, got.meets),
+                        want,
+                        "{fut:?} {job:?} {quota} slot {slot} from {start}"
+                    );
+                    assert_eq!(
+                        score_assigned(job, start, &cut, slot, total, quota),
+                        Some(got)
+                    );
+                }
+                None => declined += 1,
+            }
+        }
+        // Both paths are exercised.
+        assert!(
+            scored > 25_000 && declined > 1000,
+            "{scored} scored, {declined} declined"
         );
     }
 }

@@ -64,3 +64,48 @@ fn table_policies_name_what_a_trace_lacks() {
         assert!(err.contains("itp-elasticflow"), "{err}");
     }
 }
+
+/// ElasticFlow's greedy pass scores most levels by a short path and keeps scores the
+/// timeline has not touched since. Debug builds (these tests) plan every score in
+/// full as well and assert that both agree (`ElasticFlow::next_gpu_time`); this run is
+/// loaded enough that jobs queue, best-effort jobs fill in and held scores are used.
+#[test]
+fn elasticflow_greedy_shortcuts_agree_with_full_plans() {
+    if !cfg!(debug_assertions) {
+        eprintln!("skipped: the check lives in debug assertions");
+        return;
+    }
+    let opts = apiary_trace::efgen::EfGenOptions {
+        jobs: 80,
+        lam: 300.0,
+        seed: 3,
+        best_effort: 0.3,
+        ..Default::default()
+    };
+    let tables = apiary_trace::elasticflow::Tables::builtin("A100").unwrap();
+    let jobs = apiary_trace::efgen::generate(&opts, &tables).unwrap();
+    let dir = std::env::temp_dir().join(format!("apiary-ef-greedy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.csv");
+    apiary_trace::efgen::write(&jobs, std::fs::File::create(&path).unwrap()).unwrap();
+    let jobs = apiary_trace::read(&path, &Default::default()).unwrap().jobs;
+    std::fs::remove_dir_all(&dir).ok();
+    for slot in ["slot=60", "slot=240"] {
+        let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
+        let mut p = registry::build("elasticflow", &Params::from_pairs([slot]).unwrap()).unwrap();
+        let out = apiary_sim::run(
+            c,
+            jobs.clone(),
+            p.as_mut(),
+            &DurationModel,
+            &Config::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let finished = out.jobs.iter().filter(|j| j.finish.is_some()).count();
+        assert!(
+            finished >= 40 && finished < 80,
+            "{slot}: {finished} of 80 finished"
+        );
+    }
+}
