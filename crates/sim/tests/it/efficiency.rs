@@ -104,7 +104,7 @@ fn elasticflow_greedy_shortcuts_agree_with_full_plans() {
         .unwrap();
         let finished = out.jobs.iter().filter(|j| j.finish.is_some()).count();
         assert!(
-            finished >= 40 && finished < 80,
+            (40..80).contains(&finished),
             "{slot}: {finished} of 80 finished"
         );
     }
