@@ -171,6 +171,7 @@ pub fn run(
     // simulator steps them; `agent_clock` is where each one's last step ended.
     let adaptive_batch = policy.adaptive_batch();
     let mut agent_clock: Vec<Time> = Vec::new();
+    let mut ended: Vec<(JobIdx, Time)> = Vec::new();
     let adaptive_step = policy.adaptive_step().unwrap_or(match cfg.mode {
         Mode::Slotted(s) => s,
         Mode::EventDriven => 60 * apiary_model::SECOND,
@@ -365,7 +366,10 @@ pub fn run(
                             .as_ref()
                             .is_some_and(|a| !a.placement.is_empty())
                         {
-                            advance_agent(&mut world, j, &mut agent_clock);
+                            if let Some(t) = advance_agent(&mut world, j, &mut agent_clock) {
+                                ended.push((j, t));
+                                continue;
+                            }
                         } else {
                             adaptive_running += 1;
                         }
@@ -376,7 +380,10 @@ pub fn run(
                         continue;
                     }
                     Action::Preempt(j) if world.rt[j as usize].agent.is_some() => {
-                        advance_agent(&mut world, j, &mut agent_clock);
+                        if let Some(t) = advance_agent(&mut world, j, &mut agent_clock) {
+                            ended.push((j, t));
+                            continue;
+                        }
                         reallocate_agent(&mut world, j, Vec::new());
                         agent_clock[j as usize] = 0;
                         adaptive_running -= 1;
@@ -408,6 +415,25 @@ pub fn run(
                 };
                 world.rt[j as usize].rate = rate * typed * scaled * world.rt[j as usize].speed;
                 schedule_completion(&world, j, &mut heap, &mut seq);
+            }
+            // Adaptive jobs that trained their last epoch before the decision moved or
+            // stopped them (an event-driven policy decides between steps): they end
+            // when they finished, not where the decision put them.
+            for (j, t) in ended.drain(..) {
+                let rt = &world.rt[j as usize];
+                if rt.status == Status::Running {
+                    world.finish(j);
+                } else {
+                    world.withdraw(j);
+                    world.rt[j as usize].preemptions -= 1;
+                }
+                world.rt[j as usize].finish = Some(t);
+                adaptive_running -= 1;
+                finished += 1;
+                events += 1;
+                dirty = true;
+                let ctx = Ctx::new(&mut world, &mut actions);
+                policy.on_finish(&ctx, j);
             }
             // Preemption-heavy policies leave many stale entries; drop them once they
             // outnumber the live ones so pops stay cheap.

@@ -89,3 +89,70 @@ fn pollux_refuses_jobs_without_a_goodput_model() {
     .unwrap_err();
     assert!(err.to_string().contains("Pollux workload"), "{err}");
 }
+
+/// Pollux's simulator runs its Tiresias baseline (two queues, 16 GPU-hours to demote)
+/// every 60 s on the same adaptive jobs at the workload's batch sizes. Jobs that never
+/// queue there finish within 1 % of the artifact's own JCTs for workload 6
+/// (`simulator/results-jobload/tiresias-1.0/summary.json`): the job model (step times,
+/// accumulation, statistical efficiency, epochs, the 30 s restart) is the artifact's.
+#[test]
+fn uncontended_jobs_finish_as_in_the_artifacts_tiresias_run() {
+    let artifact = [
+        ("cifar10-0", 947.0),
+        ("cifar10-1", 966.0),
+        ("deepspeech2-2", 3594.0),
+        ("cifar10-3", 564.0),
+        ("bert-4", 2534.0),
+        ("cifar10-5", 659.0),
+        ("ncf-6", 112.0),
+        ("ncf-7", 120.0),
+        ("cifar10-8", 944.0),
+        ("ncf-9", 133.0),
+        ("bert-10", 3144.0),
+        ("cifar10-11", 942.0),
+    ];
+    let jobs: Vec<Job> = workload().into_iter().take(artifact.len()).collect();
+    let c = ClusterSpec::preset("n16g4").unwrap().build().unwrap();
+    let p = Params::from_pairs(["thresholds=57600", "placement=consolidated"]).unwrap();
+    let mut pol = registry::build("tiresias", &p).unwrap();
+    let cfg = Config {
+        mode: apiary_sim::Mode::Slotted(60_000),
+        ..Config::default()
+    };
+    let out = apiary_sim::run(c, jobs, pol.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+    for (j, (id, want)) in out.jobs.iter().zip(artifact) {
+        assert_eq!(j.id, id);
+        let jct = (j.finish.expect("finished") - j.submit) as f64 / 1000.0;
+        assert!(
+            (jct - want).abs() <= 0.01 * want + 1.0,
+            "{id}: {jct} s against the artifact's {want} s"
+        );
+    }
+}
+
+/// An event-driven policy moves and preempts adaptive jobs between their steps; a job
+/// that trained its last epoch before such a move ends then (this run used to spin
+/// forever on a job preempted after its last epoch).
+#[test]
+fn event_driven_policies_end_adaptive_jobs_they_move_between_steps() {
+    let jobs: Vec<Job> = workload().into_iter().take(60).collect();
+    let n = jobs.len();
+    let c = ClusterSpec::preset("n16g4").unwrap().build().unwrap();
+    let mut pol = registry::build("tiresias", &Params::default()).unwrap();
+    let out = apiary_sim::run(
+        c,
+        jobs,
+        pol.as_mut(),
+        &DurationModel,
+        &Config::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(out.jobs.iter().filter(|j| j.finish.is_some()).count(), n);
+    assert!(
+        out.jobs.iter().map(|j| j.preemptions).sum::<u32>() > 0,
+        "jobs were preempted"
+    );
+    let cap = out.util.width as f64 * out.util.total_gpus as f64;
+    assert!(out.util.busy.iter().all(|&b| b <= cap + 1e-6));
+}
