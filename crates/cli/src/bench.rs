@@ -125,6 +125,22 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             }
         }
     }
+    {
+        // Pollux's workload 6 ships in testdata; written out so that the case runs from
+        // any directory.
+        std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+        let w = work.join("pollux-workload-6.csv");
+        std::fs::write(
+            &w,
+            include_str!("../../../testdata/traces/pollux-workload-6.csv"),
+        )
+        .with_context(|| format!("writing {}", w.display()))?;
+        let t = w.display().to_string();
+        cases.push(Case {
+            name: "pollux workload 6, 160 jobs, pollux, n16g4".into(),
+            args: s(&["simulate", "-t", &t, "-c", "n16g4", "-p", "pollux"]),
+        });
+    }
     if let Some(d) = shared {
         let gavel = d.join("peers/gavel/physical_cluster/max_min_fairness.trace");
         if gavel.is_file() {
