@@ -279,15 +279,12 @@ pub fn run(
                     continue;
                 }
                 if let Some(t) = advance_agent(&mut world, j, &mut agent_clock) {
-                    world.finish(j);
-                    world.rt[j as usize].finish = Some(t);
+                    end_agent(&mut world, policy, &mut actions, j, t);
                     adaptive_running -= 1;
                     k -= 1;
                     finished += 1;
                     events += 1;
                     dirty = true;
-                    let ctx = Ctx::new(&mut world, &mut actions);
-                    policy.on_finish(&ctx, j);
                 }
             }
         }
@@ -420,20 +417,11 @@ pub fn run(
             // stopped them (an event-driven policy decides between steps): they end
             // when they finished, not where the decision put them.
             for (j, t) in ended.drain(..) {
-                let rt = &world.rt[j as usize];
-                if rt.status == Status::Running {
-                    world.finish(j);
-                } else {
-                    world.withdraw(j);
-                    world.rt[j as usize].preemptions -= 1;
-                }
-                world.rt[j as usize].finish = Some(t);
+                end_agent(&mut world, policy, &mut actions, j, t);
                 adaptive_running -= 1;
                 finished += 1;
                 events += 1;
                 dirty = true;
-                let ctx = Ctx::new(&mut world, &mut actions);
-                policy.on_finish(&ctx, j);
             }
             // Preemption-heavy policies leave many stale entries; drop them once they
             // outnumber the live ones so pops stay cheap.
@@ -506,6 +494,26 @@ fn reallocate_agent(world: &mut World, j: JobIdx, counts: Vec<u32>) {
     if let (Some(a), Some(agent)) = (&job.adaptive, world.rt[j as usize].agent.as_mut()) {
         agent.reallocate(&a.app, counts);
     }
+}
+
+/// Ends an adaptive job that trained its last epoch at `t`: a running job finishes; one
+/// a decision has just preempted finishes instead (that preemption did not happen).
+fn end_agent(
+    world: &mut World,
+    policy: &mut dyn Policy,
+    actions: &mut Vec<Action>,
+    j: JobIdx,
+    t: Time,
+) {
+    if world.rt[j as usize].status == Status::Running {
+        world.finish(j);
+    } else {
+        world.withdraw(j);
+        world.rt[j as usize].preemptions -= 1;
+    }
+    world.rt[j as usize].finish = Some(t);
+    let ctx = Ctx::new(world, actions);
+    policy.on_finish(&ctx, j);
 }
 
 /// Trains an adaptive job from its last step to now; the completion time if it
