@@ -12,6 +12,7 @@ use apiary_sim::{Config, DurationModel, Mode, SpreadModel, Throughput};
 use apiary_trace::speed;
 
 mod bench;
+mod comm;
 mod hived;
 mod live;
 use apiary_trace::{Format, ReadOptions};
@@ -173,6 +174,12 @@ enum Cmd {
     Hived {
         #[command(subcommand)]
         cmd: HivedCmd,
+    },
+    /// Collective communication: the topology-optimal allgather / reduce-scatter /
+    /// allreduce (ForestColl) and closed-form schedules.
+    Comm {
+        #[command(subcommand)]
+        cmd: comm::CommCmd,
     },
     /// Inspect, convert and generate traces.
     Trace {
@@ -423,6 +430,16 @@ fn main() {
             }
         }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
+        Cmd::Comm { cmd } => match cmd {
+            comm::CommCmd::Plan(a) => comm::plan(&a),
+            comm::CommCmd::Compare(a) => comm::compare(&a),
+            comm::CommCmd::Presets => {
+                comm::presets();
+                Ok(())
+            }
+            comm::CommCmd::Export { topology } => comm::export(&topology),
+            comm::CommCmd::Bench { json } => comm::bench(json),
+        },
         Cmd::Hived { cmd } => match cmd {
             HivedCmd::Replay {
                 scenario,

@@ -11,7 +11,11 @@ pub struct MaxFlow {
     head: Vec<Vec<u32>>,
     to: Vec<u32>,
     cap: Vec<u64>,
+    /// Capacities as given, so a network can be solved again from zero flow without
+    /// being rebuilt (ForestColl solves one network for every sink, many times over).
+    orig: Vec<u64>,
     level: Vec<u32>,
+    path: Vec<u32>,
     iter: Vec<usize>,
     queue: Vec<u32>,
 }
@@ -42,9 +46,11 @@ impl MaxFlow {
         let id = self.to.len();
         self.to.push(v as u32);
         self.cap.push(c);
+        self.orig.push(c);
         self.head[u].push(id as u32);
         self.to.push(u as u32);
         self.cap.push(0);
+        self.orig.push(0);
         self.head[v].push(id as u32 + 1);
         id
     }
@@ -52,6 +58,54 @@ impl MaxFlow {
     /// Flow currently on edge `id` (as returned by [`MaxFlow::add_edge`]).
     pub fn flow(&self, id: usize) -> u64 {
         self.cap[id ^ 1]
+    }
+
+    /// Number of edges added so far (ids are `0, 2, 4, ...` below twice this).
+    pub fn edges(&self) -> usize {
+        self.to.len() / 2
+    }
+
+    /// Capacity edge `id` was given.
+    pub fn capacity(&self, id: usize) -> u64 {
+        self.orig[id]
+    }
+
+    /// Removes all flow: every edge is back at the capacity it was given.
+    pub fn reset(&mut self) {
+        self.cap.copy_from_slice(&self.orig);
+    }
+
+    /// Changes the capacity of edge `id` and removes all flow.
+    pub fn set_capacity(&mut self, id: usize, c: u64) {
+        self.orig[id] = c;
+        self.reset();
+    }
+
+    /// Changes the capacity of edge `id` without touching any flow: for callers that set
+    /// many capacities and then call [`MaxFlow::reset`] once.
+    pub fn set_capacity_no_reset(&mut self, id: usize, c: u64) {
+        self.orig[id] = c;
+    }
+
+    /// Removes the edges added after the first `keep` (temporary helper edges) and all
+    /// flow.
+    pub fn truncate_edges(&mut self, keep: usize) {
+        let keep_ids = 2 * keep;
+        if keep_ids >= self.to.len() {
+            self.reset();
+            return;
+        }
+        // Edges are appended to adjacency lists in id order, so the removed ones sit at
+        // the tails of the lists.
+        for id in (keep_ids..self.to.len()).rev() {
+            let u = self.to[id ^ 1] as usize;
+            let popped = self.head[u].pop();
+            debug_assert_eq!(popped, Some(id as u32));
+        }
+        self.to.truncate(keep_ids);
+        self.cap.truncate(keep_ids);
+        self.orig.truncate(keep_ids);
+        self.reset();
     }
 
     fn bfs(&mut self, s: usize, t: usize) -> bool {
@@ -78,7 +132,14 @@ impl MaxFlow {
     /// One augmenting path in the level graph, found iteratively (no recursion, so deep
     /// graphs cannot overflow the stack).
     fn augment(&mut self, s: usize, t: usize) -> u64 {
-        let mut path: Vec<u32> = Vec::new();
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        let pushed = self.augment_along(s, t, &mut path);
+        self.path = path;
+        pushed
+    }
+
+    fn augment_along(&mut self, s: usize, t: usize, path: &mut Vec<u32>) -> u64 {
         let mut u = s;
         loop {
             if u == t {
@@ -87,7 +148,7 @@ impl MaxFlow {
                     .map(|&e| self.cap[e as usize])
                     .min()
                     .unwrap_or(0);
-                for &e in &path {
+                for &e in path.iter() {
                     self.cap[e as usize] -= push;
                     self.cap[e as usize ^ 1] += push;
                 }
@@ -121,14 +182,21 @@ impl MaxFlow {
     /// Pushes a maximum flow from `s` to `t` (on top of any flow already there) and
     /// returns the amount added.
     pub fn solve(&mut self, s: usize, t: usize) -> u64 {
+        self.solve_up_to(s, t, u64::MAX)
+    }
+
+    /// Like [`MaxFlow::solve`] but stops once at least `limit` has been added: for
+    /// feasibility tests that only ask whether the flow reaches a threshold. A result
+    /// below `limit` is the maximum flow, and the residual graph then holds a minimum cut.
+    pub fn solve_up_to(&mut self, s: usize, t: usize, limit: u64) -> u64 {
         if s == t {
             return 0;
         }
         let mut total = 0u64;
-        while self.bfs(s, t) {
+        while total < limit && self.bfs(s, t) {
             self.iter.clear();
             self.iter.resize(self.nodes(), 0);
-            loop {
+            while total < limit {
                 let f = self.augment(s, t);
                 if f == 0 {
                     break;

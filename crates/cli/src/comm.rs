@@ -1,0 +1,331 @@
+//! `apiary comm`: topology-optimal collective planning (ForestColl) from the command
+//! line: the optimum and its bottleneck, closed-form schedules beside it, presets.
+
+use anyhow::{Context, Result, bail};
+use apiary_comm::closed::Cost;
+use apiary_comm::presets::{FABRICS, PRESETS};
+use apiary_comm::{Bandwidths, Collective, Topology, load};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum CommCmd {
+    /// The optimal schedule's bandwidth for a collective on a topology: x*, U, k, the
+    /// bottleneck cut, and the time for a message size.
+    Plan(PlanArgs),
+    /// Ring, double binary tree and hierarchical allreduce (closed forms) beside the
+    /// optimum.
+    Compare(TopoArgs),
+    /// List the built-in topologies.
+    Presets,
+    /// Time the planner on the reference topologies (median of repeated runs).
+    Bench {
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a topology (preset or file) in the file format, to start a file from.
+    Export {
+        /// Preset name or topology file.
+        #[arg(long, short)]
+        topology: String,
+    },
+}
+
+#[derive(Args)]
+pub struct TopoArgs {
+    /// Preset name (see `apiary comm presets`) or topology file (.json / .toml).
+    #[arg(long, short)]
+    topology: String,
+    /// Message size: the buffer nccl-tests names (per-rank buffer for allreduce, total
+    /// output for allgather), e.g. 1GB, 256MiB, 4096.
+    #[arg(long, short, default_value = "1GB")]
+    size: String,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    topo: TopoArgs,
+    /// allgather, reduce-scatter or allreduce.
+    #[arg(long, short, default_value = "allreduce")]
+    collective: String,
+}
+
+/// Bytes in a size such as `1GB`, `256MiB`, `4096`.
+fn parse_size(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("size '{s}': expected a number with an optional unit"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        u => bail!("size '{s}': unknown unit '{u}' (B, KB, MB, GB, KiB, MiB, GiB)"),
+    };
+    if !(v.is_finite() && v > 0.0) {
+        bail!("size '{s}' must be positive");
+    }
+    Ok(v * mult)
+}
+
+fn topology(spec: &str) -> Result<Topology> {
+    Ok(load(spec)?)
+}
+
+fn summary_line(t: &Topology) -> String {
+    let switches = t.nodes().len() - t.n();
+    format!(
+        "{}: {} compute nodes, {} switches, {} directed links",
+        t.name(),
+        t.n(),
+        switches,
+        t.edges().len()
+    )
+}
+
+fn human_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} µs", s * 1e6)
+    }
+}
+
+/// `apiary comm plan`.
+pub fn plan(a: &PlanArgs) -> Result<()> {
+    let coll = Collective::parse(&a.collective).with_context(|| {
+        format!(
+            "unknown collective '{}' (allgather, reduce-scatter, allreduce)",
+            a.collective
+        )
+    })?;
+    let bytes = parse_size(&a.topo.size)?;
+    let t = topology(&a.topo.topology)?;
+    let bw = Bandwidths::of(&t);
+    let n = t.n();
+    let spg = |c| bw.seconds_per_gb(c, n).to_f64();
+    let algbw = 1.0 / spg(coll);
+    let seconds = bytes / 1e9 * spg(coll);
+    let opt = match coll {
+        Collective::ReduceScatter => &bw.reduce_scatter,
+        _ => &bw.allgather,
+    };
+    if a.topo.json {
+        let v = json!({
+            "topology": t.name(),
+            "compute_nodes": n,
+            "collective": coll,
+            "x_star": bw.allgather.x_star,
+            "x_star_reduce_scatter": bw.reduce_scatter.x_star,
+            "algbw_gbps": {
+                "allgather": 1.0 / spg(Collective::Allgather),
+                "reduce_scatter": 1.0 / spg(Collective::ReduceScatter),
+                "allreduce": 1.0 / spg(Collective::Allreduce),
+            },
+            "busbw_gbps": algbw * coll.bus_factor(n),
+            "k": opt.k,
+            "u": opt.u,
+            "bottleneck": {
+                "nodes": opt.cut.iter().map(|&i| t.nodes()[i as usize].name.as_str()).collect::<Vec<_>>(),
+                "compute_nodes": opt.cut_compute,
+                "bandwidth_gbps": opt.cut_bandwidth.to_f64(),
+            },
+            "size_bytes": bytes,
+            "seconds": seconds,
+            "newton_steps": opt.iterations,
+            "maxflows": opt.maxflows,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let rs = if t.is_symmetric() {
+        "the same for reduce-scatter (symmetric links)".to_string()
+    } else {
+        format!("reduce-scatter {}", bw.reduce_scatter.x_star)
+    };
+    println!("topology     {}", summary_line(&t));
+    println!(
+        "x*           {} (≈ {:.6}) s per GB of shard; {rs}",
+        bw.allgather.x_star,
+        bw.allgather.x_star.to_f64()
+    );
+    println!(
+        "algbw        allgather {:.1} GB/s, reduce-scatter {:.1} GB/s, allreduce {:.1} GB/s",
+        1.0 / spg(Collective::Allgather),
+        1.0 / spg(Collective::ReduceScatter),
+        1.0 / spg(Collective::Allreduce)
+    );
+    println!(
+        "{:<12} algbw {:.1} GB/s, busbw {:.1} GB/s",
+        a.collective,
+        algbw,
+        algbw * coll.bus_factor(n)
+    );
+    println!(
+        "trees        k = {} per root, U = {} (edge e carries at most U·b(e) of the k units)",
+        opt.k, opt.u
+    );
+    println!("bottleneck   {}", opt.describe_cut(&t));
+    println!(
+        "time         {} for {} bytes (bandwidth bound; no latency term)",
+        human_time(seconds),
+        bytes
+    );
+    println!(
+        "solved in    {} Newton step(s), {} max-flows",
+        opt.iterations, opt.maxflows
+    );
+    Ok(())
+}
+
+/// `apiary comm compare`.
+pub fn compare(a: &TopoArgs) -> Result<()> {
+    let bytes = parse_size(&a.size)?;
+    let t = topology(&a.topology)?;
+    let bw = Bandwidths::of(&t);
+    let n = t.n();
+    let opt_algbw = 1.0 / bw.seconds_per_gb(Collective::Allreduce, n).to_f64();
+    let gb = bytes / 1e9;
+    let mut rows: Vec<(String, f64, f64)> = vec![(
+        "optimum (ForestColl RS+AG)".to_string(),
+        opt_algbw,
+        gb / opt_algbw,
+    )];
+    let closed: Vec<Cost> = t.shape().map(|s| s.all()).unwrap_or_default();
+    for c in &closed {
+        rows.push((c.schedule.to_string(), c.algbw, c.seconds(gb)));
+    }
+    let factor = Collective::Allreduce.bus_factor(n);
+    if a.json {
+        let v = json!({
+            "topology": t.name(),
+            "compute_nodes": n,
+            "shape": t.shape(),
+            "size_bytes": bytes,
+            "allreduce": rows.iter().map(|(name, algbw, s)| json!({
+                "schedule": name, "algbw_gbps": algbw, "busbw_gbps": algbw * factor, "seconds": s,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("topology  {}", summary_line(&t));
+    println!("allreduce of {bytes} bytes per rank\n");
+    println!(
+        "{:<28} {:>12} {:>12} {:>12} {:>8}",
+        "schedule", "algbw GB/s", "busbw GB/s", "time", "vs opt"
+    );
+    for (name, algbw, s) in &rows {
+        println!(
+            "{:<28} {:>12.1} {:>12.1} {:>12} {:>7.0}%",
+            name,
+            algbw,
+            algbw * factor,
+            human_time(*s),
+            100.0 * algbw / opt_algbw
+        );
+    }
+    if closed.is_empty() {
+        println!(
+            "\n(closed forms need a box shape: use a box preset or add a `shape` table to the file)"
+        );
+    } else {
+        println!(
+            "\nThe optimum is a bandwidth bound (no latency term); closed forms add NCCL's Simple-protocol latencies."
+        );
+    }
+    Ok(())
+}
+
+/// `apiary comm presets`.
+pub fn presets() {
+    for p in PRESETS {
+        println!("{:<26} {}", p.syntax, p.about);
+    }
+    println!("\nFABRIC: {FABRICS}");
+}
+
+/// `apiary comm export`.
+pub fn export(spec: &str) -> Result<()> {
+    print!("{}", topology(spec)?.to_json());
+    Ok(())
+}
+
+/// One timed planner case.
+#[derive(serde::Serialize)]
+pub struct CommFigure {
+    /// Topology preset.
+    pub topology: String,
+    /// What was timed.
+    pub what: &'static str,
+    /// Median wall time, milliseconds.
+    pub median_ms: f64,
+    /// Runs timed.
+    pub runs: u32,
+}
+
+fn median_ms(mut f: impl FnMut()) -> (f64, u32) {
+    // Repeat until about half a second has passed (at least 5 runs), report the median.
+    let mut times = Vec::new();
+    let start = std::time::Instant::now();
+    while times.len() < 5 || (start.elapsed().as_secs_f64() < 0.5 && times.len() < 10_000) {
+        let t = std::time::Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times.len() as u32)
+}
+
+/// `apiary comm bench`.
+pub fn bench(json: bool) -> Result<()> {
+    let mut figs = Vec::new();
+    for spec in [
+        "dgx-a100:2",
+        "dgx-h100:2",
+        "mi250:1",
+        "mi250:2",
+        "dgx-h100:8:leaf2",
+    ] {
+        let t = topology(spec)?;
+        let (ms, runs) = median_ms(|| {
+            std::hint::black_box(apiary_comm::optimum(&t));
+        });
+        figs.push(CommFigure {
+            topology: spec.to_string(),
+            what: "x*",
+            median_ms: ms,
+            runs,
+        });
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&figs)?);
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<16} {:>12} {:>8}",
+        "topology", "what", "median ms", "runs"
+    );
+    for f in &figs {
+        println!(
+            "{:<20} {:<16} {:>12.3} {:>8}",
+            f.topology, f.what, f.median_ms, f.runs
+        );
+    }
+    Ok(())
+}
