@@ -31,6 +31,12 @@ impl MaxFlow {
         }
     }
 
+    /// Adds a node with no edges and returns its index.
+    pub fn add_node(&mut self) -> usize {
+        self.head.push(Vec::new());
+        self.head.len() - 1
+    }
+
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
         self.head.len()
@@ -300,6 +306,67 @@ mod tests {
             let side = g.min_cut_source_side(0);
             let cut: u64 = edges.iter().filter(|e| side[e.0] && !side[e.1]).map(|e| e.2).sum();
             prop_assert_eq!(cut, f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod petgraph_cross_check {
+    use super::MaxFlow;
+    use petgraph::graph::{DiGraph, NodeIndex};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The same value as petgraph's Dinic on random graphs up to 30 nodes, including
+        /// after `reset`, `set_capacity` and `truncate_edges`, which the ForestColl
+        /// planner leans on.
+        #[test]
+        fn agrees_with_petgraph(
+            n in 2usize..30,
+            raw in proptest::collection::vec((0usize..30, 0usize..30, 0u64..50), 0..120),
+            extra in proptest::collection::vec((0usize..30, 0usize..30, 0u64..50), 0..10),
+        ) {
+            let edges: Vec<(usize, usize, u64)> =
+                raw.into_iter().map(|(u, v, c)| (u % n, v % n, c)).filter(|e| e.0 != e.1).collect();
+            let value = |edges: &[(usize, usize, u64)]| {
+                let mut g: DiGraph<(), u64> = DiGraph::new();
+                let ids: Vec<NodeIndex> = (0..n).map(|_| g.add_node(())).collect();
+                for &(u, v, c) in edges {
+                    g.add_edge(ids[u], ids[v], c);
+                }
+                petgraph::algo::dinics(&g, ids[0], ids[n - 1]).0
+            };
+            let mut mf = MaxFlow::new(n);
+            for &(u, v, c) in &edges {
+                mf.add_edge(u, v, c);
+            }
+            prop_assert_eq!(mf.solve(0, n - 1), value(&edges));
+            // Temporary edges, then removed: back to the original value.
+            let keep = mf.edges();
+            let mut with = edges.clone();
+            for &(u, v, c) in &extra {
+                let (u, v) = (u % n, v % n);
+                if u != v {
+                    mf.add_edge(u, v, c);
+                    with.push((u, v, c));
+                }
+            }
+            mf.reset();
+            prop_assert_eq!(mf.solve(0, n - 1), value(&with));
+            mf.truncate_edges(keep);
+            prop_assert_eq!(mf.solve(0, n - 1), value(&edges));
+            // Halve every capacity.
+            let halved: Vec<(usize, usize, u64)> = edges.iter().map(|&(u, v, c)| (u, v, c / 2)).collect();
+            for (i, &(_, _, c)) in halved.iter().enumerate() {
+                mf.set_capacity_no_reset(2 * i, c);
+            }
+            mf.reset();
+            prop_assert_eq!(mf.solve(0, n - 1), value(&halved));
+            // An early stop reports at least the limit, or the exact maximum below it.
+            mf.reset();
+            let full = value(&halved);
+            let got = mf.solve_up_to(0, n - 1, full / 2 + 1);
+            prop_assert!(got >= (full / 2 + 1).min(full) && got <= full);
         }
     }
 }
