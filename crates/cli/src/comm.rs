@@ -53,6 +53,16 @@ pub struct PlanArgs {
     /// allgather, reduce-scatter or allreduce.
     #[arg(long, short, default_value = "allreduce")]
     collective: String,
+    /// Build the tree schedule with this many units per root (e.g. 1: one tree per GPU,
+    /// few threadblocks) instead of the optimal k; reports the bandwidth it reaches.
+    #[arg(long)]
+    k: Option<u64>,
+    /// Build the tree schedule and write it as MSCCL XML (for MSCCL_ALGO_DIR).
+    #[arg(long, value_name = "FILE")]
+    emit_msccl: Option<std::path::PathBuf>,
+    /// Most channels the MSCCL algorithm may use (1..=32).
+    #[arg(long, default_value_t = 32)]
+    channels: u32,
 }
 
 /// Bytes in a size such as `1GB`, `256MiB`, `4096`.
@@ -125,6 +135,58 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
         Collective::ReduceScatter => &bw.reduce_scatter,
         _ => &bw.allgather,
     };
+    // Trees are built when asked for (a fixed k or an MSCCL file): reduce-scatter's are
+    // the reversed topology's allgather trees.
+    let sched = if a.k.is_some() || a.emit_msccl.is_some() {
+        let topo = if coll == Collective::ReduceScatter {
+            t.reversed()
+        } else {
+            t.clone()
+        };
+        let s = apiary_comm::plan(&topo, a.k)?;
+        apiary_comm::validate(&topo, &s)
+            .map_err(|e| anyhow::anyhow!("internal error: invalid schedule: {e}"))?;
+        Some(s)
+    } else {
+        None
+    };
+    if let (Some(path), Some(s)) = (&a.emit_msccl, &sched) {
+        let name = format!("apiary-{}-{}", coll.msccl_name(), t.name());
+        let algo = apiary_comm::msccl::emit(&t, s, coll, &name, a.channels)?;
+        algo.execute()
+            .map_err(|e| anyhow::anyhow!("internal error: the emitted algorithm fails: {e}"))?;
+        std::fs::write(path, algo.to_xml())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} ({} ranks, {} channels, {} chunks per loop)",
+            path.display(),
+            algo.gpus.len(),
+            algo.nchannels,
+            algo.nchunksperloop
+        );
+    }
+    // With a fixed k the schedule's bandwidth is what the trees reach.
+    let (algbw, seconds) = match (&sched, a.k) {
+        (Some(s), Some(_)) => {
+            let per = s.x.to_f64() / n as f64;
+            let per_gb = if coll == Collective::Allreduce {
+                2.0 * per
+            } else {
+                per
+            };
+            (1.0 / per_gb, bytes / 1e9 * per_gb)
+        }
+        _ => (algbw, seconds),
+    };
+    let trees = sched.as_ref().map(|s| {
+        json!({
+            "k": s.k,
+            "u": s.u,
+            "x": s.x,
+            "trees": s.trees.len(),
+            "max_height": s.trees.iter().map(|t| t.height()).max().unwrap_or(0),
+        })
+    });
     if a.topo.json {
         let v = json!({
             "topology": t.name(),
@@ -149,6 +211,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
             "seconds": seconds,
             "newton_steps": opt.iterations,
             "maxflows": opt.maxflows,
+            "schedule": trees,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -180,6 +243,17 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
         "trees        k = {} per root, U = {} (edge e carries at most U·b(e) of the k units)",
         opt.k, opt.u
     );
+    if let Some(s) = &sched {
+        println!(
+            "schedule     {} trees, k = {}, U = {}, height ≤ {}, {:.1} % of the optimum{}",
+            s.trees.len(),
+            s.k,
+            s.u,
+            s.trees.iter().map(|t| t.height()).max().unwrap_or(0),
+            100.0 * opt.x_star.to_f64() / s.x.to_f64(),
+            if a.k.is_some() { " (fixed k)" } else { "" }
+        );
+    }
     println!("bottleneck   {}", opt.describe_cut(&t));
     println!(
         "time         {} for {} bytes (bandwidth bound; no latency term)",
@@ -312,6 +386,20 @@ pub fn bench(json: bool) -> Result<()> {
             median_ms: ms,
             runs,
         });
+    }
+    for spec in ["dgx-a100:2", "dgx-h100:2", "mi250:1", "mi250:2"] {
+        let t = topology(spec)?;
+        let trees = apiary_comm::plan(&t, None)?.trees.len();
+        let (ms, runs) = median_ms(|| {
+            std::hint::black_box(apiary_comm::plan(&t, None).expect("planned above"));
+        });
+        figs.push(CommFigure {
+            topology: spec.to_string(),
+            what: "x* + trees",
+            median_ms: ms,
+            runs,
+        });
+        let _ = trees;
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&figs)?);

@@ -13,13 +13,16 @@
 
 pub mod closed;
 pub mod frac;
+pub mod msccl;
 pub mod optimum;
 pub mod presets;
+pub mod schedule;
 pub mod topology;
 
 pub use frac::Frac;
 pub use optimum::{Bandwidths, Collective, Optimum, optimum};
 pub use presets::preset;
+pub use schedule::{PlanError, Schedule, Tree, plan, validate};
 pub use topology::{NodeKind, Topology, TopologyBuilder, TopologyError};
 
 /// A topology from a file path (JSON or TOML) when one exists, else from a preset name.

@@ -156,3 +156,15 @@ links = [
     assert_eq!(bw.allgather.x_star, optimum(&t).x_star);
     assert_eq!(bw.reduce_scatter.x_star, optimum(&t.reversed()).x_star);
 }
+
+#[test]
+fn committed_topology_files_load() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/topologies");
+    let ex = Topology::read(&dir.join("example.toml")).unwrap();
+    // The direct gpu0–gpu1 link does not help gpu2: everything but gpu2 sends 2 shards
+    // through the switch's 300 GB/s.
+    assert_eq!(optimum(&ex).x_star, Frac::new(2, 300));
+    assert!(ex.shape().is_some());
+    let h = Topology::read(&dir.join("dgx-h100x2.json")).unwrap();
+    assert_eq!(optimum(&h).x_star, Frac::new(3, 100));
+}
