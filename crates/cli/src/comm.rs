@@ -16,6 +16,9 @@ pub enum CommCmd {
     /// Ring, double binary tree and hierarchical allreduce (closed forms) beside the
     /// optimum.
     Compare(TopoArgs),
+    /// The optimal fluid all-to-all (max concurrent multi-commodity flow LP); --size is
+    /// the data each rank sends to each other rank.
+    Alltoall(TopoArgs),
     /// List the built-in topologies.
     Presets,
     /// Time the planner on the reference topologies (median of repeated runs).
@@ -415,5 +418,54 @@ pub fn bench(json: bool) -> Result<()> {
             f.topology, f.what, f.median_ms, f.runs
         );
     }
+    Ok(())
+}
+
+/// `apiary comm alltoall`.
+pub fn alltoall(a: &TopoArgs) -> Result<()> {
+    let m = parse_size(&a.size)?;
+    let t = topology(&a.topology)?;
+    let r = apiary_comm::alltoall::alltoall(&t)?;
+    let n = t.n() as f64;
+    let seconds = m / 1e9 * r.tau;
+    // nccl-tests: the per-rank buffer holds one block per rank.
+    let algbw = n * m / 1e9 / seconds;
+    let busbw = algbw * (n - 1.0) / n;
+    let x = apiary_comm::optimum(&t).x_star.to_f64();
+    if a.json {
+        let v = json!({
+            "topology": t.name(),
+            "compute_nodes": t.n(),
+            "tau": r.tau,
+            "pair_rate_gbps": r.pair_rate_gbps,
+            "per_pair_bytes": m,
+            "seconds": seconds,
+            "algbw_gbps": algbw,
+            "busbw_gbps": busbw,
+            "allgather_seconds_same_output": m / 1e9 * x,
+            "lp_variables": r.variables,
+            "lp_constraints": r.constraints,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("topology     {}", summary_line(&t));
+    println!(
+        "tau          {:.6} s per GB sent to each peer ({:.2} GB/s per pair at once)",
+        r.tau, r.pair_rate_gbps
+    );
+    println!(
+        "time         {} for {m} bytes to each of {} peers (algbw {algbw:.1} GB/s, busbw {busbw:.1} GB/s)",
+        human_time(seconds),
+        t.n() - 1
+    );
+    println!(
+        "allgather    {} for the same output per rank (tree optimum x*; a broadcast moves less data)",
+        human_time(m / 1e9 * x)
+    );
+    println!(
+        "solved       LP with {} variables, {} constraints (good_lp + microlp)",
+        r.variables, r.constraints
+    );
     Ok(())
 }

@@ -433,6 +433,7 @@ fn main() {
         Cmd::Comm { cmd } => match cmd {
             comm::CommCmd::Plan(a) => comm::plan(&a),
             comm::CommCmd::Compare(a) => comm::compare(&a),
+            comm::CommCmd::Alltoall(a) => comm::alltoall(&a),
             comm::CommCmd::Presets => {
                 comm::presets();
                 Ok(())

@@ -11,6 +11,7 @@
 //! The research note this follows is `shared/specs/collectives.md`; section numbers in
 //! comments refer to it.
 
+pub mod alltoall;
 pub mod closed;
 pub mod frac;
 pub mod msccl;
