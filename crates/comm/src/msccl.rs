@@ -410,6 +410,17 @@ fn attr<T: std::str::FromStr>(t: &Tag, key: &str) -> Result<T, MscclError> {
     })
 }
 
+/// The executor indexes gpus, threadblocks and steps by position: ids must count up.
+fn in_order(t: &Tag, key: &str, expected: usize, what: &str) -> Result<(), MscclError> {
+    if attr::<usize>(t, key)? != expected {
+        return Err(MscclError::Parse {
+            line: t.line,
+            msg: format!("{what} must be 0, 1, ... in order"),
+        });
+    }
+    Ok(())
+}
+
 fn parse(text: &str) -> Result<Algo, MscclError> {
     let tags = tags(text)?;
     let mut it = tags.into_iter().peekable();
@@ -448,12 +459,7 @@ fn parse(text: &str) -> Result<Algo, MscclError> {
     };
     while it.peek().is_some_and(|t| t.name == "gpu" && !t.close) {
         let g = it.next().expect("peeked");
-        if attr::<usize>(&g, "id")? != algo.gpus.len() {
-            return Err(MscclError::Parse {
-                line: g.line,
-                msg: "gpu ids must be 0, 1, ... in order".into(),
-            });
-        }
+        in_order(&g, "id", algo.gpus.len(), "gpu ids")?;
         let mut gpu = Gpu {
             i_chunks: attr(&g, "i_chunks")?,
             o_chunks: attr(&g, "o_chunks")?,
@@ -462,12 +468,7 @@ fn parse(text: &str) -> Result<Algo, MscclError> {
         };
         while it.peek().is_some_and(|t| t.name == "tb" && !t.close) {
             let t = it.next().expect("peeked");
-            if attr::<usize>(&t, "id")? != gpu.tbs.len() {
-                return Err(MscclError::Parse {
-                    line: t.line,
-                    msg: "tb ids must be 0, 1, ... in order".into(),
-                });
-            }
+            in_order(&t, "id", gpu.tbs.len(), "tb ids")?;
             let mut tb = Tb {
                 send: attr(&t, "send")?,
                 recv: attr(&t, "recv")?,
@@ -477,12 +478,7 @@ fn parse(text: &str) -> Result<Algo, MscclError> {
             if !t.empty {
                 while it.peek().is_some_and(|t| t.name == "step") {
                     let s = it.next().expect("peeked");
-                    if attr::<usize>(&s, "s")? != tb.steps.len() {
-                        return Err(MscclError::Parse {
-                            line: s.line,
-                            msg: "step numbers must be 0, 1, ... in order".into(),
-                        });
-                    }
+                    in_order(&s, "s", tb.steps.len(), "step numbers")?;
                     let buf = |k: &str| -> Result<char, MscclError> {
                         let v: String = attr(&s, k)?;
                         let mut c = v.chars();

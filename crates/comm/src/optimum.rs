@@ -63,12 +63,16 @@ impl Network {
 
     /// Edge capacities `scale·cap(e)`, source edges `source_cap`.
     pub(crate) fn weigh(&mut self, t: &Topology, scale: u64, source_cap: u64) {
-        for (i, e) in t.edges().iter().enumerate() {
-            self.flow.set_capacity_no_reset(2 * i, e.cap * scale);
+        self.set(t.edges().iter().map(|e| e.cap * scale), source_cap);
+    }
+
+    /// Topology edges get `loads` (in edge order), source edges `source_cap`.
+    pub(crate) fn set(&mut self, loads: impl IntoIterator<Item = u64>, source_cap: u64) {
+        for (i, l) in loads.into_iter().enumerate() {
+            self.flow.set_capacity_no_reset(2 * i, l);
         }
-        for j in 0..t.n() {
-            self.flow
-                .set_capacity_no_reset(2 * (self.edges + j), source_cap);
+        for j in self.edges..self.flow.edges() {
+            self.flow.set_capacity_no_reset(2 * j, source_cap);
         }
         self.flow.reset();
     }

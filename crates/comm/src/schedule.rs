@@ -143,12 +143,7 @@ fn fixed_k(t: &Topology, x_units: Frac, k: u64) -> Result<(Frac, Vec<u64>), Plan
     let need = n.checked_mul(k).ok_or(PlanError::Overflow(k))?;
     let mut feasible = |num: u128, den: u128| -> Result<Option<Vec<u64>>, PlanError> {
         let load = loads(t, num, den).ok_or(PlanError::Overflow(k))?;
-        for (i, &l) in load.iter().enumerate() {
-            net.flow.set_capacity_no_reset(2 * i, l);
-        }
-        for j in 0..t.n() {
-            net.flow.set_capacity_no_reset(2 * (t.edges().len() + j), k);
-        }
+        net.set(load.iter().copied(), k);
         for &v in t.compute() {
             net.flow.reset();
             if net.flow.solve_up_to(net.source, v as usize, need) < need {

@@ -1,7 +1,10 @@
 //! The max-flow optimum against brute-force cut enumeration on random small graphs, and
 //! bad topology input.
 
-use apiary_comm::{Frac, Topology, TopologyBuilder, TopologyError, optimum};
+mod common;
+
+use apiary_comm::{Frac, Topology, optimum};
+use common::random_topology;
 use proptest::prelude::*;
 
 /// `max |S ∩ Vc| / B⁺(S)` over every vertex set holding some compute nodes but not all.
@@ -26,42 +29,6 @@ fn brute_force(t: &Topology) -> Frac {
         best = best.max(r);
     }
     best
-}
-
-fn random_topology(
-    nodes: usize,
-    compute: usize,
-    links: &[(usize, usize, u8, u8)],
-) -> Option<Topology> {
-    let mut b = TopologyBuilder::new("random");
-    let ids: Vec<u32> = (0..nodes)
-        .map(|i| {
-            if i < compute {
-                b.compute(&format!("g{i}"))
-            } else {
-                b.switch(&format!("s{i}"))
-            }
-        })
-        .collect();
-    for &(u, v, c1, c2) in links {
-        let (u, v) = (u % nodes, v % nodes);
-        if u == v {
-            continue;
-        }
-        let (c1, c2) = (Frac::int(c1 as u128 + 1), Frac::int(c2 as u128 + 1));
-        if u >= compute || v >= compute {
-            // Switches must stay balanced: same bandwidth both ways.
-            b.link(ids[u], ids[v], c1);
-        } else {
-            b.arc(ids[u], ids[v], c1);
-            b.arc(ids[v], ids[u], c2);
-        }
-    }
-    match b.build() {
-        Ok(t) => Some(t),
-        Err(TopologyError::Disconnected { .. }) => None,
-        Err(e) => panic!("unexpected: {e}"),
-    }
 }
 
 proptest! {

@@ -1,7 +1,10 @@
 //! Tree schedules: valid on every preset and on random graphs with switches, optimal
 //! (`U/k = x*`) unless k is fixed, and with the tree counts ForestColl reports.
 
-use apiary_comm::{Frac, TopologyBuilder, TopologyError, optimum, plan, preset, validate};
+mod common;
+
+use apiary_comm::{Frac, optimum, plan, preset, validate};
+use common::random_topology;
 use proptest::prelude::*;
 
 fn check(spec: &str, k: Option<u64>) -> apiary_comm::Schedule {
@@ -65,34 +68,6 @@ fn fixed_k_one_keeps_one_tree_per_gpu_at_a_cost() {
     assert!((eff - 0.78).abs() < 0.01, "{eff}");
 }
 
-fn random(
-    nodes: usize,
-    compute: usize,
-    links: &[(usize, usize, u8)],
-) -> Option<apiary_comm::Topology> {
-    let mut b = TopologyBuilder::new("random");
-    let ids: Vec<u32> = (0..nodes)
-        .map(|i| {
-            if i < compute {
-                b.compute(&format!("g{i}"))
-            } else {
-                b.switch(&format!("s{i}"))
-            }
-        })
-        .collect();
-    for &(u, v, c) in links {
-        let (u, v) = (u % nodes, v % nodes);
-        if u != v {
-            b.link(ids[u], ids[v], Frac::int(c as u128 + 1));
-        }
-    }
-    match b.build() {
-        Ok(t) => Some(t),
-        Err(TopologyError::Disconnected { .. }) => None,
-        Err(e) => panic!("{e}"),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(120))]
     #[test]
@@ -102,7 +77,8 @@ proptest! {
         links in proptest::collection::vec((0usize..9, 0usize..9, 0u8..4), 3..20),
         fixed in proptest::option::of(1u64..3),
     ) {
-        let Some(t) = random(nodes, compute.min(nodes), &links) else { return Ok(()); };
+        let links: Vec<_> = links.into_iter().map(|(u, v, c)| (u, v, c, c)).collect();
+        let Some(t) = random_topology(nodes, compute.min(nodes), &links) else { return Ok(()); };
         let s = plan(&t, fixed).map_err(|e| TestCaseError::fail(e.to_string()))?;
         validate(&t, &s).map_err(TestCaseError::fail)?;
         let opt = optimum(&t).x_star;
