@@ -722,8 +722,13 @@ impl Policy for ElasticFlow {
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
         let now_ms = ctx.now();
-        if now_ms < self.next_pass {
-            ctx.wake_at(self.next_pass);
+        // The planner counts whole seconds, so a decision waits for the next one (after
+        // a completion mid-second): planning from a rounded time would either promise
+        // work in the past (a start the plan makes late by the fraction) or hide work
+        // done (a job pushed to a larger share it does not need).
+        let whole = now_ms.next_multiple_of(1000);
+        if now_ms < self.next_pass || whole != now_ms {
+            ctx.wake_at(self.next_pass.max(whole));
             return;
         }
         let now = (now_ms / 1000) as i64;
