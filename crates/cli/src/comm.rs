@@ -38,8 +38,21 @@ pub enum CommCmd {
 #[derive(Args)]
 pub struct TopoArgs {
     /// Preset name (see `apiary comm presets`) or topology file (.json / .toml).
-    #[arg(long, short)]
-    topology: String,
+    #[arg(
+        long,
+        short,
+        required_unless_present = "cluster",
+        conflicts_with = "cluster"
+    )]
+    topology: Option<String>,
+    /// Instead of --topology: a cluster (preset or file, as `apiary simulate -c`) and
+    /// --placement on it; the topology is the one the placement induces.
+    #[arg(long, requires = "placement")]
+    cluster: Option<String>,
+    /// GPUs per node for --cluster: NODE:GPUS,... with nodes by index or name, e.g.
+    /// 0:8,1:8,40:4.
+    #[arg(long, requires = "cluster")]
+    placement: Option<String>,
     /// Message size: the buffer nccl-tests names (per-rank buffer for allreduce, total
     /// output for allgather), e.g. 1GB, 256MiB, 4096.
     #[arg(long, short, default_value = "1GB")]
@@ -98,6 +111,19 @@ fn topology(spec: &str) -> Result<Topology> {
     Ok(load(spec)?)
 }
 
+/// The topology of --topology, or of --placement on --cluster.
+fn topo_of(a: &TopoArgs) -> Result<Topology> {
+    match (&a.topology, &a.cluster, &a.placement) {
+        (Some(t), _, _) => topology(t),
+        (None, Some(c), Some(p)) => {
+            let (_, cluster) = crate::load_cluster(c)?;
+            let parts = apiary_comm::cluster::parse_placement(&cluster, p)?;
+            Ok(apiary_comm::placement_topology(&cluster, &parts)?)
+        }
+        _ => bail!("give --topology, or --cluster with --placement"),
+    }
+}
+
 fn summary_line(t: &Topology) -> String {
     let switches = t.nodes().len() - t.n();
     format!(
@@ -128,7 +154,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
         )
     })?;
     let bytes = parse_size(&a.topo.size)?;
-    let t = topology(&a.topo.topology)?;
+    let t = topo_of(&a.topo)?;
     let bw = Bandwidths::of(&t);
     let n = t.n();
     let spg = |c| bw.seconds_per_gb(c, n).to_f64();
@@ -273,7 +299,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
 /// `apiary comm compare`.
 pub fn compare(a: &TopoArgs) -> Result<()> {
     let bytes = parse_size(&a.size)?;
-    let t = topology(&a.topology)?;
+    let t = topo_of(a)?;
     let bw = Bandwidths::of(&t);
     let n = t.n();
     let opt_algbw = 1.0 / bw.seconds_per_gb(Collective::Allreduce, n).to_f64();
@@ -424,7 +450,7 @@ pub fn bench(json: bool) -> Result<()> {
 /// `apiary comm alltoall`.
 pub fn alltoall(a: &TopoArgs) -> Result<()> {
     let m = parse_size(&a.size)?;
-    let t = topology(&a.topology)?;
+    let t = topo_of(a)?;
     let r = apiary_comm::alltoall::alltoall(&t)?;
     let n = t.n() as f64;
     let seconds = m / 1e9 * r.tau;

@@ -364,7 +364,9 @@ struct RunArgs {
     /// Job speed model: `trace` (every placement runs at trace speed, as the
     /// Tiresias-family simulators), `gavel[:k80|p100|v100]` (Gavel's unconsolidated ÷
     /// consolidated throughput when a job spans nodes; GPU type v100 by default) or
-    /// `pollux` (Pollux's measured step times by node count).
+    /// `pollux` (Pollux's measured step times by node count) or `comm` (compute plus
+    /// the gradient allreduce at the optimal bandwidth of the placement's topology,
+    /// docs/comm.md).
     #[arg(long, default_value = "trace")]
     speed: String,
     /// Data for --speed: Gavel's simulation_throughputs.json or the Pollux profile
@@ -534,7 +536,7 @@ fn policies() {
     }
 }
 
-fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
+pub(crate) fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
     let p = Path::new(name);
     let spec = if p.is_file() {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?;
@@ -655,7 +657,7 @@ fn peak_rss_mb() -> Option<f64> {
 }
 
 /// The throughput model chosen by `--speed`.
-fn speed_model(a: &RunArgs) -> Result<Box<dyn Throughput>> {
+fn speed_model(a: &RunArgs, cluster: &Cluster) -> Result<Box<dyn Throughput>> {
     if !(a.speed_unknown.is_finite() && a.speed_unknown > 0.0 && a.speed_unknown <= 1.0) {
         bail!("--speed-unknown must be in (0, 1]");
     }
@@ -663,6 +665,11 @@ fn speed_model(a: &RunArgs) -> Result<Box<dyn Throughput>> {
     let start = a.trace.as_deref().and_then(Path::parent);
     let mut table = match kind {
         "trace" => return Ok(Box::new(DurationModel)),
+        "comm" => {
+            return Ok(Box::new(
+                apiary_sim::CommModel::new(cluster).context("--speed comm")?,
+            ));
+        }
         "gavel" => {
             let worker = if arg.is_empty() { "v100" } else { arg };
             let path = a
@@ -682,7 +689,7 @@ fn speed_model(a: &RunArgs) -> Result<Box<dyn Throughput>> {
                 )?;
             speed::pollux_spread(&path)?
         }
-        other => bail!("--speed must be trace, gavel[:GPU] or pollux (got '{other}')"),
+        other => bail!("--speed must be trace, gavel[:GPU], pollux or comm (got '{other}')"),
     };
     table.unknown = a.speed_unknown;
     if !a.quiet {
@@ -698,9 +705,26 @@ fn run_one(
     mut jobs: Vec<Job>,
     cfg: &Config,
 ) -> Result<RunOutcome> {
-    let speed = speed_model(a)?;
+    let speed = speed_model(a, cluster)?;
     let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
     let mut p = registry::build(policy, &params)?;
+    let comm = a.speed == "comm";
+    if comm {
+        // The allreduce needs a gradient size: jobs without a model get one of Muri's,
+        // drawn as Muri's profiles draw them (seeded by job id).
+        let mut drawn = 0;
+        for j in jobs.iter_mut().filter(|j| j.model.is_none()) {
+            j.model = Some(apiary_model::profiles::draw(&j.id, cfg.seed).to_string());
+            drawn += 1;
+        }
+        if drawn > 0 && !a.quiet {
+            eprintln!(
+                "--speed comm: {drawn} jobs without a model were given one drawn from Muri's \
+                 profile table (seed {}; docs/comm.md)",
+                cfg.seed
+            );
+        }
+    }
     if registry::find(policy).is_some_and(|s| s.needs_profiles) {
         let drawn = apiary_model::profiles::assign(&mut jobs, cfg.seed);
         if drawn > 0 && !a.quiet {

@@ -13,6 +13,7 @@
 
 pub mod alltoall;
 pub mod closed;
+pub mod cluster;
 pub mod frac;
 pub mod msccl;
 pub mod optimum;
@@ -20,6 +21,7 @@ pub mod presets;
 pub mod schedule;
 pub mod topology;
 
+pub use cluster::{PlacementError, placement_topology};
 pub use frac::Frac;
 pub use optimum::{Bandwidths, Collective, Optimum, optimum};
 pub use presets::preset;

@@ -59,10 +59,10 @@ pub struct NodeGroup {
     /// Host memory per node, GB.
     #[serde(default)]
     pub memory_gb: u32,
-    /// NIC bandwidth per node, Gbit/s.
+    /// NIC bandwidth per node (all its NICs together), Gbit/s per direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_gbps: Option<f64>,
-    /// Intra-node GPU interconnect bandwidth (NVLink/PCIe), GB/s.
+    /// Intra-node GPU interconnect bandwidth (NVLink/PCIe) per GPU, GB/s per direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intra_gbps: Option<f64>,
 }
@@ -84,7 +84,7 @@ pub struct SwitchSpec {
     /// How many identical switches this entry stands for.
     #[serde(default = "one")]
     pub count: u32,
-    /// Uplink bandwidth to the spine, Gbit/s.
+    /// Uplink bandwidth to the spine, Gbit/s per direction (none: non-blocking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uplink_gbps: Option<f64>,
     /// The nodes under this switch.
@@ -275,6 +275,11 @@ impl ClusterSpec {
             if s.nodes.is_empty() {
                 return Err(invalid(format!("switches[{si}].nodes is empty")));
             }
+            if let Some(v) = s.uplink_gbps.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(invalid(format!(
+                    "switches[{si}].uplink_gbps = {v}: must be a positive number"
+                )));
+            }
             for rep in 0..s.count {
                 let sw_idx = switches.len() as u32;
                 let sname = match (&s.name, s.count) {
@@ -289,6 +294,13 @@ impl ClusterSpec {
                             "switches[{si}].nodes[{gi}].gpus = {}: must be 1..=64",
                             g.gpus
                         )));
+                    }
+                    for (field, v) in [("nic_gbps", g.nic_gbps), ("intra_gbps", g.intra_gbps)] {
+                        if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                            return Err(invalid(format!(
+                                "switches[{si}].nodes[{gi}].{field} = {v}: must be a positive number"
+                            )));
+                        }
                     }
                     for _ in 0..g.count {
                         let idx = nodes.len() as u32 - first;
@@ -422,7 +434,8 @@ fn itp() -> ClusterSpec {
             g.cpus = 64;
             g.memory_gb = 256;
             g.nic_gbps = Some(200.0);
-            g.intra_gbps = Some(600.0);
+            // Per GPU and direction (A100 NVLink: 600 GB/s both ways together).
+            g.intra_gbps = Some(300.0);
         }
     }
     s

@@ -125,6 +125,13 @@ pub fn profile(model: &str, gpus: u32) -> Option<Profile> {
     })
 }
 
+/// The model [`assign`] draws for job `id`: uniform over [`MODELS`], from a stream
+/// seeded with `seed` and the id alone.
+pub fn draw(id: &str, seed: u64) -> &'static str {
+    let mut rng = Rng::stream(seed, &format!("muri-profile/{id}"));
+    MODELS[rng.below(MODELS.len() as u64) as usize]
+}
+
 /// Gives every job without stage times a profile: its own model when the table knows
 /// it, otherwise one drawn uniformly from [`MODELS`] by a stream seeded with `seed` and
 /// the job's id, so the choice does not depend on which other jobs are in the trace.
@@ -139,9 +146,7 @@ pub fn assign(jobs: &mut [Job], seed: u64) -> usize {
             .and_then(|m| profile(m, j.gpus))
             .unwrap_or_else(|| {
                 drawn += 1;
-                let mut rng = Rng::stream(seed, &format!("muri-profile/{}", j.id));
-                let m = MODELS[rng.below(MODELS.len() as u64) as usize];
-                profile(m, j.gpus).expect("every model has every row")
+                profile(draw(&j.id, seed), j.gpus).expect("every model has every row")
             });
         j.model = Some(p.model.to_string());
         j.stages = Some(p.stages);

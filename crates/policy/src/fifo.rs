@@ -63,7 +63,7 @@ pub fn placement_param(
         Some(s) => PlacementStrategy::parse(s).ok_or_else(|| ParamError::Bad {
             key: "placement".into(),
             value: s.into(),
-            message: "expected counting, consolidated (yarn) or best-fit".into(),
+            message: format!("expected one of {}", PlacementStrategy::NAMES),
         }),
     }
 }

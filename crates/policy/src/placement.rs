@@ -12,10 +12,21 @@
 //!   still fits, and the switch with the fewest idle nodes that still suffices, to keep
 //!   large holes for large jobs.
 //!
-//! All choices are deterministic (lowest index wins ties). Nothing is allocated here:
-//! the result is written into a reusable [`Placement`].
+//! * **random**: that many free GPUs drawn uniformly, wherever they are (a stream
+//!   seeded by the run's seed, the job and the time).
+//! * **topology**: the placement whose optimal allreduce is fastest
+//!   ([`apiary_comm::cluster`]): among single nodes that fit, the best-priced node type
+//!   and within it the tightest node; when no node fits, candidates in each switch and
+//!   across switches, on the fewest nodes and on one or two more, filled greedily and
+//!   evenly, each priced exactly.
+//!
+//! All choices are deterministic (lowest index wins ties). The first three strategies
+//! allocate nothing: the result is written into a reusable [`Placement`].
 
-use apiary_model::{Cluster, ClusterState, Placement};
+use std::sync::Mutex;
+
+use apiary_comm::cluster::Pricer;
+use apiary_model::{Cluster, ClusterState, Placement, Rng, Time};
 
 /// How to pick GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,15 +37,22 @@ pub enum PlacementStrategy {
     Consolidated,
     /// Consolidated, choosing the tightest node and switch.
     BestFit,
+    /// Free GPUs drawn uniformly.
+    Random,
+    /// The fastest optimal allreduce among candidate placements.
+    Topology,
 }
 
 impl PlacementStrategy {
-    /// Parses `counting` | `consolidated` (alias `yarn`) | `best-fit`.
+    /// Parses `counting` | `consolidated` (alias `yarn`) | `best-fit` | `random` |
+    /// `topology`.
     pub fn parse(s: &str) -> Option<PlacementStrategy> {
         match s {
             "counting" | "count" => Some(PlacementStrategy::Counting),
             "consolidated" | "yarn" => Some(PlacementStrategy::Consolidated),
             "best-fit" | "bestfit" => Some(PlacementStrategy::BestFit),
+            "random" => Some(PlacementStrategy::Random),
+            "topology" => Some(PlacementStrategy::Topology),
             _ => None,
         }
     }
@@ -44,8 +62,12 @@ impl PlacementStrategy {
             PlacementStrategy::Counting => "counting",
             PlacementStrategy::Consolidated => "consolidated",
             PlacementStrategy::BestFit => "best-fit",
+            PlacementStrategy::Random => "random",
+            PlacementStrategy::Topology => "topology",
         }
     }
+    /// Every name `parse` accepts, canonical first, for help and errors.
+    pub const NAMES: &'static str = "counting, consolidated (yarn), best-fit, random, topology";
 }
 
 fn low_bits(mask: u64, k: u32) -> u64 {
@@ -59,13 +81,40 @@ fn low_bits(mask: u64, k: u32) -> u64 {
     out
 }
 
+/// What the random and topology strategies need beyond the free GPUs: the stream a
+/// random draw comes from, and the cache of priced topologies.
+#[derive(Clone, Copy)]
+pub struct Aux<'a> {
+    /// The run's seed.
+    pub seed: u64,
+    /// Which job is placed, and when: with the seed, they name the random stream.
+    pub job: &'a str,
+    /// The current time.
+    pub now: Time,
+    /// Prices placements by their optimal allreduce; one per run.
+    pub pricer: &'a Mutex<Pricer>,
+}
+
 /// Finds `gpus` GPUs; writes them to `out` (cleared first) and returns true, or
-/// returns false if the strategy finds none.
+/// returns false if the strategy finds none. `random` and `topology` draw and price
+/// with `aux`; without it they use a stream named by the GPU count and a fresh cache.
 pub fn place(
     cluster: &Cluster,
     state: &ClusterState,
     gpus: u32,
     strategy: PlacementStrategy,
+    out: &mut Placement,
+) -> bool {
+    place_with(cluster, state, gpus, strategy, None, out)
+}
+
+/// [`place`] with the random stream and the price cache of a run.
+pub fn place_with(
+    cluster: &Cluster,
+    state: &ClusterState,
+    gpus: u32,
+    strategy: PlacementStrategy,
+    aux: Option<Aux<'_>>,
     out: &mut Placement,
 ) -> bool {
     out.clear();
@@ -74,6 +123,20 @@ pub fn place(
     }
     let ok = match strategy {
         PlacementStrategy::Counting => counting(state, gpus, out),
+        PlacementStrategy::Random => {
+            let mut rng = match aux {
+                Some(a) => Rng::stream(a.seed, &format!("random-placement/{}/{}", a.job, a.now)),
+                None => Rng::stream(0, &format!("random-placement/{gpus}")),
+            };
+            random(state, gpus, &mut rng, out)
+        }
+        PlacementStrategy::Topology => match aux {
+            Some(a) => {
+                let mut pricer = a.pricer.lock().unwrap_or_else(|e| e.into_inner());
+                topology(cluster, state, gpus, &mut pricer, out)
+            }
+            None => topology(cluster, state, gpus, &mut Pricer::new(), out),
+        },
         PlacementStrategy::Consolidated | PlacementStrategy::BestFit => {
             let best = strategy == PlacementStrategy::BestFit;
             if gpus <= cluster.max_gpus_per_node {
@@ -102,6 +165,180 @@ pub fn place(
         out.clear();
     }
     ok
+}
+
+/// `gpus` of the free GPUs, uniformly (Floyd's sampling of distinct indices, then one
+/// pass over the nodes).
+fn random(state: &ClusterState, gpus: u32, rng: &mut Rng, out: &mut Placement) -> bool {
+    let free = state.free_gpus();
+    let mut picked: Vec<u64> = Vec::with_capacity(gpus as usize);
+    for j in free - gpus as u64..free {
+        let t = rng.below(j + 1);
+        if picked.contains(&t) {
+            picked.push(j);
+        } else {
+            picked.push(t);
+        }
+    }
+    picked.sort_unstable();
+    let mut next = picked.iter().copied().peekable();
+    let mut base = 0u64;
+    for n in 0..state.node_count() as u32 {
+        let f = state.free_on(n) as u64;
+        let mut mask = 0u64;
+        while let Some(&i) = next.peek().filter(|&&i| i < base + f) {
+            // The (i − base)-th free GPU of the node.
+            let m = state.free_mask(n);
+            let bit = nth_bit(m, (i - base) as u32);
+            mask |= bit;
+            next.next();
+        }
+        if mask != 0 {
+            out.parts.push((n, mask));
+        }
+        base += f;
+        if next.peek().is_none() {
+            break;
+        }
+    }
+    out.gpus() == gpus
+}
+
+fn nth_bit(mask: u64, k: u32) -> u64 {
+    let mut m = mask;
+    for _ in 0..k {
+        m &= m - 1;
+    }
+    m & m.wrapping_neg()
+}
+
+/// The topology strategy: see the module's documentation.
+fn topology(
+    cluster: &Cluster,
+    state: &ClusterState,
+    gpus: u32,
+    pricer: &mut Pricer,
+    out: &mut Placement,
+) -> bool {
+    let mut price = |parts: &[(u32, u32)]| {
+        pricer
+            .allreduce_s_per_gb(cluster, parts)
+            .unwrap_or(f64::INFINITY)
+    };
+    // One node: every node of a type prices the same, so the best type's tightest node.
+    let mut best: Option<(f64, u32, u32)> = None;
+    let mut types: Vec<(&apiary_model::Node, f64)> = Vec::new();
+    for f in gpus..=state.max_free_bucket() {
+        for &n in state.nodes_with_free(f) {
+            let node = &cluster.nodes[n as usize];
+            let same = |t: &apiary_model::Node| {
+                (t.gpus, &t.gpu_type, t.intra_gbps, t.nic_gbps)
+                    == (node.gpus, &node.gpu_type, node.intra_gbps, node.nic_gbps)
+            };
+            let s = match types.iter().find(|(t, _)| same(t)) {
+                Some(&(_, s)) => s,
+                None => {
+                    let s = price(&[(n, gpus)]);
+                    types.push((node, s));
+                    s
+                }
+            };
+            if best.is_none_or(|(bs, bf, bn)| (s, f, n) < (bs, bf, bn)) {
+                best = Some((s, f, n));
+            }
+        }
+    }
+    if let Some((_, _, n)) = best {
+        out.parts.push((n, low_bits(state.free_mask(n), gpus)));
+        return true;
+    }
+    // Several nodes: per switch, then across switches.
+    let mut scopes: Vec<Vec<(u32, u32)>> = (0..state.switch_count() as u32)
+        .map(|s| {
+            state
+                .switch_nodes(s)
+                .map(|n| (n, state.free_on(n)))
+                .filter(|p| p.1 > 0)
+                .collect()
+        })
+        .collect();
+    scopes.push(scopes.concat());
+    // The best candidate so far (its parts), keyed by price, then node count.
+    let mut key = (f64::INFINITY, 0usize);
+    let mut chosen: Vec<(u32, u32)> = Vec::new();
+    let mut cand: Vec<(u32, u32)> = Vec::new();
+    for nodes in &mut scopes {
+        if nodes.iter().map(|p| p.1 as u64).sum::<u64>() < gpus as u64 {
+            continue;
+        }
+        nodes.sort_by_key(|&(n, f)| (std::cmp::Reverse(f), n));
+        let mut k_min = 0;
+        let mut covered = 0;
+        while covered < gpus {
+            covered += nodes[k_min].1;
+            k_min += 1;
+        }
+        for k in k_min..=(k_min + 2).min(nodes.len()) {
+            for even in [false, true] {
+                if !even && k > k_min {
+                    continue;
+                }
+                fill(&nodes[..k], gpus, even, &mut cand);
+                let s = price(&cand);
+                if chosen.is_empty() || (s, k) < key {
+                    key = (s, k);
+                    chosen.clone_from(&cand);
+                }
+            }
+        }
+    }
+    if chosen.is_empty() {
+        return false;
+    }
+    for (n, g) in chosen {
+        out.parts.push((n, low_bits(state.free_mask(n), g)));
+    }
+    true
+}
+
+/// `gpus` over `nodes` (`(node, free)`, most free first): greedily, or as evenly as
+/// their free GPUs allow (water-filling).
+fn fill(nodes: &[(u32, u32)], gpus: u32, even: bool, out: &mut Vec<(u32, u32)>) {
+    out.clear();
+    if !even {
+        let mut left = gpus;
+        for &(n, f) in nodes {
+            let take = left.min(f);
+            if take > 0 {
+                out.push((n, take));
+            }
+            left -= take;
+        }
+        return;
+    }
+    // Nodes with the least room take all of it while that is below the even share.
+    let mut left = gpus;
+    let mut rest = nodes.len() as u32;
+    let mut take = vec![0u32; nodes.len()];
+    for (i, &(_, f)) in nodes.iter().enumerate().rev() {
+        let share = left.div_ceil(rest);
+        take[i] = f.min(share);
+        left -= take[i];
+        rest -= 1;
+    }
+    // Rounding may leave a remainder; the roomiest nodes absorb it.
+    for (i, &(_, f)) in nodes.iter().enumerate() {
+        let more = left.min(f - take[i]);
+        take[i] += more;
+        left -= more;
+    }
+    out.extend(
+        nodes
+            .iter()
+            .zip(&take)
+            .filter(|(_, t)| **t > 0)
+            .map(|(&(n, _), &t)| (n, t)),
+    );
 }
 
 fn first_node(state: &ClusterState, g: u32) -> Option<u32> {
@@ -323,6 +560,124 @@ mod tests {
         assert_eq!(p.gpus(), 300);
         assert!(!place(&c2, &s2, 513, PlacementStrategy::Counting, &mut p));
         assert!(p.parts.is_empty());
+    }
+
+    #[test]
+    fn random_draws_free_gpus_from_its_stream() {
+        let (c, mut s) = setup("n8g8");
+        s.allocate(&Placement {
+            parts: vec![(0, 0xff), (3, 0b1010_1010)],
+        })
+        .unwrap();
+        let pricer = Mutex::new(Pricer::new());
+        let draw = |seed, job: &str, g| {
+            let aux = Aux {
+                seed,
+                job,
+                now: 7,
+                pricer: &pricer,
+            };
+            let mut p = Placement::default();
+            assert!(place_with(
+                &c,
+                &s,
+                g,
+                PlacementStrategy::Random,
+                Some(aux),
+                &mut p
+            ));
+            p
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..20 {
+            let p = draw(seed, "j1", 12);
+            assert_eq!(p.gpus(), 12);
+            for &(n, m) in &p.parts {
+                assert_eq!(m & !s.free_mask(n), 0, "GPU on node {n} is taken");
+            }
+            assert_eq!(p, draw(seed, "j1", 12), "same seed, job and time");
+            seen.insert(format!("{:?}", p.parts));
+        }
+        assert!(seen.len() > 15, "draws differ: {}", seen.len());
+        // All free GPUs: every one of them.
+        let all = draw(3, "j2", s.free_gpus() as u32);
+        assert_eq!(all.gpus() as u64, s.free_gpus());
+    }
+
+    #[test]
+    fn topology_picks_the_best_type_then_the_tightest_node() {
+        let c = apiary_model::ClusterSpec::from_toml_str(
+            r#"
+name = "two-types"
+[[switches]]
+[[switches.nodes]]
+count = 2
+gpus = 8
+gpu_type = "K80"
+[[switches.nodes]]
+count = 2
+gpus = 8
+gpu_type = "A100"
+"#,
+            "t",
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut s = ClusterState::new(&c);
+        // Node 3 (A100) has 4 free, node 2 (A100) 8; the K80 nodes are idle.
+        s.allocate(&Placement {
+            parts: vec![(3, 0x0f)],
+        })
+        .unwrap();
+        let mut p = Placement::default();
+        assert!(place(&c, &s, 4, PlacementStrategy::Topology, &mut p));
+        assert_eq!(p.parts, vec![(3, 0xf0)], "A100 NVLink, tightest node");
+        assert!(place(&c, &s, 6, PlacementStrategy::Topology, &mut p));
+        assert_eq!(p.parts, vec![(2, 0x3f)]);
+        // One GPU has no allreduce: any type, the tightest node.
+        assert!(place(&c, &s, 1, PlacementStrategy::Topology, &mut p));
+        assert_eq!(p.parts, vec![(3, 0x10)]);
+    }
+
+    #[test]
+    fn topology_splits_evenly_when_the_nic_is_the_limit() {
+        // 12 GPUs on A100 nodes with 8, 8 and 4 free: 8 + 4 leaves the 4-GPU part with
+        // half a node's NICs for 8 shards; 6 + 6 gives each side 6 × 25 GB/s.
+        let c = apiary_model::ClusterSpec::preset("n3g8-A100")
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut s = ClusterState::new(&c);
+        s.allocate(&Placement {
+            parts: vec![(0, 0x0f)],
+        })
+        .unwrap();
+        let mut p = Placement::default();
+        assert!(place(&c, &s, 12, PlacementStrategy::Topology, &mut p));
+        let counts: Vec<(u32, u32)> = p.parts.iter().map(|&(n, m)| (n, m.count_ones())).collect();
+        assert_eq!(counts, vec![(1, 6), (2, 6)]);
+        assert!(place(&c, &s, 12, PlacementStrategy::Consolidated, &mut p));
+        let counts: Vec<u32> = p.parts.iter().map(|&(_, m)| m.count_ones()).collect();
+        assert_eq!(
+            counts,
+            vec![4, 8],
+            "yarn takes a whole node and a remainder"
+        );
+        assert!(!place(&c, &s, 21, PlacementStrategy::Topology, &mut p));
+        assert!(place(&c, &s, 20, PlacementStrategy::Topology, &mut p));
+        assert_eq!(p.gpus(), 20);
+    }
+
+    #[test]
+    fn even_fill_respects_room() {
+        let mut out = Vec::new();
+        fill(&[(0, 8), (1, 8), (2, 2)], 13, true, &mut out);
+        assert_eq!(out, vec![(0, 5), (1, 6), (2, 2)]);
+        fill(&[(0, 8), (1, 8), (2, 2)], 13, false, &mut out);
+        assert_eq!(out, vec![(0, 8), (1, 5)]);
+        fill(&[(0, 3), (1, 3)], 6, true, &mut out);
+        assert_eq!(out, vec![(0, 3), (1, 3)]);
     }
 
     #[test]

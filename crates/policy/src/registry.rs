@@ -55,12 +55,12 @@ const BACKFILL_ON: ParamSpec = ParamSpec {
 const PLACE_CONS: ParamSpec = ParamSpec {
     key: "placement",
     default: "consolidated",
-    about: "counting | consolidated (yarn) | best-fit",
+    about: "counting | consolidated (yarn) | best-fit | random | topology",
 };
 const PLACE_COUNT: ParamSpec = ParamSpec {
     key: "placement",
     default: "counting",
-    about: "counting | consolidated (yarn) | best-fit",
+    about: "counting | consolidated (yarn) | best-fit | random | topology",
 };
 const TIRESIAS_PARAMS: &[ParamSpec] = &[
     ParamSpec {

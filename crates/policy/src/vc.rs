@@ -17,7 +17,7 @@
 //! needs, then the remaining nodes in proportion to the VC's GPU-time demand in the trace
 //! (largest remainder, ties by VC name); or an explicit `vc:nodes,...` list.
 
-use crate::placement::{self, PlacementStrategy};
+use crate::placement::PlacementStrategy;
 use crate::world::{Ctx, JobIdx, Placer, Tenant, World};
 use crate::{ParamError, Params, Policy};
 use apiary_hived::{
@@ -466,7 +466,7 @@ impl Placer for QuotaPlacer {
         strategy: PlacementStrategy,
         out: &mut Placement,
     ) -> bool {
-        placement::place(&w.cluster, &w.state, w.jobs[j as usize].gpus, strategy, out)
+        w.place(j, strategy, out)
     }
     fn release(&mut self, _w: &World, _j: JobIdx) {}
 }

@@ -119,6 +119,11 @@ pub struct World {
     pub now: Time,
     /// Time lost by a job each time it resumes after a preemption.
     pub restart_overhead: Time,
+    /// The run's seed (random placement draws from it).
+    pub seed: u64,
+    /// Placements priced by their optimal allreduce (the topology strategy), kept for
+    /// the run.
+    pricer: std::sync::Mutex<apiary_comm::cluster::Pricer>,
     running: Vec<JobIdx>,
     running_pos: Vec<u32>,
     pending: usize,
@@ -147,6 +152,8 @@ impl World {
             rt,
             now: 0,
             restart_overhead: 0,
+            seed: 0,
+            pricer: Default::default(),
             running: Vec::new(),
             running_pos: vec![NOT_RUNNING; n],
             share: vec![NOT_SHARED; n],
@@ -568,6 +575,24 @@ impl World {
     pub fn busy_gpus(&self) -> u64 {
         self.cluster.total_gpus as u64 - self.state.free_gpus()
     }
+    /// Finds GPUs for job `j` on the free GPUs by `strategy` (random draws and
+    /// topology prices come from this run's seed and cache).
+    pub fn place(&self, j: JobIdx, strategy: PlacementStrategy, out: &mut Placement) -> bool {
+        let aux = placement::Aux {
+            seed: self.seed,
+            job: &self.jobs[j as usize].id,
+            now: self.now,
+            pricer: &self.pricer,
+        };
+        placement::place_with(
+            &self.cluster,
+            &self.state,
+            self.jobs[j as usize].gpus,
+            strategy,
+            Some(aux),
+            out,
+        )
+    }
 }
 
 /// Decides where a tenant's job runs when a policy is hosted inside a tenant's share of
@@ -807,13 +832,7 @@ impl<'a> Ctx<'a> {
         strategy: PlacementStrategy,
         out: &mut Placement,
     ) -> bool {
-        placement::place(
-            &self.w.cluster,
-            &self.w.state,
-            self.w.jobs[i as usize].gpus,
-            strategy,
-            out,
-        )
+        self.w.place(i, strategy, out)
     }
     /// Starts a job on GPUs chosen by `strategy` (in a scoped context, by the tenant's
     /// placer). Returns false if none fit.
@@ -837,13 +856,7 @@ impl<'a> Ctx<'a> {
             self.actions.push(Action::Start(i));
             return true;
         }
-        if !placement::place(
-            &self.w.cluster,
-            &self.w.state,
-            self.w.jobs[i as usize].gpus,
-            strategy,
-            &mut p,
-        ) {
+        if !self.w.place(i, strategy, &mut p) {
             self.w.rt[i as usize].placement = p;
             return false;
         }

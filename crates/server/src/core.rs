@@ -12,7 +12,7 @@
 use crate::config::ServerConfig;
 use crate::types::*;
 use apiary_model::{ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
-use apiary_policy::placement::{self, PlacementStrategy};
+use apiary_policy::placement::PlacementStrategy;
 use apiary_policy::vc::HivedPlacer;
 use apiary_policy::{Action, Ctx, JobIdx, Params, Placer, Policy, Status, Tenant, World};
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,7 +141,7 @@ impl Placer for LivePlacer {
         let ok = match (&mut self.hived, &w.jobs[j as usize].gpu_type) {
             (Some(h), _) => h.place(w, j, strategy, out),
             (None, Some(t)) => typed_place(w, g as u32, t, out),
-            (None, None) => placement::place(&w.cluster, &w.state, g as u32, strategy, out),
+            (None, None) => w.place(j, strategy, out),
         };
         if ok {
             if let Some(q) = &mut self.quota

@@ -10,9 +10,11 @@
 //! preemptions to the [`World`], asks the [`Throughput`] model how fast each started job
 //! runs, and records what happened.
 
+pub mod comm;
 mod overhead;
 pub mod throughput;
 
+pub use comm::CommModel;
 pub use overhead::muri_restart_overhead;
 pub use throughput::{DurationModel, SpreadModel, Throughput};
 
@@ -152,6 +154,7 @@ pub fn run(
     let n = jobs.len();
     let mut world = World::new(cluster, jobs);
     world.restart_overhead = cfg.restart_overhead;
+    world.seed = cfg.seed;
     world.now = start_time;
     policy.prepare(&world).map_err(|message| SimError::Policy {
         policy: policy.name().to_string(),

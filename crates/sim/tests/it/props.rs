@@ -295,6 +295,45 @@ proptest! {
     }
 
     #[test]
+    fn placements_priced_by_the_allreduce_keep_invariants(w in workload(), seed in 0u64..1000) {
+        // Random and topology placement under Tiresias and FIFO, jobs slowed by their
+        // allreduce on the topology their GPUs induce: every job finishes, no later than
+        // its trace duration allows, and the run repeats itself.
+        let mut jobs: Vec<Job> = w
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, g, d))| {
+                let mut j = Job::new(format!("{i}"), s * 1000, g, d * 1000);
+                j.model = Some(apiary_model::profiles::draw(&j.id, seed).to_string());
+                j
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.submit);
+        for cluster in ["n2g4-A100", "n3g8"] {
+            let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
+            for (policy, placement) in [("tiresias", "random"), ("tiresias", "topology"), ("fifo", "topology")] {
+                let go = || {
+                    let mut p = Checked {
+                        inner: registry::build(policy, &Params::from_pairs([format!("placement={placement}").as_str()]).unwrap()).unwrap(),
+                        backfill_counting: false,
+                        violations: Vec::new(),
+                    };
+                    let model = apiary_sim::CommModel::new(&c).unwrap();
+                    let cfg = Config { seed, ..Config::default() };
+                    let out = apiary_sim::run(c.clone(), jobs.clone(), &mut p, &model, &cfg, &mut |_| {}).unwrap();
+                    (out, p.violations)
+                };
+                let (out, v) = go();
+                prop_assert!(v.is_empty(), "{policy} {placement} on {cluster}: {:?}", v);
+                for j in &out.jobs {
+                    prop_assert!(j.finish.is_some_and(|f| f >= j.submit + j.duration), "{policy} {placement}: job {} at {:?}", j.id, j.finish);
+                }
+                prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", go().0.jobs));
+            }
+        }
+    }
+
+    #[test]
     fn gandiva_without_quirks_keeps_invariants(w in workload()) {
         for cluster in ["n2g4", "n2g8"] {
             let (out, v) = run("gandiva", &["quirks=false"], cluster, &w, false, None);
