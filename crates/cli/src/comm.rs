@@ -76,7 +76,11 @@ pub struct PlanArgs {
     /// Build the tree schedule and write it as MSCCL XML (for MSCCL_ALGO_DIR).
     #[arg(long, value_name = "FILE")]
     emit_msccl: Option<std::path::PathBuf>,
-    /// Most channels the MSCCL algorithm may use (1..=32).
+    /// Write the ring as NCCL graph XML (for NCCL_GRAPH_FILE), where a ring reaches the
+    /// optimum (one box of GPUs on a switch); elsewhere, an error saying why.
+    #[arg(long, value_name = "FILE")]
+    emit_nccl_graph: Option<std::path::PathBuf>,
+    /// Most channels the MSCCL algorithm may use (1..=32); the NCCL graph's channels.
     #[arg(long, default_value_t = 32)]
     channels: u32,
 }
@@ -192,6 +196,16 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
             algo.gpus.len(),
             algo.nchannels,
             algo.nchunksperloop
+        );
+    }
+    if let Some(path) = &a.emit_nccl_graph {
+        let xml = apiary_comm::nccl::ring_graph(&t, a.channels)?;
+        std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "wrote {} (ring over {} GPUs, {} channels)",
+            path.display(),
+            n,
+            a.channels
         );
     }
     // With a fixed k the schedule's bandwidth is what the trees reach.

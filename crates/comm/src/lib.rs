@@ -16,6 +16,7 @@ pub mod closed;
 pub mod cluster;
 pub mod frac;
 pub mod msccl;
+pub mod nccl;
 pub mod optimum;
 pub mod presets;
 pub mod schedule;

@@ -33,6 +33,15 @@ fn two_full_dgx_nodes_are_the_dgx_preset_on_one_switch() {
 }
 
 #[test]
+fn a_one_node_placement_gets_an_nccl_ring_and_two_nodes_do_not() {
+    let c = cluster("n2g8-A100");
+    let x = apiary_comm::nccl::ring_graph(&placement_topology(&c, &[(1, 4)]).unwrap(), 2).unwrap();
+    assert_eq!(x.matches("<gpu dev=").count(), 8);
+    let two = placement_topology(&c, &[(0, 4), (1, 4)]).unwrap();
+    assert!(apiary_comm::nccl::ring_graph(&two, 2).is_err());
+}
+
+#[test]
 fn one_node_is_limited_by_each_gpus_link() {
     // Every GPU but one must reach the last through its NVLink: x* = (g − 1) / B_nv.
     let t = placement_topology(&cluster("n2g8-A100"), &[(1, 4)]).unwrap();
