@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use apiary_model::{Cluster, Node};
+use apiary_model::{Cluster, Node, Switch};
 
 use crate::closed::BoxShape;
 use crate::frac::Frac;
@@ -229,18 +229,8 @@ pub fn placement_topology(
             shape = Some(this);
         }
         if let (Some(spine), Some(rack)) = (spine, rack) {
-            let up = match sw.uplink_gbps {
-                Some(u) => {
-                    let rack_gpus: u32 = (sw.first_node..sw.first_node + sw.nodes)
-                        .map(|n| cluster.nodes[n as usize].gpus)
-                        .sum();
-                    let in_rack: u32 = nodes.iter().map(|p| p.1).sum();
-                    exact(&sw.name, "uplink_gbps", u)?
-                        .over(Frac::int(8))
-                        .times(Frac::new(in_rack as u128, rack_gpus as u128))
-                }
-                None => rack_share,
-            };
+            let in_rack: u32 = nodes.iter().map(|p| p.1).sum();
+            let up = uplink_share(cluster, s, in_rack)?.unwrap_or(rack_share);
             b.link(rack, spine, up);
         }
     }
@@ -248,6 +238,27 @@ pub fn placement_topology(
         b.shape(s);
     }
     Ok(b.build()?)
+}
+
+/// A switch's uplink to the spine, GB/s per direction; `None` for a non-blocking one.
+pub fn uplink_bandwidth(sw: &Switch) -> Result<Option<Frac>, PlacementError> {
+    sw.uplink_gbps
+        .map(|u| Ok(exact(&sw.name, "uplink_gbps", u)?.over(Frac::int(8))))
+        .transpose()
+}
+
+/// The job's fair share of switch `s`'s uplink for its `in_rack` GPUs there.
+fn uplink_share(cluster: &Cluster, s: u32, in_rack: u32) -> Result<Option<Frac>, PlacementError> {
+    let sw = &cluster.switches[s as usize];
+    let Some(up) = uplink_bandwidth(sw)? else {
+        return Ok(None);
+    };
+    let rack_gpus: u32 = (sw.first_node..sw.first_node + sw.nodes)
+        .map(|n| cluster.nodes[n as usize].gpus)
+        .sum();
+    Ok(Some(
+        up.times(Frac::new(in_rack as u128, rack_gpus as u128)),
+    ))
 }
 
 /// The used nodes of `parts` in node order, checked against the cluster.
@@ -300,18 +311,11 @@ pub fn signature(cluster: &Cluster, parts: &[(u32, u32)]) -> Result<Vec<u128>, P
     let mut keyed: Vec<Vec<u128>> = Vec::with_capacity(racks.len());
     for (s, mut nodes) in racks {
         nodes.sort_unstable();
-        let sw = &cluster.switches[s as usize];
-        let up = match (multi_rack, sw.uplink_gbps) {
-            (true, Some(u)) => {
-                let rack_gpus: u32 = (sw.first_node..sw.first_node + sw.nodes)
-                    .map(|n| cluster.nodes[n as usize].gpus)
-                    .sum();
-                let in_rack: u128 = nodes.iter().map(|k| k[4]).sum();
-                exact(&sw.name, "uplink_gbps", u)?
-                    .over(Frac::int(8))
-                    .times(Frac::new(in_rack, rack_gpus as u128))
-            }
-            _ => Frac::ZERO,
+        let in_rack = nodes.iter().map(|k| k[4]).sum::<u128>() as u32;
+        let up = if multi_rack {
+            uplink_share(cluster, s, in_rack)?.unwrap_or(Frac::ZERO)
+        } else {
+            Frac::ZERO
         };
         let mut k = vec![up.num(), up.den(), nodes.len() as u128];
         k.extend(nodes.iter().flatten());

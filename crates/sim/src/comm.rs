@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use apiary_comm::PlacementError;
-use apiary_comm::cluster::{Pricer, node_bandwidths};
+use apiary_comm::cluster::{Pricer, node_bandwidths, uplink_bandwidth};
 use apiary_model::{Cluster, Job, Placement};
 
 use crate::throughput::Throughput;
@@ -156,13 +156,7 @@ impl CommModel {
         }
         // Uplinks are checked when first priced; check them now instead.
         for s in &cluster.switches {
-            if let Some(u) = s.uplink_gbps.filter(|u| !(u.is_finite() && *u > 0.0)) {
-                return Err(PlacementError::BadBandwidth {
-                    node: s.name.clone(),
-                    field: "uplink_gbps",
-                    value: u,
-                });
-            }
+            uplink_bandwidth(s)?;
         }
         let mut members = vec![Vec::<Vec<u32>>::new(); classes.len()];
         let mut last_switch = vec![u32::MAX; classes.len()];
