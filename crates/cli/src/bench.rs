@@ -398,6 +398,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
                     lost: false,
                     output_tail: String::new(),
                 }],
+                shutting_down: false,
             };
             core.heartbeat(&hb, now)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
@@ -419,7 +420,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         .enable_all()
         .build()?;
     let (addr, stop) = rt.block_on(async {
-        let store = apiary_server::service::open_store(&cfg).map_err(anyhow::Error::msg)?;
+        let store = apiary_server::service::open_store(&cfg, false).map_err(anyhow::Error::msg)?;
         let (h, _task) =
             apiary_server::service::start(cfg, store, apiary_server::service::wall_clock())
                 .await

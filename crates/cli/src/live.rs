@@ -1,5 +1,5 @@
-//! `apiary serve`, `apiary agent` and the clients (`submit`, `jobs`, `job`, `cancel`,
-//! `nodes`, `cordon`, `uncordon`): the live cluster from the command line.
+//! `apiary serve` and the clients (`submit`, `jobs`, `job`, `cancel`, `nodes`, `cordon`,
+//! `uncordon`): the live cluster from the command line. The agent is [`crate::agent`].
 
 use anyhow::{Context, Result, bail};
 use apiary_server::config::ServerConfig;
@@ -8,11 +8,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// `apiary serve --config FILE`.
-pub fn serve(config: &Path) -> Result<()> {
+/// `apiary serve --config FILE [--init]`.
+pub fn serve(config: &Path, init: bool) -> Result<()> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let mut cfg = ServerConfig::parse(&text, &config.display().to_string())?;
@@ -27,7 +26,7 @@ pub fn serve(config: &Path) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let store = apiary_server::service::open_store(&cfg).map_err(anyhow::Error::msg)?;
+        let store = apiary_server::service::open_store(&cfg, init).map_err(anyhow::Error::msg)?;
         let listen = cfg.listen.clone();
         let tokens = cfg.tokens.clone();
         let desc = format!(
@@ -517,202 +516,4 @@ pub fn quota(c: &ClientArgs, vc: &str, gpus: u64) -> Result<()> {
         println!("VC {vc}: quota {gpus} GPUs");
     }
     Ok(())
-}
-
-struct Running {
-    child: Child,
-    term_at: Option<Instant>,
-    /// Stopped because the server could not be reached.
-    fenced: bool,
-}
-
-/// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
-fn detect_gpus() -> Option<u32> {
-    let out = Command::new("nvidia-smi")
-        .args(["--query-gpu=index", "--format=csv,noheader"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .count() as u32,
-    )
-}
-
-/// `apiary agent`: heartbeats, runs assigned jobs, reports their exits. Stops every job
-/// it runs when it cannot reach the server for half the node timeout the server gave,
-/// so the server may restart them elsewhere without two copies running.
-pub fn agent(
-    server: &str,
-    token: Option<String>,
-    node: &str,
-    gpus: Option<u32>,
-    logs: &Path,
-) -> Result<()> {
-    let gpus = match gpus.or_else(detect_gpus) {
-        Some(g) => g,
-        None => bail!("no GPUs found (nvidia-smi absent or failing): declare them with --gpus N"),
-    };
-    std::fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
-    let client = Client::new(server, Duration::from_secs(2)).with_token(token);
-    let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
-    let mut exited: Vec<Exit> = Vec::new();
-    let mut interval = Duration::from_secs(2);
-    let mut grace = Duration::from_secs(10);
-    let mut fence_after = Duration::from_secs(5);
-    let mut last_ok = Instant::now();
-    eprintln!(
-        "apiary agent: node {node}, {gpus} GPUs, server {server}, logs in {}",
-        logs.display()
-    );
-    loop {
-        // Reap, escalate stops.
-        let mut done = Vec::new();
-        for (a, r) in running.iter_mut() {
-            if let Ok(Some(st)) = r.child.try_wait() {
-                done.push((*a, st.code().unwrap_or(-1), r.fenced));
-            } else if let Some(t) = r.term_at
-                && t.elapsed() >= grace
-            {
-                let _ = r.child.kill();
-            }
-        }
-        for (a, code, lost) in done {
-            running.remove(&a);
-            exited.push(Exit {
-                job: a.job,
-                attempt: a.attempt,
-                code,
-                lost,
-                output_tail: tail(&logs.join(format!("{}-{}.out", a.job, a.attempt))),
-            });
-        }
-        let hb = Heartbeat {
-            node: node.to_string(),
-            gpus,
-            running: running.keys().copied().collect(),
-            exited: exited.clone(),
-        };
-        match client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb) {
-            Ok(reply) => {
-                last_ok = Instant::now();
-                interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
-                grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
-                // Stop before the server may run these jobs elsewhere (it waits the node
-                // timeout, then the grace period).
-                fence_after =
-                    Duration::from_secs_f64(reply.node_timeout_s.clamp(0.1, 3600.0) * 0.8);
-                exited.retain(|e| {
-                    !reply.acked.contains(&AttemptRef {
-                        job: e.job,
-                        attempt: e.attempt,
-                    })
-                });
-                for s in reply.stop {
-                    if let Some(r) = running.get_mut(&s)
-                        && r.term_at.is_none()
-                    {
-                        terminate(&mut r.child);
-                        r.term_at = Some(Instant::now());
-                    }
-                }
-                for l in reply.start {
-                    let key = AttemptRef {
-                        job: l.job,
-                        attempt: l.attempt,
-                    };
-                    if running.contains_key(&key) {
-                        continue;
-                    }
-                    match launch(&l, logs) {
-                        Ok(child) => {
-                            running.insert(
-                                key,
-                                Running {
-                                    child,
-                                    term_at: None,
-                                    fenced: false,
-                                },
-                            );
-                        }
-                        Err(e) => {
-                            eprintln!("apiary agent: job {} attempt {}: {e:#}", l.job, l.attempt);
-                            exited.push(Exit {
-                                job: l.job,
-                                attempt: l.attempt,
-                                code: 127,
-                                lost: false,
-                                output_tail: format!("apiary agent: {e:#}"),
-                            });
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("apiary agent: {e:#}");
-                if last_ok.elapsed() >= fence_after {
-                    for r in running.values_mut() {
-                        if r.term_at.is_none() {
-                            terminate(&mut r.child);
-                            r.term_at = Some(Instant::now());
-                            r.fenced = true;
-                        }
-                    }
-                }
-            }
-        }
-        std::thread::sleep(interval.min(Duration::from_millis(500)));
-    }
-}
-
-/// The last [`OUTPUT_TAIL_BYTES`] of a file, lossily as UTF-8.
-fn tail(path: &Path) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map_or(0, |m| m.len());
-    let from = len.saturating_sub(OUTPUT_TAIL_BYTES as u64);
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return String::new();
-    }
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-fn terminate(child: &mut Child) {
-    // SIGTERM through kill(1): no unsafe code for a signal.
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-fn launch(l: &Launch, logs: &Path) -> Result<Child> {
-    let out: PathBuf = logs.join(format!("{}-{}.out", l.job, l.attempt));
-    let f = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut cmd = Command::new(&l.command[0]);
-    cmd.args(&l.command[1..])
-        .envs(&l.env)
-        .env(
-            "CUDA_VISIBLE_DEVICES",
-            l.gpus
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        )
-        .stdin(Stdio::null())
-        .stdout(f.try_clone()?)
-        .stderr(f);
-    if let Some(d) = &l.workdir {
-        cmd.current_dir(d);
-    }
-    cmd.spawn()
-        .with_context(|| format!("starting {}", l.command[0]))
 }

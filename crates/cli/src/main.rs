@@ -11,6 +11,7 @@ use apiary_report::{Percentile, Summary};
 use apiary_sim::{Config, DurationModel, Mode, SpreadModel, Throughput};
 use apiary_trace::speed;
 
+mod agent;
 mod bench;
 mod comm;
 mod hived;
@@ -69,15 +70,21 @@ enum Cmd {
         /// Server config (nodes, policy, data directory, listen address).
         #[arg(long, short)]
         config: PathBuf,
+        /// Start with an empty state where the data directory's state is missing or
+        /// empty (every job record is forgotten); never overwrites a state that is there.
+        #[arg(long)]
+        init: bool,
     },
     /// Run a node agent: heartbeats, runs assigned jobs, reports exits.
     Agent {
         /// Server URL.
         #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
         server: String,
-        /// Agent token (or APIARY_TOKEN).
-        #[arg(long, env = "APIARY_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        /// File holding the agent token, mode 600 (or APIARY_TOKEN_FILE); `/dev/fd/N`
+        /// reads an inherited descriptor. Never on the command line, where every
+        /// process of the machine can read it.
+        #[arg(long, env = "APIARY_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
         /// This node's name in the server config (default: the host name).
         #[arg(long)]
         node: Option<String>,
@@ -87,6 +94,29 @@ enum Cmd {
         /// Directory for job output files (<job>-<attempt>.out).
         #[arg(long, default_value = "apiary-logs")]
         logs: PathBuf,
+        /// Directory of the agent's durable records (default: LOGS/.agent).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Run jobs as this user: a name, a uid, or UID:GID (the agent must be root).
+        #[arg(long)]
+        run_as: Option<String>,
+        /// Let jobs run as root when the agent is root and no --run-as is given.
+        #[arg(long)]
+        allow_root_jobs: bool,
+        /// Pass this variable of the agent's environment on to jobs (repeatable); jobs
+        /// get no other variable of the agent's.
+        #[arg(long = "pass-env", value_name = "NAME")]
+        pass_env: Vec<String>,
+    },
+    /// The supervisor of one job attempt, started by the agent (not for people).
+    #[command(hide = true)]
+    JobExec {
+        /// Milliseconds between SIGTERM and SIGKILL when the agent is gone.
+        #[arg(long)]
+        grace_ms: u64,
+        /// Program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
     },
     /// Submit a job: `apiary submit --gpus 2 -- python train.py`.
     Submit {
@@ -413,6 +443,54 @@ struct CompareArgs {
     run: RunArgs,
 }
 
+/// `apiary agent`: reads the token file, resolves the jobs' user, refuses root jobs
+/// unless allowed, and runs the agent.
+#[allow(clippy::too_many_arguments)]
+fn run_agent(
+    server: String,
+    token_file: Option<PathBuf>,
+    node: String,
+    gpus: Option<u32>,
+    logs: PathBuf,
+    state: Option<PathBuf>,
+    run_as: Option<String>,
+    allow_root_jobs: bool,
+    pass_env: Vec<String>,
+) -> Result<()> {
+    let token = token_file
+        .as_deref()
+        .map(agent::procs::read_token)
+        .transpose()?;
+    let run_as = match run_as {
+        Some(u) => {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+            Some(agent::procs::resolve_user(&u, &passwd)?)
+        }
+        None => None,
+    };
+    let root = rustix::process::getuid().is_root();
+    if run_as.is_some() && !root {
+        anyhow::bail!("--run-as needs the agent to run as root");
+    }
+    if root && run_as.as_ref().is_none_or(|u| u.uid == 0) && !allow_root_jobs {
+        anyhow::bail!(
+            "the agent runs as root, so its jobs would too: give --run-as USER \
+             (an unprivileged user), or --allow-root-jobs to run them as root anyway"
+        );
+    }
+    let state = state.unwrap_or_else(|| logs.join(".agent"));
+    agent::agent(agent::AgentOptions {
+        server,
+        token,
+        node,
+        gpus,
+        logs,
+        state,
+        run_as,
+        pass_env,
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
@@ -458,13 +536,26 @@ fn main() {
                 json,
             } => hived::bench(gpus, vcs, decisions, util, seed, json),
         },
-        Cmd::Serve { config } => live::serve(&config),
+        Cmd::Serve { config, init } => live::serve(&config, init),
+        Cmd::JobExec { grace_ms, command } => {
+            match agent::procs::job_exec(std::time::Duration::from_millis(grace_ms), &command) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => {
+                    eprintln!("apiary job-exec: {e:#}");
+                    std::process::exit(127);
+                }
+            }
+        }
         Cmd::Agent {
             server,
-            token,
+            token_file,
             node,
             gpus,
             logs,
+            state,
+            run_as,
+            allow_root_jobs,
+            pass_env,
         } => {
             let node = node
                 .or_else(|| std::env::var("HOSTNAME").ok())
@@ -474,7 +565,17 @@ fn main() {
                         .map(|s| s.trim().to_string())
                 })
                 .unwrap_or_default();
-            live::agent(&server, token, &node, gpus, &logs)
+            run_agent(
+                server,
+                token_file,
+                node,
+                gpus,
+                logs,
+                state,
+                run_as,
+                allow_root_jobs,
+                pass_env,
+            )
         }
         Cmd::Submit { job, client } => live::submit(&client, job),
         Cmd::Jobs {

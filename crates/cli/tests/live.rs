@@ -50,6 +50,9 @@ fn client() -> ureq::Agent {
 
 const ADMIN: &str = "admin-token-0123456789";
 const AGENT: &str = "agent-token-0123456789";
+/// An agent token bound to node n0 only.
+const AGENT_N0: &str = "agent-n0-token-0123456789";
+const METRICS: &str = "metrics-token-0123456789";
 const TENANT_A: &str = "tenant-a-token-0123456789";
 const TENANT_B: &str = "tenant-b-token-0123456789";
 const EXPIRED: &str = "expired-token-0123456789";
@@ -98,6 +101,14 @@ role = "admin"
 [[tokens]]
 token = "{AGENT}"
 role = "agent"
+nodes = ["n0", "n1"]
+[[tokens]]
+token = "{AGENT_N0}"
+role = "agent"
+nodes = ["n0"]
+[[tokens]]
+token = "{METRICS}"
+role = "metrics"
 [[tokens]]
 token = "{TENANT_A}"
 role = "tenant"
@@ -170,24 +181,31 @@ expires_unix_s = 1000
     }
 
     fn start_agent(&mut self, node: &str) {
+        self.start_agent_with(node, &["--allow-root-jobs"]);
+    }
+
+    fn start_agent_with(&mut self, node: &str, extra: &[&str]) {
+        use std::os::unix::fs::PermissionsExt as _;
         let mut cmd = Command::new(BIN);
+        cmd.arg("agent");
         if self.auth {
-            cmd.env("APIARY_TOKEN", AGENT);
+            let f = self.dir.join("agent.token");
+            std::fs::write(&f, format!("{AGENT}\n")).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+            cmd.arg("--token-file").arg(f);
         }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("agent-{node}.log")))
+            .unwrap();
         let a = cmd
-            .args([
-                "agent",
-                "--server",
-                &self.url(""),
-                "--node",
-                node,
-                "--gpus",
-                "8",
-                "--logs",
-            ])
+            .args(["--server", &self.url(""), "--node", node, "--gpus", "8"])
+            .args(extra)
+            .arg("--logs")
             .arg(self.dir.join(format!("logs-{node}")))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         self.agents.push((node.to_string(), a));

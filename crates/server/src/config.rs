@@ -106,6 +106,10 @@ pub struct ServerConfig {
     /// (relative paths are relative to the config file).
     #[serde(default)]
     pub tokens_file: Option<PathBuf>,
+    /// Jobs one VC may have unfinished (queued or running) at once, like Slurm's
+    /// `MaxSubmitJobs`; a submission past it gets a 429.
+    #[serde(default = "max_jobs")]
+    pub max_jobs_per_vc: u64,
 }
 
 /// Who a bearer token speaks for.
@@ -114,10 +118,12 @@ pub struct ServerConfig {
 pub enum Role {
     /// Everything.
     Admin,
-    /// Node agents: heartbeats only.
+    /// Node agents: heartbeats only, for the nodes the token names.
     Agent,
     /// One VC's jobs.
     Tenant,
+    /// `/metrics` only (a Prometheus scraper).
+    Metrics,
 }
 
 /// One `[[tokens]]` entry.
@@ -134,6 +140,9 @@ pub struct TokenConfig {
     /// Unix time (seconds) after which the token is refused.
     #[serde(default)]
     pub expires_unix_s: Option<u64>,
+    /// The nodes an agent token may heartbeat for (`["*"]`: any declared node).
+    #[serde(default)]
+    pub nodes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +175,9 @@ fn log_format() -> String {
 }
 fn sharing() -> String {
     "none".into()
+}
+fn max_jobs() -> u64 {
+    10_000
 }
 
 /// Policies the live service runs: those that start jobs only through the context's
@@ -280,8 +292,12 @@ impl ServerConfig {
                 "must exceed two heartbeat intervals".into(),
             ));
         }
+        if c.max_jobs_per_vc == 0 {
+            return Err(bad("max_jobs_per_vc".into(), "must be at least 1".into()));
+        }
         for (i, t) in c.tokens.iter().enumerate() {
-            check_token(t).map_err(|m| bad(format!("tokens[{i}]"), m))?;
+            c.check_token(t)
+                .map_err(|m| bad(format!("tokens[{i}]"), m))?;
         }
         Ok(c)
     }
@@ -302,11 +318,12 @@ impl ServerConfig {
             message: e.to_string(),
         })?;
         for (i, tok) in t.tokens.iter().enumerate() {
-            check_token(tok).map_err(|message| ConfigError::Invalid {
-                file: file.clone(),
-                field: format!("tokens[{i}]"),
-                message,
-            })?;
+            self.check_token(tok)
+                .map_err(|message| ConfigError::Invalid {
+                    file: file.clone(),
+                    field: format!("tokens[{i}]"),
+                    message,
+                })?;
         }
         self.tokens.extend(t.tokens);
         Ok(())
@@ -316,15 +333,35 @@ impl ServerConfig {
     pub fn in_memory(&self) -> bool {
         self.data_dir.as_os_str() == ":memory:"
     }
-}
 
-fn check_token(t: &TokenConfig) -> Result<(), String> {
-    if t.token.len() < 16 || t.token.chars().any(char::is_whitespace) {
-        return Err("token must be at least 16 characters, without spaces".into());
-    }
-    match (&t.role, &t.vc) {
-        (Role::Tenant, None) => Err("a tenant token names its vc".into()),
-        (Role::Admin | Role::Agent, Some(_)) => Err("only tenant tokens name a vc".into()),
-        _ => Ok(()),
+    fn check_token(&self, t: &TokenConfig) -> Result<(), String> {
+        if t.token.len() < 16 || t.token.chars().any(char::is_whitespace) {
+            return Err("token must be at least 16 characters, without spaces".into());
+        }
+        match (&t.role, &t.vc) {
+            (Role::Tenant, None) => return Err("a tenant token names its vc".into()),
+            (Role::Admin | Role::Agent | Role::Metrics, Some(_)) => {
+                return Err("only tenant tokens name a vc".into());
+            }
+            _ => {}
+        }
+        match (&t.role, t.nodes.is_empty()) {
+            // A token that can heartbeat for any node can take over any node's jobs:
+            // the operator must say which nodes each agent serves.
+            (Role::Agent, true) => Err(
+                "an agent token names the nodes it serves (nodes = [\"n0\"], or [\"*\"] for all)"
+                    .into(),
+            ),
+            (Role::Agent, false) => match t
+                .nodes
+                .iter()
+                .find(|n| n.as_str() != "*" && !self.nodes.iter().any(|d| &d.name == *n))
+            {
+                Some(n) => Err(format!("nodes: '{n}' is not a declared node")),
+                None => Ok(()),
+            },
+            (_, false) => Err("only agent tokens name nodes".into()),
+            (_, true) => Ok(()),
+        }
     }
 }

@@ -62,6 +62,22 @@ impl ApiError {
             message: message.into(),
         }
     }
+    /// 413 for a field over its size limit.
+    pub fn too_large(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 413,
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+    /// 429 for a field whose limit is reached.
+    pub fn too_many(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 429,
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
     /// 409.
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError {
@@ -305,6 +321,11 @@ pub struct Core {
     counters: Counters,
     /// (unix ms, GPUs allocated), at most one sample per [`UTIL_SAMPLE_MS`].
     util: std::collections::VecDeque<(u64, u64)>,
+    /// Unfinished (queued or running) jobs per VC, against `max_jobs_per_vc`.
+    active: BTreeMap<String, u64>,
+    /// Started parts whose agent reported neither running nor exited, since when (unix
+    /// ms): unknown, not lost, until the node timeout and grace period have passed.
+    missing: BTreeMap<(u64, u32, u32), u64>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -333,6 +354,64 @@ impl std::fmt::Debug for Core {
             .field("nodes", &self.nodes.len())
             .finish()
     }
+}
+
+/// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
+/// for a value no process could be started with.
+fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
+    let over = |field: &str, len: usize, max: usize, what: &str| {
+        if len > max {
+            Err(ApiError::too_large(
+                field,
+                format!("{len} {what}, at most {max}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    if let Some(n) = &s.name {
+        over("name", n.len(), limits::NAME_BYTES, "bytes")?;
+    }
+    for (f, v) in [("vc", &s.vc), ("gpu_type", &s.gpu_type)] {
+        if let Some(v) = v {
+            over(f, v.len(), limits::LABEL_BYTES, "bytes")?;
+        }
+    }
+    over(
+        "command",
+        s.command.len(),
+        limits::COMMAND_ARGS,
+        "arguments",
+    )?;
+    let bytes: usize = s.command.iter().map(String::len).sum();
+    over("command", bytes, limits::COMMAND_BYTES, "bytes")?;
+    if let Some(i) = s.command.iter().position(|a| a.contains('\0')) {
+        return Err(ApiError::bad(
+            &format!("command[{i}]"),
+            "contains a NUL byte",
+        ));
+    }
+    over("env", s.env.len(), limits::ENV_VARS, "variables")?;
+    let bytes: usize = s.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    over("env", bytes, limits::ENV_BYTES, "bytes")?;
+    if let Some(k) = s
+        .env
+        .iter()
+        .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        .map(|(k, _)| k)
+    {
+        return Err(ApiError::bad(
+            &format!("env.{k}"),
+            "a variable's name is non-empty without '=' or NUL, its value without NUL",
+        ));
+    }
+    if let Some(w) = &s.workdir {
+        over("workdir", w.len(), limits::WORKDIR_BYTES, "bytes")?;
+        if w.contains('\0') {
+            return Err(ApiError::bad("workdir", "contains a NUL byte"));
+        }
+    }
+    Ok(())
 }
 
 fn mask_of(gpus: &[u32]) -> u64 {
@@ -457,6 +536,8 @@ impl Core {
             started: now,
             counters: Counters::default(),
             util: std::collections::VecDeque::new(),
+            active: BTreeMap::new(),
+            missing: BTreeMap::new(),
         };
         core.policy
             .prepare(&core.world)
@@ -507,6 +588,7 @@ impl Core {
 
     /// Checks a submission against the cluster and config.
     pub fn validate(&self, s: &JobSpec) -> Result<(), ApiError> {
+        check_sizes(s)?;
         if s.gpus == 0 || s.gpus > MAX_JOB_GPUS {
             return Err(ApiError::bad(
                 "gpus",
@@ -587,6 +669,14 @@ impl Core {
         if s.restart.max_restarts > 1000 {
             return Err(ApiError::bad("restart.max_restarts", "at most 1000"));
         }
+        let vc = s.vc.as_deref().unwrap_or("default");
+        let max = self.cfg.max_jobs_per_vc;
+        if self.active.get(vc).copied().unwrap_or(0) >= max {
+            return Err(ApiError::too_many(
+                "vc",
+                format!("VC {vc} has {max} unfinished jobs, its limit (max_jobs_per_vc)"),
+            ));
+        }
         Ok(())
     }
 
@@ -610,6 +700,7 @@ impl Core {
             stopping: Vec::new(),
         };
         note(&mut rec, now, "queued", String::new());
+        *self.active.entry(rec.vc.clone()).or_insert(0) += 1;
         let j = self.add_to_world(rec);
         self.enqueue(j);
         self.dirty.insert(j);
@@ -631,6 +722,9 @@ impl Core {
         self.next_id = next_id.max(records.last().map_or(1, |r| r.id + 1));
         for rec in records {
             let state = rec.state;
+            if !state.terminal() {
+                *self.active.entry(rec.vc.clone()).or_insert(0) += 1;
+            }
             let parts = rec.parts.clone();
             let j = self.add_to_world(rec);
             match state {
@@ -753,6 +847,9 @@ impl Core {
         self.policy.on_finish(&ctx, j);
         self.counters.count("cancel");
         let r = &mut self.jobs[j as usize];
+        if let Some(n) = self.active.get_mut(&r.vc) {
+            *n = n.saturating_sub(1);
+        }
         r.state = JobState::Cancelled;
         note(r, now, "cancelled", String::new());
         self.dirty.insert(j);
@@ -841,6 +938,9 @@ impl Core {
         } else {
             self.policy.on_finish(&ctx, j);
             let r = &mut self.jobs[j as usize];
+            if let Some(n) = self.active.get_mut(&r.vc) {
+                *n = n.saturating_sub(1);
+            }
             r.state = if ok {
                 JobState::Succeeded
             } else {
@@ -908,12 +1008,18 @@ impl Core {
         {
             let node = &mut self.nodes[n as usize];
             node.last_heartbeat = Some(now);
-            if node.health == NodeHealth::Down
+            let health = if hb.shutting_down {
+                NodeHealth::Down
+            } else {
+                NodeHealth::Up
+            };
+            if node.health != health
+                && (node.health == NodeHealth::Down || health == NodeHealth::Down)
                 && let Some(h) = &mut self.placer.hived
             {
-                h.set_node_health(&node.name, true);
+                h.set_node_health(&node.name, health == NodeHealth::Up);
             }
-            node.health = NodeHealth::Up;
+            node.health = health;
         }
         for e in &hb.exited {
             self.keep_tail(n, e);
@@ -943,13 +1049,26 @@ impl Core {
                 }
             }
         }
-        for (j, is_lost) in seen {
-            if is_lost {
-                self.part_exited(j, n, -1, now, true);
+        // A started part the agent neither runs nor reported ended is unknown, not
+        // lost: an agent that lost its records may have left it running. It is given
+        // up only after the node timeout and grace period that a silent node gets.
+        let lost_after = self.lost_after_ms();
+        let mut still_missing = BTreeSet::new();
+        for (j, is_missing) in seen {
+            let key = (self.jobs[j as usize].id, self.jobs[j as usize].attempt, n);
+            if is_missing {
+                still_missing.insert(key);
+                let since = *self.missing.entry(key).or_insert(now);
+                if now.saturating_sub(since) > lost_after {
+                    self.missing.remove(&key);
+                    self.part_exited(j, n, -1, now, true);
+                }
             } else {
                 self.mark_started(j, &name);
             }
         }
+        self.missing
+            .retain(|k, _| k.2 != n || still_missing.contains(k));
         Ok(n)
     }
 
@@ -1113,9 +1232,7 @@ impl Core {
     pub fn check_nodes(&mut self, now: u64) -> bool {
         self.advance(now);
         let timeout = (self.cfg.node_timeout_s * 1000.0) as u64;
-        // A silent agent stops its jobs (it fences itself) and kills them after the
-        // grace period: only then may they run elsewhere.
-        let lost_after = timeout + (self.cfg.grace_s * 1000.0) as u64;
+        let lost_after = self.lost_after_ms();
         let mut changed = false;
         for n in 0..self.nodes.len() as u32 {
             let node = &self.nodes[n as usize];
@@ -1141,6 +1258,12 @@ impl Core {
             }
         }
         changed
+    }
+
+    /// How long a node (or a part of it) stays silent before its jobs are given up and
+    /// may run elsewhere: the node timeout plus the grace period.
+    fn lost_after_ms(&self) -> u64 {
+        ((self.cfg.node_timeout_s + self.cfg.grace_s) * 1000.0) as u64
     }
 
     /// Cordons (no new jobs) or uncordons a node.

@@ -52,8 +52,10 @@ pub enum Caller {
     Open,
     /// An admin token.
     Admin,
-    /// An agent token.
-    Agent,
+    /// An agent token, for these nodes (`*`: any).
+    Agent(Vec<String>),
+    /// A metrics token: `/metrics` only.
+    Metrics,
     /// A tenant token of this VC.
     Tenant(String),
 }
@@ -101,7 +103,8 @@ impl App {
             }
             Some(t) => Ok(match t.role {
                 Role::Admin => Caller::Admin,
-                Role::Agent => Caller::Agent,
+                Role::Agent => Caller::Agent(t.nodes.clone()),
+                Role::Metrics => Caller::Metrics,
                 Role::Tenant => Caller::Tenant(t.vc.clone().unwrap_or_default()),
             }),
         }
@@ -117,7 +120,8 @@ impl Caller {
     }
     fn user(&self) -> Result<(), ApiError> {
         match self {
-            Caller::Agent => Err(ApiError::forbidden("agent tokens only send heartbeats")),
+            Caller::Agent(_) => Err(ApiError::forbidden("agent tokens only send heartbeats")),
+            Caller::Metrics => Err(ApiError::forbidden("metrics tokens only read /metrics")),
             _ => Ok(()),
         }
     }
@@ -125,8 +129,20 @@ impl Caller {
     pub(crate) fn sees(&self, vc: &str) -> bool {
         match self {
             Caller::Open | Caller::Admin => true,
-            Caller::Agent => false,
+            Caller::Agent(_) | Caller::Metrics => false,
             Caller::Tenant(v) => v == vc,
+        }
+    }
+    /// Whether this caller may heartbeat for `node`: an agent token bound to it, or an
+    /// admin (for tools), never a tenant.
+    fn serves(&self, node: &str) -> Result<(), ApiError> {
+        match self {
+            Caller::Open | Caller::Admin => Ok(()),
+            Caller::Agent(nodes) if nodes.iter().any(|n| n == "*" || n == node) => Ok(()),
+            Caller::Agent(_) => Err(ApiError::forbidden(format!(
+                "this agent token does not serve node {node}"
+            ))),
+            _ => Err(ApiError::forbidden("heartbeats need an agent token")),
         }
     }
 }
@@ -135,10 +151,11 @@ fn json<T: serde::Serialize>(code: StatusCode, v: &T) -> Response {
     (code, axum::Json(v)).into_response()
 }
 
-/// Parses a body, naming the JSON path of a bad field.
+/// Parses a body, naming the JSON path of a bad field; anything but whitespace after
+/// the value is refused.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let v = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         let field = (path != ".").then_some(path);
         ApiError {
@@ -146,7 +163,13 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             field,
             message: e.into_inner().to_string(),
         }
-    })
+    })?;
+    de.end().map_err(|e| ApiError {
+        status: 400,
+        field: None,
+        message: format!("after the JSON value: {e}"),
+    })?;
+    Ok(v)
 }
 
 /// The router over a running scheduler; `tokens` empty leaves the API open.
@@ -274,8 +297,24 @@ async fn cancel(
     Ok(json(StatusCode::OK, &r))
 }
 
-async fn nodes(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
-    Ok(json(StatusCode::OK, &app.h.read(|c| c.nodes()).await?))
+async fn nodes(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
+    who.user()?;
+    let seen = who.clone();
+    let list = app
+        .h
+        .read(move |c| {
+            let mut list = c.nodes();
+            // A tenant sees the nodes, but only its own VC's job ids on them.
+            if !matches!(seen, Caller::Open | Caller::Admin) {
+                for n in &mut list {
+                    n.jobs
+                        .retain(|&id| c.job(id).is_ok_and(|r| seen.sees(&r.vc)));
+                }
+            }
+            list
+        })
+        .await?;
+    Ok(json(StatusCode::OK, &list))
 }
 
 /// `POST /v1/nodes/{name}/cordon`, `/uncordon` and `/drain`.
@@ -301,10 +340,11 @@ async fn node_action(
 }
 
 async fn heartbeat(State(app): State<App>, who: Caller, body: Bytes) -> Result<Response, ApiError> {
-    if matches!(who, Caller::Tenant(_)) {
+    if !matches!(who, Caller::Open | Caller::Admin | Caller::Agent(_)) {
         return Err(ApiError::forbidden("heartbeats need an agent token"));
     }
     let hb: Heartbeat = parse(&body)?;
+    who.serves(&hb.node)?;
     Ok(json(StatusCode::OK, &app.h.heartbeat(hb).await?))
 }
 
@@ -341,11 +381,13 @@ async fn put_vc(
     Ok(json(StatusCode::OK, &v))
 }
 
-async fn cluster(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+async fn cluster(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
+    who.user()?;
     Ok(json(StatusCode::OK, &app.h.read(|c| c.cluster()).await?))
 }
 
-async fn policy(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+async fn policy(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
+    who.user()?;
     let v = app
         .h
         .read(|c| {
@@ -446,7 +488,13 @@ pub fn metrics_text(c: &crate::core::Core) -> String {
     out
 }
 
-async fn metrics(State(app): State<App>, _who: Caller) -> Result<Response, ApiError> {
+/// `/metrics` names every VC and its queue: admins and metrics tokens only.
+async fn metrics(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
+    if !matches!(who, Caller::Open | Caller::Admin | Caller::Metrics) {
+        return Err(ApiError::forbidden(
+            "/metrics needs an admin or a metrics token",
+        ));
+    }
     let text = app.h.read(metrics_text).await?;
     Ok((
         [(

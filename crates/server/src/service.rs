@@ -113,14 +113,86 @@ fn job_key(id: u64) -> String {
     format!("{JOB_PREFIX}{id:020}")
 }
 
-/// Opens the store of `cfg` (creating the data directory).
-pub fn open_store(cfg: &ServerConfig) -> Result<Store, String> {
+/// The file that marks a directory as apiary's data directory. A missing or empty state
+/// file beside it means the state was lost, never that the cluster is new.
+pub const MARKER: &str = "apiary-data.toml";
+const STATE: &str = "state.redb";
+
+/// Opens the store of `cfg`. A new data directory (no marker, no state) is created with
+/// its marker. A directory whose marker is there but whose state is missing or empty is
+/// refused unless `init` says to start fresh; a damaged state is refused, naming the
+/// file. `init` never overwrites a state that is there.
+pub fn open_store(cfg: &ServerConfig, init: bool) -> Result<Store, String> {
     if cfg.in_memory() {
         return Ok(Store::memory());
     }
-    std::fs::create_dir_all(&cfg.data_dir)
-        .map_err(|e| format!("creating {}: {e}", cfg.data_dir.display()))?;
-    Store::open(&cfg.data_dir.join("state.redb")).map_err(|e| e.to_string())
+    let dir = &cfg.data_dir;
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let marker = dir.join(MARKER);
+    let state = dir.join(STATE);
+    let marked = marker.exists();
+    let size = match std::fs::metadata(&state) {
+        Ok(m) => Some(m.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("{}: {e}", state.display())),
+    };
+    let lost = match size {
+        None if marked => Some("is missing"),
+        Some(0) => Some("is empty (0 bytes)"),
+        _ => None,
+    };
+    match (lost, init) {
+        (Some(why), false) => {
+            return Err(format!(
+                "{} {why}{}: the scheduler's state was lost or moved. Restore it, or start \
+                 with an empty state (every job record forgotten, ids from 1) with \
+                 `apiary serve --init`",
+                state.display(),
+                if marked {
+                    format!(" but {} marks this directory as apiary's", marker.display())
+                } else {
+                    String::new()
+                },
+            ));
+        }
+        (Some(_), true) if size == Some(0) => {
+            std::fs::remove_file(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+        }
+        (None, true) if size.is_some() => {
+            return Err(format!(
+                "--init starts an empty state, but {} holds one: move it away first",
+                state.display()
+            ));
+        }
+        _ => {}
+    }
+    let store = Store::open(&state).map_err(|e| e.to_string())?;
+    if !marked {
+        write_marker(&marker)?;
+    }
+    Ok(store)
+}
+
+fn write_marker(path: &std::path::Path) -> Result<(), String> {
+    use std::io::Write as _;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let text = format!(
+        "# apiary's data directory: state.redb beside this file is the scheduler's state.\n\
+         # Remove neither; `apiary serve` refuses to start when the state is missing.\n\
+         created_unix_s = {now}\n"
+    );
+    let err = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let mut f = std::fs::File::create(path).map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    if let Some(d) = path.parent() {
+        std::fs::File::open(d)
+            .and_then(|d| d.sync_all())
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// Rebuilds the scheduler from `store` and starts its task.

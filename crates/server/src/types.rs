@@ -143,6 +143,25 @@ pub struct Part {
 /// Longest output tail an agent sends and the server keeps per part, bytes.
 pub const OUTPUT_TAIL_BYTES: usize = 16 << 10;
 
+/// Size limits of a submission's fields (a larger field gets a 413 naming it), so that
+/// no tenant can grow the store, the server's memory or the dashboard without bound.
+pub mod limits {
+    /// `name`, bytes.
+    pub const NAME_BYTES: usize = 256;
+    /// `vc` and `gpu_type`, bytes.
+    pub const LABEL_BYTES: usize = 64;
+    /// Arguments in `command`.
+    pub const COMMAND_ARGS: usize = 4096;
+    /// `command`, all arguments together, bytes.
+    pub const COMMAND_BYTES: usize = 128 << 10;
+    /// Variables in `env`.
+    pub const ENV_VARS: usize = 1024;
+    /// `env`, keys and values together, bytes.
+    pub const ENV_BYTES: usize = 128 << 10;
+    /// `workdir`, bytes.
+    pub const WORKDIR_BYTES: usize = 4096;
+}
+
 /// A job as stored and returned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -257,6 +276,10 @@ pub struct Heartbeat {
     /// Processes that ended since the server last acknowledged them.
     #[serde(default)]
     pub exited: Vec<Exit>,
+    /// The agent is stopping (SIGTERM): its jobs were stopped and are in `exited`; the
+    /// node takes no new jobs until its agent heartbeats again without this.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shutting_down: bool,
 }
 
 /// What the agent must do.

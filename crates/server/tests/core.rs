@@ -31,6 +31,7 @@ fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbe
                 output_tail: String::new(),
             })
             .collect(),
+        shutting_down: false,
     }
 }
 

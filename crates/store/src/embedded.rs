@@ -1,17 +1,60 @@
 //! The default backend: one redb file. redb is ACID with one writer at a time; a write
 //! transaction committed with `Durability::Immediate` is on disk when `commit` returns,
 //! and a crash at any moment leaves the last committed state.
+//!
+//! redb guards its own pages, not what a disk or a person does to the file: every value
+//! carries a CRC-32 of its key, revisions and bytes, checked on every read, so a record
+//! rewritten in place is reported as corrupt rather than believed. Opening runs redb's
+//! integrity check and reads every record once, and a panic inside redb on a damaged
+//! file becomes an error naming the file.
 
 use crate::{Compare, Kv, Op, StoreError, Txn, TxnOutcome};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Values are `create_revision` and `mod_revision` (u64 little-endian) then the bytes.
+/// Values are `create_revision` and `mod_revision` (u64 little-endian), the CRC-32 of
+/// key, revisions and bytes (u32 little-endian), then the bytes.
 const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
-const HEADER: usize = 16;
+/// The value layout: absent in files written before checksums (migrated on open).
+const FORMAT: &str = "format";
+const FORMAT_CHECKSUMMED: u64 = 2;
+const HEADER: usize = 20;
+const OLD_HEADER: usize = 16;
+
+fn checksum(key: &str, create: u64, modified: u64, value: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(key.as_bytes());
+    h.update(&create.to_le_bytes());
+    h.update(&modified.to_le_bytes());
+    h.update(value);
+    h.finalize()
+}
+
+fn encode(buf: &mut Vec<u8>, key: &str, create: u64, modified: u64, value: &[u8]) {
+    buf.clear();
+    buf.extend_from_slice(&create.to_le_bytes());
+    buf.extend_from_slice(&modified.to_le_bytes());
+    buf.extend_from_slice(&checksum(key, create, modified, value).to_le_bytes());
+    buf.extend_from_slice(value);
+}
+
+/// Runs `f`, turning a panic inside redb into an error naming the file.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(StoreError::Backend {
+            location: format!("redb {}", path.display()),
+            message: format!("the file is damaged (redb failed reading it: {msg})"),
+        })
+    })
+}
 
 /// A store in a redb file; clones share the open database.
 #[derive(Clone)]
@@ -29,19 +72,77 @@ impl std::fmt::Debug for RedbStore {
 }
 
 impl RedbStore {
-    /// Opens the file, creating it (and its tables) if needed.
+    /// Opens the file, creating it (and its tables) if needed; checks redb's integrity
+    /// and every record's checksum, and adds checksums to a file written without them.
     pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
-        let s = RedbStore {
-            db: Arc::new(Database::create(path).map_err(|e| backend_at(path, e))?),
-            path: path.to_path_buf(),
-        };
-        let w = s.db.begin_write().map_err(|e| s.err(e))?;
+        guarded(path, || {
+            let mut db = Database::create(path).map_err(|e| backend_at(path, e))?;
+            let intact = db.check_integrity().map_err(|e| backend_at(path, e))?;
+            if !intact {
+                return Err(StoreError::Backend {
+                    location: format!("redb {}", path.display()),
+                    message: "the file failed redb's integrity check".into(),
+                });
+            }
+            let s = RedbStore {
+                db: Arc::new(db),
+                path: path.to_path_buf(),
+            };
+            s.upgrade()?;
+            s.range("")?;
+            Ok(s)
+        })
+    }
+
+    /// Creates the tables, and rewrites a file of the old layout with checksums.
+    fn upgrade(&self) -> Result<(), StoreError> {
+        let w = self.db.begin_write().map_err(|e| self.err(e))?;
         {
-            w.open_table(KV).map_err(|e| s.err(e))?;
-            w.open_table(META).map_err(|e| s.err(e))?;
+            let mut kv = w.open_table(KV).map_err(|e| self.err(e))?;
+            let mut meta = w.open_table(META).map_err(|e| self.err(e))?;
+            let format = meta
+                .get(FORMAT)
+                .map_err(|e| self.err(e))?
+                .map(|g| g.value());
+            match format {
+                Some(FORMAT_CHECKSUMMED) => {}
+                Some(other) => {
+                    return Err(StoreError::Backend {
+                        location: self.location(),
+                        message: format!(
+                            "value format {other} is newer than this apiary reads ({FORMAT_CHECKSUMMED})"
+                        ),
+                    });
+                }
+                None => {
+                    let mut old = Vec::new();
+                    for item in kv.iter().map_err(|e| self.err(e))? {
+                        let (k, v) = item.map_err(|e| self.err(e))?;
+                        old.push((k.value().to_string(), v.value().to_vec()));
+                    }
+                    let mut buf = Vec::new();
+                    for (k, raw) in old {
+                        if raw.len() < OLD_HEADER {
+                            return Err(self.corrupt(&k));
+                        }
+                        let (create, modified) = (word(&raw, 0), word(&raw, 8));
+                        encode(&mut buf, &k, create, modified, &raw[OLD_HEADER..]);
+                        kv.insert(k.as_str(), buf.as_slice())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    meta.insert(FORMAT, FORMAT_CHECKSUMMED)
+                        .map_err(|e| self.err(e))?;
+                }
+            }
         }
-        w.commit().map_err(|e| s.err(e))?;
-        Ok(s)
+        w.commit().map_err(|e| self.err(e))
+    }
+
+    fn corrupt(&self, key: &str) -> StoreError {
+        StoreError::Corrupt {
+            location: self.location(),
+            key: key.into(),
+        }
     }
 
     pub(crate) fn location(&self) -> String {
@@ -54,25 +155,28 @@ impl RedbStore {
 
     fn decode(&self, key: &str, raw: &[u8]) -> Result<Kv, StoreError> {
         if raw.len() < HEADER {
-            return Err(StoreError::Corrupt {
-                location: self.location(),
-                key: key.into(),
-            });
+            return Err(self.corrupt(key));
         }
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&raw[i..i + 8]);
-            u64::from_le_bytes(b)
-        };
+        let (create, modified) = (word(raw, 0), word(raw, 8));
+        let mut sum = [0u8; 4];
+        sum.copy_from_slice(&raw[16..20]);
+        let value = &raw[HEADER..];
+        if u32::from_le_bytes(sum) != checksum(key, create, modified, value) {
+            return Err(self.corrupt(key));
+        }
         Ok(Kv {
             key: key.into(),
-            value: raw[HEADER..].to_vec(),
-            create_revision: word(0),
-            mod_revision: word(8),
+            value: value.to_vec(),
+            create_revision: create,
+            mod_revision: modified,
         })
     }
 
     pub(crate) fn get(&self, key: &str) -> Result<Option<Kv>, StoreError> {
+        guarded(&self.path, || self.get_unguarded(key))
+    }
+
+    fn get_unguarded(&self, key: &str) -> Result<Option<Kv>, StoreError> {
         let r = self.db.begin_read().map_err(|e| self.err(e))?;
         let t = r.open_table(KV).map_err(|e| self.err(e))?;
         match t.get(key).map_err(|e| self.err(e))? {
@@ -82,6 +186,10 @@ impl RedbStore {
     }
 
     pub(crate) fn range(&self, prefix: &str) -> Result<Vec<Kv>, StoreError> {
+        guarded(&self.path, || self.range_unguarded(prefix))
+    }
+
+    fn range_unguarded(&self, prefix: &str) -> Result<Vec<Kv>, StoreError> {
         let r = self.db.begin_read().map_err(|e| self.err(e))?;
         let t = r.open_table(KV).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
@@ -105,6 +213,10 @@ impl RedbStore {
     }
 
     pub(crate) fn txn(&self, txn: &Txn) -> Result<TxnOutcome, StoreError> {
+        guarded(&self.path, || self.txn_unguarded(txn))
+    }
+
+    fn txn_unguarded(&self, txn: &Txn) -> Result<TxnOutcome, StoreError> {
         let mut w = self.db.begin_write().map_err(|e| self.err(e))?;
         w.set_durability(Durability::Immediate)
             .map_err(|e| StoreError::Backend {
@@ -146,10 +258,7 @@ impl RedbStore {
                             Some(old) => self.decode(k, old.value())?.create_revision,
                             None => revision,
                         };
-                        buf.clear();
-                        buf.extend_from_slice(&create.to_le_bytes());
-                        buf.extend_from_slice(&revision.to_le_bytes());
-                        buf.extend_from_slice(v);
+                        encode(&mut buf, k, create, revision, v);
                         kv.insert(k.as_str(), buf.as_slice())
                             .map_err(|e| self.err(e))?;
                     }
@@ -163,6 +272,12 @@ impl RedbStore {
         w.commit().map_err(|e| self.err(e))?;
         Ok(TxnOutcome::Committed { revision })
     }
+}
+
+fn word(raw: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&raw[at..at + 8]);
+    u64::from_le_bytes(b)
 }
 
 fn backend_at(path: &Path, e: impl Into<redb::Error>) -> StoreError {

@@ -170,8 +170,11 @@ pub enum StoreError {
         /// The backend's message.
         message: String,
     },
-    /// A stored record could not be decoded (written by an incompatible version?).
-    #[error("store {location}: record '{key}' is corrupt")]
+    /// A stored record could not be decoded or fails its checksum (the file was damaged
+    /// or edited in place).
+    #[error(
+        "store {location}: record '{key}' is corrupt (its checksum or layout does not match: the file was damaged or edited)"
+    )]
     Corrupt {
         /// The backend and its file.
         location: String,

@@ -1,0 +1,468 @@
+//! `apiary agent`: a node's agent. It heartbeats, runs the attempts the server assigns
+//! (each under `apiary job-exec`, leading its own process group, in a scrubbed
+//! environment, as an unprivileged user when told), and reports their exits once every
+//! process of the attempt is gone.
+//!
+//! The rules that keep one job from running twice at once:
+//! - an attempt's exit is reported only when no process of its group is left;
+//! - an attempt is not started while an earlier attempt of the same job still runs here;
+//! - the agent's records of its attempts are durable, and a restarted agent ends what
+//!   its previous incarnation left before its first heartbeat;
+//! - an agent stopped by SIGTERM or SIGINT stops its jobs first and tells the server;
+//! - an agent that dies takes its jobs with it (their supervisors see it go);
+//! - the agent keeps its jobs through a server outage, and stops an attempt when the
+//!   server's reply says it is no longer assigned here (the server gave it away).
+
+pub mod procs;
+pub mod records;
+
+use crate::live::Client;
+use anyhow::{Context, Result, bail};
+use apiary_server::types::*;
+use procs::{RunAs, group_alive, signal_group};
+use records::{AttemptRecord, Records};
+use rustix::process::Signal;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// `apiary agent`'s settings.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// Server URL.
+    pub server: String,
+    /// The token, read from its file.
+    pub token: Option<String>,
+    /// The node served.
+    pub node: String,
+    /// GPUs declared (`None`: nvidia-smi's count).
+    pub gpus: Option<u32>,
+    /// Job output directory.
+    pub logs: PathBuf,
+    /// The durable records' directory.
+    pub state: PathBuf,
+    /// The user jobs run as.
+    pub run_as: Option<RunAs>,
+    /// Variables of the agent's environment passed on to jobs.
+    pub pass_env: Vec<String>,
+}
+
+/// The search path jobs get unless `--pass-env PATH` or the job's `env` gives one.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct Running {
+    /// The supervisor; `None` once reaped.
+    child: Option<Child>,
+    pgid: i32,
+    /// The supervisor's exit code, once reaped.
+    code: Option<i32>,
+    term_at: Option<Instant>,
+    killed: bool,
+    /// Stopped because the agent stops (not the job's fault).
+    lost: bool,
+}
+
+/// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
+fn detect_gpus() -> Option<u32> {
+    let out = Command::new("nvidia-smi")
+        .args(["--query-gpu=index", "--format=csv,noheader"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count() as u32,
+    )
+}
+
+/// Set when SIGTERM or SIGINT arrives.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("agent: signal runtime")?;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                let _ = ready_tx.send(false);
+                return;
+            };
+            let _ = ready_tx.send(true);
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            set.store(true, Ordering::SeqCst);
+        })
+    });
+    match ready_rx.recv() {
+        Ok(true) => Ok(flag),
+        _ => bail!("agent: cannot install the SIGTERM handler"),
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub fn agent(o: AgentOptions) -> Result<()> {
+    let gpus = match o.gpus.or_else(detect_gpus) {
+        Some(g) => g,
+        None => bail!("no GPUs found (nvidia-smi absent or failing): declare them with --gpus N"),
+    };
+    std::fs::create_dir_all(&o.logs).with_context(|| format!("creating {}", o.logs.display()))?;
+    let records = Records::open(&o.state)?;
+    let stop = stop_flag()?;
+    let exe = std::env::current_exe().context("finding the apiary binary for job-exec")?;
+    let client = Client::new(&o.server, Duration::from_secs(2)).with_token(o.token.clone());
+    let mut grace = Duration::from_secs(10);
+    eprintln!(
+        "apiary agent: node {}, {gpus} GPUs, server {}, logs in {}, state in {}{}",
+        o.node,
+        o.server,
+        o.logs.display(),
+        o.state.display(),
+        o.run_as.as_ref().map_or(String::new(), |u| format!(
+            ", jobs as uid {} gid {}",
+            u.uid, u.gid
+        ))
+    );
+    // What a previous incarnation left: end it before the server hears from this one.
+    for a in records.attempts()? {
+        let ours =
+            procs::stat(&a.pgid.to_string()).is_none_or(|s| s.start == a.start || s.pgrp != a.pgid);
+        if ours && group_alive(a.pgid) {
+            eprintln!(
+                "apiary agent: ending job {} attempt {} (group {}) left by a previous agent",
+                a.job, a.attempt, a.pgid
+            );
+            procs::end_group(a.pgid, grace, grace + Duration::from_secs(30));
+        }
+        records.exited(&Exit {
+            job: a.job,
+            attempt: a.attempt,
+            code: -1,
+            lost: true,
+            output_tail: tail(&log_path(&o.logs, a.job, a.attempt)),
+        })?;
+    }
+    let mut exited: Vec<Exit> = records.exits()?;
+    let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
+    let mut interval = Duration::from_secs(2);
+    let mut stopping_since: Option<Instant> = None;
+    loop {
+        let shutting_down = stop.load(Ordering::SeqCst);
+        if shutting_down && stopping_since.is_none() {
+            eprintln!(
+                "apiary agent: stopping: ending {} jobs first",
+                running.len()
+            );
+            stopping_since = Some(Instant::now());
+            for r in running.values_mut() {
+                r.lost = true;
+                if r.term_at.is_none() {
+                    signal_group(r.pgid, Signal::TERM);
+                    r.term_at = Some(Instant::now());
+                }
+            }
+        }
+        reap(&mut running, grace, &o.logs, &records, &mut exited)?;
+        let hb = Heartbeat {
+            node: o.node.clone(),
+            gpus,
+            running: running.keys().copied().collect(),
+            exited: exited.clone(),
+            shutting_down,
+        };
+        let sent = client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb);
+        if shutting_down
+            && running.is_empty()
+            && (sent.is_ok()
+                || stopping_since.is_some_and(|t| t.elapsed() > grace + Duration::from_secs(5)))
+        {
+            if let Err(e) = &sent {
+                eprintln!(
+                    "apiary agent: could not tell the server ({e:#}); the exits stay in {} for the next start",
+                    o.state.display()
+                );
+            }
+            eprintln!("apiary agent: stopped");
+            return Ok(());
+        }
+        match sent {
+            Ok(reply) => {
+                interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
+                grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
+                for a in &reply.acked {
+                    records.acked(a.job, a.attempt)?;
+                }
+                exited.retain(|e| {
+                    !reply.acked.contains(&AttemptRef {
+                        job: e.job,
+                        attempt: e.attempt,
+                    })
+                });
+                for s in reply.stop {
+                    if let Some(r) = running.get_mut(&s)
+                        && r.term_at.is_none()
+                    {
+                        signal_group(r.pgid, Signal::TERM);
+                        r.term_at = Some(Instant::now());
+                    }
+                }
+                if !shutting_down {
+                    for l in reply.start {
+                        let key = AttemptRef {
+                            job: l.job,
+                            attempt: l.attempt,
+                        };
+                        // Never two attempts of one job at once: a later attempt waits
+                        // until the earlier one's processes are gone (the server sends
+                        // it again with every reply).
+                        if running.keys().any(|k| k.job == l.job) {
+                            continue;
+                        }
+                        match launch(&o, &exe, &l, grace) {
+                            Ok(child) => {
+                                let pgid = child.id() as i32;
+                                let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
+                                records.started(&AttemptRecord {
+                                    job: l.job,
+                                    attempt: l.attempt,
+                                    pgid,
+                                    start,
+                                })?;
+                                running.insert(
+                                    key,
+                                    Running {
+                                        child: Some(child),
+                                        pgid,
+                                        code: None,
+                                        term_at: None,
+                                        killed: false,
+                                        lost: false,
+                                    },
+                                );
+                            }
+                            Err(e) => {
+                                eprintln!(
+                                    "apiary agent: job {} attempt {}: {e:#}",
+                                    l.job, l.attempt
+                                );
+                                let e = Exit {
+                                    job: l.job,
+                                    attempt: l.attempt,
+                                    code: 127,
+                                    lost: false,
+                                    output_tail: format!("apiary agent: {e:#}"),
+                                };
+                                records.exited(&e)?;
+                                exited.push(e);
+                            }
+                        }
+                    }
+                }
+            }
+            // The jobs keep running through a server outage: nothing is given away
+            // while the server cannot hear, and when it can again its reply says what
+            // to stop.
+            Err(e) => eprintln!("apiary agent: {e:#}"),
+        }
+        let nap = if shutting_down {
+            Duration::from_millis(50)
+        } else {
+            interval.min(Duration::from_millis(500))
+        };
+        std::thread::sleep(nap);
+    }
+}
+
+/// Reaps supervisors, ends what their groups left, escalates stops past the grace
+/// period, and records the exits of attempts whose groups are empty.
+fn reap(
+    running: &mut BTreeMap<AttemptRef, Running>,
+    grace: Duration,
+    logs: &Path,
+    records: &Records,
+    exited: &mut Vec<Exit>,
+) -> Result<()> {
+    let mut done = Vec::new();
+    for (a, r) in running.iter_mut() {
+        if let Some(c) = &mut r.child
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            r.code = Some(st.code().unwrap_or(-1));
+            r.child = None;
+        }
+        let alive = group_alive(r.pgid);
+        if r.code.is_some() && alive && !r.killed {
+            // The job's main process ended: what it left behind goes with it.
+            signal_group(r.pgid, Signal::KILL);
+            r.killed = true;
+        } else if let Some(t) = r.term_at
+            && t.elapsed() >= grace
+            && !r.killed
+        {
+            signal_group(r.pgid, Signal::KILL);
+            r.killed = true;
+        }
+        if r.code.is_some() && !alive {
+            done.push((*a, r.code.unwrap_or(-1), r.lost));
+        }
+    }
+    for (a, code, lost) in done {
+        running.remove(&a);
+        let e = Exit {
+            job: a.job,
+            attempt: a.attempt,
+            code,
+            lost,
+            output_tail: tail(&log_path(logs, a.job, a.attempt)),
+        };
+        records.exited(&e)?;
+        exited.push(e);
+    }
+    Ok(())
+}
+
+fn log_path(logs: &Path, job: u64, attempt: u32) -> PathBuf {
+    logs.join(format!("{job}-{attempt}.out"))
+}
+
+/// The last [`OUTPUT_TAIL_BYTES`] of a file, lossily as UTF-8.
+fn tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let from = len.saturating_sub(OUTPUT_TAIL_BYTES as u64);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The environment a job gets: nothing of the agent's (its token above all) but the
+/// variables the operator passes on, a search path, the user's identity, the job's own
+/// `env` with the `APIARY_*` variables, and `CUDA_VISIBLE_DEVICES`.
+pub fn job_env(
+    l: &Launch,
+    run_as: Option<&RunAs>,
+    pass: &[(String, String)],
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    env.insert("PATH".to_string(), DEFAULT_PATH.to_string());
+    for (k, v) in pass {
+        env.insert(k.clone(), v.clone());
+    }
+    if let Some(u) = run_as {
+        if let Some(n) = &u.name {
+            env.insert("USER".into(), n.clone());
+            env.insert("LOGNAME".into(), n.clone());
+        }
+        if let Some(h) = &u.home {
+            env.insert("HOME".into(), h.clone());
+        }
+    }
+    env.extend(l.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.insert(
+        "CUDA_VISIBLE_DEVICES".into(),
+        l.gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    env
+}
+
+fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<Child> {
+    use std::os::unix::process::CommandExt as _;
+    let out = log_path(&o.logs, l.job, l.attempt);
+    let f = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    let pass: Vec<(String, String)> = o
+        .pass_env
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+        .collect();
+    let mut cmd = Command::new(exe);
+    cmd.arg("job-exec")
+        .arg("--grace-ms")
+        .arg(grace.as_millis().to_string())
+        .arg("--")
+        .args(&l.command)
+        .env_clear()
+        .envs(job_env(l, o.run_as.as_ref(), &pass))
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        // The supervisor leads a new group: the attempt's processes are found and
+        // signalled by it, whatever they fork.
+        .process_group(0);
+    if let Some(u) = &o.run_as {
+        cmd.uid(u.uid).gid(u.gid);
+    }
+    if let Some(d) = &l.workdir {
+        cmd.current_dir(d);
+    }
+    cmd.spawn()
+        .with_context(|| format!("starting {}", l.command.first().map_or("", String::as_str)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_sees_none_of_the_agents_environment() {
+        let l = Launch {
+            job: 3,
+            attempt: 1,
+            command: vec!["env".into()],
+            env: [
+                ("APIARY_JOB_ID".to_string(), "3".to_string()),
+                ("LR".into(), "0.1".into()),
+            ]
+            .into_iter()
+            .collect(),
+            workdir: None,
+            gpus: vec![0, 2],
+        };
+        let user = RunAs {
+            uid: 1001,
+            gid: 100,
+            name: Some("train".into()),
+            home: Some("/home/train".into()),
+        };
+        let env = job_env(&l, Some(&user), &[("NCCL_DEBUG".into(), "INFO".into())]);
+        let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "APIARY_JOB_ID",
+                "CUDA_VISIBLE_DEVICES",
+                "HOME",
+                "LOGNAME",
+                "LR",
+                "NCCL_DEBUG",
+                "PATH",
+                "USER"
+            ]
+        );
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,2");
+        assert_eq!(env["HOME"], "/home/train");
+    }
+}
