@@ -46,6 +46,26 @@ fn bad_configs_are_refused_with_the_field() {
             format!("colour = \"red\"\n{NODE}"),
             "unknown field `colour`",
         ),
+        (
+            format!("[[tokens]]\ntoken = \"0123456789abcdef\"\nrole = \"agent\"\n{NODE}"),
+            "tokens[0]: an agent token names the nodes it serves",
+        ),
+        (
+            format!(
+                "[[tokens]]\ntoken = \"0123456789abcdef\"\nrole = \"agent\"\nnodes = [\"n9\"]\n{NODE}"
+            ),
+            "tokens[0]: nodes: 'n9' is not a declared node",
+        ),
+        (
+            format!(
+                "[[tokens]]\ntoken = \"0123456789abcdef\"\nrole = \"admin\"\nnodes = [\"n0\"]\n{NODE}"
+            ),
+            "only agent tokens name nodes",
+        ),
+        (
+            format!("max_jobs_per_vc = 0\n{NODE}"),
+            "max_jobs_per_vc: must be at least 1",
+        ),
     ] {
         let e = err(&text);
         assert!(e.contains("server.toml"), "{e}");

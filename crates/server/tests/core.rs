@@ -373,3 +373,154 @@ fn a_down_node_is_bad_hardware_for_hived() {
         (JobState::Running, JobState::Running)
     );
 }
+
+#[test]
+fn a_part_its_restarted_agent_does_not_report_is_unknown_until_timeout_and_grace() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 100).unwrap();
+    // The agent restarted without its records: it reports nothing of the attempt. The
+    // process may still run, so the job neither reruns at once nor frees its GPUs.
+    c.heartbeat(&hb(&node, &[], &[]), 1000).unwrap();
+    c.schedule(1000);
+    assert_eq!(state(&c, j), JobState::Running);
+    c.heartbeat(&hb(&node, &[], &[]), 1000 + 6900).unwrap();
+    assert_eq!(state(&c, j), JobState::Running, "within timeout + grace (7 s)");
+    c.heartbeat(&hb(&node, &[], &[]), 1000 + 7100).unwrap();
+    assert_eq!(state(&c, j), JobState::Queued, "given up after timeout + grace");
+    let r = c.job(j).unwrap();
+    assert!(
+        r.history.iter().any(|t| t.event == "requeued"),
+        "{:?}",
+        r.history
+    );
+}
+
+#[test]
+fn a_part_reported_again_is_no_longer_missing() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 100).unwrap();
+    c.heartbeat(&hb(&node, &[], &[]), 1000).unwrap();
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 2000).unwrap();
+    // Missing again later: the clock starts anew.
+    c.heartbeat(&hb(&node, &[], &[]), 7500).unwrap();
+    c.heartbeat(&hb(&node, &[], &[]), 9000).unwrap();
+    assert_eq!(state(&c, j), JobState::Running);
+}
+
+#[test]
+fn an_agent_that_stops_reports_its_jobs_lost_and_its_node_takes_no_new_ones() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    let other = if node == "a" { "b" } else { "a" };
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 100).unwrap();
+    c.heartbeat(&hb(other, &[], &[]), 100).unwrap();
+    let mut bye = hb(&node, &[], &[(j, 1, -1)]);
+    bye.exited[0].lost = true;
+    bye.shutting_down = true;
+    c.heartbeat(&bye, 200).unwrap();
+    assert_eq!(state(&c, j), JobState::Queued);
+    c.schedule(200);
+    let r = c.job(j).unwrap();
+    assert_eq!((r.attempt, r.parts[0].node.as_str()), (2, other));
+    let down = c.nodes().into_iter().find(|n| n.name == node).unwrap();
+    assert_eq!((down.health, down.free_gpus), (NodeHealth::Down, 0));
+    // Back with a heartbeat that is not a goodbye: up again.
+    c.heartbeat(&hb(&node, &[], &[]), 300).unwrap();
+    c.schedule(300);
+    let up = c.nodes().into_iter().find(|n| n.name == node).unwrap();
+    assert_eq!((up.health, up.free_gpus), (NodeHealth::Up, 4));
+}
+
+#[test]
+fn oversized_fields_get_a_413_naming_them_and_each_vc_has_a_job_limit() {
+    use apiary_server::types::limits;
+    let mut c = Core::new(config_with("max_jobs_per_vc = 2", "fifo"), 0).unwrap();
+    let big = |n: usize| "x".repeat(n);
+    let cases: Vec<(JobSpec, u16, &str)> = vec![
+        (
+            JobSpec {
+                name: Some(big(limits::NAME_BYTES + 1)),
+                ..spec(1)
+            },
+            413,
+            "name",
+        ),
+        (
+            JobSpec {
+                command: vec![big(limits::COMMAND_BYTES + 1)],
+                ..spec(1)
+            },
+            413,
+            "command",
+        ),
+        (
+            JobSpec {
+                command: vec!["true".into(); limits::COMMAND_ARGS + 1],
+                ..spec(1)
+            },
+            413,
+            "command",
+        ),
+        (
+            JobSpec {
+                env: [("K".to_string(), big(limits::ENV_BYTES + 1))].into(),
+                ..spec(1)
+            },
+            413,
+            "env",
+        ),
+        (
+            JobSpec {
+                env: [("A=B".to_string(), "1".to_string())].into(),
+                ..spec(1)
+            },
+            400,
+            "env.A=B",
+        ),
+        (
+            JobSpec {
+                command: vec!["tr\0ue".into()],
+                ..spec(1)
+            },
+            400,
+            "command[0]",
+        ),
+        (
+            JobSpec {
+                workdir: Some(big(limits::WORKDIR_BYTES + 1)),
+                ..spec(1)
+            },
+            413,
+            "workdir",
+        ),
+        (
+            JobSpec {
+                vc: Some(big(limits::LABEL_BYTES + 1)),
+                ..spec(1)
+            },
+            413,
+            "vc",
+        ),
+    ];
+    for (s, status, field) in cases {
+        let e = c.submit(s, 0).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (status, Some(field)), "{e}");
+    }
+    // Two unfinished jobs of VC x: the third is refused; another VC is not affected;
+    // once one ends, x may submit again.
+    let first = c.submit(vc_spec(4, "x"), 0).unwrap();
+    c.submit(vc_spec(4, "x"), 0).unwrap();
+    let e = c.submit(vc_spec(1, "x"), 0).unwrap_err();
+    assert_eq!((e.status, e.field.as_deref()), (429, Some("vc")), "{e}");
+    c.submit(vc_spec(1, "y"), 0).unwrap();
+    c.cancel(first, 10).unwrap();
+    c.submit(vc_spec(1, "x"), 20).unwrap();
+}
