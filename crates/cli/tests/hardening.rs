@@ -32,9 +32,18 @@ fn a_job_cannot_read_the_agents_token_nor_act_for_another_node() {
         assert!(t0.elapsed() < Duration::from_secs(20), "{j}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(out.contains("probe-done") && out.contains("APIARY_JOB_ID"), "{out}");
-    assert!(!out.contains(AGENT) && !out.contains("APIARY_TOKEN"), "{out}");
-    assert!(!out.contains("CARGO"), "the agent's environment leaked: {out}");
+    assert!(
+        out.contains("probe-done") && out.contains("APIARY_JOB_ID"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(AGENT) && !out.contains("APIARY_TOKEN"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("CARGO"),
+        "the agent's environment leaked: {out}"
+    );
     for n in ["n0", "n1"] {
         let cmdline = std::fs::read(format!("/proc/{}/cmdline", c.agent_pid(n))).unwrap();
         assert!(!String::from_utf8_lossy(&cmdline).contains(AGENT));
@@ -74,7 +83,13 @@ fn tenants_see_only_their_vc_in_nodes_and_metrics_need_a_metrics_token() {
             .as_array()
             .unwrap()
             .iter()
-            .flat_map(|n| n["jobs"].as_array().unwrap().iter().map(|j| j.as_u64().unwrap()))
+            .flat_map(|n| {
+                n["jobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|j| j.as_u64().unwrap())
+            })
             .collect()
     };
     assert_eq!(ids(ADMIN), vec![id]);
@@ -97,7 +112,13 @@ fn tenants_see_only_their_vc_in_nodes_and_metrics_need_a_metrics_token() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.body_mut().read_json().unwrap();
-    assert!(v["error"]["message"].as_str().unwrap().contains("after the JSON value"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("after the JSON value"),
+        "{v}"
+    );
     // A 1 MiB name (under the body limit): 413 naming the field.
     let (code, v) = call(
         "POST",
@@ -105,7 +126,11 @@ fn tenants_see_only_their_vc_in_nodes_and_metrics_need_a_metrics_token() {
         Some(TENANT_A),
         Some(json!({"gpus": 1, "command": ["true"], "name": "x".repeat(900_000)})),
     );
-    assert_eq!((code, v["error"]["field"].as_str()), (413, Some("name")), "{v}");
+    assert_eq!(
+        (code, v["error"]["field"].as_str()),
+        (413, Some("name")),
+        "{v}"
+    );
 }
 
 /// A job that logs `<job> <attempt> <node> <gpus> start|end <ns>` lines, the end line
@@ -164,7 +189,11 @@ fn agents_killed_or_stopped_and_restarted_never_run_a_job_twice() {
         assert_eq!(j["state"], "succeeded", "{j}");
     }
     let runs = assert_no_overlap(&log);
-    assert!(runs >= accepted.len(), "{runs} runs for {} jobs", accepted.len());
+    assert!(
+        runs >= accepted.len(),
+        "{runs} runs for {} jobs",
+        accepted.len()
+    );
     eprintln!(
         "{rounds} agent rounds, {} jobs, {runs} attempts logged, 0 overlapping",
         accepted.len()
@@ -175,7 +204,9 @@ fn agents_killed_or_stopped_and_restarted_never_run_a_job_twice() {
 fn jobs_keep_running_through_a_server_outage() {
     let mut c = Cluster::new("outage", "fifo");
     let log = c.dir.join("runs.log");
-    let r = c.submit(json!({"gpus": 8, "command": logged_job(&log, 4.0)})).unwrap();
+    let r = c
+        .submit(json!({"gpus": 8, "command": logged_job(&log, 4.0)}))
+        .unwrap();
     let id = r["id"].as_u64().unwrap();
     c.wait_running(id);
     std::thread::sleep(Duration::from_millis(300));
@@ -184,7 +215,11 @@ fn jobs_keep_running_through_a_server_outage() {
     std::thread::sleep(Duration::from_millis(2500));
     c.start_server();
     let j = &c.wait_terminal(&[id], Duration::from_secs(30))[0];
-    assert_eq!((j["state"].as_str(), j["attempt"].as_u64()), (Some("succeeded"), Some(1)), "{j}");
+    assert_eq!(
+        (j["state"].as_str(), j["attempt"].as_u64()),
+        (Some("succeeded"), Some(1)),
+        "{j}"
+    );
     assert_eq!(assert_no_overlap(&log), 1);
 }
 
@@ -206,22 +241,38 @@ fn jobs_run_as_the_configured_user_and_root_jobs_need_consent() {
     c.kill_agent("n1");
     c.start_agent_with("n0", &["--run-as", "nobody"]);
     let r = c
-        .submit(json!({"gpus": 8, "command": ["sh", "-c", "echo uid=$(id -u) home=$HOME user=$USER"]}))
+        .submit(
+            json!({"gpus": 8, "command": ["sh", "-c", "echo uid=$(id -u) home=$HOME user=$USER"]}),
+        )
         .unwrap();
     let id = r["id"].as_u64().unwrap();
     let j = &c.wait_terminal(&[id], Duration::from_secs(20))[0];
     let out = j["parts"][0]["output_tail"].as_str().unwrap();
-    assert!(out.contains("uid=65534") && out.contains("user=nobody"), "{out}");
+    assert!(
+        out.contains("uid=65534") && out.contains("user=nobody"),
+        "{out}"
+    );
     // A root agent with neither --run-as nor --allow-root-jobs refuses to start.
     let o = Command::new(BIN)
-        .args(["agent", "--node", "n1", "--gpus", "8", "--server", &c.url("")])
+        .args([
+            "agent",
+            "--node",
+            "n1",
+            "--gpus",
+            "8",
+            "--server",
+            &c.url(""),
+        ])
         .arg("--logs")
         .arg(c.dir.join("refused"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--run-as"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--run-as"),
+        "{o:?}"
+    );
 }
 
 /// Runs `apiary serve` on the cluster's config; returns (exit success, stderr), or
@@ -263,7 +314,10 @@ fn a_lost_or_damaged_state_is_a_clean_startup_error() {
     c.kill_server();
     let data = c.dir.join("data");
     let state = data.join("state.redb");
-    assert!(data.join("apiary-data.toml").exists(), "the data directory is marked");
+    assert!(
+        data.join("apiary-data.toml").exists(),
+        "the data directory is marked"
+    );
     let good = std::fs::read(&state).unwrap();
     let refused = |c: &Cluster, want: &str| {
         let (ok, err) = serve_once(c, &[]).expect("the server must refuse to start");
@@ -293,14 +347,20 @@ fn a_lost_or_damaged_state_is_a_clean_startup_error() {
     cut.truncate(good.len() / 3);
     std::fs::write(&state, &cut).unwrap();
     if let Some((ok, err)) = serve_once(&c, &[]) {
-        assert!(!ok && err.contains("state.redb") && !err.contains("panicked"), "{err}");
+        assert!(
+            !ok && err.contains("state.redb") && !err.contains("panicked"),
+            "{err}"
+        );
     }
     // --init never overwrites a state that is there; it starts fresh where none is.
     std::fs::write(&state, &good).unwrap();
     let (ok, err) = serve_once(&c, &["--init"]).expect("refused");
     assert!(!ok && err.contains("move it away"), "{err}");
     std::fs::remove_file(&state).unwrap();
-    assert!(serve_once(&c, &["--init"]).is_none(), "--init starts the server");
+    assert!(
+        serve_once(&c, &["--init"]).is_none(),
+        "--init starts the server"
+    );
     // The good state back: every job is still there.
     std::fs::write(&state, &good).unwrap();
     c.start_server();

@@ -3,7 +3,6 @@
 //! server killed with SIGKILL under a steady submission load loses no accepted job and
 //! never runs one job twice at the same time.
 
-
 mod common;
 
 use common::*;

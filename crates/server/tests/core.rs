@@ -387,9 +387,17 @@ fn a_part_its_restarted_agent_does_not_report_is_unknown_until_timeout_and_grace
     c.schedule(1000);
     assert_eq!(state(&c, j), JobState::Running);
     c.heartbeat(&hb(&node, &[], &[]), 1000 + 6900).unwrap();
-    assert_eq!(state(&c, j), JobState::Running, "within timeout + grace (7 s)");
+    assert_eq!(
+        state(&c, j),
+        JobState::Running,
+        "within timeout + grace (7 s)"
+    );
     c.heartbeat(&hb(&node, &[], &[]), 1000 + 7100).unwrap();
-    assert_eq!(state(&c, j), JobState::Queued, "given up after timeout + grace");
+    assert_eq!(
+        state(&c, j),
+        JobState::Queued,
+        "given up after timeout + grace"
+    );
     let r = c.job(j).unwrap();
     assert!(
         r.history.iter().any(|t| t.event == "requeued"),

@@ -113,7 +113,9 @@ async fn a_damaged_or_truncated_file_is_an_error_naming_it_never_a_panic() {
     let garbage = dir.join("garbage.redb");
     std::fs::write(
         &garbage,
-        (0..65536u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect::<Vec<u8>>(),
+        (0..65536u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+            .collect::<Vec<u8>>(),
     )
     .unwrap();
     let e = Store::open(&garbage).unwrap_err();
@@ -122,7 +124,9 @@ async fn a_damaged_or_truncated_file_is_an_error_naming_it_never_a_panic() {
     {
         let s = Store::open(&cut).unwrap();
         for i in 0..200 {
-            s.put(&format!("jobs/{i:04}"), vec![b'x'; 500]).await.unwrap();
+            s.put(&format!("jobs/{i:04}"), vec![b'x'; 500])
+                .await
+                .unwrap();
         }
     }
     let len = std::fs::metadata(&cut).unwrap().len();

@@ -324,7 +324,6 @@ pub fn sh(script: &str) -> Value {
     json!(["sh", "-c", script])
 }
 
-
 /// Every line `<job> <attempt> <node> <gpus> start|end <ns>` the jobs wrote, checked:
 /// each job's attempts never overlap in time, and no two processes overlapping in time
 /// share a GPU of a node.
@@ -382,7 +381,6 @@ pub fn assert_no_overlap(log: &Path) -> usize {
     v.len()
 }
 
-
 pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
     let c = client();
     let auth = token.map(|t| format!("Bearer {t}"));
@@ -403,4 +401,3 @@ pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -
     let v = r.body_mut().read_json().unwrap_or(Value::Null);
     (code, v)
 }
-
