@@ -242,7 +242,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         .delimiter(if tab { b'\t' } else { b',' })
         .flexible(true)
         .quoting(!tab)
-        .from_reader(open(path)?);
+        .from_reader(crate::open::CrlfToLf::new(open(path)?));
     let headers = if tab {
         StringRecord::new()
     } else {

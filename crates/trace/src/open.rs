@@ -49,3 +49,111 @@ pub(crate) fn first_line(path: &Path) -> Result<String, TraceError> {
         .trim_end_matches('\r')
         .to_string())
 }
+
+/// Turns every `\r\n` into `\n` as it reads, so that the CSV reader counts the lines of a
+/// file with Windows line endings as it counts any other's (it reports one too few on
+/// such files otherwise). A lone `\r` is kept.
+pub(crate) struct CrlfToLf<R> {
+    inner: R,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+    /// A `\r` read but not yet given out: it goes if a `\n` follows.
+    cr: bool,
+    eof: bool,
+}
+
+impl<R: Read> CrlfToLf<R> {
+    pub(crate) fn new(inner: R) -> CrlfToLf<R> {
+        CrlfToLf {
+            inner,
+            buf: vec![0; 1 << 16],
+            pos: 0,
+            len: 0,
+            cr: false,
+            eof: false,
+        }
+    }
+}
+
+impl<R: Read> Read for CrlfToLf<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let mut w = 0;
+        while w < out.len() {
+            if self.pos == self.len {
+                if self.eof || w > 0 {
+                    break;
+                }
+                let n = self.inner.read(&mut self.buf)?;
+                self.pos = 0;
+                self.len = n;
+                if n == 0 {
+                    self.eof = true;
+                    if std::mem::take(&mut self.cr) {
+                        out[w] = b'\r';
+                        w += 1;
+                    }
+                    break;
+                }
+            }
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            if std::mem::take(&mut self.cr) && b != b'\n' {
+                out[w] = b'\r';
+                w += 1;
+                if w == out.len() {
+                    // `b` is read again on the next call.
+                    self.pos -= 1;
+                    break;
+                }
+            }
+            if b == b'\r' {
+                self.cr = true;
+                continue;
+            }
+            out[w] = b;
+            w += 1;
+        }
+        Ok(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn through(input: &[u8], chunk: usize) -> Vec<u8> {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(self.1).min(out.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut r = CrlfToLf::new(Trickle(input, chunk));
+        let mut got = Vec::new();
+        let mut small = [0u8; 3];
+        loop {
+            let n = r.read(&mut small).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&small[..n]);
+        }
+        got
+    }
+
+    #[test]
+    fn crlf_becomes_lf_across_any_chunking_and_lone_cr_stays() {
+        let input = b"a,b\r\n1,2\r\n\r\nx\ry\r\r\nend\r";
+        for chunk in 1..8 {
+            assert_eq!(
+                through(input, chunk),
+                b"a,b\n1,2\n\nx\ry\r\nend\r",
+                "chunk {chunk}"
+            );
+        }
+    }
+}
