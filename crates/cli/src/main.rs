@@ -76,38 +76,7 @@ enum Cmd {
         init: bool,
     },
     /// Run a node agent: heartbeats, runs assigned jobs, reports exits.
-    Agent {
-        /// Server URL.
-        #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
-        server: String,
-        /// File holding the agent token, mode 600 (or APIARY_TOKEN_FILE); `/dev/fd/N`
-        /// reads an inherited descriptor. Never on the command line, where every
-        /// process of the machine can read it.
-        #[arg(long, env = "APIARY_TOKEN_FILE")]
-        token_file: Option<PathBuf>,
-        /// This node's name in the server config (default: the host name).
-        #[arg(long)]
-        node: Option<String>,
-        /// GPUs to declare (default: nvidia-smi's count).
-        #[arg(long)]
-        gpus: Option<u32>,
-        /// Directory for job output files (<job>-<attempt>.out).
-        #[arg(long, default_value = "apiary-logs")]
-        logs: PathBuf,
-        /// Directory of the agent's durable records (default: LOGS/.agent).
-        #[arg(long)]
-        state: Option<PathBuf>,
-        /// Run jobs as this user: a name, a uid, or UID:GID (the agent must be root).
-        #[arg(long)]
-        run_as: Option<String>,
-        /// Let jobs run as root when the agent is root and no --run-as is given.
-        #[arg(long)]
-        allow_root_jobs: bool,
-        /// Pass this variable of the agent's environment on to jobs (repeatable); jobs
-        /// get no other variable of the agent's.
-        #[arg(long = "pass-env", value_name = "NAME")]
-        pass_env: Vec<String>,
-    },
+    Agent(AgentArgs),
     /// The supervisor of one job attempt, started by the agent (not for people).
     #[command(hide = true)]
     JobExec {
@@ -443,20 +412,63 @@ struct CompareArgs {
     run: RunArgs,
 }
 
+/// `apiary agent`'s flags.
+#[derive(clap::Args, Debug)]
+struct AgentArgs {
+    /// Server URL.
+    #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
+    pub server: String,
+    /// File holding the agent token, mode 600 (or APIARY_TOKEN_FILE); `/dev/fd/N`
+    /// reads an inherited descriptor. Never on the command line, where every
+    /// process of the machine can read it.
+    #[arg(long, env = "APIARY_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// This node's name in the server config (default: the host name).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// GPUs to declare (default: nvidia-smi's count).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Directory for job output files (<job>-<attempt>.out).
+    #[arg(long, default_value = "apiary-logs")]
+    pub logs: PathBuf,
+    /// Directory of the agent's durable records (default: LOGS/.agent).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Run jobs as this user: a name, a uid, or UID:GID (the agent must be root).
+    #[arg(long)]
+    pub run_as: Option<String>,
+    /// Let jobs run as root when the agent is root and no --run-as is given.
+    #[arg(long)]
+    pub allow_root_jobs: bool,
+    /// Pass this variable of the agent's environment on to jobs (repeatable); jobs
+    /// get no other variable of the agent's.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+}
+
 /// `apiary agent`: reads the token file, resolves the jobs' user, refuses root jobs
 /// unless allowed, and runs the agent.
-#[allow(clippy::too_many_arguments)]
-fn run_agent(
-    server: String,
-    token_file: Option<PathBuf>,
-    node: String,
-    gpus: Option<u32>,
-    logs: PathBuf,
-    state: Option<PathBuf>,
-    run_as: Option<String>,
-    allow_root_jobs: bool,
-    pass_env: Vec<String>,
-) -> Result<()> {
+fn run_agent(a: AgentArgs) -> Result<()> {
+    let AgentArgs {
+        server,
+        token_file,
+        node,
+        gpus,
+        logs,
+        state,
+        run_as,
+        allow_root_jobs,
+        pass_env,
+    } = a;
+    let node = node
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
     let token = token_file
         .as_deref()
         .map(agent::procs::read_token)
@@ -546,37 +558,7 @@ fn main() {
                 }
             }
         }
-        Cmd::Agent {
-            server,
-            token_file,
-            node,
-            gpus,
-            logs,
-            state,
-            run_as,
-            allow_root_jobs,
-            pass_env,
-        } => {
-            let node = node
-                .or_else(|| std::env::var("HOSTNAME").ok())
-                .or_else(|| {
-                    std::fs::read_to_string("/etc/hostname")
-                        .ok()
-                        .map(|s| s.trim().to_string())
-                })
-                .unwrap_or_default();
-            run_agent(
-                server,
-                token_file,
-                node,
-                gpus,
-                logs,
-                state,
-                run_as,
-                allow_root_jobs,
-                pass_env,
-            )
-        }
+        Cmd::Agent(a) => run_agent(a),
         Cmd::Submit { job, client } => live::submit(&client, job),
         Cmd::Jobs {
             vc,
