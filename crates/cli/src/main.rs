@@ -708,17 +708,23 @@ fn load_trace(path: Option<&Path>, a: &ReadArgs, quiet: bool) -> Result<(String,
 fn config(a: &RunArgs) -> Result<Config> {
     let mode = match a.mode.as_str() {
         "event" => Mode::EventDriven,
-        m => match m.strip_prefix("slot:").and_then(|s| s.parse::<f64>().ok()) {
-            Some(s) if s > 0.0 => Mode::Slotted((s * 1000.0).round() as u64),
-            _ => bail!("--mode must be 'event' or 'slot:SECONDS' (got '{m}')"),
+        m => match m
+            .strip_prefix("slot:")
+            .and_then(|s| s.parse::<f64>().ok())
+            .and_then(apiary_model::time::secs_f64)
+        {
+            Some(ms) if ms > 0 => Mode::Slotted(ms),
+            _ => bail!(
+                "--mode must be 'event' or 'slot:SECONDS' with 0.001 <= SECONDS <= 10^12 (got '{m}')"
+            ),
         },
     };
-    if !(a.restart_overhead.is_finite() && a.restart_overhead >= 0.0) {
-        bail!("--restart-overhead must be a non-negative number of seconds");
-    }
+    let Some(restart_overhead) = apiary_model::time::secs_f64(a.restart_overhead) else {
+        bail!("--restart-overhead must be a number of seconds, 0 to 10^12");
+    };
     Ok(Config {
         mode,
-        restart_overhead: (a.restart_overhead * 1000.0).round() as u64,
+        restart_overhead,
         per_event_overhead: a.per_event_overhead,
         seed: a.seed,
     })

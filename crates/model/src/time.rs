@@ -27,14 +27,33 @@ pub fn fmt_duration(ms: Time) -> String {
     }
 }
 
+/// The latest time, and the longest duration, any input may give: 10^15 ms, about
+/// 31,700 years. Readers refuse anything beyond it, so that sums of input-derived times
+/// (a submission plus its duration plus every restart) stay far from `u64::MAX` and
+/// the simulator's arithmetic never wraps.
+pub const MAX_INPUT: Time = 1_000_000_000_000_000;
+
 /// Converts seconds given as a float (as most traces write them) to milliseconds,
-/// rounding to the nearest millisecond. Returns `None` for negative or non-finite input.
+/// rounding to the nearest millisecond. Returns `None` for negative, non-finite or
+/// out-of-range (beyond [`MAX_INPUT`]) input.
 pub fn secs_f64(s: f64) -> Option<Time> {
-    if (0.0..1.0e15).contains(&s) {
-        Some((s * 1000.0).round() as Time)
+    millis_f64(s * 1000.0)
+}
+
+/// Rounds milliseconds given as a float to a [`Time`]; `None` for negative, non-finite
+/// or out-of-range input.
+pub fn millis_f64(ms: f64) -> Option<Time> {
+    if (0.0..=MAX_INPUT as f64).contains(&ms) {
+        Some(ms.round() as Time)
     } else {
         None
     }
+}
+
+/// Whole seconds (as integer traces write them) to milliseconds; `None` beyond
+/// [`MAX_INPUT`].
+pub fn secs_u64(s: u64) -> Option<Time> {
+    s.checked_mul(SECOND).filter(|ms| *ms <= MAX_INPUT)
 }
 
 #[cfg(test)]
@@ -48,5 +67,12 @@ mod tests {
         assert_eq!(secs_f64(1.5), Some(1_500));
         assert_eq!(secs_f64(-1.0), None);
         assert_eq!(secs_f64(f64::NAN), None);
+        assert_eq!(secs_f64(f64::INFINITY), None);
+        assert_eq!(secs_f64(1e12), Some(MAX_INPUT));
+        assert_eq!(secs_f64(1.1e12), None);
+        assert_eq!(secs_u64(1_000_000_000_000), Some(MAX_INPUT));
+        assert_eq!(secs_u64(1_000_000_000_001), None);
+        assert_eq!(secs_u64(u64::MAX), None);
+        assert_eq!(millis_f64(-0.4), None);
     }
 }

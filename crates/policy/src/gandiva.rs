@@ -104,17 +104,7 @@ impl Gandiva {
     /// Parameters: `quantum` (s, default 60), `tick` (s, default 10), `quirks` (default
     /// true), `clock` (`tiresias` or `elasticflow`), `slot` (s, default 60).
     pub fn new(p: &Params) -> Result<Gandiva, ParamError> {
-        let secs = |key: &str, d: f64| -> Result<Time, ParamError> {
-            let v = p.f64(key, d)?;
-            if !(v.is_finite() && v >= 0.001) {
-                return Err(ParamError::Bad {
-                    key: key.into(),
-                    value: v.to_string(),
-                    message: "must be a positive number of seconds".into(),
-                });
-            }
-            Ok((v * SECOND as f64).round() as Time)
-        };
+        let secs = |key: &str, d: f64| p.secs(key, d, 0.001);
         Ok(Gandiva {
             quantum: secs("quantum", 60.0)?,
             tick: secs("tick", 10.0)?,

@@ -95,29 +95,14 @@ impl Gavel {
     /// `reset` (s between allocation recomputations, 1920), `seed` (the artifact's
     /// `--seed`, 0).
     pub fn new(objective: Objective, p: &Params) -> Result<Gavel, ParamError> {
-        let round = p.f64("round", 360.0)?;
-        let reset = p.f64("reset", 1920.0)?;
-        let bad = |key: &str, v: f64, message: &str| ParamError::Bad {
-            key: key.into(),
-            value: v.to_string(),
-            message: message.into(),
-        };
-        if !round.is_finite() || round < 0.001 {
-            return Err(bad("round", round, "must be a positive number of seconds"));
-        }
-        if !reset.is_finite() || reset < 0.0 {
-            return Err(bad(
-                "reset",
-                reset,
-                "must be a number of seconds, at least 0",
-            ));
-        }
+        let round = p.secs("round", 360.0, 0.001)?;
+        let reset_gap = p.secs("reset", 1920.0, 0.0)?;
         let seed = p.u64("seed", 0)?;
         Ok(Gavel {
             objective,
             perf: p.bool("perf", true)?,
-            round: (round * 1000.0).round() as Time,
-            reset_gap: (reset * 1000.0).round() as Time,
+            round,
+            reset_gap,
             shuffler: PyRandom::new((seed as u32).wrapping_add(5) as u64),
             types: Vec::new(),
             st: Vec::new(),

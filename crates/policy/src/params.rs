@@ -1,7 +1,23 @@
 //! Policy parameters from `--set key=value` or a config file, checked against the
 //! registry so a typo is an error, not a silently ignored knob.
 
+use apiary_model::Time;
 use std::collections::BTreeMap;
+
+fn secs_at_least(key: &str, v: f64, min: f64) -> Result<Time, ParamError> {
+    match apiary_model::time::secs_f64(v) {
+        Some(ms) if v >= min => Ok(ms),
+        _ => Err(ParamError::Bad {
+            key: key.into(),
+            value: v.to_string(),
+            message: if min > 0.0 {
+                format!("expected seconds, at least {min} and at most 10^12")
+            } else {
+                "expected seconds, at most 10^12".into()
+            },
+        }),
+    }
+}
 
 /// A parameter that could not be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -82,6 +98,37 @@ impl Params {
     /// A non-negative integer.
     pub fn u64(&self, key: &str, default: u64) -> Result<u64, ParamError> {
         self.get(key, default, "a non-negative integer")
+    }
+    /// An integer in `range` (counts that size allocations or loops).
+    pub fn u64_in(
+        &self,
+        key: &str,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<u64, ParamError> {
+        let v = self.u64(key, default)?;
+        if !range.contains(&v) {
+            return Err(ParamError::Bad {
+                key: key.into(),
+                value: v.to_string(),
+                message: format!("expected {}..={}", range.start(), range.end()),
+            });
+        }
+        Ok(v)
+    }
+    /// A duration given in seconds, at least `min` seconds and at most
+    /// [`apiary_model::time::MAX_INPUT`], as milliseconds.
+    pub fn secs(&self, key: &str, default: f64, min: f64) -> Result<Time, ParamError> {
+        let v = self.f64(key, default)?;
+        secs_at_least(key, v, min)
+    }
+    /// A comma-separated list of durations in seconds (each within
+    /// [`apiary_model::time::MAX_INPUT`]), as milliseconds.
+    pub fn secs_list(&self, key: &str, default: &[f64]) -> Result<Vec<Time>, ParamError> {
+        self.f64_list(key, default)?
+            .into_iter()
+            .map(|v| secs_at_least(key, v, 0.0))
+            .collect()
     }
     /// A comma-separated list of non-negative numbers.
     pub fn f64_list(&self, key: &str, default: &[f64]) -> Result<Vec<f64>, ParamError> {

@@ -42,18 +42,12 @@ impl Pollux {
     /// Parameters: `interval` (s, 60), `population` (100), `generations` (100),
     /// `seed` (0).
     pub fn new(p: &Params) -> Result<Pollux, ParamError> {
-        let interval = p.f64("interval", 60.0)?;
-        if !(interval >= 1.0 && interval.is_finite()) {
-            return Err(ParamError::Bad {
-                key: "interval".into(),
-                value: interval.to_string(),
-                message: "must be at least 1 second".into(),
-            });
-        }
-        let pop = p.u64("population", 100)?.max(2) as usize;
-        let gens = p.u64("generations", 100)?.max(1) as usize;
+        let interval = p.secs("interval", 60.0, 1.0)?;
+        // The genetic search's cost grows with both; the artifact uses 100 each.
+        let pop = p.u64_in("population", 100, 2..=100_000)? as usize;
+        let gens = p.u64_in("generations", 100, 1..=100_000)? as usize;
         Ok(Pollux {
-            interval: (interval * 1000.0).round() as Time,
+            interval,
             pop,
             gens,
             rng: Rng::stream(p.u64("seed", 0)?, "pollux"),

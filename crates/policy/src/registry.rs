@@ -465,4 +465,38 @@ mod tests {
         let bad = Params::from_pairs(["placement=sideways"]).unwrap();
         assert!(build("fifo", &bad).is_err());
     }
+
+    /// Every time parameter (in seconds) beyond the 10^12 s input limit, and every
+    /// count that sizes a search, is refused by name instead of wrapping the clock or
+    /// exhausting memory.
+    #[test]
+    fn absurd_time_and_size_parameters_are_refused() {
+        let huge = "1e300";
+        for (policy, key) in [
+            ("gavel", "round"),
+            ("gavel", "reset"),
+            ("pollux", "interval"),
+            ("tiresias", "thresholds"),
+            ("tiresias-gittins", "gittins_delta"),
+            ("gandiva", "quantum"),
+            ("gandiva", "tick"),
+            ("elasticflow", "slot"),
+            ("pollux", "population"),
+            ("pollux", "generations"),
+        ] {
+            let value = if matches!(key, "slot" | "population" | "generations") {
+                "1000000000000000000"
+            } else {
+                huge
+            };
+            let p = Params::from_pairs([format!("{key}={value}").as_str()]).unwrap();
+            match build(policy, &p) {
+                Err(ParamError::Bad { key: k, .. }) => assert_eq!(k, key, "{policy}"),
+                Err(e) => panic!("{policy} {key}: {e}"),
+                Ok(_) => panic!("{policy} accepted {key}={value}"),
+            }
+        }
+        let ok = Params::from_pairs(["thresholds=1,1000000000000"]).unwrap();
+        assert!(build("tiresias", &ok).is_ok());
+    }
 }

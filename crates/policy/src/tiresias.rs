@@ -59,11 +59,7 @@ impl Tiresias {
     /// 3250), `placement` (default counting, as the artifacts' count-only pass),
     /// `backfill` (default true).
     pub fn new(p: &Params, gittins_default: bool) -> Result<Tiresias, ParamError> {
-        let limits: Vec<u64> = p
-            .f64_list("thresholds", &[3250.0, 7200.0])?
-            .iter()
-            .map(|s| (s * 1000.0).round() as u64)
-            .collect();
+        let limits: Vec<u64> = p.secs_list("thresholds", &[3250.0, 7200.0])?;
         if limits.windows(2).any(|w| w[0] >= w[1]) || limits.len() > 250 {
             return Err(ParamError::Bad {
                 key: "thresholds".into(),
@@ -72,9 +68,7 @@ impl Tiresias {
             });
         }
         let gittins = if p.bool("gittins", gittins_default)? {
-            Some(Gittins::new(
-                (p.f64("gittins_delta", 3250.0)? * 1000.0) as u64,
-            ))
+            Some(Gittins::new(p.secs("gittins_delta", 3250.0, 0.0)?))
         } else {
             None
         };
@@ -205,7 +199,11 @@ impl Policy for Tiresias {
                     let exec = ctx.executed(j) - self.executed_base[j as usize];
                     if ctx.status(j) == Status::Pending && exec > 0 {
                         let waited = self.waited_since_promotion(ctx, j);
-                        let due = (exec as f64 * self.starvation) as Time;
+                        // Capped at the longest input time so the wake-up never
+                        // overflows the clock, whatever `starvation` is.
+                        let due = (exec as f64 * self.starvation)
+                            .min(apiary_model::time::MAX_INPUT as f64)
+                            as Time;
                         if waited >= due {
                             promote.push(j);
                         } else {

@@ -282,8 +282,12 @@ impl ServerConfig {
             ("node_timeout_s", c.node_timeout_s),
             ("grace_s", c.grace_s),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(bad(f.into(), "must be a positive number of seconds".into()));
+            // Bounded so that timeouts in milliseconds added to the clock never wrap.
+            if !(v.is_finite() && v > 0.0 && v <= 1e9) {
+                return Err(bad(
+                    f.into(),
+                    "must be a positive number of seconds, at most 10^9".into(),
+                ));
             }
         }
         if c.node_timeout_s <= 2.0 * c.heartbeat_interval_s {

@@ -666,6 +666,16 @@ impl Core {
                 "must be a non-negative number of seconds",
             ));
         }
+        // 9999-12-31T23:59:59Z: later deadlines are typos, and the bound keeps
+        // deadline arithmetic in milliseconds far from overflow.
+        if let Some(d) = s.deadline_unix_s
+            && d > 253_402_300_799
+        {
+            return Err(ApiError::bad(
+                "deadline_unix_s",
+                "must be a Unix time in seconds before the year 10000",
+            ));
+        }
         if s.restart.max_restarts > 1000 {
             return Err(ApiError::bad("restart.max_restarts", "at most 1000"));
         }

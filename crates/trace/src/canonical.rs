@@ -120,6 +120,44 @@ fn ms(field: &str, v: f64) -> Result<Time, String> {
 }
 
 fn to_job(r: Row) -> Result<Job, (String, String)> {
+    if r.gpus as u64 > crate::formats::MAX_GPUS {
+        return Err((
+            "gpus".into(),
+            format!(
+                "{} GPUs is out of range (at most {})",
+                r.gpus,
+                crate::formats::MAX_GPUS
+            ),
+        ));
+    }
+    // A stage's time over every iteration obeys the duration's limit, and a dataset
+    // size must be finite, so interleaving and cache arithmetic stay finite.
+    let iters = r.iterations.unwrap_or(0).max(1) as f64;
+    for (field, v) in [
+        ("stage_data_ms", r.stage_data_ms),
+        ("stage_gpu_ms", r.stage_gpu_ms),
+        ("stage_net_ms", r.stage_net_ms),
+    ] {
+        if let Some(x) = v
+            && apiary_model::time::millis_f64(x * iters).is_none()
+        {
+            return Err((
+                field.into(),
+                format!(
+                    "{x} ms per iteration is not a non-negative time within 10^12 s over {iters} iterations"
+                ),
+            ));
+        }
+    }
+    if let Some(x) = r
+        .dataset_gb
+        .filter(|x| !(x.is_finite() && (0.0..=1e12).contains(x)))
+    {
+        return Err((
+            "dataset_gb".into(),
+            format!("{x} is not a size in 0..=10^12 GB"),
+        ));
+    }
     let mut j = Job::new(
         r.id,
         ms("submit", r.submit).map_err(|m| ("submit".into(), m))?,
@@ -259,11 +297,14 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             submit: num(1)?.ok_or_else(|| cx.err("submit", "missing"))?,
             gpus: int(2)?
                 .ok_or_else(|| cx.err("gpus", "missing"))?
-                .min(u32::MAX as u64) as u32,
+                .try_into()
+                .map_err(|_| cx.err("gpus", "out of range"))?,
             duration: num(3)?.ok_or_else(|| cx.err("duration", "missing"))?,
             iterations: int(4)?,
             model: get(5).map(str::to_string),
-            batch_size: int(6)?.map(|x| x.min(u32::MAX as u64) as u32),
+            batch_size: int(6)?.map(u32::try_from).transpose().map_err(|_| {
+                cx.err("batch_size", format!("out of range (at most {})", u32::MAX))
+            })?,
             vc: get(7).map(str::to_string),
             priority: match get(8) {
                 None => 0,
@@ -290,11 +331,29 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
     let r = crate::open::open(path)?;
     let mut jobs = Vec::new();
     let (mut skipped, mut first_skip) = (0, None);
-    for (i, line) in r.lines().enumerate() {
+    let mut ids = crate::ids::Ids::new("id");
+    for (i, line) in r.split(b'\n').enumerate() {
         let line = line.map_err(|e| TraceError::Io {
             file: file.clone(),
             source: e,
         })?;
+        let line = match String::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                let err = TraceError::Row {
+                    file: file.clone(),
+                    line: i as u64 + 1,
+                    field: "json".into(),
+                    message: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to() + 1),
+                };
+                if opts.skip_bad_rows {
+                    skipped += 1;
+                    first_skip.get_or_insert(err.to_string());
+                    continue;
+                }
+                return Err(err);
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -312,7 +371,8 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
                     field: f,
                     message: m,
                 })
-            });
+            })
+            .and_then(|j| ids.check(&file, i as u64 + 1, &j.id).map(|()| j));
         match res {
             Ok(j) => jobs.push(j),
             Err(e) if opts.skip_bad_rows => {

@@ -68,6 +68,17 @@ impl Format {
         ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
     }
 
+    /// The column (or JSON field) that holds job ids; formats without one number their
+    /// rows.
+    pub(crate) fn id_field(self) -> &'static str {
+        match self {
+            Format::Apiary | Format::Jsonl => "id",
+            Format::Pollux | Format::Alibaba => "name",
+            Format::Philly | Format::Gavel | Format::Gavel10 => "line",
+            _ => "job_id",
+        }
+    }
+
     /// Recognises a format from a file's first line.
     pub fn detect(first: &str) -> Option<Format> {
         let t = first.trim();
@@ -107,6 +118,9 @@ impl Format {
     }
 }
 
+/// The most GPUs one job may ask for.
+pub(crate) const MAX_GPUS: u64 = 1_000_000;
+
 pub(crate) struct Cx<'a> {
     file: &'a str,
     line: u64,
@@ -135,14 +149,24 @@ impl Cx<'_> {
     }
     fn secs(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
         let x = self.f(rec, i, field)?;
-        apiary_model::time::secs_f64(x).ok_or_else(|| self.err(field, "out of range"))
+        apiary_model::time::secs_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} s")))
     }
     fn millis(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
         let x = self.f(rec, i, field)?;
-        if x > 1e17 {
-            return Err(self.err(field, "out of range"));
-        }
-        Ok(x.round() as Time)
+        apiary_model::time::millis_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} ms")))
+    }
+    /// Whole seconds, as integer traces write them.
+    fn secs_int(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
+        let x = self.u(rec, i, field)?;
+        apiary_model::time::secs_u64(x).ok_or_else(|| self.beyond(field, &format!("{x} s")))
+    }
+    pub(crate) fn beyond(&self, field: &str, what: &str) -> TraceError {
+        self.err(
+            field,
+            format!(
+                "{what} is beyond the longest time apiary accepts (10^12 s, about 31,700 years)"
+            ),
+        )
     }
     fn u(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u64, TraceError> {
         let v = self.s(rec, i, field)?;
@@ -156,10 +180,40 @@ impl Cx<'_> {
             })
             .map_err(|_| self.err(field, format!("'{v}' is not a non-negative integer")))
     }
+    /// A non-negative integer that must fit 32 bits (batch sizes): larger values are
+    /// errors, never truncated.
+    fn u32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
+        let x = self.u(rec, i, field)?;
+        u32::try_from(x)
+            .map_err(|_| self.err(field, format!("{x} is out of range (at most {})", u32::MAX)))
+    }
+    /// A priority: an integer that must fit a signed 32-bit value (never wrapped).
+    fn i32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<i32, TraceError> {
+        let v = self.s(rec, i, field)?;
+        let x: i64 = v
+            .parse::<i64>()
+            .ok()
+            .or_else(|| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.fract() == 0.0 && x.abs() < 1e18)
+                    .map(|x| x as i64)
+            })
+            .ok_or_else(|| self.err(field, format!("'{v}' is not an integer")))?;
+        i32::try_from(x).map_err(|_| {
+            self.err(
+                field,
+                format!("{x} is out of range ({}..={})", i32::MIN, i32::MAX),
+            )
+        })
+    }
     fn gpus(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
         let g = self.u(rec, i, field)?;
-        if g > 1_000_000 {
-            return Err(self.err(field, format!("{g} GPUs is out of range")));
+        if g > MAX_GPUS {
+            return Err(self.err(
+                field,
+                format!("{g} GPUs is out of range (at most {MAX_GPUS})"),
+            ));
         }
         Ok(g as u32)
     }
@@ -169,6 +223,24 @@ impl Cx<'_> {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     }
+}
+
+/// Refuses a header that names a column twice: which of the two a reader took would
+/// be an accident.
+fn check_header(h: &StringRecord, file: &str) -> Result<(), TraceError> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, c) in h.iter().enumerate() {
+        let c = c.trim();
+        if let Some(k) = seen.insert(c, i) {
+            return Err(TraceError::Row {
+                file: file.to_string(),
+                line: 1,
+                field: c.to_string(),
+                message: format!("column appears twice (columns {} and {})", k + 1, i + 1),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn col(h: &StringRecord, name: &str, file: &str) -> Result<usize, TraceError> {
@@ -195,22 +267,49 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn parse_datetime(s: &str) -> Option<i64> {
-    let (date, time) = s.trim().split_once(' ')?;
-    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
-    let (y, mo, da) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':').map(|x| x.parse::<i64>().ok());
-    let (h, mi, se) = (t.next()??, t.next()??, t.next()??);
-    if !(1..=12).contains(&mo)
-        || !(1..=31).contains(&da)
-        || h > 23
-        || mi > 59
-        || se > 60
-        || d.next().is_some()
-    {
-        return None;
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
     }
-    Some(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
+}
+
+/// Seconds since 1970 of a `YYYY-MM-DD HH:MM:SS` date, or what is wrong with it.
+/// Years run 1970..=9999: earlier ones would put a job before the Unix epoch Philly's
+/// clock counts from, later ones are typos.
+fn parse_datetime(s: &str) -> Result<i64, String> {
+    let bad = || format!("'{s}' is not a date YYYY-MM-DD HH:MM:SS");
+    let (date, time) = s.trim().split_once(' ').ok_or_else(bad)?;
+    // Unsigned parses: a '-1' hour is not an hour.
+    let num = |x: &str| {
+        if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
+            None
+        } else {
+            x.parse::<u32>().ok().map(i64::from)
+        }
+    };
+    let d: Vec<Option<i64>> = date.split('-').map(num).collect();
+    let t: Vec<Option<i64>> = time.trim().split(':').map(num).collect();
+    let (&[Some(y), Some(mo), Some(da)], &[Some(h), Some(mi), Some(se)]) = (&d[..], &t[..]) else {
+        return Err(bad());
+    };
+    if !(1970..=9999).contains(&y) {
+        return Err(format!("'{s}': year {y} is outside 1970..=9999"));
+    }
+    if !(1..=12).contains(&mo) {
+        return Err(format!("'{s}': month {mo} is outside 1..=12"));
+    }
+    if !(1..=days_in_month(y, mo)).contains(&da) {
+        return Err(format!("'{s}': {y}-{mo:02} has no day {da}"));
+    }
+    if h > 23 || mi > 59 || se > 60 {
+        return Err(format!(
+            "'{s}': {h:02}:{mi:02}:{se:02} is not a time of day"
+        ));
+    }
+    Ok(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
 }
 
 // Rows move straight into the trace's job vector; boxing would cost an allocation each.
@@ -255,7 +354,9 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             })?
             .clone()
     };
+    check_header(&headers, &file)?;
     let mut parser = make_parser(format, &headers, &file, path, opts)?;
+    let mut ids = crate::ids::Ids::new(format.id_field());
     let mut jobs = Vec::new();
     let mut skipped = 0;
     let mut first_skip = None;
@@ -294,7 +395,10 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
                 format!("expected {expected} fields, found {}", rec.len()),
             ))
         } else {
-            parser(&cx, &rec)
+            parser(&cx, &rec).and_then(|row| match row {
+                Row::Job(j) => ids.check(&file, line, &j.id).map(|()| Row::Job(j)),
+                other => Ok(other),
+            })
         };
         match res {
             Ok(Row::Job(j)) => jobs.push(j),
@@ -417,7 +521,20 @@ fn make_parser(
                     0,
                 );
                 j.model = Some(name.to_string());
-                j.batch_size = Some(cx.u(r, bs, "batch_size")? as u32);
+                // Pollux's agents split the batch over replicas and accumulation steps up
+                // to the application's largest batch; beyond it (or at 0) a step carries
+                // no samples and the job would never finish.
+                let batch = cx.u32(r, bs, "batch_size")?;
+                if batch == 0 || batch > app.max_batch {
+                    return Err(cx.err(
+                        "batch_size",
+                        format!(
+                            "{batch} is outside {name}'s batch sizes 1..={}",
+                            app.max_batch
+                        ),
+                    ));
+                }
+                j.batch_size = Some(batch);
                 j.adaptive = Some(apiary_model::adaptive::Adaptive { app: app.clone() });
                 Ok(Row::Job(j))
             })
@@ -431,10 +548,10 @@ fn make_parser(
             );
             Box::new(move |cx, r| {
                 let t = parse_datetime(cx.s(r, ts, "timestamp")?)
-                    .filter(|t| *t >= 0)
-                    .ok_or_else(|| cx.err("timestamp", "expected YYYY-MM-DD HH:MM:SS"))?;
+                    .map_err(|m| cx.err("timestamp", m))?;
                 let mut j = Job::new(
                     format!("{}", cx.line - 1),
+                    // 9999-12-31 is 2.5e14 ms: far inside MAX_INPUT.
                     t as Time * 1000,
                     cx.gpus(r, ng, "num_gpus")?,
                     cx.secs(r, du, "duration")?,
@@ -472,7 +589,7 @@ fn make_parser(
                     j.deadline = Some(cx.secs(r, i, "deadline")?)
                 }
                 if let Some(i) = bs {
-                    j.batch_size = Some(cx.u(r, i, "batch_size")? as u32)
+                    j.batch_size = Some(cx.u32(r, i, "batch_size")?)
                 }
                 if let Some(t) = &tables {
                     attach_scaling(cx, &mut j, t, "model_name")?;
@@ -507,7 +624,7 @@ fn make_parser(
                 }
                 j.model = cx.opt(r, mo);
                 if let Some(i) = bs {
-                    j.batch_size = Some(cx.u(r, i, "batch_size")? as u32)
+                    j.batch_size = Some(cx.u32(r, i, "batch_size")?)
                 }
                 let best_effort = match be {
                     Some(i) => cx.u(r, i, "best_effort")? == 1,
@@ -543,25 +660,37 @@ fn make_parser(
                 let iters = cx.u(r, it, "iterations")?;
                 let t = cx.f(r, itt, "iteration_time")?;
                 let dur = iters as f64 * t * factor;
-                if dur > 1e17 {
-                    return Err(cx.err("iterations", "iterations x iteration_time out of range"));
-                }
+                let dur = apiary_model::time::millis_f64(dur).ok_or_else(|| {
+                    cx.beyond(
+                        "iteration_time",
+                        &format!("{iters} iterations x {t} ms x {factor}"),
+                    )
+                })?;
                 let mut j = Job::new(
                     cx.s(r, id, "job_id")?,
                     cx.millis(r, st, "submit_time")?,
                     cx.gpus(r, ng, "num_gpu")?,
-                    dur.round() as Time,
+                    dur,
                 );
                 j.iterations = Some(iters);
                 j.model = cx.opt(r, Some(mo));
-                j.batch_size = Some(cx.u(r, bs, "batch_size")? as u32);
+                j.batch_size = Some(cx.u32(r, bs, "batch_size")?);
+                // A stage's time over every iteration obeys the same limit as the
+                // job's duration, so interleaving arithmetic stays finite.
+                let stage = |i: usize, field: &str| -> Result<f64, TraceError> {
+                    let x = cx.f(r, i, field)?;
+                    if apiary_model::time::millis_f64(x * iters.max(1) as f64).is_none() {
+                        return Err(cx.beyond(field, &format!("{iters} iterations x {x} ms")));
+                    }
+                    Ok(x)
+                };
                 j.stages = Some(StageTimes {
-                    data: cx.f(r, r0, "resource_time_0")?,
-                    gpu: cx.f(r, r1, "resource_time_1")?,
-                    net: cx.f(r, r2, "resource_time_2")?,
+                    data: stage(r0, "resource_time_0")?,
+                    gpu: stage(r1, "resource_time_1")?,
+                    net: stage(r2, "resource_time_2")?,
                 });
                 if let Some(i) = pr {
-                    j.priority = cx.u(r, i, "priority")? as i32
+                    j.priority = cx.i32(r, i, "priority")?
                 }
                 Ok(Row::Job(j))
             })
@@ -624,7 +753,14 @@ fn make_parser(
                 if s0 == 0 && c0 > 0 {
                     return Ok(Row::Excluded("never scheduled (scheduled_time = 0)"));
                 }
-                let mut j = Job::new(cx.s(r, nm, "name")?, c0 * 1000, g, (d0 - s0) * 1000);
+                let dur = apiary_model::time::secs_u64(d0 - s0)
+                    .ok_or_else(|| cx.beyond("deletion_time", &format!("{d0} - {s0} s")))?;
+                let mut j = Job::new(
+                    cx.s(r, nm, "name")?,
+                    cx.secs_int(r, ct, "creation_time")?,
+                    g,
+                    dur,
+                );
                 j.gpu_type = cx
                     .opt(r, Some(spec))
                     .map(|s| s.split('|').next().unwrap_or("").to_string());
@@ -677,16 +813,9 @@ fn make_parser(
                         format!("no {worker} throughput for ('{jt}', {g}) in the Gavel table"),
                     )
                 })?;
-                let dur = s as f64 / tput * 1000.0;
-                if !dur.is_finite() || dur > 1e17 {
-                    return Err(cx.err("total_steps", "duration out of range"));
-                }
-                let mut j = Job::new(
-                    format!("{n}"),
-                    cx.secs(r, at, "arrival_time")?,
-                    g,
-                    dur.round() as Time,
-                );
+                let dur = apiary_model::time::millis_f64(s as f64 / tput * 1000.0)
+                    .ok_or_else(|| cx.beyond("total_steps", &format!("{s} steps at {tput}/s")))?;
+                let mut j = Job::new(format!("{n}"), cx.secs(r, at, "arrival_time")?, g, dur);
                 n += 1;
                 j.iterations = Some(s);
                 j.model = Some(jt.to_string());
@@ -700,7 +829,14 @@ fn make_parser(
                     j.type_speeds = Some(speeds);
                 }
                 if ten {
-                    j.priority = cx.f(r, 7, "priority_weight")?.round() as i32;
+                    let w = cx.f(r, 7, "priority_weight")?.round();
+                    if w > i32::MAX as f64 {
+                        return Err(cx.err(
+                            "priority_weight",
+                            format!("{w} is out of range (at most {})", i32::MAX),
+                        ));
+                    }
+                    j.priority = w as i32;
                 }
                 Ok(Row::Job(j))
             })
@@ -748,9 +884,29 @@ mod tests {
     }
     #[test]
     fn civil_dates() {
-        assert_eq!(parse_datetime("1970-01-01 00:00:00"), Some(0));
-        assert_eq!(parse_datetime("2017-10-09 07:01:55"), Some(1_507_532_515));
-        assert_eq!(parse_datetime("2017-13-09 07:01:55"), None);
-        assert_eq!(parse_datetime("yesterday"), None);
+        assert_eq!(parse_datetime("1970-01-01 00:00:00"), Ok(0));
+        assert_eq!(parse_datetime("2017-10-09 07:01:55"), Ok(1_507_532_515));
+        assert_eq!(parse_datetime("2016-02-29 00:00:00"), Ok(1_456_704_000));
+        for bad in [
+            "2017-13-09 07:01:55",
+            "yesterday",
+            "2017-02-30 00:00:00",
+            "2017-02-29 00:00:00",
+            "2017-04-31 00:00:00",
+            "2017-03-01 -1:00:00",
+            "2017-03-01 +1:00:00",
+            "2017-03-01 24:00:00",
+            "900000000-10-01 00:00:00",
+            "1969-12-31 23:59:59",
+            "2017-03-01 01:00",
+            "2017-03-01 01:00:00:00",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_datetime("2017-02-30 00:00:00")
+                .unwrap_err()
+                .contains("has no day 30")
+        );
     }
 }

@@ -12,6 +12,7 @@ mod canonical;
 pub mod efgen;
 pub mod elasticflow;
 mod formats;
+mod ids;
 mod open;
 pub mod pollux;
 pub mod speed;
@@ -57,6 +58,14 @@ pub enum TraceError {
         first_line: String,
         /// Format names.
         known: String,
+    },
+    /// A reading option had an unusable value.
+    #[error("{option}: {message}")]
+    Option {
+        /// The option, as the command line spells it.
+        option: String,
+        /// What is wrong with its value.
+        message: String,
     },
     /// A needed side file was missing.
     #[error("{file}: {message}")]
@@ -111,6 +120,15 @@ pub struct Trace {
 /// are merged by submit time (each file's own clock, as Gavel's traces start every VC
 /// at 0; ties keep file order).
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
+    if let Some(f) = opts
+        .muri_itertime_factor
+        .filter(|f| !(f.is_finite() && *f > 0.0))
+    {
+        return Err(TraceError::Option {
+            option: "--muri-itertime-factor".into(),
+            message: format!("{f} is not a positive number (Muri's simulator uses 1.015)"),
+        });
+    }
     if !path.is_dir() {
         return formats::read(path, opts);
     }

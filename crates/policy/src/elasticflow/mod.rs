@@ -313,14 +313,8 @@ impl ElasticFlow {
     /// `admission`: ElasticFlow proper (`ef-accessctrl`) or its ablation without
     /// admission control (`ef`).
     pub fn new(admission: bool, p: &Params) -> Result<ElasticFlow, ParamError> {
-        let slot = p.u64("slot", 60)?;
-        if slot == 0 {
-            return Err(ParamError::Bad {
-                key: "slot".into(),
-                value: "0".into(),
-                message: "the slot must be at least one second".into(),
-            });
-        }
+        // Seconds: at least one, and within the 10^12 s every input time obeys.
+        let slot = p.u64_in("slot", 60, 1..=1_000_000_000_000)?;
         let greedy = p.choice(
             "greedy",
             Greedy::Artifact,

@@ -280,6 +280,157 @@ fn malformed_rows_name_file_line_and_field() {
             "hello,world\n1,2\n",
             "unrecognised trace format",
         ),
+        // Times that would overflow (or spin) the simulator's integer clock.
+        (
+            "ali-far.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np0,1,1,1,1000,,LS,Running,0,100,0\np1,1,1,1,1000,,LS,Running,18000000000000000,18000000000000100,18000000000000000\n",
+            "line 3, field 'creation_time': 18000000000000000 s is beyond",
+        ),
+        (
+            "ali-long.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np1,1,1,1,1000,,LS,Running,1,18000000000000000,1\n",
+            "line 2, field 'deletion_time'",
+        ),
+        (
+            "philly-far.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,100,1,100,a\n900000000-10-01 00:00:00,100,1,100,a\n",
+            "line 3, field 'timestamp': '900000000-10-01 00:00:00': year 900000000",
+        ),
+        (
+            "philly-long.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,1e16,1,100,a\n",
+            "line 2, field 'duration': 10000000000000000 s is beyond",
+        ),
+        (
+            "muri-long.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,1000000000000,gpt2,4,5,9,1e9,1,1,1,0\n",
+            "line 2, field 'iteration_time'",
+        ),
+        (
+            "pollux-batch.csv",
+            "name,time,application,num_replicas,batch_size\ncifar10-0,53,cifar10,6,5000000\n",
+            "line 2, field 'batch_size': 5000000 is outside cifar10's batch sizes 1..=4096",
+        ),
+        (
+            "pollux-batch0.csv",
+            "name,time,application,num_replicas,batch_size\ncifar10-0,53,cifar10,6,0\n",
+            "line 2, field 'batch_size'",
+        ),
+        // Integers that used to wrap or truncate.
+        (
+            "muri-prio.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,1,1,1,1,4294967297\n",
+            "line 2, field 'priority': 4294967297 is out of range",
+        ),
+        (
+            "itpef-batch.csv",
+            "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\nx,1,5,bert,9,4294967328,1,3\n",
+            "line 2, field 'batch_size': 4294967328 is out of range",
+        ),
+        (
+            "canon-gpus.csv",
+            "id,submit,gpus,duration\na,1,4294967297,1\n",
+            "line 2, field 'gpus'",
+        ),
+        (
+            "canon-batch.csv",
+            "id,submit,gpus,duration,batch_size\na,1,1,1,4294967297\n",
+            "line 2, field 'batch_size'",
+        ),
+        // Absurd floats.
+        (
+            "muri-stage.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,1,1e308,1,1,0\n",
+            "line 2, field 'resource_time_0'",
+        ),
+        (
+            "canon-stage.csv",
+            "id,submit,gpus,duration,stage_gpu_ms\na,1,1,1,1e308\n",
+            "line 2, field 'stage_gpu_ms'",
+        ),
+        (
+            "canon-stage.jsonl",
+            "{\"id\":\"a\",\"submit\":1,\"gpus\":1,\"duration\":2,\"stage_net_ms\":1e308}\n",
+            "line 1, field 'stage_net_ms'",
+        ),
+        (
+            "canon-far.jsonl",
+            "{\"id\":\"a\",\"submit\":1e300,\"gpus\":1,\"duration\":2}\n",
+            "line 1, field 'submit'",
+        ),
+        // Invalid dates.
+        (
+            "philly-feb30.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-02-30 00:00:00,100,1,100,a\n",
+            "line 2, field 'timestamp': '2017-02-30 00:00:00': 2017-02 has no day 30",
+        ),
+        (
+            "philly-neghour.csv",
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-03-01 -1:00:00,100,1,100,a\n",
+            "line 2, field 'timestamp'",
+        ),
+        // Duplicated columns.
+        (
+            "itp-dupcol.csv",
+            "job_id,submission_time,duration,num_gpu,duration\nx,1,2,1,3\n",
+            "line 1, field 'duration': column appears twice (columns 3 and 5)",
+        ),
+        (
+            "canon-dupcol.csv",
+            "id,submit,gpus,duration,gpus\na,1,1,1,2\n",
+            "line 1, field 'gpus': column appears twice",
+        ),
+        // Duplicate ids, in every format with ids.
+        (
+            "itp-dup.csv",
+            "job_id,submission_time,duration,num_gpu\nx,1,2,1\ny,1,2,1\nx,3,2,1\n",
+            "line 4, field 'job_id': job id 'x' repeats the job on line 2",
+        ),
+        (
+            "itpef-dup.csv",
+            "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\nx,1,5,bert,9,64,1,3\nx,1,5,bert,9,64,1,3\n",
+            "line 3, field 'job_id': job id 'x' repeats",
+        ),
+        (
+            "ef-dup.csv",
+            "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n0,1,5,bert,9,64,1,3\n0,1,5,bert,9,64,1,3\n",
+            "line 3, field 'job_id'",
+        ),
+        (
+            "muri-dup.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,1,1,1,1,0\n0,8,0,10,gpt2,4,5,9,1,1,1,1,0\n",
+            "line 3, field 'job_id'",
+        ),
+        (
+            "tiresias-dup.csv",
+            "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,5,30\n0,1,0,606,vgg19,5,30\n",
+            "line 3, field 'job_id'",
+        ),
+        (
+            "ali-dup.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np,1,1,1,1000,,LS,Running,3,5,4\np,1,1,1,1000,,LS,Running,3,5,4\n",
+            "line 3, field 'name'",
+        ),
+        (
+            "pollux-dup.csv",
+            "name,time,application,num_replicas,batch_size\ncifar10-0,53,cifar10,6,2048\ncifar10-0,54,cifar10,6,2048\n",
+            "line 3, field 'name'",
+        ),
+        (
+            "canon-dup.csv",
+            "id,submit,gpus,duration\na,1,1,1\na,2,1,1\n",
+            "line 3, field 'id': job id 'a' repeats the job on line 2",
+        ),
+        (
+            "canon-dup.jsonl",
+            "{\"id\":\"a\",\"submit\":1,\"gpus\":1,\"duration\":2}\n\n{\"id\":\"a\",\"submit\":1,\"gpus\":1,\"duration\":2}\n",
+            "line 3, field 'id': job id 'a' repeats the job on line 1",
+        ),
+        (
+            "canon-noid.jsonl",
+            "{\"id\":\"\",\"submit\":1,\"gpus\":1,\"duration\":2}\n",
+            "line 1, field 'id': empty job id",
+        ),
     ];
     for (name, body, want) in cases {
         let p = tmp(name, body.as_bytes());
@@ -310,6 +461,58 @@ fn malformed_rows_name_file_line_and_field() {
             assert!(e.contains(want), "{crlf}: got '{e}', want '{want}'");
         }
     }
+}
+
+#[test]
+fn muri_itertime_factor_must_be_positive() {
+    let p = tmp(
+        "muri-factor.csv",
+        b"job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,1,1,1,1,0\n",
+    );
+    for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
+        let e = read(
+            &p,
+            &ReadOptions {
+                muri_itertime_factor: Some(bad),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("--muri-itertime-factor: ") && e.contains("not a positive number"),
+            "{bad}: {e}"
+        );
+    }
+    let t = read(
+        &p,
+        &ReadOptions {
+            muri_itertime_factor: Some(2.0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(t.jobs[0].duration, 20);
+}
+
+#[test]
+fn a_duplicate_id_is_a_skippable_row() {
+    let p = tmp(
+        "dup-skip.csv",
+        b"job_id,submission_time,duration,num_gpu\na,1,2,1\na,2,2,1\nb,4,5,2\n",
+    );
+    let t = read(
+        &p,
+        &ReadOptions {
+            skip_bad_rows: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ids: Vec<&str> = t.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(t.skipped, 1);
+    assert!(t.first_skip.unwrap().contains("line 3, field 'job_id'"));
 }
 
 #[test]
