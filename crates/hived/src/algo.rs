@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::cells::{Built, CellState, Chain, FREE, MAX_PRIORITY, OPPORTUNISTIC, PCell, VCell, Vc};
-use crate::config::{Config, ConfigError, invalid};
+use crate::config::{Config, ConfigError};
 use crate::types::*;
 
 /// A group's lifecycle state.
@@ -248,7 +248,8 @@ impl Hived {
             leaf_chains: b.leaf_chains,
             chain_ids: b.chain_ids,
         };
-        // Start-up safety check (hived.md §5.1).
+        // The start-up safety check (hived.md §5.1) ran before the virtual cells were
+        // built (cells.rs); here the VCs' needs are summed for the doomed-cell check.
         for vcf in &h.vc_free {
             for (c, levels) in vcf.iter().enumerate() {
                 for (l, n) in levels.iter().enumerate() {
@@ -258,28 +259,9 @@ impl Hived {
         }
         for c in 0..nchains {
             let top = h.chains[c].top;
-            let mut available = h.free[c][top].len() as i64;
-            h.total_left[c][top] = available;
-            for l in (1..=top).rev() {
-                let left = available - h.all_vc_free[c][l];
-                if left < 0 {
-                    return Err(invalid(
-                        "virtualClusters",
-                        format!(
-                            "the VC assignment cannot map onto the physical cells: chain {} level {} ({}) needs {} cells, {} available",
-                            h.chains[c].name,
-                            l,
-                            h.chains[c].level_type[l],
-                            h.all_vc_free[c][l],
-                            available
-                        ),
-                    ));
-                }
-                if l > 1 {
-                    let fan = h.chains[c].level_fanout[l] as i64;
-                    available = left * fan;
-                    h.total_left[c][l - 1] = h.total_left[c][l] * fan;
-                }
+            h.total_left[c][top] = h.free[c][top].len() as i64;
+            for l in (2..=top).rev() {
+                h.total_left[c][l - 1] = h.total_left[c][l] * h.chains[c].level_fanout[l] as i64;
             }
         }
         // Views.

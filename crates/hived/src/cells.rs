@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::config::{Config, ConfigError, TypeInfo, invalid, resolve_types, validate_vcs};
+use crate::config::{
+    Config, ConfigError, MAX_CELLS, TypeInfo, invalid, resolve_types, validate_vcs,
+};
 
 /// Priority of a free cell.
 pub const FREE: i32 = -2;
@@ -165,6 +167,13 @@ struct Builder<'a> {
 impl Built {
     pub fn from_config(raw: &Config) -> Result<Built, ConfigError> {
         let types = resolve_types(&raw.physical_cluster.cell_types)?;
+        if raw.physical_cluster.physical_cells.is_empty() {
+            return Err(invalid(
+                "physicalCluster.physicalCells",
+                "no physical cells: a HiveD config needs at least one",
+            ));
+        }
+        check_cell_count(raw, &types)?;
         let cfg = raw.defaulted();
         let mut chain_names = BTreeSet::new();
         for (i, top) in cfg.physical_cluster.physical_cells.iter().enumerate() {
@@ -280,6 +289,34 @@ impl Built {
         b.virtuals(raw)?;
         Ok(b.built)
     }
+}
+
+/// Refuses a physical cluster of more than [`MAX_CELLS`] cells before any is built:
+/// `cellNumber`s and fan-outs multiply, and defaulting would allocate every cell.
+fn check_cell_count(raw: &Config, types: &BTreeMap<String, TypeInfo>) -> Result<(), ConfigError> {
+    let mut total = 0usize;
+    let mut stack: Vec<(&crate::config::PhysicalCellSpec, &str)> = Vec::new();
+    for (i, top) in raw.physical_cluster.physical_cells.iter().enumerate() {
+        stack.push((top, &top.cell_type));
+        while let Some((spec, cell_type)) = stack.pop() {
+            let ti = types.get(cell_type);
+            if spec.cell_children.is_empty() {
+                // Defaulting gives every child: the type's full subtree.
+                total = total.saturating_add(ti.map_or(1, |t| t.cells));
+            } else {
+                total = total.saturating_add(1);
+                let child = ti.and_then(|t| t.child.as_deref()).unwrap_or("");
+                stack.extend(spec.cell_children.iter().map(|c| (c, child)));
+            }
+            if total > MAX_CELLS {
+                return Err(invalid(
+                    format!("physicalCluster.physicalCells[{i}]"),
+                    format!("the physical cells up to this one hold more than {MAX_CELLS} cells"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Builder<'_> {
@@ -436,7 +473,45 @@ impl Builder<'_> {
         Ok(id)
     }
 
+    /// HiveD's start-up safety check (hived.md §5.1), before any virtual cell is built:
+    /// the VCs' cells, level by level from the top, must fit the physical cells left
+    /// over, so a `cellNumber` in the billions is refused without allocating.
+    fn check_vc_capacity(&self, raw: &Config) -> Result<(), ConfigError> {
+        let chains = &self.built.chains;
+        let mut need: Vec<Vec<i64>> = chains.iter().map(|c| vec![0; c.top + 1]).collect();
+        for spec in raw.virtual_clusters.values() {
+            for v in &spec.virtual_cells {
+                let parts: Vec<&str> = v.cell_type.split('.').collect();
+                let chain = self.built.chain_ids[parts[0]];
+                let level = self.types[parts[parts.len() - 1]].level;
+                need[chain][level] = need[chain][level].saturating_add(v.cell_number);
+            }
+            for p in &spec.pinned_cells {
+                let pc = &self.built.pcells[self.pinned_ids[&p.pinned_cell_id]];
+                need[pc.chain][pc.level] = need[pc.chain][pc.level].saturating_add(1);
+            }
+        }
+        for (c, ch) in chains.iter().enumerate() {
+            let mut available = self.built.tops[c].len() as i64;
+            for l in (1..=ch.top).rev() {
+                let left = available - need[c][l];
+                if left < 0 {
+                    return Err(invalid(
+                        "virtualClusters",
+                        format!(
+                            "the VC assignment cannot map onto the physical cells: chain {} level {} ({}) needs {} cells, {} available",
+                            ch.name, l, ch.level_type[l], need[c][l], available
+                        ),
+                    ));
+                }
+                available = left.saturating_mul(ch.level_fanout[l] as i64);
+            }
+        }
+        Ok(())
+    }
+
     fn virtuals(&mut self, raw: &Config) -> Result<(), ConfigError> {
+        self.check_vc_capacity(raw)?;
         let nchains = self.built.chains.len();
         for (vi, (vname, spec)) in raw.virtual_clusters.iter().enumerate() {
             let mut vc = Vc {
@@ -456,7 +531,7 @@ impl Builder<'_> {
                 let chain = self.built.chain_ids[parts[0]];
                 let root_type = parts[parts.len() - 1];
                 let level = self.types[root_type].level;
-                free[chain][level] += v.cell_number;
+                free[chain][level] = free[chain][level].saturating_add(v.cell_number);
                 for _ in 0..v.cell_number {
                     let top = self.built.chains[chain].top;
                     let entry = vc.chains.entry(chain).or_insert_with(|| VcCells::new(top));

@@ -1,8 +1,11 @@
 //! HiveD's own configuration shape (`physicalCluster`, `virtualClusters`), read from YAML
 //! or JSON, with HiveD's address defaulting and validation that names the offending path.
 //!
-//! Keys the scheduler does not read (`kubeApiServerAddress`, `skuTypes`, ...) are accepted
-//! and ignored, as upstream does, so an upstream config file loads unchanged.
+//! Upstream's top-level keys the scheduler does not read (`kubeApiServerAddress`,
+//! `webServerAddress`, ...) are accepted and ignored, so an upstream config file loads
+//! unchanged; any other top-level key is an error (a misspelt `physicalClusters` would
+//! otherwise leave an empty cluster). Keys inside the sections are not checked, as
+//! upstream's YAML reader does not.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,6 +141,20 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
     })
 }
 
+/// Top-level keys of upstream HiveD's config (`pkg/api/config.go`): the two apiary
+/// reads and the scheduler-process settings it ignores.
+const TOP_LEVEL_KEYS: [&str; 9] = [
+    "physicalCluster",
+    "virtualClusters",
+    "kubeApiServerAddress",
+    "kubeConfigFilePath",
+    "webServerAddress",
+    "forcePodBindThreshold",
+    "podBindAttempts",
+    "waitingPodSchedulingBlockMilliSec",
+    "quotaExcludeVCs",
+];
+
 fn children<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PhysicalCellSpec>, D::Error> {
     Ok(Option::<Vec<PhysicalCellSpec>>::deserialize(d)?.unwrap_or_default())
 }
@@ -150,10 +167,31 @@ impl Config {
     /// Parses YAML (JSON is YAML too, but a leading `{` is parsed as JSON for exact
     /// JSON error positions).
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        if text.trim_start().starts_with('{') {
+        let json = text.trim_start().starts_with('{');
+        // A misspelt top-level key (`physicalClusters`) would otherwise leave an empty
+        // cluster; upstream's own keys are accepted and ignored.
+        let keys: BTreeMap<String, serde::de::IgnoredAny> = if json {
+            serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?
+        } else {
+            serde_saphyr::from_str::<Option<BTreeMap<String, serde::de::IgnoredAny>>>(text)
+                .map_err(|e| ConfigError::Parse(e.to_string()))?
+                .unwrap_or_default()
+        };
+        if let Some(k) = keys.keys().find(|k| !TOP_LEVEL_KEYS.contains(&k.as_str())) {
+            return Err(invalid(
+                k.clone(),
+                format!(
+                    "unknown top-level key (known: {})",
+                    TOP_LEVEL_KEYS.join(", ")
+                ),
+            ));
+        }
+        if json {
             serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
         } else {
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+            serde_saphyr::from_str::<Option<Config>>(text)
+                .map_err(|e| ConfigError::Parse(e.to_string()))
+                .map(Option::unwrap_or_default)
         }
     }
 
@@ -219,92 +257,121 @@ pub(crate) struct TypeInfo {
     pub is_node_level: bool,
     pub leaf_type: String,
     pub leaf_count: usize,
+    /// Cells in one full cell of this type, itself included (saturating).
+    pub cells: usize,
 }
 
-/// Resolves every cell type (levels, leaf counts), rejecting cycles, bad fan-outs and
-/// nested node levels.
+/// The most levels a cell-type chain may have, leaf included. Real topologies have
+/// fewer than ten (GPU, PCIe switch, socket, node, rack, pod); the bound keeps every
+/// walk over a cell tree shallow, whatever a config says.
+pub const MAX_LEVELS: usize = 64;
+
+/// The most cells (at every level) the physical cluster may have; virtual cells cannot
+/// outnumber physical ones, so the same bound holds for them. 100,000 GPUs in 8-GPU
+/// nodes take about 200,000.
+pub const MAX_CELLS: usize = 4_000_000;
+
+/// Resolves every cell type (levels, leaf counts), rejecting cycles, bad fan-outs,
+/// chains deeper than [`MAX_LEVELS`] and nested node levels. Iterative: a chain's
+/// length costs no stack.
 pub(crate) fn resolve_types(
     types: &BTreeMap<String, CellTypeSpec>,
 ) -> Result<BTreeMap<String, TypeInfo>, ConfigError> {
     let mut out: BTreeMap<String, TypeInfo> = BTreeMap::new();
     for name in types.keys() {
-        resolve_one(name, types, &mut out, &mut Vec::new())?;
+        // Walk down to a resolved type or a leaf type, then resolve upwards.
+        let mut path: Vec<&str> = Vec::new();
+        let mut on_path: BTreeSet<&str> = BTreeSet::new();
+        let mut t: &str = name;
+        loop {
+            if out.contains_key(t) {
+                break;
+            }
+            let Some(spec) = types.get(t) else {
+                out.insert(
+                    t.to_string(),
+                    TypeInfo {
+                        level: 1,
+                        child: None,
+                        fanout: 0,
+                        has_node: false,
+                        multi_node: false,
+                        is_node_level: false,
+                        leaf_type: t.to_string(),
+                        leaf_count: 1,
+                        cells: 1,
+                    },
+                );
+                break;
+            };
+            let at = format!("physicalCluster.cellTypes.{t}");
+            if !on_path.insert(t) {
+                let from = path.iter().position(|p| *p == t).unwrap_or(0);
+                return Err(invalid(
+                    at,
+                    format!(
+                        "cell types form a cycle: {} -> {t}",
+                        path[from..].join(" -> ")
+                    ),
+                ));
+            }
+            if spec.child_cell_type.is_empty() {
+                return Err(invalid(at + ".childCellType", "missing"));
+            }
+            if spec.child_cell_number <= 0 || spec.child_cell_number > 4096 {
+                return Err(invalid(
+                    at + ".childCellNumber",
+                    format!(
+                        "bad fan-out {} (must be between 1 and 4096)",
+                        spec.child_cell_number
+                    ),
+                ));
+            }
+            path.push(t);
+            if path.len() >= MAX_LEVELS {
+                return Err(invalid(
+                    format!("physicalCluster.cellTypes.{name}"),
+                    format!("the chain below {name} has more than {MAX_LEVELS} levels"),
+                ));
+            }
+            t = &spec.child_cell_type;
+        }
+        for &t in path.iter().rev() {
+            let spec = &types[t];
+            let child = out[&spec.child_cell_type].clone();
+            if child.level >= MAX_LEVELS {
+                return Err(invalid(
+                    format!("physicalCluster.cellTypes.{t}"),
+                    format!("the chain below {t} has more than {MAX_LEVELS} levels"),
+                ));
+            }
+            if spec.is_node_level && child.has_node {
+                return Err(invalid(
+                    format!("physicalCluster.cellTypes.{t}.isNodeLevel"),
+                    format!(
+                        "node-level type contains another node-level type below it ({})",
+                        spec.child_cell_type
+                    ),
+                ));
+            }
+            let fanout = spec.child_cell_number as usize;
+            out.insert(
+                t.to_string(),
+                TypeInfo {
+                    level: child.level + 1,
+                    child: Some(spec.child_cell_type.clone()),
+                    fanout,
+                    has_node: child.has_node || spec.is_node_level,
+                    multi_node: child.has_node,
+                    is_node_level: spec.is_node_level,
+                    leaf_type: child.leaf_type.clone(),
+                    leaf_count: child.leaf_count.saturating_mul(fanout),
+                    cells: child.cells.saturating_mul(fanout).saturating_add(1),
+                },
+            );
+        }
     }
     Ok(out)
-}
-
-fn resolve_one(
-    name: &str,
-    types: &BTreeMap<String, CellTypeSpec>,
-    out: &mut BTreeMap<String, TypeInfo>,
-    stack: &mut Vec<String>,
-) -> Result<(), ConfigError> {
-    if out.contains_key(name) {
-        return Ok(());
-    }
-    let Some(spec) = types.get(name) else {
-        out.insert(
-            name.to_string(),
-            TypeInfo {
-                level: 1,
-                child: None,
-                fanout: 0,
-                has_node: false,
-                multi_node: false,
-                is_node_level: false,
-                leaf_type: name.to_string(),
-                leaf_count: 1,
-            },
-        );
-        return Ok(());
-    };
-    let path = format!("physicalCluster.cellTypes.{name}");
-    if stack.iter().any(|s| s == name) {
-        return Err(invalid(
-            path,
-            format!("cell types form a cycle: {} -> {name}", stack.join(" -> ")),
-        ));
-    }
-    if spec.child_cell_type.is_empty() {
-        return Err(invalid(path + ".childCellType", "missing"));
-    }
-    if spec.child_cell_number <= 0 || spec.child_cell_number > 4096 {
-        return Err(invalid(
-            path + ".childCellNumber",
-            format!(
-                "bad fan-out {} (must be between 1 and 4096)",
-                spec.child_cell_number
-            ),
-        ));
-    }
-    stack.push(name.to_string());
-    resolve_one(&spec.child_cell_type, types, out, stack)?;
-    stack.pop();
-    let child = out[&spec.child_cell_type].clone();
-    if spec.is_node_level && child.has_node {
-        return Err(invalid(
-            path + ".isNodeLevel",
-            format!(
-                "node-level type contains another node-level type below it ({})",
-                spec.child_cell_type
-            ),
-        ));
-    }
-    let fanout = spec.child_cell_number as usize;
-    out.insert(
-        name.to_string(),
-        TypeInfo {
-            level: child.level + 1,
-            child: Some(spec.child_cell_type.clone()),
-            fanout,
-            has_node: child.has_node || spec.is_node_level,
-            multi_node: child.has_node,
-            is_node_level: spec.is_node_level,
-            leaf_type: child.leaf_type.clone(),
-            leaf_count: child.leaf_count.saturating_mul(fanout),
-        },
-    );
-    Ok(())
 }
 
 /// Checks the VC section against the physical one (pinned ids, type paths).
