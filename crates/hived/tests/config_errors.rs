@@ -149,12 +149,9 @@ fn empty_configs_and_unknown_top_level_keys_are_refused() {
             "{text:?}: {e}"
         );
     }
-    let e = Config::parse(&format!(
-        "{}",
-        TYPES.replace("physicalCluster:", "physicalClusters:")
-    ))
-    .unwrap_err()
-    .to_string();
+    let e = Config::parse(&TYPES.replace("physicalCluster:", "physicalClusters:"))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("physicalClusters: unknown top-level key"),
         "{e}"
