@@ -140,6 +140,16 @@ pub enum TopologyError {
         /// Where.
         at: String,
     },
+    /// The declared box shape does not describe the links.
+    #[error("{at}: shape {shape}: {msg}")]
+    Shape {
+        /// Where.
+        at: String,
+        /// The shape as declared.
+        shape: String,
+        /// How it contradicts the links.
+        msg: String,
+    },
 }
 
 /// The on-disk format (JSON or TOML). See docs/comm.md.
@@ -292,6 +302,9 @@ impl TopologyBuilder {
                 });
             }
         }
+        if let Some(sh) = &self.shape {
+            check_shape(sh, &compute, &self.nodes, &outbound, at)?;
+        }
         // Integer capacities: common denominator, then divide by the common factor.
         let mut lcm: u128 = 1;
         for &(_, _, bw) in &merged {
@@ -328,6 +341,54 @@ impl TopologyBuilder {
         t.check_connected(at)?;
         Ok(t)
     }
+}
+
+/// The closed forms read a shape as `boxes` x `gpus` compute nodes, each sending `intra`
+/// GB/s into its box's switch and, across boxes, `nic` GB/s more: a shape whose count
+/// differs from the compute nodes, or that promises a GPU more bandwidth than its links
+/// carry, would print closed forms for another topology.
+fn check_shape(
+    sh: &BoxShape,
+    compute: &[u32],
+    nodes: &[Node],
+    outbound: &[Frac],
+    at: &str,
+) -> Result<(), TopologyError> {
+    let err = |msg: String| TopologyError::Shape {
+        at: at.to_string(),
+        shape: format!(
+            "{{ boxes = {}, gpus = {}, intra = {}, nic = {} }}",
+            sh.boxes,
+            sh.gpus,
+            decimal(sh.intra),
+            decimal(sh.nic)
+        ),
+        msg,
+    };
+    if sh.boxes == 0 || sh.gpus == 0 {
+        return Err(err("boxes and gpus must be at least 1".into()));
+    }
+    let n = sh.boxes as u64 * sh.gpus as u64;
+    if n != compute.len() as u64 {
+        return Err(err(format!(
+            "describes {n} GPUs, the links {} compute nodes",
+            compute.len()
+        )));
+    }
+    let need = if sh.boxes > 1 {
+        sh.intra.plus(sh.nic)
+    } else {
+        sh.intra
+    };
+    if let Some(&c) = compute.iter().find(|&&c| outbound[c as usize] < need) {
+        return Err(err(format!(
+            "gives each GPU {} GB/s out, but '{}' has links for {} GB/s",
+            decimal(need),
+            nodes[c as usize].name,
+            decimal(outbound[c as usize])
+        )));
+    }
+    Ok(())
 }
 
 /// A bandwidth as a decimal when it has one, else as a fraction.

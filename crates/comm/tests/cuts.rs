@@ -106,6 +106,41 @@ fn bad_input_names_the_file_line_and_field() {
     assert!(e.starts_with("t.toml:3:"), "{e}");
 }
 
+/// A declared `shape` feeds the closed forms of `apiary comm compare`; one that
+/// contradicts the links used to print closed forms for another topology.
+#[test]
+fn a_shape_that_contradicts_the_links_is_refused() {
+    let star = |shape: &str| {
+        format!(
+            r#"{{"compute": ["a", "b", "c"], "switches": ["s"], "links": [{{"from": "a", "to": "s", "bw": 300}}, {{"from": "b", "to": "s", "bw": 300}}, {{"from": "c", "to": "s", "bw": 300}}], "shape": {shape}}}"#
+        )
+    };
+    let e = err(&star(r#"{"boxes": 2, "gpus": 8, "intra": 300, "nic": 50}"#));
+    assert_eq!(
+        e,
+        "topo.json: shape { boxes = 2, gpus = 8, intra = 300, nic = 50 }: describes 16 GPUs, the links 3 compute nodes"
+    );
+    let e = err(&star(r#"{"boxes": 1, "gpus": 3, "intra": 900}"#));
+    assert!(
+        e.ends_with("gives each GPU 900 GB/s out, but 'a' has links for 300 GB/s"),
+        "{e}"
+    );
+    let e = err(&star(r#"{"boxes": 0, "gpus": 3, "intra": 300}"#));
+    assert!(e.ends_with("boxes and gpus must be at least 1"), "{e}");
+    let e = err(&star(
+        r#"{"boxes": 4294967295, "gpus": 4294967295, "intra": 300, "nic": 1}"#,
+    ));
+    assert!(e.contains("describes 18446744065119617025 GPUs"), "{e}");
+    // The shape the links do describe is accepted, as is the committed example (whose
+    // extra direct links give more than the shape needs).
+    assert!(Topology::parse(&star(r#"{"boxes": 1, "gpus": 3, "intra": 300}"#), "t.json").is_ok());
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/topologies/example.toml"
+    );
+    assert!(Topology::read(std::path::Path::new(example)).is_ok());
+}
+
 #[test]
 fn files_round_trip_through_the_json_export() {
     let t = apiary_comm::preset("dgx-a100:2").unwrap();
