@@ -621,18 +621,20 @@ fn policies() {
 
 pub(crate) fn load_cluster(name: &str) -> Result<(ClusterSpec, Cluster)> {
     let p = Path::new(name);
-    let spec = if p.is_file() {
+    if p.is_file() {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {name}"))?;
-        if name.ends_with(".csv") {
+        let spec = if name.ends_with(".csv") {
             ClusterSpec::from_peer_csv_str(&text, name)?
         } else {
             ClusterSpec::from_toml_str(&text, name)?
-        }
+        };
+        let c = spec.build_from(name)?;
+        Ok((spec, c))
     } else {
-        ClusterSpec::preset(name)?
-    };
-    let c = spec.build()?;
-    Ok((spec, c))
+        let spec = ClusterSpec::preset(name)?;
+        let c = spec.build()?;
+        Ok((spec, c))
+    }
 }
 
 fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {

@@ -229,7 +229,7 @@ impl ClusterSpec {
                 }],
             }],
         };
-        spec.build_named(source_name)?;
+        spec.build_from(source_name)?;
         Ok(spec)
     }
 
@@ -257,12 +257,15 @@ impl ClusterSpec {
         Ok(uniform(name, n, g, &gpu_type, 32))
     }
 
-    /// Builds and validates the topology.
+    /// Builds and validates the topology; errors name the spec's `name`, so use
+    /// [`ClusterSpec::build_from`] for a spec read from a file.
     pub fn build(&self) -> Result<Cluster, ClusterSpecError> {
-        self.build_named(&self.name)
+        self.build_from(&self.name)
     }
 
-    fn build_named(&self, source_name: &str) -> Result<Cluster, ClusterSpecError> {
+    /// Builds and validates the topology; errors name `source_name` (the file the spec
+    /// was read from), which is where the user has to look.
+    pub fn build_from(&self, source_name: &str) -> Result<Cluster, ClusterSpecError> {
         let invalid = |message: String| ClusterSpecError::Invalid {
             source_name: source_name.to_string(),
             message,

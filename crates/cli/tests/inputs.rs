@@ -1,0 +1,160 @@
+//! Bad input through the real binary: every case ends, promptly, with a non-zero exit
+//! and a message naming the file and field, never a hang, a panic or an abort.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_apiary");
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("apiary-inputs-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn file(name: &str, body: &str) -> String {
+    let p = dir().join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+/// Runs the binary with a 60 s limit; returns (exit code, stderr). A signal (an abort
+/// on stack overflow, a panic's SIGABRT) fails the test.
+fn run(args: &[&str]) -> (i32, String) {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let err = dir().join(format!("stderr-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("apiary {args:?} still running after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    let code = status
+        .code()
+        .unwrap_or_else(|| panic!("apiary {args:?} died by a signal: {stderr}"));
+    assert!(
+        !stderr.contains("panicked"),
+        "apiary {args:?} panicked: {stderr}"
+    );
+    (code, stderr)
+}
+
+fn refused(args: &[&str], want: &[&str]) {
+    let (code, stderr) = run(args);
+    assert_ne!(code, 0, "apiary {args:?} succeeded");
+    for w in want {
+        assert!(
+            stderr.contains(w),
+            "apiary {args:?}: want '{w}' in: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn traces_that_used_to_spin_or_wrap_are_refused() {
+    let pollux = file(
+        "pollux-huge-batch.csv",
+        "name,time,application,num_replicas,batch_size\ncifar10-0,53,cifar10,6,5000000\n",
+    );
+    for policy in ["tiresias", "pollux"] {
+        refused(
+            &["simulate", "-q", "-c", "n2g8", "-p", policy, "-t", &pollux],
+            &["pollux-huge-batch.csv, line 2, field 'batch_size'"],
+        );
+    }
+    let philly = file(
+        "philly-far.csv",
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,100,1,100,a\n900000000-10-01 00:00:00,100,1,100,a\n",
+    );
+    refused(
+        &["simulate", "-q", "-t", &philly],
+        &["philly-far.csv, line 3, field 'timestamp'"],
+    );
+    let alibaba = file(
+        "alibaba-far.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np1,1,1,1,1000,,LS,Running,18000000000000000,18000000000000100,18000000000000000\n",
+    );
+    refused(
+        &["simulate", "-q", "-t", &alibaba],
+        &["alibaba-far.csv, line 2, field 'creation_time'"],
+    );
+}
+
+#[test]
+fn flags_out_of_range_are_refused() {
+    let muri = file(
+        "muri.csv",
+        "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n0,8,0,10,gpt2,4,5,9,1,1,1,1,0\n",
+    );
+    for f in ["NaN", "0", "-1"] {
+        let flag = format!("--muri-itertime-factor={f}");
+        refused(
+            &["simulate", "-q", "-t", &muri, &flag],
+            &["--muri-itertime-factor"],
+        );
+    }
+    refused(&["simulate", "-q", "--mode", "slot:1e300"], &["--mode"]);
+    refused(
+        &["simulate", "-q", "--restart-overhead", "1e300"],
+        &["--restart-overhead"],
+    );
+    refused(
+        &["simulate", "-q", "-p", "gavel", "--set", "round=1e300"],
+        &["parameter 'round'"],
+    );
+}
+
+#[test]
+fn cluster_file_errors_name_the_file() {
+    let path = file(
+        "prod-cluster.toml",
+        "name = \"production\"\n[[switches]]\n[[switches.nodes]]\ncount = 2\ngpus = 0\n",
+    );
+    refused(
+        &["simulate", "-q", "-c", &path],
+        &[&path, "switches[0].nodes[0].gpus"],
+    );
+    let (_, stderr) = run(&["simulate", "-q", "-c", &path]);
+    assert!(!stderr.contains("production"), "{stderr}");
+}
+
+#[test]
+fn hived_configs_that_used_to_abort_or_exhaust_memory_are_refused() {
+    let mut deep = String::from(
+        "physicalCluster:\n  cellTypes:\n    T0: {childCellType: G, childCellNumber: 8, isNodeLevel: true}\n",
+    );
+    for i in 1..40_000 {
+        deep += &format!(
+            "    T{i}: {{childCellType: T{}, childCellNumber: 1}}\n",
+            i - 1
+        );
+    }
+    deep += "  physicalCells: [{cellType: T39999}]\n";
+    let deep = file("deep.yaml", &deep);
+    refused(
+        &["hived", "status", &deep],
+        &["deep.yaml", "more than 64 levels"],
+    );
+    let big = file(
+        "bignum.yaml",
+        "physicalCluster:\n  cellTypes:\n    N: {childCellType: G, childCellNumber: 8, isNodeLevel: true}\n  physicalCells: [{cellType: N}]\nvirtualClusters:\n  a: {virtualCells: [{cellType: N, cellNumber: 1000000000}]}\n",
+    );
+    refused(
+        &["hived", "status", &big],
+        &["bignum.yaml", "needs 1000000000 cells, 1 available"],
+    );
+}
