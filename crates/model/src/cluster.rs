@@ -591,5 +591,29 @@ memory_gb = 512
             e.contains("line 2") && e.contains("num_node_p_switch"),
             "{e}"
         );
+        // Windows line endings (the peers' files have them) and blank lines: the same
+        // line is named.
+        let e = ClusterSpec::from_peer_csv_str(
+            "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\r\n\r\n1,a,8,1,1\r\n",
+            "f.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("f.csv, line 3"), "{e}");
+        let ok = ClusterSpec::from_peer_csv_str(
+            "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\r\n1,2,8,1,1\r\n",
+            "f.csv",
+        );
+        assert_eq!(ok.unwrap().build().unwrap().total_gpus, 16);
+        // Errors of a spec read from a file name the file, not the spec's name.
+        let e = ClusterSpec::from_toml_str(
+            "name = \"production\"\n[[switches]]\n[[switches.nodes]]\ngpus = 0\n",
+            "site/prod.toml",
+        )
+        .unwrap()
+        .build_from("site/prod.toml")
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("cluster spec site/prod.toml:"), "{e}");
     }
 }
