@@ -336,12 +336,13 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         return crate::canonical::read_jsonl(path, opts);
     }
     let tab = matches!(format, Format::Gavel | Format::Gavel10);
+    let (counted, mut lines) = crate::open::LineCount::new(crate::open::CrlfToLf::new(open(path)?));
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(!tab)
         .delimiter(if tab { b'\t' } else { b',' })
         .flexible(true)
         .quoting(!tab)
-        .from_reader(crate::open::CrlfToLf::new(open(path)?));
+        .from_reader(counted);
     let headers = if tab {
         StringRecord::new()
     } else {
@@ -367,7 +368,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     loop {
         let more = rdr.read_record(&mut rec).map_err(|e| TraceError::Row {
             file: file.clone(),
-            line: e.position().map_or(line + 1, |p| p.line()),
+            line: e.position().map_or(line + 1, |p| lines.line_of(p.byte())),
             field: "record".into(),
             message: e.to_string(),
         });
@@ -384,7 +385,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         if !more {
             break;
         }
-        line = rec.position().map_or(line + 1, |p| p.line());
+        line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
         if rec.iter().all(|f| f.trim().is_empty()) {
             continue;
         }

@@ -1,9 +1,12 @@
 //! Opening a possibly compressed file as a buffered reader.
 
 use crate::TraceError;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::rc::Rc;
 
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     let io = |source| TraceError::Io {
@@ -48,6 +51,75 @@ pub(crate) fn first_line(path: &Path) -> Result<String, TraceError> {
         .trim_start_matches('\u{feff}')
         .trim_end_matches('\r')
         .to_string())
+}
+
+/// Notes where every `\n` passes, so that a reader which buffers ahead can still name
+/// the file line a record starts on: the CSV reader's own line count skips blank lines
+/// (a row after one was reported a line early). Only the offsets not yet asked about
+/// are kept, a buffer's worth.
+pub(crate) struct LineCount<R> {
+    inner: R,
+    pos: u64,
+    newlines: Rc<RefCell<VecDeque<u64>>>,
+}
+
+/// The other end of a [`LineCount`]: the line at a byte offset, asked in increasing
+/// order.
+pub(crate) struct LineIndex {
+    newlines: Rc<RefCell<VecDeque<u64>>>,
+    passed: u64,
+}
+
+impl<R: Read> LineCount<R> {
+    pub(crate) fn new(inner: R) -> (LineCount<R>, LineIndex) {
+        let newlines = Rc::new(RefCell::new(VecDeque::new()));
+        (
+            LineCount {
+                inner,
+                pos: 0,
+                newlines: newlines.clone(),
+            },
+            LineIndex {
+                newlines,
+                passed: 0,
+            },
+        )
+    }
+}
+
+impl<R: Read> Read for LineCount<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(out)?;
+        let mut q = self.newlines.borrow_mut();
+        for (i, _) in out[..n].iter().enumerate().filter(|(_, b)| **b == b'\n') {
+            q.push_back(self.pos + i as u64);
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl LineIndex {
+    /// The 1-based line of the record the CSV reader says starts at byte `offset`
+    /// (offsets must not decrease). Its offset is where the previous record ended, so
+    /// the blank lines it skipped (a `\n` right at the offset, and right after that)
+    /// are passed over.
+    pub(crate) fn line_of(&mut self, mut offset: u64) -> u64 {
+        let mut q = self.newlines.borrow_mut();
+        while let Some(&o) = q.front() {
+            if o < offset {
+                q.pop_front();
+                self.passed += 1;
+            } else if o == offset {
+                q.pop_front();
+                self.passed += 1;
+                offset += 1;
+            } else {
+                break;
+            }
+        }
+        self.passed + 1
+    }
 }
 
 /// Turns every `\r\n` into `\n` as it reads, so that the CSV reader counts the lines of a

@@ -134,22 +134,23 @@ pub fn pollux_spread(dir: &Path) -> Result<SpreadTable, TraceError> {
             .unwrap_or_default();
         let path = m.join("placements.csv");
         let file = path.display().to_string();
-        let mut rdr = csv::Reader::from_path(&path).map_err(|e| TraceError::Row {
-            file: file.clone(),
-            line: 1,
-            field: "header".into(),
-            message: e.to_string(),
-        })?;
+        let (counted, mut lines) =
+            crate::open::LineCount::new(crate::open::CrlfToLf::new(crate::open::open(&path)?));
+        let mut rdr = csv::Reader::from_reader(counted);
         // (gpus, nodes, local_bsz) -> (sum of step times, count)
         let mut acc: BTreeMap<(u32, u32, u32), (f64, u32)> = BTreeMap::new();
         for (i, rec) in rdr.records().enumerate() {
-            let line = i as u64 + 2;
             let rec = rec.map_err(|e| TraceError::Row {
                 file: file.clone(),
-                line,
+                line: e
+                    .position()
+                    .map_or(i as u64 + 2, |p| lines.line_of(p.byte())),
                 field: "record".into(),
                 message: e.to_string(),
             })?;
+            let line = rec
+                .position()
+                .map_or(i as u64 + 2, |p| lines.line_of(p.byte()));
             let bad = |field: &str, msg: String| TraceError::Row {
                 file: file.clone(),
                 line,

@@ -280,6 +280,18 @@ fn malformed_rows_name_file_line_and_field() {
             "hello,world\n1,2\n",
             "unrecognised trace format",
         ),
+        // Blank lines (the CSV reader skips them without counting) and quoted line
+        // breaks: the file's own line is named.
+        (
+            "itp-blank.csv",
+            "job_id,submission_time,duration,num_gpu\na,1,2,1\n\n\nb,x,2,1\n",
+            "line 5, field 'submission_time'",
+        ),
+        (
+            "itp-quoted.csv",
+            "job_id,submission_time,duration,num_gpu\n\"a\nb\",1,2,1\n\nc,x,2,1\n",
+            "line 5, field 'submission_time'",
+        ),
         // Times that would overflow (or spin) the simulator's integer clock.
         (
             "ali-far.csv",
@@ -633,6 +645,16 @@ fn spread_loader_errors_name_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("line 2") && e.contains("step_time"), "{e}");
+    // Windows line endings and a blank line: the same file line is named.
+    std::fs::write(
+        dir.join("m/placements.csv"),
+        "placement,local_bsz,step_time,sync_time\r\n1,4,0.5,0.1\r\n\r\n1x,4,0.5,0.1\r\n",
+    )
+    .unwrap();
+    let e = apiary_trace::speed::pollux_spread(&dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 4") && e.contains("placement"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
