@@ -1,0 +1,193 @@
+//! The config parsers and the live API's JSON bodies.
+
+use apiary_fuzz::{config, input, within};
+use proptest::prelude::*;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+const CLUSTER_TOML: &str = r#"name = "lab"
+[[switches]]
+name = "rack"
+count = 2
+uplink_gbps = 100.0
+[[switches.nodes]]
+count = 2
+gpus = 4
+gpu_type = "A100"
+cpus = 32
+memory_gb = 512
+nic_gbps = 200.0
+[[switches.nodes]]
+gpus = 8
+"#;
+const CLUSTER_CSV: &str =
+    "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n2,4,8,64,256\n";
+const HIVED: &str = "physicalCluster:
+  cellTypes:
+    S: {childCellType: G, childCellNumber: 2}
+    N: {childCellType: S, childCellNumber: 2, isNodeLevel: true}
+    R: {childCellType: N, childCellNumber: 2}
+  physicalCells:
+  - {cellType: R, cellChildren: [{cellAddress: n0}, {cellAddress: n1, pinnedCellId: p}]}
+  - {cellType: N, cellAddress: n2}
+virtualClusters:
+  a: {virtualCells: [{cellType: R.N, cellNumber: 1}]}
+  b: {virtualCells: [{cellType: N, cellNumber: 1}], pinnedCells: [{pinnedCellId: p}]}
+";
+const HIVED_JSON: &str = r#"{"physicalCluster": {"cellTypes": {"N": {"childCellType": "G", "childCellNumber": 4, "isNodeLevel": true}}, "physicalCells": [{"cellType": "N", "cellAddress": "a"}, {"cellType": "N", "cellAddress": "b"}]}, "virtualClusters": {"v": {"virtualCells": [{"cellType": "N", "cellNumber": 2}]}}}"#;
+const TOPOLOGY_TOML: &str = r#"name = "three GPUs on an NVSwitch"
+compute = ["gpu0", "gpu1", "gpu2"]
+switches = ["nvswitch"]
+links = [
+  { from = "gpu0", to = "nvswitch", bw = 300 },
+  { from = "gpu1", to = "nvswitch", bw = 300 },
+  { from = "gpu2", to = "nvswitch", bw = 300 },
+  { from = "gpu0", to = "gpu1", bw = 25, directed = true },
+]
+shape = { boxes = 1, gpus = 3, intra = 300 }
+"#;
+const TOPOLOGY_JSON: &str = r#"{"compute": ["a", "b", "c", "d"], "switches": ["s"], "links": [{"from": "a", "to": "s", "bw": 2}, {"from": "b", "to": "s", "bw": 2}, {"from": "c", "to": "s", "bw": 1.5}, {"from": "d", "to": "s", "bw": 1}, {"from": "a", "to": "b", "bw": 0.25}], "shape": {"boxes": 1, "gpus": 4, "intra": 1}}"#;
+const SERVER: &str = r#"policy = "tiresias"
+data_dir = ":memory:"
+heartbeat_interval_s = 1
+node_timeout_s = 5
+grace_s = 2
+max_jobs_per_vc = 100
+[[vcs]]
+name = "research"
+quota_gpus = 4
+[[nodes]]
+name = "a"
+gpus = 4
+[[nodes]]
+name = "b"
+gpus = 4
+gpu_type = "A100"
+[[tokens]]
+token = "0123456789abcdef0123"
+role = "agent"
+nodes = ["a"]
+"#;
+const JOB: &str = r#"{"name": "train", "gpus": 2, "vc": "research", "priority": 3, "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}, "workdir": "/tmp", "estimated_duration_s": 3600, "deadline_unix_s": 1900000000, "restart": {"max_restarts": 3}}"#;
+const HEARTBEAT: &str = r#"{"node": "a", "gpus": 4, "running": [{"job": 1, "attempt": 1}], "exited": [{"job": 1, "attempt": 0, "code": 1}], "shutting_down": false}"#;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn cluster_toml(body in input(CLUSTER_TOML)) {
+        within(LIMIT, "cluster toml", move || {
+            if let Ok(spec) = apiary_model::ClusterSpec::from_toml_str(&text(&body), "c.toml") {
+                let _ = spec.build_from("c.toml");
+            }
+        });
+    }
+
+    #[test]
+    fn cluster_peer_csv(body in input(CLUSTER_CSV)) {
+        within(LIMIT, "cluster csv", move || {
+            if let Ok(spec) = apiary_model::ClusterSpec::from_peer_csv_str(&text(&body), "c.csv") {
+                let _ = spec.build_from("c.csv");
+            }
+        });
+    }
+
+    #[test]
+    fn hived_config(body in input(HIVED), json in input(HIVED_JSON)) {
+        within(LIMIT, "hived config", move || {
+            for b in [body, json] {
+                if let Ok(cfg) = apiary_hived::Config::parse(&text(&b))
+                    && let Ok(h) = apiary_hived::Hived::with_all_nodes_healthy(&cfg)
+                {
+                    assert!(h.check_invariants().is_empty(), "{}", text(&b));
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn hived_scenario(body in input(include_str!("../../../../testdata/hived/design-backtrack.yaml"))) {
+        within(LIMIT, "hived scenario", move || {
+            let _ = apiary_hived::replay::Scenario::parse(&text(&body));
+        });
+    }
+
+    #[test]
+    fn topology(toml in input(TOPOLOGY_TOML), json in input(TOPOLOGY_JSON)) {
+        within(LIMIT, "topology", move || {
+            for b in [toml, json] {
+                let _ = apiary_comm::Topology::parse(&text(&b), "t");
+            }
+        });
+    }
+
+    #[test]
+    fn server_config(body in input(SERVER)) {
+        within(LIMIT, "server config", move || {
+            if let Ok(cfg) = apiary_server::config::ServerConfig::parse(&text(&body), "s.toml") {
+                let _ = apiary_server::core::Core::new(cfg, 0);
+            }
+        });
+    }
+
+    /// A submission and a heartbeat body, through the core the HTTP layer calls.
+    #[test]
+    fn api_bodies(job in input(JOB), hb in input(HEARTBEAT)) {
+        within(LIMIT, "api bodies", move || {
+            let cfg = apiary_server::config::ServerConfig::parse(SERVER, "s.toml").unwrap();
+            let mut core = apiary_server::core::Core::new(cfg, 0).unwrap();
+            if let Ok(spec) = serde_json::from_slice::<apiary_server::types::JobSpec>(&job) {
+                let _ = core.submit(spec, 1_000);
+            }
+            if let Ok(h) = serde_json::from_slice::<apiary_server::types::Heartbeat>(&hb) {
+                let _ = core.heartbeat(&h, 2_000);
+            }
+        });
+    }
+
+    /// Policy parameters: any key of a policy's spec with any extreme value builds or
+    /// is refused.
+    #[test]
+    fn policy_parameters(p in any::<prop::sample::Index>(), k in any::<prop::sample::Index>(),
+                         v in prop::sample::select(apiary_fuzz::EXTREMES)) {
+        let spec = &apiary_policy::BUILTIN[p.index(apiary_policy::BUILTIN.len())];
+        if !spec.params.is_empty() {
+            let key = spec.params[k.index(spec.params.len())].key;
+            let pair = format!("{key}={v}");
+            let params = apiary_policy::Params::from_pairs([pair.as_str()]);
+            within(LIMIT, "policy parameters", move || {
+                if let Ok(params) = params {
+                    let _ = apiary_policy::build(spec.name, &params);
+                }
+            });
+        }
+    }
+}
+
+/// The samples are valid: mutations start from accepted input.
+#[test]
+fn every_sample_parses() {
+    let spec = apiary_model::ClusterSpec::from_toml_str(CLUSTER_TOML, "c.toml").unwrap();
+    assert_eq!(
+        spec.build_from("c.toml").unwrap().total_gpus,
+        2 * (2 * 4 + 8)
+    );
+    apiary_model::ClusterSpec::from_peer_csv_str(CLUSTER_CSV, "c.csv").unwrap();
+    for h in [HIVED, HIVED_JSON] {
+        let cfg = apiary_hived::Config::parse(h).unwrap();
+        apiary_hived::Hived::with_all_nodes_healthy(&cfg).unwrap();
+    }
+    apiary_comm::Topology::parse(TOPOLOGY_TOML, "t").unwrap();
+    apiary_comm::Topology::parse(TOPOLOGY_JSON, "t").unwrap();
+    let cfg = apiary_server::config::ServerConfig::parse(SERVER, "s.toml").unwrap();
+    let mut core = apiary_server::core::Core::new(cfg, 0).unwrap();
+    let spec: apiary_server::types::JobSpec = serde_json::from_str(JOB).unwrap();
+    core.submit(spec, 1_000).unwrap();
+    let hb: apiary_server::types::Heartbeat = serde_json::from_str(HEARTBEAT).unwrap();
+    core.heartbeat(&hb, 2_000).unwrap();
+}
