@@ -35,6 +35,10 @@ fn bad_configs_are_refused_with_the_field() {
             "node_timeout_s",
         ),
         (
+            format!("grace_s = 1e300\n{NODE}"),
+            "grace_s: must be a positive number of seconds, at most 10^9",
+        ),
+        (
             format!("[[tokens]]\ntoken = \"short\"\nrole = \"admin\"\n{NODE}"),
             "tokens[0]: token must be at least 16",
         ),

@@ -517,6 +517,14 @@ fn oversized_fields_get_a_413_naming_them_and_each_vc_has_a_job_limit() {
             413,
             "vc",
         ),
+        (
+            JobSpec {
+                deadline_unix_s: Some(u64::MAX),
+                ..spec(1)
+            },
+            400,
+            "deadline_unix_s",
+        ),
     ];
     for (s, status, field) in cases {
         let e = c.submit(s, 0).unwrap_err();
