@@ -344,7 +344,8 @@ impl TopologyBuilder {
 }
 
 /// The closed forms read a shape as `boxes` x `gpus` compute nodes, each sending `intra`
-/// GB/s into its box's switch and, across boxes, `nic` GB/s more: a shape whose count
+/// GB/s into its box's switch (when a box has several GPUs) and, across boxes, `nic`
+/// GB/s more: a shape whose count
 /// differs from the compute nodes, or that promises a GPU more bandwidth than its links
 /// carry, would print closed forms for another topology.
 fn check_shape(
@@ -375,10 +376,12 @@ fn check_shape(
             compute.len()
         )));
     }
+    // A box of one GPU has no intra-box traffic, and one box no NIC traffic.
+    let intra = if sh.gpus > 1 { sh.intra } else { Frac::ZERO };
     let need = if sh.boxes > 1 {
-        sh.intra.plus(sh.nic)
+        intra.plus(sh.nic)
     } else {
-        sh.intra
+        intra
     };
     if let Some(&c) = compute.iter().find(|&&c| outbound[c as usize] < need) {
         return Err(err(format!(

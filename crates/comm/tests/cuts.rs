@@ -134,6 +134,9 @@ fn a_shape_that_contradicts_the_links_is_refused() {
     // The shape the links do describe is accepted, as is the committed example (whose
     // extra direct links give more than the shape needs).
     assert!(Topology::parse(&star(r#"{"boxes": 1, "gpus": 3, "intra": 300}"#), "t.json").is_ok());
+    // Boxes of one GPU need no intra-box bandwidth, only their NICs.
+    let pair = r#"{"compute": ["a", "b"], "switches": ["r"], "links": [{"from": "a", "to": "r", "bw": 25}, {"from": "b", "to": "r", "bw": 25}], "shape": {"boxes": 2, "gpus": 1, "intra": 300, "nic": 25}}"#;
+    assert!(Topology::parse(pair, "t.json").is_ok());
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../testdata/topologies/example.toml"
