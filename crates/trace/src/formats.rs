@@ -68,14 +68,14 @@ impl Format {
         ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
     }
 
-    /// The column (or JSON field) that holds job ids; formats without one number their
-    /// rows.
-    pub(crate) fn id_field(self) -> &'static str {
+    /// The column (or JSON field) that holds job ids; `None` for formats that number
+    /// their rows instead.
+    pub(crate) fn id_field(self) -> Option<&'static str> {
         match self {
-            Format::Apiary | Format::Jsonl => "id",
-            Format::Pollux | Format::Alibaba => "name",
-            Format::Philly | Format::Gavel | Format::Gavel10 => "line",
-            _ => "job_id",
+            Format::Apiary | Format::Jsonl => Some("id"),
+            Format::Pollux | Format::Alibaba => Some("name"),
+            Format::Philly | Format::Gavel | Format::Gavel10 => None,
+            _ => Some("job_id"),
         }
     }
 
@@ -290,9 +290,13 @@ fn parse_datetime(s: &str) -> Result<i64, String> {
             x.parse::<u32>().ok().map(i64::from)
         }
     };
-    let d: Vec<Option<i64>> = date.split('-').map(num).collect();
-    let t: Vec<Option<i64>> = time.trim().split(':').map(num).collect();
-    let (&[Some(y), Some(mo), Some(da)], &[Some(h), Some(mi), Some(se)]) = (&d[..], &t[..]) else {
+    // Three numbers each, without allocating: this runs once per row.
+    let three = |s: &str, sep: char| -> Option<[i64; 3]> {
+        let mut it = s.split(sep);
+        let v = [num(it.next()?)?, num(it.next()?)?, num(it.next()?)?];
+        it.next().is_none().then_some(v)
+    };
+    let (Some([y, mo, da]), Some([h, mi, se])) = (three(date, '-'), three(time.trim(), ':')) else {
         return Err(bad());
     };
     if !(1970..=9999).contains(&y) {
@@ -357,7 +361,8 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     };
     check_header(&headers, &file)?;
     let mut parser = make_parser(format, &headers, &file, path, opts)?;
-    let mut ids = crate::ids::Ids::new(format.id_field());
+    // Formats that number their rows have unique ids by construction.
+    let mut ids = format.id_field().map(crate::ids::Ids::new);
     let mut jobs = Vec::new();
     let mut skipped = 0;
     let mut first_skip = None;
@@ -396,9 +401,9 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
                 format!("expected {expected} fields, found {}", rec.len()),
             ))
         } else {
-            parser(&cx, &rec).and_then(|row| match row {
-                Row::Job(j) => ids.check(&file, line, &j.id).map(|()| Row::Job(j)),
-                other => Ok(other),
+            parser(&cx, &rec).and_then(|row| match (row, &mut ids) {
+                (Row::Job(j), Some(ids)) => ids.check(&file, line, &j.id).map(|()| Row::Job(j)),
+                (other, _) => Ok(other),
             })
         };
         match res {

@@ -91,9 +91,7 @@ impl<R: Read> Read for LineCount<R> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(out)?;
         let mut q = self.newlines.borrow_mut();
-        for (i, _) in out[..n].iter().enumerate().filter(|(_, b)| **b == b'\n') {
-            q.push_back(self.pos + i as u64);
-        }
+        q.extend(memchr::memchr_iter(b'\n', &out[..n]).map(|i| self.pos + i as u64));
         self.pos += n as u64;
         Ok(n)
     }
