@@ -473,34 +473,48 @@ impl Builder<'_> {
         Ok(id)
     }
 
+    /// Each VC's preassigned and pinned cells per chain and level: what `vc_free`
+    /// starts at, counted before any virtual cell is built.
+    fn vc_needs(&self, raw: &Config) -> Vec<Vec<Vec<i64>>> {
+        raw.virtual_clusters
+            .values()
+            .map(|spec| {
+                let mut need: Vec<Vec<i64>> = self
+                    .built
+                    .chains
+                    .iter()
+                    .map(|c| vec![0; c.top + 1])
+                    .collect();
+                for v in &spec.virtual_cells {
+                    let parts: Vec<&str> = v.cell_type.split('.').collect();
+                    let chain = self.built.chain_ids[parts[0]];
+                    let level = self.types[parts[parts.len() - 1]].level;
+                    need[chain][level] = need[chain][level].saturating_add(v.cell_number);
+                }
+                for p in &spec.pinned_cells {
+                    let pc = &self.built.pcells[self.pinned_ids[&p.pinned_cell_id]];
+                    need[pc.chain][pc.level] = need[pc.chain][pc.level].saturating_add(1);
+                }
+                need
+            })
+            .collect()
+    }
+
     /// HiveD's start-up safety check (hived.md §5.1), before any virtual cell is built:
     /// the VCs' cells, level by level from the top, must fit the physical cells left
     /// over, so a `cellNumber` in the billions is refused without allocating.
-    fn check_vc_capacity(&self, raw: &Config) -> Result<(), ConfigError> {
-        let chains = &self.built.chains;
-        let mut need: Vec<Vec<i64>> = chains.iter().map(|c| vec![0; c.top + 1]).collect();
-        for spec in raw.virtual_clusters.values() {
-            for v in &spec.virtual_cells {
-                let parts: Vec<&str> = v.cell_type.split('.').collect();
-                let chain = self.built.chain_ids[parts[0]];
-                let level = self.types[parts[parts.len() - 1]].level;
-                need[chain][level] = need[chain][level].saturating_add(v.cell_number);
-            }
-            for p in &spec.pinned_cells {
-                let pc = &self.built.pcells[self.pinned_ids[&p.pinned_cell_id]];
-                need[pc.chain][pc.level] = need[pc.chain][pc.level].saturating_add(1);
-            }
-        }
-        for (c, ch) in chains.iter().enumerate() {
+    fn check_vc_capacity(&self, needs: &[Vec<Vec<i64>>]) -> Result<(), ConfigError> {
+        for (c, ch) in self.built.chains.iter().enumerate() {
             let mut available = self.built.tops[c].len() as i64;
             for l in (1..=ch.top).rev() {
-                let left = available - need[c][l];
+                let need = needs.iter().fold(0i64, |n, vc| n.saturating_add(vc[c][l]));
+                let left = available - need;
                 if left < 0 {
                     return Err(invalid(
                         "virtualClusters",
                         format!(
                             "the VC assignment cannot map onto the physical cells: chain {} level {} ({}) needs {} cells, {} available",
-                            ch.name, l, ch.level_type[l], need[c][l], available
+                            ch.name, l, ch.level_type[l], need, available
                         ),
                     ));
                 }
@@ -511,27 +525,19 @@ impl Builder<'_> {
     }
 
     fn virtuals(&mut self, raw: &Config) -> Result<(), ConfigError> {
-        self.check_vc_capacity(raw)?;
-        let nchains = self.built.chains.len();
-        for (vi, (vname, spec)) in raw.virtual_clusters.iter().enumerate() {
+        let needs = self.vc_needs(raw);
+        self.check_vc_capacity(&needs)?;
+        for (vi, ((vname, spec), free)) in raw.virtual_clusters.iter().zip(needs).enumerate() {
             let mut vc = Vc {
                 name: vname.clone(),
                 chains: BTreeMap::new(),
                 pinned: BTreeMap::new(),
             };
-            let mut free: Vec<Vec<i64>> = self
-                .built
-                .chains
-                .iter()
-                .map(|c| vec![0; c.top + 1])
-                .collect();
             let mut count = 0usize;
             for v in &spec.virtual_cells {
                 let parts: Vec<&str> = v.cell_type.split('.').collect();
                 let chain = self.built.chain_ids[parts[0]];
                 let root_type = parts[parts.len() - 1];
-                let level = self.types[root_type].level;
-                free[chain][level] = free[chain][level].saturating_add(v.cell_number);
                 for _ in 0..v.cell_number {
                     let top = self.built.chains[chain].top;
                     let entry = vc.chains.entry(chain).or_insert_with(|| VcCells::new(top));
@@ -545,7 +551,6 @@ impl Builder<'_> {
                 let chain = pc.chain;
                 let level = pc.level;
                 let root_type = self.built.chains[chain].level_type[level].clone();
-                free[chain][level] += 1;
                 let mut cells = VcCells::new(self.built.chains[chain].top);
                 let root = self.preassigned_root(
                     &mut cells,
@@ -560,7 +565,6 @@ impl Builder<'_> {
                     .push((vi, p.pinned_cell_id.clone(), pid, root));
                 vc.pinned.insert(p.pinned_cell_id.clone(), (cells, pid));
             }
-            debug_assert_eq!(free.len(), nchains);
             self.built.vc_free.push(free);
             self.built.vcs.push(vc);
         }

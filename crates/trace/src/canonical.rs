@@ -130,16 +130,15 @@ fn to_job(r: Row) -> Result<Job, (String, String)> {
             ),
         ));
     }
-    // A stage's time over every iteration obeys the duration's limit, and a dataset
-    // size must be finite, so interleaving and cache arithmetic stay finite.
-    let iters = r.iterations.unwrap_or(0).max(1) as f64;
+    // A dataset size must be finite too, so cache arithmetic stays finite.
+    let iters = r.iterations.unwrap_or(0);
     for (field, v) in [
         ("stage_data_ms", r.stage_data_ms),
         ("stage_gpu_ms", r.stage_gpu_ms),
         ("stage_net_ms", r.stage_net_ms),
     ] {
         if let Some(x) = v
-            && apiary_model::time::millis_f64(x * iters).is_none()
+            && !crate::formats::stage_fits(x, iters)
         {
             return Err((
                 field.into(),

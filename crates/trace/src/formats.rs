@@ -155,12 +155,7 @@ impl Cx<'_> {
         let x = self.f(rec, i, field)?;
         apiary_model::time::millis_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} ms")))
     }
-    /// Whole seconds, as integer traces write them.
-    fn secs_int(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
-        let x = self.u(rec, i, field)?;
-        apiary_model::time::secs_u64(x).ok_or_else(|| self.beyond(field, &format!("{x} s")))
-    }
-    pub(crate) fn beyond(&self, field: &str, what: &str) -> TraceError {
+    fn beyond(&self, field: &str, what: &str) -> TraceError {
         self.err(
             field,
             format!(
@@ -223,6 +218,12 @@ impl Cx<'_> {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     }
+}
+
+/// Whether a stage time (ms per iteration) over every iteration stays within the
+/// longest time an input may give, so that interleaving arithmetic stays finite.
+pub(crate) fn stage_fits(ms_per_iteration: f64, iterations: u64) -> bool {
+    apiary_model::time::millis_f64(ms_per_iteration * iterations.max(1) as f64).is_some()
 }
 
 /// Refuses a header that names a column twice: which of the two a reader took would
@@ -685,7 +686,7 @@ fn make_parser(
                 // job's duration, so interleaving arithmetic stays finite.
                 let stage = |i: usize, field: &str| -> Result<f64, TraceError> {
                     let x = cx.f(r, i, field)?;
-                    if apiary_model::time::millis_f64(x * iters.max(1) as f64).is_none() {
+                    if !stage_fits(x, iters) {
                         return Err(cx.beyond(field, &format!("{iters} iterations x {x} ms")));
                     }
                     Ok(x)
@@ -761,12 +762,9 @@ fn make_parser(
                 }
                 let dur = apiary_model::time::secs_u64(d0 - s0)
                     .ok_or_else(|| cx.beyond("deletion_time", &format!("{d0} - {s0} s")))?;
-                let mut j = Job::new(
-                    cx.s(r, nm, "name")?,
-                    cx.secs_int(r, ct, "creation_time")?,
-                    g,
-                    dur,
-                );
+                let submit = apiary_model::time::secs_u64(c0)
+                    .ok_or_else(|| cx.beyond("creation_time", &format!("{c0} s")))?;
+                let mut j = Job::new(cx.s(r, nm, "name")?, submit, g, dur);
                 j.gpu_type = cx
                     .opt(r, Some(spec))
                     .map(|s| s.split('|').next().unwrap_or("").to_string());
