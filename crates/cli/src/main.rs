@@ -608,6 +608,11 @@ fn main() {
 fn policies() {
     for s in registry::BUILTIN {
         println!("{:<18} {}", s.name, s.about);
+        let live = match s.capabilities.live_blocker() {
+            Some((c, _)) => format!("simulator only (`{c}`)"),
+            None => "simulator and live".into(),
+        };
+        println!("    capabilities: {}; {live}", s.capabilities);
         for p in s.params {
             println!(
                 "    {:<16} {:<14} {}",
@@ -816,7 +821,7 @@ fn run_one(
             );
         }
     }
-    if registry::find(policy).is_some_and(|s| s.needs_profiles) {
+    if registry::find(policy).is_some_and(|s| s.has(apiary_policy::Capability::Profiles)) {
         let drawn = apiary_model::profiles::assign(&mut jobs, cfg.seed);
         if drawn > 0 && !a.quiet {
             eprintln!(

@@ -11,9 +11,30 @@
 //! recomputed at every event from the stages of the guaranteed jobs under it
 //! (docs/policies/antman.md gives the formula).
 
+use crate::PolicyError;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Placement;
+const ANTMAN_PARAMS: &[ParamSpec] = &[ParamSpec {
+    key: "opportunistic",
+    default: "muri",
+    about: "which jobs are opportunistic: muri (trace priority 1, Muri's traces) | negative (priority < 0)",
+}];
+
+/// `antman`: its spec.
+pub const ANTMAN: PolicySpec = PolicySpec {
+    name: "antman",
+    about: "AntMan as Muri's baseline: guaranteed jobs first-come first-served on their own GPUs, opportunistic jobs as guests on lightly loaded GPUs, slowed by the job under them",
+    capabilities: Capabilities::of(&[
+        Capability::ChoosesGpus,
+        Capability::Guests,
+        Capability::SpeedFactors,
+        Capability::Profiles,
+    ]),
+    params: ANTMAN_PARAMS,
+    build: |p| Ok(Box::new(AntMan::new(p)?)),
+};
 
 /// GPU load of a guaranteed job and of an opportunistic one (the artifact's defaults
 /// when the trace gives none).
@@ -337,11 +358,11 @@ pub fn interleaved(mine: [f64; 3], other: [f64; 3]) -> f64 {
 }
 
 impl Policy for AntMan {
-    fn name(&self) -> &'static str {
-        "antman"
+    fn spec(&self) -> &'static PolicySpec {
+        &ANTMAN
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         let i = j as usize;
         if self.res.len() <= i {
             self.res.resize(i + 1, Reservation::default());
@@ -368,6 +389,7 @@ impl Policy for AntMan {
         let k = key(self, j);
         let pos = self.queue.partition_point(|&x| key(self, x) <= k);
         self.queue.insert(pos, j);
+        Ok(())
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {

@@ -3,10 +3,29 @@
 //! SJF reads each job's duration, which a real scheduler would not know: it is the
 //! oracle baseline the Tiresias and Muri papers compare against.
 
+use crate::PolicyError;
 use crate::greedy::{self, Opts, Scratch};
+use crate::spec::{BACKFILL_OFF, Capabilities, Capability, PLACE_CONS, PolicySpec};
 use crate::world::{Ctx, JobIdx};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 use std::collections::BTreeSet;
+/// `fifo`: its spec.
+pub const FIFO: PolicySpec = PolicySpec {
+    name: "fifo",
+    about: "first in, first out; non-preemptive",
+    capabilities: Capabilities::of(&[]),
+    params: &[BACKFILL_OFF, PLACE_CONS],
+    build: |p| Ok(Box::new(Queue::new(Order::Fifo, p)?)),
+};
+
+/// `sjf`: its spec.
+pub const SJF: PolicySpec = PolicySpec {
+    name: "sjf",
+    about: "shortest job first by duration; non-preemptive (oracle)",
+    capabilities: Capabilities::of(&[Capability::Durations]),
+    params: &[BACKFILL_OFF, PLACE_CONS],
+    build: |p| Ok(Box::new(Queue::new(Order::Sjf, p)?)),
+};
 
 /// Queue order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,14 +88,15 @@ pub fn placement_param(
 }
 
 impl Policy for Queue {
-    fn name(&self) -> &'static str {
+    fn spec(&self) -> &'static PolicySpec {
         match self.order {
-            Order::Fifo => "fifo",
-            Order::Sjf => "sjf",
+            Order::Fifo => &FIFO,
+            Order::Sjf => &SJF,
         }
     }
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         self.pending.insert((self.key(ctx, j), j));
+        Ok(())
     }
     fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         // Back in its submission-order place.

@@ -38,10 +38,46 @@
 //! gives the evident intent: `load ≤ capacity`, live loads, rearrange after every
 //! growth, and every waiting job retried.
 
+use crate::PolicyError;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Placement, SECOND, Time};
 use std::collections::{BTreeMap, VecDeque};
+/// `gandiva`: its spec.
+pub const GANDIVA: PolicySpec = PolicySpec {
+    name: "gandiva",
+    about: "Gandiva as the Tiresias/ElasticFlow artifacts emulate it: node-sets per job size, 60 s time slicing",
+    capabilities: Capabilities::of(&[Capability::ChoosesGpus, Capability::Stalls]),
+    params: &[
+        ParamSpec {
+            key: "quantum",
+            default: "60",
+            about: "time-slice length in seconds (round robin inside a node-set)",
+        },
+        ParamSpec {
+            key: "tick",
+            default: "10",
+            about: "seconds between node-set adjustments (the Tiresias artifact's step)",
+        },
+        ParamSpec {
+            key: "quirks",
+            default: "true",
+            about: "keep the artifact's strict join, stale loads, skipped growth rearrangement and retry skip",
+        },
+        ParamSpec {
+            key: "clock",
+            default: "tiresias",
+            about: "whose loop: tiresias (adjust every tick, rotate every quantum) | elasticflow (decide at slot-merged arrivals, rotate only on a quantum multiple, ElasticFlow's per-round overheads)",
+        },
+        ParamSpec {
+            key: "slot",
+            default: "60",
+            about: "with clock=elasticflow: the scheduling slot, seconds (240 in ElasticFlow's Figs. 9-11)",
+        },
+    ],
+    build: |p| Ok(Box::new(Gandiva::new(p)?)),
+};
 
 const NONE: u32 = u32::MAX;
 
@@ -450,11 +486,11 @@ impl Gandiva {
 }
 
 impl Policy for Gandiva {
-    fn name(&self) -> &'static str {
-        "gandiva"
+    fn spec(&self) -> &'static PolicySpec {
+        &GANDIVA
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         let n = ctx.world().jobs.len();
         if self.set_of.len() < n {
             self.set_of.resize(n, NONE);
@@ -463,6 +499,7 @@ impl Policy for Gandiva {
         }
         self.arrivals.push(j);
         self.submitted += 1;
+        Ok(())
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {

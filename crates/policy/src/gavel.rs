@@ -26,10 +26,52 @@
 //! does in the artifact, because the optimum is degenerate and the choice among
 //! optimal allocations shapes the schedule (see `apiary_solver::lp`).
 
-use crate::world::{Ctx, JobIdx, Status, World};
+use crate::PolicyError;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
+use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
-use apiary_model::{Placement, PyRandom, Time};
+use apiary_model::{Cluster, Placement, PyRandom, Time};
 use apiary_solver::lp::LinearProgram;
+/// `gavel`: its spec.
+pub const GAVEL: PolicySpec = PolicySpec {
+    name: "gavel",
+    about: "Gavel's max-min fairness (LAS): heterogeneity-aware time shares from an LP, realised in 360 s rounds (`perf=false`: Gavel's agnostic baseline)",
+    capabilities: Capabilities::of(&[Capability::ChoosesGpus]),
+    params: GAVEL_PARAMS,
+    build: |p| Ok(Box::new(Gavel::new(Objective::MaxMinFairness, p)?)),
+};
+
+/// `gavel-makespan`: its spec.
+pub const GAVEL_MAKESPAN: PolicySpec = PolicySpec {
+    name: "gavel-makespan",
+    about: "Gavel's minimum total duration: time shares that finish the active jobs soonest, realised in 360 s rounds (oracle; `perf=false`: agnostic)",
+    capabilities: Capabilities::of(&[Capability::ChoosesGpus, Capability::Durations]),
+    params: GAVEL_PARAMS,
+    build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
+};
+
+const GAVEL_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "perf",
+        default: "true",
+        about: "give the allocation program each job's throughput per GPU type (false: the same on every type, Gavel's agnostic baseline)",
+    },
+    ParamSpec {
+        key: "round",
+        default: "360",
+        about: "round length, seconds",
+    },
+    ParamSpec {
+        key: "reset",
+        default: "1920",
+        about: "least time between allocation recomputations, seconds (the artifact's minimum_time_between_allocation_resets)",
+    },
+    ParamSpec {
+        key: "seed",
+        default: "0",
+        about: "the artifact's --seed: the agnostic variants shuffle GPU types each round with CPython's random.Random(seed + 5)",
+    },
+];
 
 /// What the allocation program optimises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,12 +162,11 @@ impl Gavel {
         self.round as f64 / 2000.0
     }
 
-    fn learn_cluster(&mut self, w: &World) {
+    fn learn_cluster(&mut self, cluster: &Cluster) {
         if !self.types.is_empty() {
             return;
         }
-        let mut names: Vec<String> = w
-            .cluster
+        let mut names: Vec<String> = cluster
             .nodes
             .iter()
             .map(|n| n.gpu_type.to_lowercase())
@@ -142,7 +183,7 @@ impl Gavel {
                 nodes: Vec::new(),
             })
             .collect();
-        for (i, n) in w.cluster.nodes.iter().enumerate() {
+        for (i, n) in cluster.nodes.iter().enumerate() {
             let name = n.gpu_type.to_lowercase();
             let t = self.types.iter().position(|g| g.name == name).unwrap_or(0);
             self.types[t].gpus += n.gpus;
@@ -452,20 +493,20 @@ impl Gavel {
 }
 
 impl Policy for Gavel {
-    fn name(&self) -> &'static str {
+    fn spec(&self) -> &'static PolicySpec {
         match self.objective {
-            Objective::MaxMinFairness => "gavel",
-            Objective::MinTotalDuration => "gavel-makespan",
+            Objective::MaxMinFairness => &GAVEL,
+            Objective::MinTotalDuration => &GAVEL_MAKESPAN,
         }
     }
 
-    fn prepare(&mut self, world: &World) -> Result<(), String> {
-        self.learn_cluster(world);
+    fn attach(&mut self, cluster: &Cluster) -> Result<(), PolicyError> {
+        self.learn_cluster(cluster);
         Ok(())
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.learn_cluster(ctx.world());
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+        self.learn_cluster(&ctx.world().cluster);
         if self.st.len() <= j as usize {
             self.st.resize(j as usize + 1, JobState::default());
         }
@@ -487,6 +528,7 @@ impl Policy for Gavel {
         self.active.push(j);
         self.submitted += 1;
         self.need_update = true;
+        Ok(())
     }
 
     fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {

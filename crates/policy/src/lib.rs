@@ -22,6 +22,7 @@ pub mod params;
 pub mod placement;
 pub mod pollux;
 pub mod registry;
+pub mod spec;
 pub mod srtf;
 pub mod themis;
 pub mod tiresias;
@@ -30,8 +31,88 @@ pub mod world;
 
 pub use params::{ParamError, Params};
 pub use placement::PlacementStrategy;
-pub use registry::{BUILTIN, PolicySpec, build, find};
+pub use registry::{BUILTIN, build, find};
+pub use spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
+
+use apiary_model::Cluster;
+
+/// Why a policy cannot go on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// It cannot work on this cluster.
+    #[error("{policy}: {reason}")]
+    Cluster {
+        /// The policy.
+        policy: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// It refuses one job.
+    #[error("{policy} refuses job {job}: {reason}")]
+    Job {
+        /// The policy.
+        policy: &'static str,
+        /// The job's id.
+        job: String,
+        /// Why.
+        reason: String,
+    },
+    /// Its tenant table does not fit the cluster or its jobs.
+    #[error("{policy}: tenant table: {reason}")]
+    Tenants {
+        /// The policy.
+        policy: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// It used a mechanism its spec does not declare.
+    #[error("{policy} used the `{capability}` capability, which its spec does not declare")]
+    Undeclared {
+        /// The policy.
+        policy: &'static str,
+        /// The capability.
+        capability: Capability,
+    },
+}
+
+/// One tenant's share, as a driver gives it: from the trace's demand in the simulator,
+/// from `server.toml` live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantShare {
+    /// The VC's name.
+    pub name: String,
+    /// Node cells it owns (HiveD, private partitions).
+    pub nodes: u32,
+    /// GPUs it may hold at once (quota).
+    pub gpus: u64,
+}
+
+/// The extension point of policies with the [`Capability::Tenants`] capability.
+pub trait Tenancy {
+    /// The table for a run of `jobs` on `cluster` by the policy's parameters (the
+    /// `demand` rule sizes VCs by the trace): only a driver that holds the whole trace,
+    /// the simulator, can ask.
+    fn plan(
+        &self,
+        cluster: &Cluster,
+        jobs: &[apiary_model::Job],
+    ) -> Result<Vec<TenantShare>, PolicyError>;
+    /// Sets the table (before [`Policy::attach`]).
+    fn set_table(&mut self, vcs: Vec<TenantShare>);
+    /// Adds a tenant or changes its quota while running (live administration).
+    fn set_share(&mut self, share: TenantShare) -> Result<(), PolicyError>;
+    /// A job the driver finds running on `placement` (a scheduler recovering after a
+    /// restart), already started in the world: the tenant counts it. False if its
+    /// tenant cannot take it back.
+    fn adopt(&mut self, world: &World, job: JobIdx) -> bool;
+    /// A node went bad or came back.
+    fn node_health(&mut self, node: &str, healthy: bool);
+    /// Something outside the tenants' own jobs changed (GPUs held for stopping
+    /// processes came back, a node's health changed): the next pass looks at every
+    /// tenant, not only those whose jobs changed.
+    fn refresh(&mut self);
+}
 
 /// A scheduling policy.
 ///
@@ -39,7 +120,8 @@ pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
 ///
 /// * The driver calls the methods from one thread, never concurrently, and in time
 ///   order: `ctx.now()` never decreases between calls.
-/// * [`Policy::on_submit`] is called once per job, at its submission time, before the
+/// * [`Policy::attach`] is called once, before anything else.
+///   [`Policy::admit`] is called once per job, at its submission time, before the
 ///   next [`Policy::schedule`]. [`Policy::on_finish`] is called once per job when it
 ///   completes; its GPUs are already free.
 /// * [`Policy::schedule`] is called after every batch of events that share a time stamp
@@ -55,14 +137,25 @@ pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
 /// * Nothing may panic. A job that can never run (larger than the cluster) simply stays
 ///   pending; the driver reports it.
 pub trait Policy: Send {
-    /// The registry name.
-    fn name(&self) -> &'static str;
+    /// Its spec: name, parameters, capabilities.
+    fn spec(&self) -> &'static PolicySpec;
 
-    /// Called once before the first event with every job of the run (still in the
-    /// future) and the cluster. A policy that cannot work on them (a tenant assignment
-    /// that does not fit the cluster, say) says why; the run then does not start.
-    fn prepare(&mut self, _world: &World) -> Result<(), String> {
+    /// The registry name.
+    fn name(&self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Called once, before any job, with the cluster it will schedule. A policy that
+    /// cannot work on it (nodes of unequal size for buddy placement, say) says why; the
+    /// driver then does not start. A policy with the [`Capability::Tenants`] capability
+    /// has its tenant table by now ([`Policy::tenancy`]).
+    fn attach(&mut self, _cluster: &Cluster) -> Result<(), PolicyError> {
         Ok(())
+    }
+
+    /// Optional extension point of policies that divide the cluster among tenants.
+    fn tenancy(&mut self) -> Option<&mut dyn Tenancy> {
+        None
     }
 
     /// Whether adaptive jobs (Pollux's workloads) tune their own batch size to the GPUs
@@ -78,8 +171,12 @@ pub trait Policy: Send {
         None
     }
 
-    /// A job was submitted and is now pending.
-    fn on_submit(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}
+    /// A job was submitted and is now pending: the policy learns it here (jobs arrive
+    /// one at a time; nothing may depend on jobs still to come). It may refuse the job
+    /// with a reason, keeping nothing of it; the driver then turns it away.
+    fn admit(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) -> Result<(), PolicyError> {
+        Ok(())
+    }
 
     /// A job finished.
     fn on_finish(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}

@@ -4,12 +4,63 @@
 //! follows the artifact's `multi_resource_blossom_same_sim_jobs` (docs/policies/muri.md
 //! lists its steps); Muri-S orders by remaining GPU-time, Muri-L by attained GPU-time.
 
+use crate::PolicyError;
 use crate::placement::{self, PlacementStrategy};
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::interleave::{self, Member, Ordering};
 use apiary_solver::matching;
 use std::collections::{BTreeMap, HashMap};
+/// `muri-s`: its spec.
+pub const MURI_S: PolicySpec = PolicySpec {
+    name: "muri-s",
+    about: "Muri: same-size jobs interleave stages on shared GPUs, grouped by blossom matching; remaining GPU-time first (oracle)",
+    capabilities: Capabilities::of(&[
+        Capability::SharedGpus,
+        Capability::SpeedFactors,
+        Capability::Durations,
+        Capability::Profiles,
+    ]),
+    params: MURI_PARAMS,
+    build: |p| Ok(Box::new(Muri::new(true, p)?)),
+};
+
+/// `muri-l`: its spec.
+pub const MURI_L: PolicySpec = PolicySpec {
+    name: "muri-l",
+    about: "Muri: interleaved groups by blossom matching; least attained GPU-time first (no job knowledge)",
+    capabilities: Capabilities::of(&[
+        Capability::SharedGpus,
+        Capability::SpeedFactors,
+        Capability::Profiles,
+    ]),
+    params: MURI_PARAMS,
+    build: |p| Ok(Box::new(Muri::new(false, p)?)),
+};
+
+const MURI_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "ordering",
+        default: "best",
+        about: "cyclic order of a group's stages: best | worst (ablation) | index",
+    },
+    ParamSpec {
+        key: "blossom",
+        default: "true",
+        about: "group by maximum-weight matching; false: candidates in chunks of `group` (ablation)",
+    },
+    ParamSpec {
+        key: "group",
+        default: "4",
+        about: "the artifact's packing_num: largest group, candidates per slot, matching rounds (1 to 4; the ablations use 2 and 3)",
+    },
+    ParamSpec {
+        key: "autopack",
+        default: "true",
+        about: "split a group whose interleaving is slower than time-sharing",
+    },
+];
 
 /// Jobs per group at most (`packing_num`).
 const PACKING: usize = 4;
@@ -272,17 +323,14 @@ impl Muri {
 }
 
 impl Policy for Muri {
-    fn name(&self) -> &'static str {
-        if self.know_duration {
-            "muri-s"
-        } else {
-            "muri-l"
-        }
+    fn spec(&self) -> &'static PolicySpec {
+        if self.know_duration { &MURI_S } else { &MURI_L }
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         self.learn(ctx, j);
         self.active.push(j);
+        Ok(())
     }
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {

@@ -167,6 +167,27 @@ pub fn place_with(
     ok
 }
 
+/// The free GPUs of nodes of GPU type `t` only (the others shown full), for a job that
+/// names a type; `None` if no node has it.
+pub fn of_type(cluster: &Cluster, state: &ClusterState, t: &str) -> Option<ClusterState> {
+    let mut view = state.clone();
+    let mut any = false;
+    for (n, node) in cluster.nodes.iter().enumerate() {
+        if node.gpu_type == t {
+            any = true;
+            continue;
+        }
+        let free = view.free_mask(n as u32);
+        if free != 0 {
+            // Free GPUs of the view's own node: allocating them cannot fail.
+            let _ = view.allocate(&Placement {
+                parts: vec![(n as u32, free)],
+            });
+        }
+    }
+    any.then_some(view)
+}
+
 /// `gpus` of the free GPUs, uniformly (Floyd's sampling of distinct indices, then one
 /// pass over the nodes).
 fn random(state: &ClusterState, gpus: u32, rng: &mut Rng, out: &mut Placement) -> bool {

@@ -22,11 +22,44 @@
 //! The artifact draws from NumPy's global generator unseeded, so its runs differ from
 //! each other; ours draw from a stream of the run's seed and repeat exactly.
 
+use crate::PolicyError;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::adaptive::Goodput;
 use apiary_model::{Placement, Rng, SECOND, Time};
 use std::collections::BTreeMap;
+/// `pollux`: its spec.
+pub const POLLUX: PolicySpec = PolicySpec {
+    name: "pollux",
+    about: "Pollux: genetic search over replica placements maximising the power mean of goodput speed-ups; jobs tune their own batch (Pollux workloads)",
+    capabilities: Capabilities::of(&[Capability::Elastic, Capability::Adaptive]),
+    params: POLLUX_PARAMS,
+    build: |p| Ok(Box::new(Pollux::new(p)?)),
+};
+
+const POLLUX_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "interval",
+        default: "60",
+        about: "seconds between reallocations (the artifact's --interval); jobs also advance in steps of it",
+    },
+    ParamSpec {
+        key: "population",
+        default: "100",
+        about: "NSGA-II population (the artifact's pop_size)",
+    },
+    ParamSpec {
+        key: "generations",
+        default: "100",
+        about: "NSGA-II generations per interval (the artifact's n_gen)",
+    },
+    ParamSpec {
+        key: "seed",
+        default: "0",
+        about: "seed of the search's random stream (the artifact's NumPy draws are unseeded)",
+    },
+];
 
 /// The Pollux policy.
 pub struct Pollux {
@@ -413,8 +446,8 @@ impl Pollux {
 }
 
 impl Policy for Pollux {
-    fn name(&self) -> &'static str {
-        "pollux"
+    fn spec(&self) -> &'static PolicySpec {
+        &POLLUX
     }
 
     fn adaptive_batch(&self) -> bool {
@@ -425,16 +458,25 @@ impl Policy for Pollux {
         Some(self.interval)
     }
 
-    fn prepare(&mut self, world: &crate::World) -> Result<(), String> {
-        if let Some(j) = world.jobs.iter().find(|j| j.adaptive.is_none()) {
-            return Err(format!(
-                "job {} has no goodput model: Pollux schedules adaptive jobs, read from a \
-                 Pollux workload (name,time,application,num_replicas,batch_size)",
-                j.id
-            ));
+    fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {
+        if cluster.max_gpus_per_node > 255 {
+            return Err(PolicyError::Cluster {
+                policy: "pollux",
+                reason: "nodes with more than 255 GPUs are not supported".into(),
+            });
         }
-        if world.cluster.max_gpus_per_node > 255 {
-            return Err("nodes with more than 255 GPUs are not supported".into());
+        Ok(())
+    }
+
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+        if ctx.job(j).adaptive.is_none() {
+            return Err(PolicyError::Job {
+                policy: "pollux",
+                job: ctx.job(j).id.clone(),
+                reason: "it has no goodput model: Pollux schedules adaptive jobs, read from a \
+                         Pollux workload (name,time,application,num_replicas,batch_size)"
+                    .into(),
+            });
         }
         Ok(())
     }
@@ -443,7 +485,7 @@ impl Policy for Pollux {
         let now = ctx.now();
         let mut jobs: Vec<JobIdx> = (0..ctx.world().jobs.len() as JobIdx)
             .filter(|&j| matches!(ctx.status(j), Status::Pending | Status::Running))
-            // Only adaptive jobs report goodput; `prepare` refuses runs with others, and
+            // Only adaptive jobs report goodput; `admit` refuses others, and
             // a live job without one is left waiting rather than guessed at.
             .filter(|&j| ctx.job(j).adaptive.is_some())
             .collect();

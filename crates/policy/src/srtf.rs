@@ -4,10 +4,29 @@
 //! Both know every job's remaining work (oracle baselines). Each pass re-sorts the
 //! active jobs by remaining time (× GPUs for SRSF), ties by submission order.
 
+use crate::PolicyError;
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
+use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_CONS, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
+/// `srtf`: its spec.
+pub const SRTF: PolicySpec = PolicySpec {
+    name: "srtf",
+    about: "shortest remaining time first; preemptive (oracle; Muri's `shortest`)",
+    capabilities: Capabilities::of(&[Capability::Durations]),
+    params: &[BACKFILL_ON, PLACE_CONS],
+    build: |p| Ok(Box::new(Srtf::new(false, p)?)),
+};
+
+/// `srsf`: its spec.
+pub const SRSF: PolicySpec = PolicySpec {
+    name: "srsf",
+    about: "shortest remaining GPU-service (time x GPUs) first; preemptive (oracle; Muri's `shortest-gpu`)",
+    capabilities: Capabilities::of(&[Capability::Durations]),
+    params: &[BACKFILL_ON, PLACE_CONS],
+    build: |p| Ok(Box::new(Srtf::new(true, p)?)),
+};
 
 /// Shortest-remaining first.
 #[derive(Debug)]
@@ -38,11 +57,12 @@ impl Srtf {
 }
 
 impl Policy for Srtf {
-    fn name(&self) -> &'static str {
-        if self.service { "srsf" } else { "srtf" }
+    fn spec(&self) -> &'static PolicySpec {
+        if self.service { &SRSF } else { &SRTF }
     }
-    fn on_submit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         self.active.push(j);
+        Ok(())
     }
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
         if ctx.pending_count() == 0 {

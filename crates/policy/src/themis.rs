@@ -10,10 +10,26 @@
 //! over the time they have run, the ones that fit in that order are chosen, and the
 //! chosen are placed largest first.
 
+use crate::PolicyError;
 use crate::placement::{self, PlacementStrategy};
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Time;
+const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {
+    key: "isolated",
+    default: "artifact",
+    about: "isolated time in the ratio: artifact (counted in iterations, the artifact's bug) | time",
+}];
+
+/// `themis`: its spec.
+pub const THEMIS: PolicySpec = PolicySpec {
+    name: "themis",
+    about: "Themis as Muri's baseline: finish-time fairness solved at every event, then chosen by share over time run and placed largest first",
+    capabilities: Capabilities::of(&[Capability::Durations, Capability::WholeCluster]),
+    params: THEMIS_PARAMS,
+    build: |p| Ok(Box::new(Themis::new(p)?)),
+};
 
 /// What the denominator's "isolated" time is measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,16 +160,17 @@ pub fn min_max_ratio(e: &[f64], s: &[f64], d: &[f64], g: &[f64], cap: f64, x: &m
 }
 
 impl Policy for Themis {
-    fn name(&self) -> &'static str {
-        "themis"
+    fn spec(&self) -> &'static PolicySpec {
+        &THEMIS
     }
 
-    fn on_submit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         if self.acct.len() <= j as usize {
             self.acct.resize(j as usize + 1, Acct::default());
         }
         self.acct[j as usize] = Acct::default();
         self.order.push(j);
+        Ok(())
     }
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {

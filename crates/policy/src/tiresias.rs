@@ -16,12 +16,56 @@
 //! the artifact's reversed sort does), computed from the GPU-time distribution of the
 //! run's own jobs.
 
+use crate::PolicyError;
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
+use crate::spec::{BACKFILL_ON, Capabilities, PLACE_COUNT, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Status};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 use apiary_model::Time;
 use std::collections::BTreeSet;
+/// `tiresias`: its spec.
+pub const TIRESIAS: PolicySpec = PolicySpec {
+    name: "tiresias",
+    about: "Tiresias discretized 2D-LAS: multi-level queues on attained GPU-time; no job knowledge",
+    capabilities: Capabilities::of(&[]),
+    params: TIRESIAS_PARAMS,
+    build: |p| Ok(Box::new(Tiresias::new(p, false)?)),
+};
+
+/// `tiresias-gittins`: its spec.
+pub const TIRESIAS_GITTINS: PolicySpec = PolicySpec {
+    name: "tiresias-gittins",
+    about: "Tiresias discretized 2D-Gittins: queues ordered by Gittins index of the GPU-time distribution",
+    capabilities: Capabilities::of(&[]),
+    params: TIRESIAS_PARAMS,
+    build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
+};
+
+const TIRESIAS_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "thresholds",
+        default: "3250,7200",
+        about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)",
+    },
+    ParamSpec {
+        key: "starvation",
+        default: "0",
+        about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)",
+    },
+    ParamSpec {
+        key: "gittins",
+        default: "false",
+        about: "order each queue by Gittins index instead of arrival",
+    },
+    ParamSpec {
+        key: "gittins_delta",
+        default: "3250",
+        about: "Gittins quantum, GPU-seconds",
+    },
+    BACKFILL_ON,
+    PLACE_COUNT,
+];
 
 #[derive(Debug, Default)]
 struct Level {
@@ -157,17 +201,18 @@ impl Tiresias {
 }
 
 impl Policy for Tiresias {
-    fn name(&self) -> &'static str {
+    fn spec(&self) -> &'static PolicySpec {
         if self.gittins.is_some() {
-            "tiresias-gittins"
+            &TIRESIAS_GITTINS
         } else {
-            "tiresias"
+            &TIRESIAS
         }
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         self.ensure(ctx.world().jobs.len());
         self.append(j, 0);
+        Ok(())
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {

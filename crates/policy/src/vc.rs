@@ -18,14 +18,59 @@
 //! (largest remainder, ties by VC name); or an explicit `vc:nodes,...` list.
 
 use crate::placement::PlacementStrategy;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{Ctx, JobIdx, Placer, Tenant, World};
-use crate::{ParamError, Params, Policy};
+use crate::{ParamError, Params, Policy, PolicyError, Tenancy, TenantShare};
 use apiary_hived::{
     BindInfo, Config, Decision, GroupSpec, Hived, MemberSpec, Phase, PodSpec, Suggested,
 };
-use apiary_model::{Cluster, Placement, Time};
+use apiary_model::{Cluster, Job, Placement, Time};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+/// `hived`: its spec.
+pub const HIVED: PolicySpec = PolicySpec {
+    name: "hived",
+    about: "HiveD: VCs own node cells bound by buddy cell allocation on one shared cluster; `intra` orders each VC",
+    capabilities: Capabilities::of(&[Capability::Tenants]),
+    params: VC_PARAMS,
+    build: |p| Ok(Box::new(VcSharing::new(Sharing::Hived, p)?)),
+};
+
+/// `quota`: its spec.
+pub const QUOTA: PolicySpec = PolicySpec {
+    name: "quota",
+    about: "VCs share the cluster under per-VC GPU quotas (YARN-CS style); `intra` orders each VC",
+    capabilities: Capabilities::of(&[Capability::Tenants]),
+    params: VC_PARAMS,
+    build: |p| Ok(Box::new(VcSharing::new(Sharing::Quota, p)?)),
+};
+
+/// `private`: its spec.
+pub const PRIVATE: PolicySpec = PolicySpec {
+    name: "private",
+    about: "each VC alone on its own nodes (static partition, HiveD packing inside); `intra` orders each VC",
+    capabilities: Capabilities::of(&[Capability::Tenants]),
+    params: VC_PARAMS,
+    build: |p| Ok(Box::new(VcSharing::new(Sharing::Private, p)?)),
+};
+
+const VC_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "intra",
+        default: "tiresias",
+        about: "policy inside each VC: fifo, sjf, srtf, srsf, tiresias, tiresias-gittins",
+    },
+    ParamSpec {
+        key: "cells",
+        default: "demand",
+        about: "nodes per VC: demand (largest job, then by GPU-time demand) or vc:nodes,...",
+    },
+    ParamSpec {
+        key: "intra.*",
+        default: "-",
+        about: "a parameter of the intra-VC policy, e.g. intra.thresholds=3250,7200",
+    },
+];
 
 /// The VC of jobs whose trace names none.
 pub const DEFAULT_VC: &str = "default";
@@ -44,16 +89,21 @@ pub enum Sharing {
 /// The registry names of the VC-sharing policies.
 pub const SHARING: &[&str] = &["private", "quota", "hived"];
 
-/// Policies that can run inside a VC: those that start jobs only through
-/// [`Ctx::start_with`] and read capacity only through the context.
-pub const INTRA: &[&str] = &[
-    "fifo",
-    "sjf",
-    "srtf",
-    "srsf",
-    "tiresias",
-    "tiresias-gittins",
+/// Policies that can run inside a VC: those whose capabilities a tenant's share can
+/// host ([`crate::Capability::in_tenant`]); the registry's tests check the list against
+/// every spec.
+pub const INTRA: &[PolicySpec] = &[
+    crate::fifo::FIFO,
+    crate::fifo::SJF,
+    crate::srtf::SRTF,
+    crate::srtf::SRSF,
+    crate::tiresias::TIRESIAS,
+    crate::tiresias::TIRESIAS_GITTINS,
 ];
+
+fn intra_names() -> String {
+    INTRA.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+}
 
 /// Nodes per VC.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,9 +114,9 @@ pub struct Assignment {
     pub node_gpus: u32,
 }
 
-/// Reads the `cells` parameter and sizes every VC of the run's jobs.
-pub fn assign(world: &World, cells: &str) -> Result<Assignment, String> {
-    let c = &world.cluster;
+/// Reads the `cells` parameter and sizes every VC of a run's jobs: the simulator's
+/// tenant table, which it can draw from the whole trace.
+pub fn assign(c: &Cluster, jobs: &[Job], cells: &str) -> Result<Assignment, String> {
     let node_gpus = c.nodes.first().map_or(0, |n| n.gpus);
     if c.nodes.iter().any(|n| n.gpus != node_gpus) {
         return Err(format!(
@@ -76,7 +126,7 @@ pub fn assign(world: &World, cells: &str) -> Result<Assignment, String> {
     }
     // Per VC: GPU-time demand and the largest job.
     let mut demand: BTreeMap<&str, (u128, u32)> = BTreeMap::new();
-    for j in &world.jobs {
+    for j in jobs {
         let e = demand
             .entry(j.vc.as_deref().unwrap_or(DEFAULT_VC))
             .or_default();
@@ -114,16 +164,7 @@ pub fn assign(world: &World, cells: &str) -> Result<Assignment, String> {
         }
         demand.keys().map(|s| s.to_string()).zip(got).collect()
     } else {
-        let mut given: BTreeMap<String, u32> = BTreeMap::new();
-        for part in cells.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (vc, n) = part
-                .rsplit_once(':')
-                .and_then(|(v, n)| Some((v.trim(), n.trim().parse::<u32>().ok()?)))
-                .ok_or_else(|| format!("cells: '{part}' is not vc:nodes"))?;
-            if given.insert(vc.to_string(), n).is_some() {
-                return Err(format!("cells: VC {vc} is given twice"));
-            }
-        }
+        let given: BTreeMap<String, u32> = parse_cells(cells)?.into_iter().collect();
         for (vc, d) in &demand {
             let have = given.get(*vc).copied().unwrap_or(0);
             if have < need(d.1) {
@@ -241,6 +282,8 @@ fn json_str(s: &str) -> String {
 /// Places a VC's jobs through HiveD: one affinity group per job, pods of at most a node.
 pub struct HivedPlacer {
     h: Hived,
+    /// The top-level cell type, the chain every bind record names.
+    chain: String,
     node_of: BTreeMap<String, u32>,
     node_gpus: u32,
     bound: BTreeMap<JobIdx, Vec<(String, PodSpec, BindInfo)>>,
@@ -260,6 +303,11 @@ impl HivedPlacer {
                 .collect(),
             node_gpus: cluster.nodes.first().map_or(1, |n| n.gpus),
             bound: BTreeMap::new(),
+            chain: config
+                .physical_cluster
+                .physical_cells
+                .first()
+                .map_or_else(String::new, |c| c.cell_type.clone()),
         })
     }
 
@@ -335,9 +383,9 @@ impl HivedPlacer {
         j: JobIdx,
         placement: &Placement,
         node_names: &[String],
-        chain: &str,
-        preassigned: &str,
     ) -> bool {
+        // VCs own node cells, so every GPU is preassigned at the node level.
+        let preassigned = "NODE";
         use apiary_hived::{MemberBindInfo, PodPlacement};
         let pods = self.pods(w, j);
         // Pods by size (as the group's members list them) against parts by size.
@@ -375,7 +423,7 @@ impl HivedPlacer {
             let info = BindInfo {
                 node: pp.physical_node.clone(),
                 leaf_cell_isolation: pp.physical_leaf_cell_indices.clone(),
-                cell_chain: chain.to_string(),
+                cell_chain: self.chain.clone(),
                 affinity_group_bind_info: members.clone(),
             };
             if self.h.add_allocated_pod(&name, &spec, &info).is_err() {
@@ -478,13 +526,19 @@ enum Placers {
     Private(Vec<HivedPlacer>),
 }
 
+/// Not in any tenant (a job admit refused).
+const NO_VC: u32 = u32::MAX;
+
 /// A VC-sharing policy hosting one intra-VC policy per VC.
 pub struct VcSharing {
+    spec: &'static PolicySpec,
     sharing: Sharing,
-    intra: &'static str,
+    intra: &'static PolicySpec,
     intra_params: Params,
     cells: String,
-    assignment: Option<Assignment>,
+    table: Vec<TenantShare>,
+    names: BTreeMap<String, u32>,
+    node_names: Vec<String>,
     job_vc: Vec<u32>,
     tenants: Vec<Tenant>,
     intras: Vec<Box<dyn Policy>>,
@@ -497,8 +551,8 @@ impl std::fmt::Debug for VcSharing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VcSharing")
             .field("sharing", &self.sharing)
-            .field("intra", &self.intra)
-            .field("assignment", &self.assignment)
+            .field("intra", &self.intra.name)
+            .field("table", &self.table)
             .finish()
     }
 }
@@ -510,12 +564,11 @@ impl VcSharing {
         let name = p.str("intra").unwrap_or("tiresias");
         let intra = INTRA
             .iter()
-            .copied()
-            .find(|&n| n == name)
+            .find(|s| s.name == name)
             .ok_or_else(|| ParamError::Bad {
                 key: "intra".into(),
                 value: name.into(),
-                message: format!("expected one of {}", INTRA.join(", ")),
+                message: format!("expected one of {}", intra_names()),
             })?;
         let mut intra_params = Params(
             p.0.iter()
@@ -531,7 +584,7 @@ impl VcSharing {
                 .or_insert_with(|| "consolidated".into());
         }
         // Fail now, not mid-run, on a bad intra parameter, naming it as the user wrote it.
-        crate::registry::build(intra, &intra_params).map_err(|e| match e {
+        intra.build_checked(&intra_params).map_err(|e| match e {
             ParamError::Bad {
                 key,
                 value,
@@ -547,12 +600,27 @@ impl VcSharing {
                 known,
             },
         })?;
+        let cells = p.str("cells").unwrap_or("demand").to_string();
+        if cells != "demand" {
+            parse_cells(&cells).map_err(|message| ParamError::Bad {
+                key: "cells".into(),
+                value: cells.clone(),
+                message,
+            })?;
+        }
         Ok(VcSharing {
+            spec: match sharing {
+                Sharing::Private => &PRIVATE,
+                Sharing::Quota => &QUOTA,
+                Sharing::Hived => &HIVED,
+            },
             sharing,
             intra,
             intra_params,
-            cells: p.str("cells").unwrap_or("demand").to_string(),
-            assignment: None,
+            cells,
+            table: Vec::new(),
+            names: BTreeMap::new(),
+            node_names: Vec::new(),
             job_vc: Vec::new(),
             tenants: Vec::new(),
             intras: Vec::new(),
@@ -562,15 +630,59 @@ impl VcSharing {
         })
     }
 
-    /// The VC sizes chosen for the run (after `prepare`).
-    pub fn assignment(&self) -> Option<&Assignment> {
-        self.assignment.as_ref()
+    /// The tenant table it runs with.
+    pub fn table(&self) -> &[TenantShare] {
+        &self.table
+    }
+
+    /// The table for a run of `jobs` on `cluster`: VC sizes by the `cells` parameter,
+    /// each VC's share checked against its largest job. Only a driver that holds the
+    /// whole trace (the simulator) can call this.
+    pub fn plan(&self, cluster: &Cluster, jobs: &[Job]) -> Result<Vec<TenantShare>, PolicyError> {
+        let a = assign(cluster, jobs, &self.cells).map_err(|reason| self.table_error(reason))?;
+        let g = a.node_gpus as u64;
+        Ok(a.vcs
+            .into_iter()
+            .map(|(name, nodes)| TenantShare {
+                name,
+                nodes,
+                gpus: nodes as u64 * g,
+            })
+            .collect())
+    }
+
+    fn table_error(&self, reason: String) -> PolicyError {
+        PolicyError::Tenants {
+            policy: self.spec.name,
+            reason,
+        }
+    }
+
+    fn build_intra(&self, cluster: &Cluster) -> Result<Box<dyn Policy>, PolicyError> {
+        let mut p = self
+            .intra
+            .build_checked(&self.intra_params)
+            .map_err(|e| self.table_error(e.to_string()))?;
+        p.attach(cluster)?;
+        Ok(p)
+    }
+
+    /// A tenant's capacity in GPUs: its quota, or its node cells' GPUs.
+    fn capacity(&self, share: &TenantShare, node_gpus: u32) -> u64 {
+        match self.sharing {
+            Sharing::Quota => share.gpus,
+            Sharing::Hived | Sharing::Private => share.nodes as u64 * node_gpus as u64,
+        }
     }
 
     /// Job `j` gave its GPUs back (finished, or `pending` again): its VC's records and
     /// placer forget them. Returns the VC.
     fn left_gpus(&mut self, ctx: &Ctx<'_>, j: JobIdx, pending: bool) -> Option<usize> {
-        let v = *self.job_vc.get(j as usize)? as usize;
+        let v = *self.job_vc.get(j as usize)?;
+        if v == NO_VC {
+            return None;
+        }
+        let v = v as usize;
         let g = ctx.job(j).gpus;
         if let Some((t, p)) = self.parts(v) {
             t.stopped(j, g, pending);
@@ -580,7 +692,7 @@ impl VcSharing {
         Some(v)
     }
 
-    /// VC `v`'s tenant record and placer; none before `prepare`.
+    /// VC `v`'s tenant record and placer; none before `attach`.
     fn parts(&mut self, v: usize) -> Option<(&mut Tenant, &mut dyn Placer)> {
         let p: &mut dyn Placer = match &mut self.placers {
             Placers::Quota(q) => q,
@@ -590,81 +702,136 @@ impl VcSharing {
         };
         Some((self.tenants.get_mut(v)?, p))
     }
+
+    fn vc_of(&self, job: &Job) -> Option<usize> {
+        self.names
+            .get(job.vc.as_deref().unwrap_or(DEFAULT_VC))
+            .map(|&v| v as usize)
+    }
+}
+
+/// Parses an explicit `vc:nodes,...` list.
+fn parse_cells(cells: &str) -> Result<Vec<(String, u32)>, String> {
+    let mut given: BTreeMap<String, u32> = BTreeMap::new();
+    for part in cells.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (vc, n) = part
+            .rsplit_once(':')
+            .and_then(|(v, n)| Some((v.trim(), n.trim().parse::<u32>().ok()?)))
+            .ok_or_else(|| format!("cells: '{part}' is not vc:nodes"))?;
+        if given.insert(vc.to_string(), n).is_some() {
+            return Err(format!("cells: VC {vc} is given twice"));
+        }
+    }
+    Ok(given.into_iter().collect())
 }
 
 impl Policy for VcSharing {
-    fn name(&self) -> &'static str {
-        match self.sharing {
-            Sharing::Private => "private",
-            Sharing::Quota => "quota",
-            Sharing::Hived => "hived",
-        }
+    fn spec(&self) -> &'static PolicySpec {
+        self.spec
     }
 
-    fn prepare(&mut self, world: &World) -> Result<(), String> {
-        let a = assign(world, &self.cells)?;
-        let index: BTreeMap<&str, u32> = a
-            .vcs
+    fn tenancy(&mut self) -> Option<&mut dyn Tenancy> {
+        Some(self)
+    }
+
+    fn attach(&mut self, cluster: &Cluster) -> Result<(), PolicyError> {
+        let node_gpus = cluster.nodes.first().map_or(0, |n| n.gpus);
+        if self.sharing != Sharing::Quota && cluster.nodes.iter().any(|n| n.gpus != node_gpus) {
+            return Err(self.table_error(format!(
+                "VC cells need nodes of one size; cluster {} mixes GPU counts per node",
+                cluster.name
+            )));
+        }
+        if self.table.is_empty() {
+            return Err(self.table_error(
+                "no VCs: the driver gives the table (the trace's demand in the simulator, \
+                 [[vcs]] in server.toml)"
+                    .into(),
+            ));
+        }
+        let nodes: u64 = self.table.iter().map(|t| t.nodes as u64).sum();
+        if self.sharing != Sharing::Quota && nodes > cluster.nodes.len() as u64 {
+            return Err(self.table_error(format!(
+                "{nodes} nodes given but the cluster has {}",
+                cluster.nodes.len()
+            )));
+        }
+        self.names = self
+            .table
             .iter()
             .enumerate()
-            .map(|(i, (n, _))| (n.as_str(), i as u32))
+            .map(|(i, t)| (t.name.clone(), i as u32))
             .collect();
-        self.job_vc = world
-            .jobs
+        self.tenants = self
+            .table
             .iter()
-            .map(|j| {
-                index
-                    .get(j.vc.as_deref().unwrap_or(DEFAULT_VC))
-                    .copied()
-                    .unwrap_or(0)
-            })
+            .map(|t| Tenant::new(self.capacity(t, node_gpus)))
             .collect();
-        let g = a.node_gpus as u64;
-        self.tenants = a
-            .vcs
+        self.intras = (0..self.table.len())
+            .map(|_| self.build_intra(cluster))
+            .collect::<Result<_, _>>()?;
+        self.dirty = vec![false; self.table.len()];
+        self.wake = vec![Time::MAX; self.table.len()];
+        self.node_names = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+        let vcs: Vec<(String, u32)> = self
+            .table
             .iter()
-            .map(|(_, n)| Tenant::new(*n as u64 * g))
+            .map(|t| (t.name.clone(), t.nodes))
             .collect();
-        self.intras = a
-            .vcs
-            .iter()
-            .map(|_| crate::registry::build(self.intra, &self.intra_params))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        self.dirty = vec![false; a.vcs.len()];
-        self.wake = vec![Time::MAX; a.vcs.len()];
-        let all: Vec<u32> = (0..world.cluster.nodes.len() as u32).collect();
+        let all: Vec<u32> = (0..cluster.nodes.len() as u32).collect();
+        let placer = |nodes: &[u32], vcs: &[(String, u32)], racks: bool| {
+            hived_config(cluster, nodes, vcs, racks)
+                .and_then(|cfg| HivedPlacer::new(cluster, &cfg))
+                .map_err(|reason| self.table_error(reason))
+        };
         self.placers = match self.sharing {
             Sharing::Quota => Placers::Quota(QuotaPlacer),
-            Sharing::Hived => {
-                let cfg = hived_config(&world.cluster, &all, &a.vcs, true)?;
-                Placers::Shared(Box::new(HivedPlacer::new(&world.cluster, &cfg)?))
-            }
+            Sharing::Hived => Placers::Shared(Box::new(placer(&all, &vcs, true)?)),
             Sharing::Private => {
-                // Static partition: VCs in name order take consecutive nodes.
+                // Static partition: VCs in table order take consecutive nodes.
                 let mut next = 0u32;
-                let mut ps = Vec::with_capacity(a.vcs.len());
-                for (name, n) in &a.vcs {
+                let mut ps = Vec::with_capacity(vcs.len());
+                for (name, n) in &vcs {
                     let nodes: Vec<u32> = (next..next + n).collect();
                     next += n;
-                    let cfg = hived_config(&world.cluster, &nodes, &[(name.clone(), *n)], false)?;
-                    ps.push(HivedPlacer::new(&world.cluster, &cfg)?);
+                    ps.push(placer(&nodes, &[(name.clone(), *n)], false)?);
                 }
                 Placers::Private(ps)
             }
         };
-        self.assignment = Some(a);
         Ok(())
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        let Some(&v) = self.job_vc.get(j as usize) else {
-            return;
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+        let job = ctx.job(j);
+        let refuse = |reason: String| PolicyError::Job {
+            policy: self.spec.name,
+            job: job.id.clone(),
+            reason,
         };
-        let v = v as usize;
-        self.tenants[v].add_pending(ctx.job(j).gpus);
+        let vc = job.vc.as_deref().unwrap_or(DEFAULT_VC);
+        let Some(v) = self.vc_of(job) else {
+            let known: Vec<&str> = self.names.keys().map(String::as_str).collect();
+            return Err(refuse(format!(
+                "VC {vc} is not in the tenant table ({})",
+                known.join(", ")
+            )));
+        };
+        let cap = self.tenants[v].capacity;
+        if job.gpus as u64 > cap {
+            return Err(refuse(format!(
+                "it needs {} GPUs but VC {vc}'s share is {cap}",
+                job.gpus
+            )));
+        }
+        if self.job_vc.len() <= j as usize {
+            self.job_vc.resize(j as usize + 1, NO_VC);
+        }
+        self.intras[v].admit(ctx, j)?;
+        self.job_vc[j as usize] = v as u32;
+        self.tenants[v].add_pending(job.gpus);
         self.dirty[v] = true;
-        self.intras[v].on_submit(ctx, j);
+        Ok(())
     }
 
     fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
@@ -696,10 +863,14 @@ impl Policy for VcSharing {
                     self.intras[v] = intra;
                     return;
                 };
-                let mut sub = ctx.scoped(t, p);
+                let mut sub = ctx.scoped(t, p, intra.spec());
                 intra.schedule(&mut sub);
-                self.wake[v] = sub.wake().unwrap_or(Time::MAX);
+                let (woken, error) = (sub.wake(), sub.take_error());
+                self.wake[v] = woken.unwrap_or(Time::MAX);
                 self.intras[v] = intra;
+                if let Some(e) = error {
+                    ctx.fail(e);
+                }
             }
             wake = wake.min(self.wake[v]);
         }
@@ -709,12 +880,97 @@ impl Policy for VcSharing {
     }
 }
 
+impl Tenancy for VcSharing {
+    fn plan(&self, cluster: &Cluster, jobs: &[Job]) -> Result<Vec<TenantShare>, PolicyError> {
+        VcSharing::plan(self, cluster, jobs)
+    }
+
+    fn set_table(&mut self, vcs: Vec<TenantShare>) {
+        self.table = vcs;
+    }
+
+    fn set_share(&mut self, share: TenantShare) -> Result<(), PolicyError> {
+        if self.sharing != Sharing::Quota {
+            return Err(self.table_error(
+                "VC cells are bound to physical cells: they change with the config and a restart"
+                    .into(),
+            ));
+        }
+        match self.names.get(&share.name) {
+            Some(&v) => {
+                self.tenants[v as usize].capacity = share.gpus;
+                self.dirty[v as usize] = true;
+                self.table[v as usize] = share;
+            }
+            None => {
+                let intra = self
+                    .intra
+                    .build_checked(&self.intra_params)
+                    .map_err(|e| self.table_error(e.to_string()))?;
+                self.names
+                    .insert(share.name.clone(), self.table.len() as u32);
+                self.tenants.push(Tenant::new(share.gpus));
+                self.intras.push(intra);
+                self.dirty.push(true);
+                self.wake.push(Time::MAX);
+                self.table.push(share);
+            }
+        }
+        Ok(())
+    }
+
+    fn adopt(&mut self, world: &World, j: JobIdx) -> bool {
+        let Some(&v) = self.job_vc.get(j as usize) else {
+            return false;
+        };
+        if v == NO_VC {
+            return false;
+        }
+        let v = v as usize;
+        self.tenants[v].started(j, world.jobs[j as usize].gpus);
+        self.dirty[v] = true;
+        let placement = &world.rt[j as usize].placement;
+        match &mut self.placers {
+            Placers::Shared(h) => h.adopt(world, j, placement, &self.node_names),
+            Placers::Private(ps) => ps[v].adopt(world, j, placement, &self.node_names),
+            Placers::Quota(_) | Placers::None => true,
+        }
+    }
+
+    fn node_health(&mut self, node: &str, healthy: bool) {
+        match &mut self.placers {
+            Placers::Shared(h) => h.set_node_health(node, healthy),
+            Placers::Private(ps) => {
+                for p in ps {
+                    if p.node_of.contains_key(node) {
+                        p.set_node_health(node, healthy);
+                    }
+                }
+            }
+            Placers::Quota(_) | Placers::None => {}
+        }
+        self.refresh();
+    }
+
+    fn refresh(&mut self) {
+        self.dirty.iter_mut().for_each(|d| *d = true);
+    }
+}
+
 /// Stands in for an intra policy while it is lent out for a call.
 struct Idle;
 
+const IDLE: PolicySpec = PolicySpec {
+    name: "idle",
+    about: "stands in for an intra-VC policy during its call",
+    capabilities: Capabilities::CORE,
+    params: &[],
+    build: |_| Ok(Box::new(Idle)),
+};
+
 impl Policy for Idle {
-    fn name(&self) -> &'static str {
-        "idle"
+    fn spec(&self) -> &'static PolicySpec {
+        &IDLE
     }
     fn schedule(&mut self, _ctx: &mut Ctx<'_>) {}
 }
@@ -749,7 +1005,7 @@ mod tests {
                 job("c", 1, 0),
             ],
         );
-        let a = assign(&w, "demand").unwrap();
+        let a = assign(&w.cluster, &w.jobs, "demand").unwrap();
         assert_eq!(
             a.vcs,
             vec![("a".into(), 4), ("b".into(), 5), ("c".into(), 1)]
@@ -762,24 +1018,40 @@ mod tests {
     fn explicit_cells_are_checked() {
         let w = world("n4g4", vec![job("a", 8, 1), job("b", 1, 1)]);
         assert_eq!(
-            assign(&w, "a:2,b:1").unwrap().vcs,
+            assign(&w.cluster, &w.jobs, "a:2,b:1").unwrap().vcs,
             vec![("a".into(), 2), ("b".into(), 1)]
         );
-        let e = assign(&w, "a:1,b:1").unwrap_err();
+        let e = assign(&w.cluster, &w.jobs, "a:1,b:1").unwrap_err();
         assert!(
             e.contains("VC a has 1 nodes but its largest job needs 8 GPUs"),
             "{e}"
         );
-        assert!(assign(&w, "a:2").unwrap_err().contains("VC b has 0 nodes"));
-        assert!(assign(&w, "a:3,b:2").unwrap_err().contains("5 nodes given"));
-        assert!(assign(&w, "a=2").unwrap_err().contains("not vc:nodes"));
+        assert!(
+            assign(&w.cluster, &w.jobs, "a:2")
+                .unwrap_err()
+                .contains("VC b has 0 nodes")
+        );
+        assert!(
+            assign(&w.cluster, &w.jobs, "a:3,b:2")
+                .unwrap_err()
+                .contains("5 nodes given")
+        );
+        assert!(
+            assign(&w.cluster, &w.jobs, "a=2")
+                .unwrap_err()
+                .contains("not vc:nodes")
+        );
         let tight = world("n2g4", vec![job("a", 8, 1), job("b", 4, 1)]);
-        assert!(assign(&tight, "demand").unwrap_err().contains("need 3"));
+        assert!(
+            assign(&tight.cluster, &tight.jobs, "demand")
+                .unwrap_err()
+                .contains("need 3")
+        );
         let mixed = World::new(
             ClusterSpec::preset("philly").unwrap().build().unwrap(),
             vec![job("a", 1, 1)],
         );
-        assert!(assign(&mixed, "demand").is_ok());
+        assert!(assign(&mixed.cluster, &mixed.jobs, "demand").is_ok());
     }
 
     #[test]

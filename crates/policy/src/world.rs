@@ -4,7 +4,9 @@
 //! Progress accounting lives here too ([`World::sync`]), so both drivers charge
 //! service, restarts and remaining work by one definition.
 
+use crate::PolicyError;
 use crate::placement::{self, PlacementStrategy};
+use crate::spec::{Capability, PolicySpec};
 use apiary_model::{Cluster, ClusterState, Job, Placement, Time};
 use std::collections::BTreeMap;
 
@@ -134,6 +136,16 @@ pub struct World {
     share_refs: Vec<u32>,
     /// Per job: runs on GPUs it does not hold (an opportunistic guest, AntMan).
     overlay: Vec<bool>,
+    /// Per job: may not start (the live service: its last attempt is still stopping).
+    blocked: Vec<bool>,
+    /// Whether GPUs a policy's preemption frees stay held, for the driver to give back
+    /// once the job's processes have ended (the live service); see [`World::take_fenced`].
+    pub fence_preemptions: bool,
+    /// Whether a job's GPU type ([`Job::gpu_type`]) limits where it is placed. The live
+    /// service honours it; the simulator's placements do not (yet): trace types such as
+    /// Alibaba's rarely match a simulated cluster's.
+    pub honour_gpu_types: bool,
+    fenced: Vec<(JobIdx, Placement)>,
 }
 
 const NOT_RUNNING: u32 = u32::MAX;
@@ -159,6 +171,10 @@ impl World {
             share: vec![NOT_SHARED; n],
             share_refs: vec![0; n],
             overlay: vec![false; n],
+            blocked: vec![false; n],
+            fence_preemptions: false,
+            honour_gpu_types: false,
+            fenced: Vec::new(),
             pending: 0,
             pending_gpus: BTreeMap::new(),
         }
@@ -174,7 +190,49 @@ impl World {
         self.share.push(NOT_SHARED);
         self.share_refs.push(0);
         self.overlay.push(false);
+        self.blocked.push(false);
         i
+    }
+
+    /// Takes back the job [`World::push_job`] appended last, if it is still pending or
+    /// in the future (the live service: the policy refused it at admission). Returns
+    /// false, changing nothing, otherwise.
+    pub fn pop_job(&mut self, i: JobIdx) -> bool {
+        let last = self.jobs.len().checked_sub(1);
+        if last != Some(i as usize)
+            || !matches!(self.rt[i as usize].status, Status::Future | Status::Pending)
+        {
+            return false;
+        }
+        if self.rt[i as usize].status == Status::Pending {
+            self.leave_pending(i);
+        }
+        self.jobs.pop();
+        self.rt.pop();
+        self.running_pos.pop();
+        self.share.pop();
+        self.share_refs.pop();
+        self.overlay.pop();
+        self.blocked.pop();
+        true
+    }
+
+    /// Keeps a pending job from starting (`true`) or lets it start again.
+    pub fn set_blocked(&mut self, i: JobIdx, blocked: bool) {
+        if let Some(b) = self.blocked.get_mut(i as usize) {
+            *b = blocked;
+        }
+    }
+
+    /// Whether a job may start now: pending and not blocked.
+    fn startable(&self, i: JobIdx) -> bool {
+        self.rt[i as usize].status == Status::Pending && !self.blocked[i as usize]
+    }
+
+    /// GPUs held back from preempted jobs since the last call (with
+    /// [`World::fence_preemptions`]): still allocated, to be released by the driver.
+    pub fn take_fenced(&mut self) -> Vec<(JobIdx, Placement)> {
+        std::mem::take(&mut self.fenced)
     }
 
     /// Brings a running job's counters up to `now`.
@@ -262,7 +320,7 @@ impl World {
     /// not pending, `p` has the wrong GPU count, or a GPU of `p` is taken.
     pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
         let idx = i as usize;
-        if self.rt[idx].status != Status::Pending || p.gpus() != self.jobs[idx].gpus {
+        if !self.startable(i) || p.gpus() != self.jobs[idx].gpus {
             return false;
         }
         if self.state.allocate(&p).is_err() {
@@ -300,7 +358,7 @@ impl World {
     pub fn start_shared(&mut self, i: JobIdx, with: JobIdx) -> bool {
         let (iu, wu) = (i as usize, with as usize);
         if i == with
-            || self.rt[iu].status != Status::Pending
+            || !self.startable(i)
             || self.rt[wu].status != Status::Running
             || self.jobs[iu].gpus != self.jobs[wu].gpus
         {
@@ -327,7 +385,7 @@ impl World {
     /// many as it asks for.
     pub fn start_overlay(&mut self, i: JobIdx, p: Placement) -> bool {
         let idx = i as usize;
-        if self.rt[idx].status != Status::Pending || p.gpus() != self.jobs[idx].gpus {
+        if !self.startable(i) || p.gpus() != self.jobs[idx].gpus {
             return false;
         }
         let valid = p.parts.iter().all(|&(n, m)| {
@@ -380,8 +438,9 @@ impl World {
             .collect()
     }
 
-    /// Gives back a stopping job's GPUs, unless other jobs of its group still use them.
-    fn release_gpus(&mut self, i: JobIdx, p: &Placement) {
+    /// Gives back a stopping job's GPUs, unless other jobs of its group still use them;
+    /// with `fence`, they stay held and are listed for [`World::take_fenced`].
+    fn release_gpus(&mut self, i: JobIdx, p: &Placement, fence: bool) {
         if std::mem::take(&mut self.overlay[i as usize]) {
             return;
         }
@@ -393,18 +452,31 @@ impl World {
                 return;
             }
         }
+        if fence {
+            self.fenced.push((i, p.clone()));
+            return;
+        }
         // The placement came from a successful allocate, so release cannot fail.
         let _ = self.state.release(p);
     }
 
     /// Preempts a running job. Returns false if it was not running.
     pub fn preempt(&mut self, i: JobIdx) -> bool {
+        self.stop(i, false)
+    }
+
+    /// A policy's preemption: fenced when the driver asks for it.
+    fn preempt_by_policy(&mut self, i: JobIdx) -> bool {
+        self.stop(i, self.fence_preemptions)
+    }
+
+    fn stop(&mut self, i: JobIdx, fence: bool) -> bool {
         if self.rt[i as usize].status != Status::Running {
             return false;
         }
         self.sync(i);
         let p = std::mem::take(&mut self.rt[i as usize].placement);
-        self.release_gpus(i, &p);
+        self.release_gpus(i, &p, fence);
         self.remove_running(i);
         self.enter_pending(i);
         let now = self.now;
@@ -456,9 +528,11 @@ impl World {
     /// twice, or the new placements overlap each other or GPUs held by jobs not named.
     pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<Action>> {
         let mut seen = std::collections::BTreeSet::new();
-        for (i, _) in changes {
+        for (i, p) in changes {
             let st = self.rt[*i as usize].status;
+            let blocked = st == Status::Pending && self.blocked[*i as usize] && p.gpus() > 0;
             if !matches!(st, Status::Running | Status::Pending)
+                || blocked
                 || !seen.insert(*i)
                 || self.is_overlay(*i)
                 || self.share_group(*i).is_some()
@@ -541,7 +615,7 @@ impl World {
     pub fn finish(&mut self, i: JobIdx) {
         self.sync(i);
         let p = std::mem::take(&mut self.rt[i as usize].placement);
-        self.release_gpus(i, &p);
+        self.release_gpus(i, &p, false);
         self.remove_running(i);
         let now = self.now;
         let rt = &mut self.rt[i as usize];
@@ -577,6 +651,8 @@ impl World {
     }
     /// Finds GPUs for job `j` on the free GPUs by `strategy` (random draws and
     /// topology prices come from this run's seed and cache).
+    /// With [`World::honour_gpu_types`], a job that names a GPU type is placed on nodes
+    /// of that type only.
     pub fn place(&self, j: JobIdx, strategy: PlacementStrategy, out: &mut Placement) -> bool {
         let aux = placement::Aux {
             seed: self.seed,
@@ -584,9 +660,21 @@ impl World {
             now: self.now,
             pricer: &self.pricer,
         };
+        let typed = match &self.jobs[j as usize].gpu_type {
+            Some(t) if self.honour_gpu_types => {
+                match placement::of_type(&self.cluster, &self.state, t) {
+                    Some(view) => Some(view),
+                    None => {
+                        out.clear();
+                        return false;
+                    }
+                }
+            }
+            _ => None,
+        };
         placement::place_with(
             &self.cluster,
-            &self.state,
+            typed.as_ref().unwrap_or(&self.state),
             self.jobs[j as usize].gpus,
             strategy,
             Some(aux),
@@ -699,27 +787,67 @@ pub struct Ctx<'a> {
     actions: &'a mut Vec<Action>,
     wake: Option<Time>,
     scope: Option<Scope<'a>>,
+    spec: &'static PolicySpec,
+    error: Option<PolicyError>,
 }
 
 impl<'a> Ctx<'a> {
-    /// Wraps a world for one policy call; actions are appended to `actions`.
-    pub fn new(w: &'a mut World, actions: &'a mut Vec<Action>) -> Ctx<'a> {
+    /// Wraps a world for one call of the policy `spec` declares; actions are appended
+    /// to `actions`. Mechanisms the spec does not declare are refused, and the refusal
+    /// is kept for the driver ([`Ctx::take_error`]).
+    pub fn new(
+        w: &'a mut World,
+        actions: &'a mut Vec<Action>,
+        spec: &'static PolicySpec,
+    ) -> Ctx<'a> {
         Ctx {
             w,
             actions,
             wake: None,
             scope: None,
+            spec,
+            error: None,
         }
     }
-    /// A context narrowed to one tenant, for hosting a policy inside it. Its wake-up
-    /// request is read with [`Ctx::wake`] and is not merged into `self`.
-    pub fn scoped<'b>(&'b mut self, tenant: &'b mut Tenant, placer: &'b mut dyn Placer) -> Ctx<'b> {
+    /// A context narrowed to one tenant, for hosting the policy `spec` declares inside
+    /// it. Its wake-up request is read with [`Ctx::wake`] and its error with
+    /// [`Ctx::take_error`]; neither is merged into `self`.
+    pub fn scoped<'b>(
+        &'b mut self,
+        tenant: &'b mut Tenant,
+        placer: &'b mut dyn Placer,
+        spec: &'static PolicySpec,
+    ) -> Ctx<'b> {
         Ctx {
             w: &mut *self.w,
             actions: &mut *self.actions,
             wake: None,
             scope: Some(Scope { tenant, placer }),
+            spec,
+            error: None,
         }
+    }
+    /// Why the policy's last call broke the contract (it used a capability its spec
+    /// does not declare), if it did; the driver stops on it.
+    pub fn take_error(&mut self) -> Option<PolicyError> {
+        self.error.take()
+    }
+    /// Records a contract violation for the driver (a hosting policy passes on its
+    /// hosted policy's).
+    pub fn fail(&mut self, e: PolicyError) {
+        self.error.get_or_insert(e);
+    }
+    /// Whether the acting policy may use `c` here: declared, and (for mechanisms beyond
+    /// placement-driven starts) not inside a tenant's share. Records the violation if not.
+    fn allow(&mut self, c: Capability) -> bool {
+        if self.spec.has(c) && self.scope.is_none() {
+            return true;
+        }
+        self.fail(PolicyError::Undeclared {
+            policy: self.spec.name,
+            capability: c,
+        });
+        false
     }
     /// The earliest wake-up the policy asked for.
     pub fn wake(&self) -> Option<Time> {
@@ -860,15 +988,18 @@ impl<'a> Ctx<'a> {
             self.w.rt[i as usize].placement = p;
             return false;
         }
-        self.start(i, p)
+        self.start_on(i, p)
     }
     /// Starts a job on the given GPUs. Returns false (changing nothing) if the job is not
     /// pending, the GPU count is wrong, or a GPU is taken.
-    /// In a scoped context this refuses: a tenant's GPUs are chosen by its placer.
+    /// Needs [`Capability::ChoosesGpus`]; in a tenant's share GPUs come from its placer.
     pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
-        if self.scope.is_some() {
+        if !self.allow(Capability::ChoosesGpus) {
             return false;
         }
+        self.start_on(i, p)
+    }
+    fn start_on(&mut self, i: JobIdx, p: Placement) -> bool {
         let ok = self.w.start(i, p);
         if ok {
             self.actions.push(Action::Start(i));
@@ -882,7 +1013,7 @@ impl<'a> Ctx<'a> {
         } else {
             Placement::default()
         };
-        let ok = self.w.preempt(i);
+        let ok = self.w.preempt_by_policy(i);
         if ok {
             if let Some(s) = &mut self.scope {
                 s.placer.preempted(self.w, i, &held);
@@ -893,9 +1024,9 @@ impl<'a> Ctx<'a> {
         ok
     }
     /// Starts a job as a guest on the given GPUs, without taking them
-    /// ([`World::start_overlay`]). A scoped context refuses.
+    /// ([`World::start_overlay`]). Needs [`Capability::Guests`].
     pub fn start_overlay(&mut self, i: JobIdx, p: Placement) -> bool {
-        if self.scope.is_some() {
+        if !self.allow(Capability::Guests) {
             return false;
         }
         let ok = self.w.start_overlay(i, p);
@@ -912,7 +1043,7 @@ impl<'a> Ctx<'a> {
         let Some((&first, rest)) = members.split_first() else {
             return false;
         };
-        if self.scope.is_some()
+        if !self.allow(Capability::SharedGpus)
             || rest.iter().any(|&j| {
                 self.w.rt[j as usize].status != Status::Pending
                     || self.w.jobs[j as usize].gpus != self.w.jobs[first as usize].gpus
@@ -934,6 +1065,9 @@ impl<'a> Ctx<'a> {
     /// Sets a running or pending job's speed factor (1 = the throughput model's rate);
     /// a running job's completion is rescheduled.
     pub fn set_speed(&mut self, i: JobIdx, factor: f64) {
+        if !self.allow(Capability::SpeedFactors) {
+            return;
+        }
         let rt = &mut self.w.rt[i as usize];
         if factor.is_finite() && factor > 0.0 && rt.speed != factor {
             rt.speed = factor;
@@ -945,9 +1079,9 @@ impl<'a> Ctx<'a> {
 
     /// Gives elastic jobs new placements at once ([`World::reassign`]): any GPU count,
     /// an empty placement pauses a running job. False (changing nothing) if the set is
-    /// not feasible; a scoped context refuses.
+    /// not feasible. Needs [`Capability::Elastic`].
     pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> bool {
-        if self.scope.is_some() {
+        if !self.allow(Capability::Elastic) {
             return false;
         }
         match self.w.reassign(changes) {
@@ -961,7 +1095,7 @@ impl<'a> Ctx<'a> {
 
     /// Declines a pending job ([`World::decline`]); false if it was not pending.
     pub fn decline(&mut self, i: JobIdx, reason: impl Into<String>) -> bool {
-        if self.scope.is_some() {
+        if !self.allow(Capability::Declines) {
             return false;
         }
         self.w.decline(i, reason.into())
@@ -970,6 +1104,9 @@ impl<'a> Ctx<'a> {
     /// A running job makes no progress for `dur` from now (or from the end of a stall
     /// it is already in): the cost of rescaling or restarting it.
     pub fn stall(&mut self, i: JobIdx, dur: Time) {
+        if !self.allow(Capability::Stalls) {
+            return;
+        }
         if dur == 0 || self.w.rt[i as usize].status != Status::Running {
             return;
         }
@@ -984,6 +1121,9 @@ impl<'a> Ctx<'a> {
     /// (replacing any earlier hold; a time not after now clears it). Models simulators
     /// that end a job only at its plan's slot-aligned end.
     pub fn hold_until(&mut self, i: JobIdx, t: Time) {
+        if !self.allow(Capability::Holds) {
+            return;
+        }
         if self.w.rt[i as usize].status != Status::Running {
             return;
         }
@@ -1019,7 +1159,7 @@ mod tests {
         w.rt[0].rate = 1.0;
         assert_eq!(w.finish_time(0), 10_000);
         let mut actions = Vec::new();
-        let mut ctx = Ctx::new(&mut w, &mut actions);
+        let mut ctx = Ctx::new(&mut w, &mut actions, &crate::elasticflow::ELASTICFLOW);
         ctx.hold_until(0, 15_000);
         ctx.hold_until(0, 15_000);
         assert_eq!(

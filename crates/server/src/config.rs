@@ -70,7 +70,8 @@ pub struct ServerConfig {
     /// tests: a restart forgets everything).
     #[serde(default = "data_dir")]
     pub data_dir: PathBuf,
-    /// Policy (FIFO, SJF, SRTF, SRSF, Tiresias).
+    /// Policy: any that `apiary policies` lists and the service can host (with
+    /// `sharing`, the one each VC runs).
     #[serde(default = "policy")]
     pub policy: String,
     /// Its parameters.
@@ -89,8 +90,10 @@ pub struct ServerConfig {
     #[serde(default = "log_format")]
     pub log_format: String,
     /// How VCs share the cluster: `none` (the policy alone decides), `quota` (each VC
-    /// holds at most its `quota_gpus`), or `hived` (each VC owns `nodes` node cells,
-    /// bound by HiveD's buddy cell allocation).
+    /// holds at most its `quota_gpus`), `hived` (each VC owns `nodes` node cells, bound
+    /// by HiveD's buddy cell allocation) or `private` (each VC alone on `nodes` nodes).
+    /// The simulator's `quota`, `hived` and `private` policies, with `policy` inside
+    /// each VC.
     #[serde(default = "sharing")]
     pub sharing: String,
     /// The VCs jobs may name; none: any name.
@@ -180,11 +183,82 @@ fn max_jobs() -> u64 {
     10_000
 }
 
-/// Policies the live service runs: those that start jobs only through the context's
-/// placement, the same set that can run inside a VC in the simulator.
-pub const LIVE_POLICIES: &[&str] = apiary_policy::vc::INTRA;
-
 impl ServerConfig {
+    /// The policy to build and its parameters: `policy` itself, or with `sharing` the
+    /// VC-sharing policy of that name hosting `policy` inside each VC (its parameters
+    /// passed as `intra.KEY`).
+    pub fn policy_params(&self) -> (String, apiary_policy::Params) {
+        if self.sharing == "none" {
+            return (
+                self.policy.clone(),
+                apiary_policy::Params(self.params.clone()),
+            );
+        }
+        let mut p: BTreeMap<String, String> = self
+            .params
+            .iter()
+            .map(|(k, v)| (format!("intra.{k}"), v.clone()))
+            .collect();
+        p.insert("intra".into(), self.policy.clone());
+        (self.sharing.clone(), apiary_policy::Params(p))
+    }
+
+    /// Whether the service can run `policy` (with `sharing`): why not, naming the
+    /// capability that blocks it.
+    fn check_policy(&self) -> Result<(), (String, String)> {
+        let Some(spec) = apiary_policy::find(&self.policy) else {
+            let names: Vec<&str> = apiary_policy::BUILTIN.iter().map(|s| s.name).collect();
+            return Err((
+                "policy".into(),
+                format!(
+                    "unknown policy '{}' (one of {})",
+                    self.policy,
+                    names.join(", ")
+                ),
+            ));
+        };
+        if spec.has(apiary_policy::Capability::Tenants) {
+            return Err((
+                "policy".into(),
+                format!(
+                    "'{}' divides the cluster among VCs: write sharing = \"{}\" with the policy \
+                     each VC runs as `policy`",
+                    spec.name, spec.name
+                ),
+            ));
+        }
+        if let Some((c, why)) = spec.capabilities.live_blocker() {
+            return Err((
+                "policy".into(),
+                format!(
+                    "'{}' is not served live: it needs the `{c}` capability, and {why}",
+                    spec.name
+                ),
+            ));
+        }
+        if self.sharing != "none"
+            && let Some(c) = spec.capabilities.tenant_blocker()
+        {
+            return Err((
+                "policy".into(),
+                format!(
+                    "'{}' cannot run inside a VC with sharing = \"{}\": it needs the `{c}` \
+                     capability (one of {} can)",
+                    spec.name,
+                    self.sharing,
+                    apiary_policy::vc::INTRA
+                        .iter()
+                        .map(|s| s.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let (name, params) = self.policy_params();
+        apiary_policy::registry::build(&name, &params)
+            .map(|_| ())
+            .map_err(|e| ("params".into(), e.to_string()))
+    }
     /// Parses and checks a config.
     pub fn parse(text: &str, file: &str) -> Result<ServerConfig, ConfigError> {
         let c: ServerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
@@ -196,16 +270,15 @@ impl ServerConfig {
             field,
             message,
         };
-        if !LIVE_POLICIES.contains(&c.policy.as_str()) {
+        // Sharing first: which policy is built depends on it.
+        if !["none", "quota", "hived", "private"].contains(&c.sharing.as_str()) {
             return Err(bad(
-                "policy".into(),
-                format!(
-                    "'{}' is not served live (one of {})",
-                    c.policy,
-                    LIVE_POLICIES.join(", ")
-                ),
+                "sharing".into(),
+                format!("'{}': one of none, quota, hived, private", c.sharing),
             ));
         }
+        c.check_policy()
+            .map_err(|(field, message)| bad(field, message))?;
         if !["text", "json", "off"].contains(&c.log_format.as_str()) {
             return Err(bad(
                 "log_format".into(),
@@ -227,33 +300,23 @@ impl ServerConfig {
                         "quota sharing needs every VC's quota_gpus".into(),
                     ));
                 }
-                "hived" if v.nodes.is_none_or(|n| n == 0) => {
+                "hived" | "private" if v.nodes.is_none_or(|n| n == 0) => {
                     return Err(bad(
                         format!("vcs[{i}].nodes"),
-                        "hived sharing needs every VC's nodes (at least 1)".into(),
+                        format!("{} sharing needs every VC's nodes (at least 1)", c.sharing),
                     ));
                 }
                 _ => {}
             }
         }
-        match c.sharing.as_str() {
-            "none" => {}
-            "quota" | "hived" if c.vcs.is_empty() => {
-                return Err(bad(
-                    "vcs".into(),
-                    format!("sharing = \"{}\" needs [[vcs]]", c.sharing),
-                ));
-            }
-            "quota" | "hived" => {}
-            other => {
-                return Err(bad(
-                    "sharing".into(),
-                    format!("'{other}': one of none, quota, hived"),
-                ));
-            }
+        if c.sharing != "none" && c.vcs.is_empty() {
+            return Err(bad(
+                "vcs".into(),
+                format!("sharing = \"{}\" needs [[vcs]]", c.sharing),
+            ));
         }
         let cells: u32 = c.vcs.iter().filter_map(|v| v.nodes).sum();
-        if c.sharing == "hived" && cells as usize > c.nodes.len() {
+        if matches!(c.sharing.as_str(), "hived" | "private") && cells as usize > c.nodes.len() {
             return Err(bad(
                 "vcs".into(),
                 format!(

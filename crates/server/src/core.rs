@@ -1,20 +1,21 @@
 //! The live scheduler's state machine: jobs, nodes and the policy, with no I/O and no
 //! clock (every call takes the time), so it is tested like the simulator.
 //!
-//! The policy is the simulator's, driven through a scoped [`Ctx`] whose placer (a)
-//! refuses to start a job whose previous attempt is still stopping, so one job never
-//! runs twice at once, and (b) holds a preempted job's GPUs until its agents confirm the
-//! processes ended, so no GPU is double-booked. GPUs of down or cordoned nodes are held
-//! the same way.
+//! The policy is the simulator's, behind the same [`Ctx`], on a [`World`] set up for
+//! real processes: (a) a job whose previous attempt is still stopping is blocked from
+//! starting, so one job never runs twice at once; (b) a preempted job's GPUs stay held
+//! until its agents confirm the processes ended, so no GPU is double-booked
+//! ([`World::fence_preemptions`]); (c) a job's GPU type limits its placement. GPUs of
+//! down or cordoned nodes are held too. Tenancy (quotas, HiveD cells, private
+//! partitions) is the simulator's [`apiary_policy::vc::VcSharing`], given its VC table
+//! from the config.
 //!
 //! The caller persists what [`Core::take_dirty`] returns before it answers anyone.
 
 use crate::config::ServerConfig;
 use crate::types::*;
 use apiary_model::{ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
-use apiary_policy::placement::PlacementStrategy;
-use apiary_policy::vc::HivedPlacer;
-use apiary_policy::{Action, Ctx, JobIdx, Params, Placer, Policy, Status, Tenant, World};
+use apiary_policy::{Action, Capability, Ctx, JobIdx, Params, Policy, Status, TenantShare, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An API error: an HTTP status, the offending field if any, and a message.
@@ -78,6 +79,14 @@ impl ApiError {
             message: message.into(),
         }
     }
+    /// 422: the policy refuses the job.
+    pub fn refused(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 422,
+            field: None,
+            message: message.into(),
+        }
+    }
     /// 409.
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError {
@@ -92,162 +101,6 @@ impl ApiError {
 const UNKNOWN_DURATION_MS: Time = 10 * 365 * 24 * 3600 * 1000;
 /// Largest GPU count a job may ask for.
 pub const MAX_JOB_GPUS: u32 = 4096;
-
-#[derive(Default)]
-struct LivePlacer {
-    /// Jobs whose previous attempt still has processes stopping.
-    held: Vec<bool>,
-    /// GPUs of preempted jobs taken back in this pass, to become stopping parts.
-    fenced: Vec<(JobIdx, Placement)>,
-    /// Per VC: (quota, GPUs held), when VCs share by quota.
-    quota: Option<BTreeMap<String, (u64, u64)>>,
-    /// HiveD's cells, when VCs share by HiveD.
-    hived: Option<Box<HivedPlacer>>,
-    /// Jobs counted in a VC's usage or bound in HiveD.
-    placed: Vec<bool>,
-}
-
-impl LivePlacer {
-    fn vc(w: &World, j: JobIdx) -> &str {
-        w.jobs[j as usize].vc.as_deref().unwrap_or("default")
-    }
-
-    /// Counts a job placed outside a pass (recovery) as placed. False if HiveD cannot
-    /// take it back into its VC's cells.
-    fn adopt(&mut self, w: &World, j: JobIdx, node_names: &[String]) -> bool {
-        let g = w.jobs[j as usize].gpus as u64;
-        if let Some(q) = &mut self.quota
-            && let Some(e) = q.get_mut(Self::vc(w, j))
-        {
-            e.1 += g;
-        }
-        self.placed[j as usize] = true;
-        match &mut self.hived {
-            Some(h) => h.adopt(
-                w,
-                j,
-                &w.rt[j as usize].placement,
-                node_names,
-                "NODE",
-                "NODE",
-            ),
-            None => true,
-        }
-    }
-}
-
-impl Placer for LivePlacer {
-    fn place(
-        &mut self,
-        w: &World,
-        j: JobIdx,
-        strategy: PlacementStrategy,
-        out: &mut Placement,
-    ) -> bool {
-        if self.held.get(j as usize).copied().unwrap_or(false) {
-            return false;
-        }
-        let g = w.jobs[j as usize].gpus as u64;
-        if let Some(q) = &self.quota {
-            match q.get(Self::vc(w, j)) {
-                Some(&(quota, used)) if used + g <= quota => {}
-                _ => return false,
-            }
-        }
-        let ok = match (&mut self.hived, &w.jobs[j as usize].gpu_type) {
-            (Some(h), _) => h.place(w, j, strategy, out),
-            (None, Some(t)) => typed_place(w, g as u32, t, out),
-            (None, None) => w.place(j, strategy, out),
-        };
-        if ok {
-            if let Some(q) = &mut self.quota
-                && let Some(e) = q.get_mut(Self::vc(w, j))
-            {
-                e.1 += g;
-            }
-            self.placed[j as usize] = true;
-        }
-        ok
-    }
-
-    fn release(&mut self, w: &World, j: JobIdx) {
-        if !std::mem::take(&mut self.placed[j as usize]) {
-            return;
-        }
-        if let Some(q) = &mut self.quota
-            && let Some(e) = q.get_mut(Self::vc(w, j))
-        {
-            e.1 = e.1.saturating_sub(w.jobs[j as usize].gpus as u64);
-        }
-        if let Some(h) = &mut self.hived {
-            h.release(w, j);
-        }
-    }
-
-    fn preempted(&mut self, w: &mut World, j: JobIdx, gpus: &Placement) {
-        // The quota and HiveD's cells go back at once; the GPUs themselves stay held in
-        // the world until the processes end, so nothing starts on them before.
-        self.release(w, j);
-        if w.state.allocate(gpus).is_ok() {
-            self.fenced.push((j, gpus.clone()));
-        }
-    }
-}
-
-/// Consolidated first-fit placement on nodes of GPU type `t` only: a job that fits a
-/// node takes the first such node with room; a larger one takes whole idle nodes of
-/// the type, then the rest on one node of it.
-fn typed_place(w: &World, g: u32, t: &str, out: &mut Placement) -> bool {
-    out.clear();
-    let nodes: Vec<u32> = (0..w.cluster.nodes.len() as u32)
-        .filter(|&n| w.cluster.nodes[n as usize].gpu_type == t)
-        .collect();
-    let low = |mask: u64, k: u32| {
-        let mut m = 0u64;
-        let mut left = k;
-        for b in 0..64 {
-            if left == 0 {
-                break;
-            }
-            if mask & (1 << b) != 0 {
-                m |= 1 << b;
-                left -= 1;
-            }
-        }
-        m
-    };
-    let free = |n: u32| w.state.free_on(n);
-    if let Some(&n) = nodes
-        .iter()
-        .find(|&&n| free(n) >= g && g <= w.cluster.nodes[n as usize].gpus)
-    {
-        out.parts.push((n, low(w.state.free_mask(n), g)));
-        return true;
-    }
-    let mut left = g;
-    for &n in &nodes {
-        let cap = w.cluster.nodes[n as usize].gpus;
-        if free(n) == cap && cap <= left {
-            out.parts.push((n, w.state.free_mask(n)));
-            left -= cap;
-        }
-    }
-    if left > 0 {
-        let taken: Vec<u32> = out.parts.iter().map(|p| p.0).collect();
-        match nodes
-            .iter()
-            .find(|&&n| !taken.contains(&n) && free(n) >= left)
-        {
-            Some(&n) => out.parts.push((n, low(w.state.free_mask(n), left))),
-            None => {
-                out.clear();
-                return false;
-            }
-        }
-    }
-    out.parts.sort_unstable();
-    true
-}
 
 #[derive(Debug, Clone)]
 struct NodeRt {
@@ -302,8 +155,6 @@ pub struct Core {
     params: Params,
     world: World,
     policy: Box<dyn Policy>,
-    tenant: Tenant,
-    placer: LivePlacer,
     actions: Vec<Action>,
     jobs: Vec<JobRecord>,
     by_id: BTreeMap<u64, JobIdx>,
@@ -354,6 +205,21 @@ impl std::fmt::Debug for Core {
             .field("nodes", &self.nodes.len())
             .finish()
     }
+}
+
+/// The VC table the config declares, for a policy with the `tenants` capability.
+fn live_table(cfg: &ServerConfig) -> Vec<TenantShare> {
+    let node_gpus = cfg.nodes.first().map_or(0, |n| n.gpus) as u64;
+    cfg.vcs
+        .iter()
+        .map(|v| TenantShare {
+            name: v.name.clone(),
+            nodes: v.nodes.unwrap_or(0),
+            gpus: v
+                .quota_gpus
+                .unwrap_or(v.nodes.unwrap_or(0) as u64 * node_gpus),
+        })
+        .collect()
 }
 
 /// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
@@ -459,18 +325,16 @@ impl Core {
         for (n, c) in cluster.nodes.iter_mut().zip(&cfg.nodes) {
             n.name = c.name.clone();
         }
-        let mut params = Params(cfg.params.clone());
-        // One VC's job held back by its quota or cells must not hold up the others: the
-        // policy's queue is shared, so it runs with backfill unless told otherwise.
-        if cfg.sharing != "none" {
-            params
-                .0
-                .entry("backfill".into())
-                .or_insert_with(|| "true".into());
+        let (name, params) = cfg.policy_params();
+        let mut policy =
+            apiary_policy::registry::build(&name, &params).map_err(|e| e.to_string())?;
+        if let Some((c, why)) = policy.spec().capabilities.live_blocker() {
+            return Err(format!("policy {name} needs the `{c}` capability: {why}"));
         }
-        let policy =
-            apiary_policy::registry::build(&cfg.policy, &params).map_err(|e| e.to_string())?;
-        let total = cluster.total_gpus as u64;
+        if let Some(t) = policy.tenancy() {
+            t.set_table(live_table(&cfg));
+        }
+        policy.attach(&cluster).map_err(|e| format!("policy {e}"))?;
         let nodes = cfg
             .nodes
             .iter()
@@ -490,37 +354,15 @@ impl Core {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
-        let mut placer = LivePlacer::default();
-        match cfg.sharing.as_str() {
-            "quota" => {
-                placer.quota = Some(
-                    cfg.vcs
-                        .iter()
-                        .map(|v| (v.name.clone(), (v.quota_gpus.unwrap_or(0), 0)))
-                        .collect(),
-                );
-            }
-            "hived" => {
-                let all: Vec<u32> = (0..cluster.nodes.len() as u32).collect();
-                let vcs: Vec<(String, u32)> = cfg
-                    .vcs
-                    .iter()
-                    .map(|v| (v.name.clone(), v.nodes.unwrap_or(0)))
-                    .collect();
-                let hc = apiary_policy::vc::hived_config(&cluster, &all, &vcs, false)?;
-                placer.hived = Some(Box::new(HivedPlacer::new(&cluster, &hc)?));
-            }
-            _ => {}
-        }
         let mut world = World::new(cluster, Vec::new());
         world.now = now;
-        let mut core = Core {
+        world.fence_preemptions = true;
+        world.honour_gpu_types = true;
+        let core = Core {
             cfg,
             params,
             world,
             policy,
-            tenant: Tenant::new(total),
-            placer,
             actions: Vec::new(),
             jobs: Vec::new(),
             by_id: BTreeMap::new(),
@@ -539,9 +381,6 @@ impl Core {
             active: BTreeMap::new(),
             missing: BTreeMap::new(),
         };
-        core.policy
-            .prepare(&core.world)
-            .map_err(|e| format!("policy {}: {e}", core.cfg.policy))?;
         Ok(core)
     }
 
@@ -566,24 +405,27 @@ impl Core {
         j.vc = spec.vc.clone();
         j.gpu_type = spec.gpu_type.clone();
         j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
+        if self.policy.spec().has(Capability::Profiles) {
+            // As the simulator does for trace jobs without one: a stage profile drawn
+            // from Muri's table by job id.
+            apiary_model::profiles::assign(std::slice::from_mut(&mut j), 0);
+        }
         j
     }
 
     fn add_to_world(&mut self, rec: JobRecord) -> JobIdx {
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
-        self.placer.held.push(false);
-        self.placer.placed.push(false);
         self.by_id.insert(rec.id, j);
         self.jobs.push(rec);
         j
     }
 
-    fn enqueue(&mut self, j: JobIdx) {
+    /// Queues a job and tells the policy; its refusal, if it refuses.
+    fn enqueue(&mut self, j: JobIdx) -> Result<(), apiary_policy::PolicyError> {
         self.world.submit(j);
-        self.tenant.add_pending(self.world.jobs[j as usize].gpus);
-        let ctx = Ctx::new(&mut self.world, &mut self.actions);
-        self.policy.on_submit(&ctx, j);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        self.policy.admit(&ctx, j)
     }
 
     /// Checks a submission against the cluster and config.
@@ -632,10 +474,16 @@ impl Core {
                     ),
                 ));
             }
-            if self.placer.hived.is_some() && self.nodes.iter().any(|n| &n.gpu_type != t) {
+            if self.policy.spec().has(Capability::Tenants)
+                && self.cfg.sharing != "quota"
+                && self.nodes.iter().any(|n| &n.gpu_type != t)
+            {
                 return Err(ApiError::bad(
                     "gpu_type",
-                    "with HiveD sharing every node has one GPU type".to_string(),
+                    format!(
+                        "with {} sharing VCs own node cells of every GPU type",
+                        self.cfg.sharing
+                    ),
                 ));
             }
         }
@@ -695,8 +543,6 @@ impl Core {
         self.validate(&spec)?;
         self.advance(now);
         let id = self.next_id;
-        self.next_id += 1;
-        self.next_id_dirty = true;
         let mut rec = JobRecord {
             schema_version: SCHEMA_VERSION,
             id,
@@ -710,9 +556,18 @@ impl Core {
             stopping: Vec::new(),
         };
         note(&mut rec, now, "queued", String::new());
-        *self.active.entry(rec.vc.clone()).or_insert(0) += 1;
+        let vc = rec.vc.clone();
         let j = self.add_to_world(rec);
-        self.enqueue(j);
+        if let Err(e) = self.enqueue(j) {
+            // Refused before anyone was told it was accepted: it leaves no trace.
+            self.world.pop_job(j);
+            self.jobs.pop();
+            self.by_id.remove(&id);
+            return Err(ApiError::refused(e.to_string()));
+        }
+        self.next_id += 1;
+        self.next_id_dirty = true;
+        *self.active.entry(vc).or_insert(0) += 1;
         self.dirty.insert(j);
         self.counters.submissions += 1;
         Ok(id)
@@ -737,47 +592,60 @@ impl Core {
             }
             let parts = rec.parts.clone();
             let j = self.add_to_world(rec);
-            match state {
-                JobState::Queued => self.enqueue(j),
-                JobState::Running => {
-                    self.enqueue(j);
-                    let mut p = Placement::default();
-                    let mut ok = true;
-                    for part in parts.iter().filter(|p| p.exit.is_none()) {
-                        match self.node_ix.get(&part.node) {
-                            Some(&n) => p.parts.push((n, mask_of(&part.gpus))),
-                            None => ok = false,
-                        }
-                    }
-                    p.parts.sort_unstable();
-                    let g = self.world.jobs[j as usize].gpus;
-                    // Parts that already exited still count as the job's GPUs until all
-                    // parts end: take them too.
-                    for part in parts.iter().filter(|p| p.exit.is_some()) {
-                        if let Some(&n) = self.node_ix.get(&part.node) {
-                            p.parts.push((n, mask_of(&part.gpus)));
-                        }
-                    }
-                    p.parts.sort_unstable();
-                    if ok && p.gpus() == g && self.world.start(j, p) {
-                        self.tenant.started(j, g);
-                        let names: Vec<String> =
-                            self.nodes.iter().map(|n| n.name.clone()).collect();
-                        self.placer.adopt(&self.world, j, &names);
-                    } else {
-                        let r = &mut self.jobs[j as usize];
-                        r.state = JobState::Queued;
-                        r.parts.clear();
-                        note(
-                            r,
-                            now,
-                            "requeued",
-                            "its GPUs are no longer in the config".into(),
-                        );
-                        self.dirty.insert(j);
+            let admitted = match state {
+                JobState::Queued | JobState::Running => self.enqueue(j),
+                _ => Ok(()),
+            };
+            if let Err(e) = admitted {
+                // A record the policy now refuses (its VC left the config, say): it
+                // ends, with the reason, rather than waiting for ever.
+                self.world.decline(j, e.to_string());
+                if let Some(n) = self.active.get_mut(&self.jobs[j as usize].vc) {
+                    *n = n.saturating_sub(1);
+                }
+                let r = &mut self.jobs[j as usize];
+                r.state = JobState::Failed;
+                note(r, now, "refused", e.to_string());
+                self.dirty.insert(j);
+                continue;
+            }
+            if state == JobState::Running {
+                let mut p = Placement::default();
+                let mut ok = true;
+                for part in parts.iter().filter(|p| p.exit.is_none()) {
+                    match self.node_ix.get(&part.node) {
+                        Some(&n) => p.parts.push((n, mask_of(&part.gpus))),
+                        None => ok = false,
                     }
                 }
-                _ => {}
+                p.parts.sort_unstable();
+                let g = self.world.jobs[j as usize].gpus;
+                // Parts that already exited still count as the job's GPUs until all
+                // parts end: take them too.
+                for part in parts.iter().filter(|p| p.exit.is_some()) {
+                    if let Some(&n) = self.node_ix.get(&part.node) {
+                        p.parts.push((n, mask_of(&part.gpus)));
+                    }
+                }
+                p.parts.sort_unstable();
+                if ok && p.gpus() == g && self.world.start(j, p) {
+                    if let Some(t) = self.policy.tenancy() {
+                        // HiveD may not take a record back into its VC's cells
+                        // (the config changed): the job keeps running, outside them.
+                        t.adopt(&self.world, j);
+                    }
+                } else {
+                    let r = &mut self.jobs[j as usize];
+                    r.state = JobState::Queued;
+                    r.parts.clear();
+                    note(
+                        r,
+                        now,
+                        "requeued",
+                        "its GPUs are no longer in the config".into(),
+                    );
+                    self.dirty.insert(j);
+                }
             }
         }
         // Processes still stopping hold their GPUs (after every running job took its own).
@@ -792,7 +660,7 @@ impl Core {
                 };
                 if self.world.state.allocate(&p).is_ok() {
                     self.stopping.insert((id, s.attempt, n), mask_of(&s.gpus));
-                    self.placer.held[j] = true;
+                    self.world.set_blocked(j as JobIdx, true);
                 }
             }
         }
@@ -839,21 +707,16 @@ impl Core {
                 )));
             }
             JobState::Queued => {
-                if self.world.withdraw(j) {
-                    self.tenant.withdraw(self.world.jobs[j as usize].gpus);
-                }
+                self.world.withdraw(j);
             }
             _ => {
                 self.stop_attempt(j);
                 let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
-                self.placer.release(&self.world, j);
                 self.world.finish(j);
-                self.tenant
-                    .stopped(j, self.world.jobs[j as usize].gpus, false);
                 self.fence_stopping(id, attempt);
             }
         }
-        let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
         self.policy.on_finish(&ctx, j);
         self.counters.count("cancel");
         let r = &mut self.jobs[j as usize];
@@ -879,11 +742,12 @@ impl Core {
                 self.stopping.insert((id, attempt, n), mask_of(&part.gpus));
             }
         }
-        self.placer.held[j as usize] = self
+        let stopping = self
             .stopping
             .range((id, 0, 0)..=(id, u32::MAX, u32::MAX))
             .next()
             .is_some();
+        self.world.set_blocked(j, stopping);
     }
 
     /// After the world released a job's GPUs, takes back those of its stopping parts.
@@ -918,18 +782,15 @@ impl Core {
                 r.spec.restart.on_failure
             };
         let (id, attempt) = (r.id, r.attempt);
-        let g = self.world.jobs[j as usize].gpus;
         // Back to the queue, or over; either way the GPUs of parts still stopping stay
         // held.
-        self.placer.release(&self.world, j);
         if retry {
             self.world.preempt(j);
         } else {
             self.world.finish(j);
         }
-        self.tenant.stopped(j, g, retry);
         self.fence_stopping(id, attempt);
-        let ctx = Ctx::new(&mut self.world, &mut self.actions);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
         self.counters.count(match (retry, ok) {
             (true, _) => "requeue",
             (false, true) => "succeed",
@@ -1025,9 +886,9 @@ impl Core {
             };
             if node.health != health
                 && (node.health == NodeHealth::Down || health == NodeHealth::Down)
-                && let Some(h) = &mut self.placer.hived
+                && let Some(t) = self.policy.tenancy()
             {
-                h.set_node_health(&node.name, health == NodeHealth::Up);
+                t.node_health(&node.name, health == NodeHealth::Up);
             }
             node.health = health;
         }
@@ -1130,11 +991,12 @@ impl Core {
             };
             let _ = self.world.state.release(&p);
             if let Some(&j) = self.by_id.get(&job) {
-                self.placer.held[j as usize] = self
+                let stopping = self
                     .stopping
                     .range((job, 0, 0)..=(job, u32::MAX, u32::MAX))
                     .next()
                     .is_some();
+                self.world.set_blocked(j, stopping);
                 self.dirty.insert(j);
             }
             return;
@@ -1251,8 +1113,8 @@ impl Core {
                 self.nodes[n as usize].health = NodeHealth::Down;
                 changed = true;
                 // HiveD's bad hardware: its VCs' cells there become doomed.
-                if let Some(h) = &mut self.placer.hived {
-                    h.set_node_health(&self.nodes[n as usize].name, false);
+                if let Some(t) = self.policy.tenancy() {
+                    t.node_health(&self.nodes[n as usize].name, false);
                 }
             }
             if self.nodes[n as usize].health != NodeHealth::Down || silent <= lost_after {
@@ -1299,12 +1161,9 @@ impl Core {
         for &j in &jobs {
             self.stop_attempt(j);
             let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
-            let g = self.world.jobs[j as usize].gpus;
-            self.placer.release(&self.world, j);
             self.world.preempt(j);
-            self.tenant.stopped(j, g, true);
             self.fence_stopping(id, attempt);
-            let ctx = Ctx::new(&mut self.world, &mut self.actions);
+            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
             self.policy.on_requeue(&ctx, j);
             self.counters.count("requeue");
             let r = &mut self.jobs[j as usize];
@@ -1353,27 +1212,24 @@ impl Core {
     pub fn schedule(&mut self, now: u64) -> bool {
         self.advance(now);
         self.reblock();
-        let held: u64 = self
-            .nodes
-            .iter()
-            .map(|n| n.blocked.count_ones() as u64)
-            .sum::<u64>()
-            + self
-                .stopping
-                .values()
-                .map(|m| m.count_ones() as u64)
-                .sum::<u64>();
-        self.tenant.capacity = (self.world.cluster.total_gpus as u64).saturating_sub(held);
+        if let Some(t) = self.policy.tenancy() {
+            // Live, GPUs also come back outside the tenants' jobs (stopping processes
+            // end, nodes return): every VC looks again, as cheap as the pass itself.
+            t.refresh();
+        }
         self.actions.clear();
-        let wake;
-        {
-            let mut ctx = Ctx::new(&mut self.world, &mut self.actions);
-            let mut sub = ctx.scoped(&mut self.tenant, &mut self.placer);
-            self.policy.schedule(&mut sub);
-            wake = sub.wake();
+        let (wake, error) = {
+            let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+            self.policy.schedule(&mut ctx);
+            (ctx.wake(), ctx.take_error())
+        };
+        if let Some(e) = error {
+            // Config load refuses policies whose capabilities the service cannot host,
+            // so this is a policy bug: say so, and keep serving.
+            eprintln!("apiary: scheduling pass: policy {e}");
         }
         self.wake = wake;
-        let fenced = std::mem::take(&mut self.placer.fenced);
+        let fenced = self.world.take_fenced();
         let actions = std::mem::take(&mut self.actions);
         for a in &actions {
             match *a {
@@ -1398,7 +1254,7 @@ impl Core {
             for &(n, mask) in &p.parts {
                 self.stopping.insert((id, attempt, n), mask);
             }
-            self.placer.held[j as usize] = true;
+            self.world.set_blocked(j, true);
             self.dirty.insert(j);
         }
         let acted = !actions.is_empty();
@@ -1510,10 +1366,11 @@ impl Core {
             ));
         }
         match self.cfg.sharing.as_str() {
-            "hived" => {
-                return Err(ApiError::conflict(
-                    "with HiveD sharing, VCs and their cells change with the config and a restart",
-                ));
+            "hived" | "private" => {
+                return Err(ApiError::conflict(format!(
+                    "with {} sharing, VCs and their cells change with the config and a restart",
+                    self.cfg.sharing
+                )));
             }
             "quota" if quota_gpus.is_none() => {
                 return Err(ApiError::bad("quota_gpus", "quota sharing needs a quota"));
@@ -1529,8 +1386,13 @@ impl Core {
             Some(x) => *x = v.clone(),
             None => self.cfg.vcs.push(v.clone()),
         }
-        if let Some(q) = &mut self.placer.quota {
-            q.entry(name.to_string()).or_insert((0, 0)).0 = quota_gpus.unwrap_or(0);
+        if let Some(t) = self.policy.tenancy() {
+            t.set_share(TenantShare {
+                name: name.to_string(),
+                nodes: 0,
+                gpus: quota_gpus.unwrap_or(0),
+            })
+            .map_err(|e| ApiError::conflict(e.to_string()))?;
         }
         self.dirty_vcs.push(v);
         Ok(())

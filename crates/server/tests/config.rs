@@ -14,8 +14,31 @@ const NODE: &str = "[[nodes]]\nname = \"n0\"\ngpus = 8\n";
 fn bad_configs_are_refused_with_the_field() {
     for (text, want) in [
         (
-            format!("policy = \"gandiva\"\n{NODE}"),
-            "policy: 'gandiva' is not served live",
+            format!("policy = \"pollux\"\n{NODE}"),
+            "policy: 'pollux' is not served live: it needs the `elastic` capability",
+        ),
+        (
+            format!("policy = \"edf\"\n{NODE}"),
+            "policy: 'edf' is not served live: it needs the `elastic` capability",
+        ),
+        (
+            format!("policy = \"hived\"\n{NODE}"),
+            "policy: 'hived' divides the cluster among VCs: write sharing = \"hived\"",
+        ),
+        (
+            format!(
+                "policy = \"gandiva\"\nsharing = \"quota\"\n[[vcs]]\nname = \"a\"\nquota_gpus = 4\n{NODE}"
+            ),
+            "policy: 'gandiva' cannot run inside a VC with sharing = \"quota\": it needs the \
+             `chooses-gpus` capability",
+        ),
+        (
+            format!("policy = \"nope\"\n{NODE}"),
+            "policy: unknown policy 'nope'",
+        ),
+        (
+            format!("params = {{ thresholds = \"x\" }}\npolicy = \"tiresias\"\n{NODE}"),
+            "params: parameter 'thresholds'",
         ),
         (
             "policy = \"fifo\"\nnodes = []\n".to_string(),

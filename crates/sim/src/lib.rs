@@ -20,7 +20,7 @@ pub use throughput::{DurationModel, SpreadModel, Throughput};
 
 use apiary_model::adaptive::Agent;
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
-use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};
+use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, PolicyError, Status, World};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -88,13 +88,22 @@ pub enum SimError {
     /// A slot length of zero.
     #[error("slot length must be positive")]
     ZeroSlot,
-    /// The policy cannot work on this cluster and trace.
-    #[error("policy {policy}: {message}")]
-    Policy {
+    /// The policy cannot work on this cluster and trace, or broke its contract.
+    #[error("policy {0}")]
+    Policy(#[from] PolicyError),
+    /// A job lacks data the policy's spec declares it reads.
+    #[error("policy {policy} reads {what} ({capability}), which job {job} lacks{hint}")]
+    Missing {
         /// The policy.
-        policy: String,
-        /// Why.
-        message: String,
+        policy: &'static str,
+        /// The capability.
+        capability: Capability,
+        /// What the job lacks.
+        what: &'static str,
+        /// The first job without it.
+        job: String,
+        /// Where such jobs come from.
+        hint: &'static str,
     },
 }
 
@@ -148,6 +157,13 @@ pub fn run(
             });
         }
     }
+    check_job_data(policy, &jobs)?;
+    if let Some(t) = policy.tenancy() {
+        let table = t.plan(&cluster, &jobs)?;
+        t.set_table(table);
+    }
+    policy.attach(&cluster)?;
+    let spec = policy.spec();
     let total_gpus = cluster.total_gpus;
     let cluster_name = cluster.name.clone();
     let start_time = jobs.first().map_or(0, |j| j.submit);
@@ -156,10 +172,6 @@ pub fn run(
     world.restart_overhead = cfg.restart_overhead;
     world.seed = cfg.seed;
     world.now = start_time;
-    policy.prepare(&world).map_err(|message| SimError::Policy {
-        policy: policy.name().to_string(),
-        message,
-    })?;
     let oh: Vec<Time> = if cfg.per_event_overhead {
         world
             .jobs
@@ -270,7 +282,7 @@ pub fn run(
             finished += 1;
             events += 1;
             dirty = true;
-            let ctx = Ctx::new(&mut world, &mut actions);
+            let ctx = Ctx::new(&mut world, &mut actions, spec);
             policy.on_finish(&ctx, c.job);
         }
         if adaptive_running > 0 && now % adaptive_step == 0 {
@@ -304,8 +316,10 @@ pub fn run(
             }
             world.submit(j);
             dirty = true;
-            let ctx = Ctx::new(&mut world, &mut actions);
-            policy.on_submit(&ctx, j);
+            let ctx = Ctx::new(&mut world, &mut actions, spec);
+            if let Err(e) = policy.admit(&ctx, j) {
+                world.decline(j, e.to_string());
+            }
         }
         if wake == Some(now) {
             wake = None;
@@ -351,8 +365,11 @@ pub fn run(
         if consult {
             dirty = false;
             passes += 1;
-            let mut ctx = Ctx::new(&mut world, &mut actions);
+            let mut ctx = Ctx::new(&mut world, &mut actions, spec);
             policy.schedule(&mut ctx);
+            if let Some(e) = ctx.take_error() {
+                return Err(e.into());
+            }
             wake = match (ctx.wake(), cfg.mode) {
                 (Some(w), Mode::Slotted(slot)) => Some(w.div_ceil(slot) * slot),
                 (w, _) => w,
@@ -486,6 +503,43 @@ pub fn run(
     })
 }
 
+/// Refuses a run whose jobs lack data the policy's spec declares it reads: a trace
+/// of the wrong kind fails at once, naming a job, instead of every job being turned away.
+fn check_job_data(policy: &dyn Policy, jobs: &[Job]) -> Result<(), SimError> {
+    let spec = policy.spec();
+    /// A capability, the data it reads, whether a job has it, where such jobs come from.
+    type Need = (Capability, &'static str, fn(&Job) -> bool, &'static str);
+    let needs: [Need; 2] = [
+        (
+            Capability::Adaptive,
+            "a goodput model",
+            |j| j.adaptive.is_some(),
+            ": read a Pollux workload (name,time,application,num_replicas,batch_size)",
+        ),
+        (
+            Capability::Scaling,
+            "a throughput table",
+            |j| j.scaling.is_some(),
+            ": the itp-elasticflow and elasticflow trace formats attach one from each job's \
+             model, batch_size and iterations",
+        ),
+    ];
+    for (capability, what, has, hint) in needs {
+        if spec.has(capability)
+            && let Some(j) = jobs.iter().find(|j| !has(j))
+        {
+            return Err(SimError::Missing {
+                policy: spec.name,
+                capability,
+                what,
+                job: j.id.clone(),
+                hint,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// GPUs per node of a placement, in node order (an adaptive job's view of it).
 fn node_counts(p: &apiary_model::Placement) -> Vec<u32> {
     p.parts.iter().map(|&(_, m)| m.count_ones()).collect()
@@ -515,7 +569,7 @@ fn end_agent(
         world.rt[j as usize].preemptions -= 1;
     }
     world.rt[j as usize].finish = Some(t);
-    let ctx = Ctx::new(world, actions);
+    let ctx = Ctx::new(world, actions, policy.spec());
     policy.on_finish(&ctx, j);
 }
 

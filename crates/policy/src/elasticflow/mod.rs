@@ -23,9 +23,88 @@ pub use planner::{
     Plan, PlanJob, Scored, Steps, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
 };
 
+use crate::PolicyError;
+use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
 use apiary_model::{Placement, Time};
 use std::collections::BTreeSet;
+/// `elasticflow`: its spec.
+pub const ELASTICFLOW: PolicySpec = PolicySpec {
+    name: "elasticflow",
+    about: "ElasticFlow: deadline jobs admitted only if every promise still holds (minimum satisfactory shares), spare GPUs by marginal return, buddy placement",
+    capabilities: Capabilities::of(&[
+        Capability::Elastic,
+        Capability::Stalls,
+        Capability::Holds,
+        Capability::Declines,
+        Capability::Durations,
+        Capability::Scaling,
+    ]),
+    params: ELASTICFLOW_PARAMS,
+    build: |p| Ok(Box::new(ElasticFlow::new(true, p)?)),
+};
+
+/// `edf`: its spec.
+pub const EDF: PolicySpec = PolicySpec {
+    name: "edf",
+    about: "EDF, ElasticFlow's baseline: deadline order, each job at its largest GPU level; `admission=true` is its EDF + admission control",
+    capabilities: Capabilities::of(&[
+        Capability::Elastic,
+        Capability::Stalls,
+        Capability::Holds,
+        Capability::Declines,
+        Capability::Durations,
+        Capability::Scaling,
+    ]),
+    params: EDF_PARAMS,
+    build: |p| Ok(Box::new(ElasticFlow::edf(p)?)),
+};
+
+const ELASTICFLOW_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "admission",
+        default: "true",
+        about: "decline arrivals whose deadline cannot be met (false: the artifact's `ef` ablation, admit all)",
+    },
+    ParamSpec {
+        key: "slot",
+        default: "60",
+        about: "scheduling slot, seconds (the artifact's --scheduling_slot: 60 in the large simulations, 240 on the testbed)",
+    },
+    ParamSpec {
+        key: "greedy",
+        default: "artifact",
+        about: "leftover GPUs by: artifact (change in planned GPU-seconds per added GPU, largest first) | throughput (iterations/s gained per added GPU)",
+    },
+    ParamSpec {
+        key: "overhead",
+        default: "true",
+        about: "charge the artifact's per-round scaling and restart overheads",
+    },
+    ParamSpec {
+        key: "hold",
+        default: "true without admission",
+        about: "end each job at its plan's slot-aligned end, holding its GPUs until then (the artifact's `ef` loop, whose deadline check uses that end)",
+    },
+];
+
+const EDF_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "admission",
+        default: "false",
+        about: "admit an arrival only if every job's EDF plan still meets its deadline (the artifact's `edf-accessctrl`)",
+    },
+    ParamSpec {
+        key: "slot",
+        default: "60",
+        about: "scheduling slot, seconds (the artifact's --scheduling_slot)",
+    },
+    ParamSpec {
+        key: "overhead",
+        default: "same as admission",
+        about: "charge ElasticFlow's per-round scaling and restart overheads (the artifact charges them under `edf-accessctrl`, not under `edf`)",
+    },
+];
 
 /// The timeline with a job's plan given back (`get_marginal`'s `tmp_future_free_gpus`),
 /// in one merge pass: every point of the timeline, of the plan and the plan's end, each
@@ -366,7 +445,10 @@ impl ElasticFlow {
 
     fn pj<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
         let job = ctx.job(j);
-        let s = job.scaling.as_ref().expect("checked in prepare");
+        let s = job
+            .scaling
+            .as_ref()
+            .expect("admit refuses jobs without one");
         let ref_tput = s.tput(job.gpus).unwrap_or(s.levels[0].1);
         let iters = ctx.remaining(j) / 1000.0 * ref_tput;
         PlanJob {
@@ -435,7 +517,11 @@ impl ElasticFlow {
                     (self.next_gpu_time(ctx, j, now) - cur_time) / (next_level - num_gpu) as f64
                 }
                 Greedy::Throughput => {
-                    let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+                    let s = ctx
+                        .job(j)
+                        .scaling
+                        .as_ref()
+                        .expect("admit refuses jobs without one");
                     // As the planner reads the table (`num_gpu` is above 0 here).
                     let tput = |n: u32| s.tput(n).unwrap_or(s.levels[0].1);
                     (tput(next_level) - tput(num_gpu)) / (next_level - num_gpu) as f64
@@ -476,7 +562,11 @@ impl ElasticFlow {
             &mut self.without,
         );
         let pj = PlanJob {
-            scaling: ctx.job(j).scaling.as_ref().expect("checked in prepare"),
+            scaling: ctx
+                .job(j)
+                .scaling
+                .as_ref()
+                .expect("admit refuses jobs without one"),
             iters: e.iters,
             ddl: e.ddl,
         };
@@ -578,7 +668,11 @@ impl ElasticFlow {
         let total = ctx.total_gpus() as u32;
         let mut used = 0u32;
         for &j in &self.runnable {
-            let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+            let s = ctx
+                .job(j)
+                .scaling
+                .as_ref()
+                .expect("admit refuses jobs without one");
             let iters = self.pj(ctx, j).iters;
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.iters = iters;
@@ -606,7 +700,11 @@ impl ElasticFlow {
                 }
                 // Scored on this timeline with this plan: the same plan again.
                 self.replan_next(ctx, j, now);
-                let s = ctx.job(j).scaling.as_ref().expect("checked in prepare");
+                let s = ctx
+                    .job(j)
+                    .scaling
+                    .as_ref()
+                    .expect("admit refuses jobs without one");
                 let e = self.jobs[j as usize].as_mut().expect("runnable job");
                 allocatable -= e.next_level - e.num_gpu;
                 std::mem::swap(&mut self.timeline, &mut self.cand_tl);
@@ -662,34 +760,44 @@ pub fn round_overhead(total: u32, gpus: u32, restart: bool, cached: bool) -> i64
 }
 
 impl Policy for ElasticFlow {
-    fn name(&self) -> &'static str {
-        self.name
+    fn spec(&self) -> &'static PolicySpec {
+        if self.name == "edf" {
+            &EDF
+        } else {
+            &ELASTICFLOW
+        }
     }
 
-    fn prepare(&mut self, w: &crate::World) -> Result<(), String> {
-        let g = w.cluster.nodes.first().map_or(0, |n| n.gpus);
-        if g == 0 || !g.is_power_of_two() || w.cluster.nodes.iter().any(|n| n.gpus != g) {
-            return Err(format!(
-                "{} places with buddy allocation, which needs nodes with equal power-of-two GPU \
-                 counts (try a preset such as n16g8)",
-                self.name
-            ));
-        }
-        if let Some(j) = w.jobs.iter().find(|j| j.scaling.is_none()) {
-            return Err(format!(
-                "job {} has no throughput table: {} picks GPU counts from ElasticFlow's tables, \
-                 which the itp-elasticflow and elasticflow trace formats attach from each job's \
-                 model, batch_size and iterations",
-                j.id, self.name
-            ));
+    fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {
+        let g = cluster.nodes.first().map_or(0, |n| n.gpus);
+        if g == 0 || !g.is_power_of_two() || cluster.nodes.iter().any(|n| n.gpus != g) {
+            return Err(PolicyError::Cluster {
+                policy: self.name,
+                reason: format!(
+                    "{} places with buddy allocation, which needs nodes with equal power-of-two \
+                     GPU counts (try a preset such as n16g8)",
+                    self.name
+                ),
+            });
         }
         self.node_gpus = g;
-        self.nodes = w.cluster.nodes.len();
-        self.jobs = vec![None; w.jobs.len()];
+        self.nodes = cluster.nodes.len();
         Ok(())
     }
 
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+        if ctx.job(j).scaling.is_none() {
+            return Err(PolicyError::Job {
+                policy: self.name,
+                job: ctx.job(j).id.clone(),
+                reason: format!(
+                    "it has no throughput table: {} picks GPU counts from ElasticFlow's tables, \
+                     which the itp-elasticflow and elasticflow trace formats attach from each \
+                     job's model, batch_size and iterations",
+                    self.name
+                ),
+            });
+        }
         if self.jobs.len() <= j as usize {
             self.jobs.resize(j as usize + 1, None);
         }
@@ -707,6 +815,7 @@ impl Policy for ElasticFlow {
             gpu_time: 0.0,
         });
         self.arrived.push(j);
+        Ok(())
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {

@@ -60,7 +60,10 @@ fn table_policies_name_what_a_trace_lacks() {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("job x has no throughput table"), "{err}");
+        assert!(
+            err.contains("reads a throughput table (scaling), which job x lacks"),
+            "{err}"
+        );
         assert!(err.contains("itp-elasticflow"), "{err}");
     }
 }

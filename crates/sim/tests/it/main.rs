@@ -1,6 +1,7 @@
 //! Integration tests of the engine with real policies: data-driven scenarios from
 //! `testdata/scenarios`, invariants under random workloads, and determinism.
 
+mod adding;
 mod efficiency;
 mod pollux;
 mod props;

@@ -13,14 +13,20 @@ struct Checked {
 }
 
 impl Policy for Checked {
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn spec(&self) -> &'static apiary_policy::PolicySpec {
+        self.inner.spec()
     }
-    fn prepare(&mut self, w: &apiary_policy::World) -> Result<(), String> {
-        self.inner.prepare(w)
+    fn attach(&mut self, c: &apiary_model::Cluster) -> Result<(), apiary_policy::PolicyError> {
+        self.inner.attach(c)
     }
-    fn on_submit(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.inner.on_submit(ctx, j)
+    fn tenancy(&mut self) -> Option<&mut dyn apiary_policy::Tenancy> {
+        self.inner.tenancy()
+    }
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), apiary_policy::PolicyError> {
+        self.inner.admit(ctx, j)
+    }
+    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        self.inner.on_requeue(ctx, j)
     }
     fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         self.inner.on_finish(ctx, j)
@@ -128,7 +134,7 @@ fn run(
         .map(|(i, &(s, g, d))| Job::new(format!("{i}"), s * 1000, g, d * 1000))
         .collect();
     jobs.sort_by_key(|j| j.submit);
-    if registry::find(policy).is_some_and(|s| s.needs_profiles) {
+    if registry::find(policy).is_some_and(|s| s.has(apiary_policy::Capability::Profiles)) {
         apiary_model::profiles::assign(&mut jobs, 7);
     }
     if ELASTIC.contains(&policy) {
@@ -498,7 +504,7 @@ fn same_input_same_output() {
         let mut cluster = "n16g8";
         let mut p = registry::build(policy, &Params::default()).unwrap();
         let mut jobs = t.jobs.clone();
-        if registry::find(policy).is_some_and(|s| s.needs_profiles) {
+        if registry::find(policy).is_some_and(|s| s.has(apiary_policy::Capability::Profiles)) {
             // Muri solves an O(V³) matching per event over up to four candidates per
             // GPU: a smaller cluster and a prefix keep the debug build quick.
             cluster = "n4g8";

@@ -1,7 +1,9 @@
 //! Jobs sharing GPUs as a group (Muri) and policy speed factors, through the engine.
 
 use apiary_model::{ClusterSpec, Job};
-use apiary_policy::{Ctx, PlacementStrategy, Policy, Status};
+use apiary_policy::{
+    Capabilities, Capability, Ctx, PlacementStrategy, Policy, PolicyError, PolicySpec, Status,
+};
 use apiary_sim::{Config, DurationModel};
 
 /// Starts the first two jobs as one group at half speed each; at t = 4 s sets job 2
@@ -11,9 +13,22 @@ struct Pair {
     slowed: bool,
 }
 
+const PAIR: PolicySpec = PolicySpec {
+    name: "pair",
+    about: "a test: one group, then speed factors",
+    capabilities: Capabilities::of(&[Capability::SharedGpus, Capability::SpeedFactors]),
+    params: &[],
+    build: |_| {
+        Ok(Box::new(Pair {
+            done: false,
+            slowed: false,
+        }))
+    },
+};
+
 impl Policy for Pair {
-    fn name(&self) -> &'static str {
-        "pair"
+    fn spec(&self) -> &'static PolicySpec {
+        &PAIR
     }
     fn schedule(&mut self, ctx: &mut Ctx<'_>) {
         if !self.done && ctx.status(0) == Status::Pending && ctx.status(1) == Status::Pending {
@@ -65,4 +80,45 @@ fn a_group_shares_its_gpus_and_speed_factors_stretch_runs() {
         (busy - (8.0 * 16_000.0 + 4.0 * 4_000.0)).abs() < 1.0,
         "{busy}"
     );
+}
+
+/// Starts a group without declaring `shared-gpus`.
+struct Sneaky;
+
+const SNEAKY: PolicySpec = PolicySpec {
+    name: "sneaky",
+    about: "a test: shares GPUs without declaring it",
+    capabilities: Capabilities::CORE,
+    params: &[],
+    build: |_| Ok(Box::new(Sneaky)),
+};
+
+impl Policy for Sneaky {
+    fn spec(&self) -> &'static PolicySpec {
+        &SNEAKY
+    }
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        assert!(!ctx.start_group(&[0, 1], PlacementStrategy::Consolidated));
+    }
+}
+
+#[test]
+fn an_undeclared_capability_stops_the_run_naming_it() {
+    let cluster = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
+    let jobs = vec![Job::new("a", 0, 4, 1_000), Job::new("b", 0, 4, 1_000)];
+    let e = apiary_sim::run(
+        cluster,
+        jobs,
+        &mut Sneaky,
+        &DurationModel,
+        &Config::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    match e {
+        apiary_sim::SimError::Policy(PolicyError::Undeclared { policy, capability }) => {
+            assert_eq!((policy, capability), ("sneaky", Capability::SharedGpus));
+        }
+        other => panic!("{other}"),
+    }
 }

@@ -1,0 +1,273 @@
+//! What a policy declares about itself: its name, its parameters, and the capabilities
+//! (extension points) it uses beyond the core contract.
+//!
+//! The core contract is small: read the view, start a job on GPUs the placement chose
+//! ([`crate::Ctx::start_with`]), preempt, ask to be woken. Everything else a paper
+//! needed (shared GPUs, guests, elastic jobs, admission control, ...) is a
+//! [`Capability`] the policy's [`PolicySpec`] declares, in the spirit of the Kubernetes
+//! scheduler framework's extension points. Drivers read the declaration to know what
+//! they must host (and refuse what they cannot, naming the capability); the context
+//! refuses an undeclared capability as an error, never a silent `false`.
+
+use crate::{ParamError, Params, Policy};
+
+/// One mechanism beyond the core contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    /// Starts jobs on GPUs it picks itself ([`crate::Ctx::start`]), not through the
+    /// driver's (or a tenant's) placement.
+    ChoosesGpus,
+    /// Starts groups of jobs on the same GPUs ([`crate::Ctx::start_group`], Muri).
+    SharedGpus,
+    /// Runs guests on GPUs it does not hold ([`crate::Ctx::start_overlay`], AntMan).
+    Guests,
+    /// Scales a job's modelled speed ([`crate::Ctx::set_speed`]).
+    SpeedFactors,
+    /// Changes a running job's GPUs or count in place ([`crate::Ctx::reassign`]).
+    Elastic,
+    /// Charges a running job a pause for rescaling or switching ([`crate::Ctx::stall`]).
+    Stalls,
+    /// Keeps a finished job's GPUs to its plan's end ([`crate::Ctx::hold_until`]).
+    Holds,
+    /// Turns pending jobs away for good ([`crate::Ctx::decline`]).
+    Declines,
+    /// Hosts adaptive jobs that tune their batch size to their GPUs (Pollux).
+    Adaptive,
+    /// Reads job durations, an oracle a real scheduler lacks.
+    Durations,
+    /// Reads per-job stage profiles (Muri): jobs without one get one drawn.
+    Profiles,
+    /// Reads per-job throughput tables by GPU count (ElasticFlow).
+    Scaling,
+    /// Divides the cluster among tenants (VCs) from a table the driver gives.
+    Tenants,
+    /// Plans on the whole cluster's layout (Themis refills an emptied cluster), so a
+    /// tenant's share, which has no layout of its own, cannot host it.
+    WholeCluster,
+}
+
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 14] = [
+        Capability::ChoosesGpus,
+        Capability::SharedGpus,
+        Capability::Guests,
+        Capability::SpeedFactors,
+        Capability::Elastic,
+        Capability::Stalls,
+        Capability::Holds,
+        Capability::Declines,
+        Capability::Adaptive,
+        Capability::Durations,
+        Capability::Profiles,
+        Capability::Scaling,
+        Capability::Tenants,
+        Capability::WholeCluster,
+    ];
+
+    /// Its name in `apiary policies` and error messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capability::ChoosesGpus => "chooses-gpus",
+            Capability::SharedGpus => "shared-gpus",
+            Capability::Guests => "guests",
+            Capability::SpeedFactors => "speed-factors",
+            Capability::Elastic => "elastic",
+            Capability::Stalls => "stalls",
+            Capability::Holds => "holds",
+            Capability::Declines => "declines",
+            Capability::Adaptive => "adaptive",
+            Capability::Durations => "durations",
+            Capability::Profiles => "profiles",
+            Capability::Scaling => "scaling",
+            Capability::Tenants => "tenants",
+            Capability::WholeCluster => "whole-cluster",
+        }
+    }
+
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    /// Why the live service cannot host it, if it cannot. Speed factors, stalls and
+    /// holds shape simulated progress only, so live they change nothing: a real process
+    /// runs as fast as it runs.
+    pub const fn live_blocker(self) -> Option<&'static str> {
+        match self {
+            Capability::Elastic => Some(
+                "it resizes running jobs in place, and a live job is a gang of processes of \
+                 the size it asked for",
+            ),
+            Capability::Adaptive => {
+                Some("its jobs must report goodput from inside (AdaptDL), which live jobs do not")
+            }
+            Capability::Scaling => {
+                Some("it reads per-job throughput tables, which a live submission does not carry")
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a policy with it can run inside one tenant's share (a VC), where GPUs
+    /// come from the tenant's placer and the tenant's view is all there is.
+    pub const fn in_tenant(self) -> bool {
+        matches!(self, Capability::Durations)
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of capabilities.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities(u32);
+
+impl Capabilities {
+    /// The core contract only.
+    pub const CORE: Capabilities = Capabilities(0);
+
+    /// The set of `list`.
+    pub const fn of(list: &[Capability]) -> Capabilities {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < list.len() {
+            bits |= list[i].bit();
+            i += 1;
+        }
+        Capabilities(bits)
+    }
+
+    /// Whether `c` is in the set.
+    pub const fn has(self, c: Capability) -> bool {
+        self.0 & c.bit() != 0
+    }
+
+    /// The members, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL.into_iter().filter(move |c| self.has(*c))
+    }
+
+    /// The first member the live service cannot host, with why.
+    pub fn live_blocker(self) -> Option<(Capability, &'static str)> {
+        self.iter()
+            .find_map(|c| c.live_blocker().map(|why| (c, why)))
+    }
+
+    /// The first member that keeps a policy from running inside a tenant's share.
+    pub fn tenant_blocker(self) -> Option<Capability> {
+        self.iter().find(|c| !c.in_tenant())
+    }
+}
+
+impl std::fmt::Display for Capabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for c in self.iter() {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            f.write_str(c.name())?;
+        }
+        if first {
+            f.write_str("core")?;
+        }
+        Ok(())
+    }
+}
+
+/// One parameter of a policy.
+#[derive(Debug)]
+pub struct ParamSpec {
+    /// Key for `--set key=value`.
+    pub key: &'static str,
+    /// Default, as text.
+    pub default: &'static str,
+    /// What it does.
+    pub about: &'static str,
+}
+
+/// A policy's declaration: `apiary policies`, the docs, parameter validation and the
+/// drivers all read it.
+#[derive(Debug)]
+pub struct PolicySpec {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// One line.
+    pub about: &'static str,
+    /// What it uses beyond the core contract.
+    pub capabilities: Capabilities,
+    /// Parameters.
+    pub params: &'static [ParamSpec],
+    /// Constructor.
+    pub build: fn(&Params) -> Result<Box<dyn Policy>, ParamError>,
+}
+
+impl PolicySpec {
+    /// Whether it declares `c`.
+    pub const fn has(&self, c: Capability) -> bool {
+        self.capabilities.has(c)
+    }
+
+    /// Its parameter keys.
+    pub fn keys(&self) -> Vec<&'static str> {
+        self.params.iter().map(|p| p.key).collect()
+    }
+
+    /// Builds it, rejecting keys it does not take.
+    pub fn build_checked(&self, params: &Params) -> Result<Box<dyn Policy>, ParamError> {
+        params.check_known(self.name, &self.keys())?;
+        (self.build)(params)
+    }
+}
+
+/// `backfill`, off by default.
+pub const BACKFILL_OFF: ParamSpec = ParamSpec {
+    key: "backfill",
+    default: "false",
+    about: "start later jobs that fit when the head of the queue does not",
+};
+/// `backfill`, on by default.
+pub const BACKFILL_ON: ParamSpec = ParamSpec {
+    key: "backfill",
+    default: "true",
+    about: "start lower-priority jobs that fit past one that does not (the artifacts' first-fit)",
+};
+/// `placement`, consolidated by default.
+pub const PLACE_CONS: ParamSpec = ParamSpec {
+    key: "placement",
+    default: "consolidated",
+    about: "counting | consolidated (yarn) | best-fit | random | topology",
+};
+/// `placement`, counting by default.
+pub const PLACE_COUNT: ParamSpec = ParamSpec {
+    key: "placement",
+    default: "counting",
+    about: "counting | consolidated (yarn) | best-fit | random | topology",
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_hold_what_they_were_given() {
+        let s = Capabilities::of(&[Capability::Elastic, Capability::Durations]);
+        assert!(s.has(Capability::Elastic) && s.has(Capability::Durations));
+        assert!(!s.has(Capability::Guests));
+        assert_eq!(s.to_string(), "elastic, durations");
+        assert_eq!(Capabilities::CORE.to_string(), "core");
+        assert_eq!(s.live_blocker().map(|b| b.0), Some(Capability::Elastic));
+        assert_eq!(s.tenant_blocker(), Some(Capability::Elastic));
+        assert_eq!(
+            Capabilities::of(&[Capability::Durations]).tenant_blocker(),
+            None
+        );
+        for (i, c) in Capability::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i, "ALL is in declaration order");
+        }
+    }
+}
