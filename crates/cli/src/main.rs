@@ -375,6 +375,10 @@ struct RunArgs {
     /// Speed factor on a multi-node placement for models the --speed table lacks.
     #[arg(long, default_value_t = 1.0)]
     speed_unknown: f64,
+    /// Driver: `sim` (the discrete-event engine) or `live` (the live service's state
+    /// machine on simulated time, with simulated agents: docs/architecture.md).
+    #[arg(long, default_value = "sim")]
+    driver: String,
     /// Percentile definition: `nearest` (nearest rank) or `floor` (Muri's calc.py).
     #[arg(long, default_value = "nearest")]
     percentile: String,
@@ -845,18 +849,23 @@ fn run_one(
         b
     };
     let t0 = Instant::now();
-    let mut out = apiary_sim::run(
-        cluster.clone(),
-        jobs,
-        p.as_mut(),
-        speed.as_ref(),
-        cfg,
-        &mut |pr| {
-            bar.set_position(pr.finished as u64);
-            let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
-        },
-    )?;
+    if !matches!(a.driver.as_str(), "sim" | "live") {
+        bail!("--driver must be sim or live (got '{}')", a.driver);
+    }
+    let mut out = if a.driver == "live" {
+        if a.speed != "trace" || cfg.restart_overhead != 0 || cfg.per_event_overhead {
+            bail!(
+                "--driver live runs jobs at trace speed with no restart overheads: drop \
+                 --speed, --restart-overhead and --per-event-overhead"
+            );
+        }
+        if cfg.mode != apiary_sim::Mode::EventDriven {
+            bail!("--driver live is event-driven: drop --mode");
+        }
+        apiary_server::replay::run(cluster, jobs, policy, &params, cfg.seed)?
+    } else {
+        run_sim(cluster, jobs, cfg, p.as_mut(), speed.as_ref(), &bar, t0)?
+    };
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     out.params = params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -871,6 +880,30 @@ fn run_one(
         );
     }
     Ok(out)
+}
+
+/// One run of the discrete-event engine, with a progress bar.
+fn run_sim(
+    cluster: &Cluster,
+    jobs: Vec<Job>,
+    cfg: &Config,
+    p: &mut dyn apiary_policy::Policy,
+    speed: &dyn apiary_sim::Throughput,
+    bar: &indicatif::ProgressBar,
+    t0: Instant,
+) -> Result<RunOutcome> {
+    Ok(apiary_sim::run(
+        cluster.clone(),
+        jobs,
+        p,
+        speed,
+        cfg,
+        &mut |pr| {
+            bar.set_position(pr.finished as u64);
+            let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+        },
+    )?)
 }
 
 fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Result<()> {

@@ -95,6 +95,22 @@ fn traces_that_used_to_spin_or_wrap_are_refused() {
 }
 
 #[test]
+fn the_live_driver_refuses_what_it_cannot_replay() {
+    refused(
+        &["simulate", "-q", "--driver", "sideways"],
+        &["--driver must be sim or live"],
+    );
+    refused(
+        &["simulate", "-q", "--driver", "live", "--speed", "comm"],
+        &["--driver live runs jobs at trace speed"],
+    );
+    refused(
+        &["simulate", "-q", "--driver", "live", "-p", "pollux"],
+        &["pollux needs the `elastic` capability"],
+    );
+}
+
+#[test]
 fn flags_out_of_range_are_refused() {
     let muri = file(
         "muri.csv",

@@ -14,7 +14,7 @@
 
 use crate::config::ServerConfig;
 use crate::types::*;
-use apiary_model::{ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
+use apiary_model::{Cluster, ClusterSpec, Job, NodeGroup, Placement, SwitchSpec, Time};
 use apiary_policy::{Action, Capability, Ctx, JobIdx, Params, Policy, Status, TenantShare, World};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -325,6 +325,21 @@ impl Core {
         for (n, c) in cluster.nodes.iter_mut().zip(&cfg.nodes) {
             n.name = c.name.clone();
         }
+        Core::on_cluster(cfg, cluster, now)
+    }
+
+    /// A scheduler over `cluster`, whose nodes are the config's in order (a replay keeps
+    /// the simulated cluster's switches and links, so placements match the simulator's).
+    pub fn on_cluster(cfg: ServerConfig, cluster: Cluster, now: u64) -> Result<Core, String> {
+        if cluster.nodes.len() != cfg.nodes.len()
+            || cluster
+                .nodes
+                .iter()
+                .zip(&cfg.nodes)
+                .any(|(n, c)| n.name != c.name || n.gpus != c.gpus)
+        {
+            return Err("the cluster's nodes are not the config's".into());
+        }
         let (name, params) = cfg.policy_params();
         let mut policy =
             apiary_policy::registry::build(&name, &params).map_err(|e| e.to_string())?;
@@ -387,6 +402,28 @@ impl Core {
     /// The configuration.
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
+    }
+
+    /// Agents that stop processes at once (a replay on simulated time): a preempted
+    /// job's GPUs are free to the same pass, as in the simulator, instead of held until
+    /// its agents confirm.
+    pub fn stop_instantly(&mut self) {
+        self.world.fence_preemptions = false;
+    }
+
+    /// The world the policy sees, read-only.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// What the last scheduling pass did.
+    pub fn last_actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// The policy's name (with `sharing`, the VC-sharing policy hosting `policy`).
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
     }
 
     fn advance(&mut self, now: u64) {
@@ -1267,7 +1304,7 @@ impl Core {
             if self.util.len() == UTIL_SAMPLES {
                 self.util.pop_front();
             }
-            let busy = self.cluster().gpus_allocated;
+            let busy = self.gpus_allocated();
             self.util.push_back((now, busy));
         }
         acted
@@ -1514,15 +1551,18 @@ impl Core {
             policy: self.cfg.policy.clone(),
             params: self.params.0.clone(),
             gpus_total: self.world.cluster.total_gpus as u64,
-            gpus_allocated: self
-                .world
-                .running()
-                .iter()
-                .map(|&j| self.world.jobs[j as usize].gpus as u64)
-                .sum(),
+            gpus_allocated: self.gpus_allocated(),
             jobs,
             nodes,
         }
+    }
+
+    fn gpus_allocated(&self) -> u64 {
+        self.world
+            .running()
+            .iter()
+            .map(|&j| self.world.jobs[j as usize].gpus as u64)
+            .sum()
     }
 
     /// Jobs waiting.

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod core;
 pub mod http;
+pub mod replay;
 pub mod service;
 pub mod types;
 pub mod ui;
