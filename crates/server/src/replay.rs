@@ -295,7 +295,8 @@ pub fn run(
 /// the user's estimate (which oracle policies read, as the simulator's do).
 fn spec_of(job: &Job) -> JobSpec {
     JobSpec {
-        name: Some(job.id.clone()),
+        // No name: a trace id may pass the API's length limit, and ids map by order.
+        name: None,
         gpus: job.gpus,
         gpu_type: None,
         vc: job.vc.clone(),
