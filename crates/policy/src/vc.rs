@@ -75,6 +75,9 @@ const VC_PARAMS: &[ParamSpec] = &[
 /// The VC of jobs whose trace names none.
 pub const DEFAULT_VC: &str = "default";
 
+/// The policy inside each VC when `intra` names none.
+pub const DEFAULT_INTRA: &str = "tiresias";
+
 /// How VCs share the cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sharing {
@@ -561,7 +564,7 @@ impl VcSharing {
     /// Parameters: `intra` (an [`INTRA`] policy, default `tiresias`), `cells`
     /// (`demand` or `vc:nodes,...`), and `intra.KEY` passed to the intra policy.
     pub fn new(sharing: Sharing, p: &Params) -> Result<VcSharing, ParamError> {
-        let name = p.str("intra").unwrap_or("tiresias");
+        let name = p.str("intra").unwrap_or(DEFAULT_INTRA);
         let intra = INTRA
             .iter()
             .find(|s| s.name == name)
@@ -628,27 +631,6 @@ impl VcSharing {
             dirty: Vec::new(),
             wake: Vec::new(),
         })
-    }
-
-    /// The tenant table it runs with.
-    pub fn table(&self) -> &[TenantShare] {
-        &self.table
-    }
-
-    /// The table for a run of `jobs` on `cluster`: VC sizes by the `cells` parameter,
-    /// each VC's share checked against its largest job. Only a driver that holds the
-    /// whole trace (the simulator) can call this.
-    pub fn plan(&self, cluster: &Cluster, jobs: &[Job]) -> Result<Vec<TenantShare>, PolicyError> {
-        let a = assign(cluster, jobs, &self.cells).map_err(|reason| self.table_error(reason))?;
-        let g = a.node_gpus as u64;
-        Ok(a.vcs
-            .into_iter()
-            .map(|(name, nodes)| TenantShare {
-                name,
-                nodes,
-                gpus: nodes as u64 * g,
-            })
-            .collect())
     }
 
     fn table_error(&self, reason: String) -> PolicyError {
@@ -881,8 +863,19 @@ impl Policy for VcSharing {
 }
 
 impl Tenancy for VcSharing {
+    /// VC sizes by the `cells` parameter, each VC's share checked against its largest
+    /// job.
     fn plan(&self, cluster: &Cluster, jobs: &[Job]) -> Result<Vec<TenantShare>, PolicyError> {
-        VcSharing::plan(self, cluster, jobs)
+        let a = assign(cluster, jobs, &self.cells).map_err(|reason| self.table_error(reason))?;
+        let g = a.node_gpus as u64;
+        Ok(a.vcs
+            .into_iter()
+            .map(|(name, nodes)| TenantShare {
+                name,
+                nodes,
+                gpus: nodes as u64 * g,
+            })
+            .collect())
     }
 
     fn set_table(&mut self, vcs: Vec<TenantShare>) {

@@ -28,18 +28,21 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
 use apiary_model::{Placement, Time};
 use std::collections::BTreeSet;
+/// ElasticFlow's and EDF's: one loop, one set of mechanisms.
+const CAPABILITIES: Capabilities = Capabilities::of(&[
+    Capability::Elastic,
+    Capability::Stalls,
+    Capability::Holds,
+    Capability::Declines,
+    Capability::Durations,
+    Capability::Scaling,
+]);
+
 /// `elasticflow`: its spec.
 pub const ELASTICFLOW: PolicySpec = PolicySpec {
     name: "elasticflow",
     about: "ElasticFlow: deadline jobs admitted only if every promise still holds (minimum satisfactory shares), spare GPUs by marginal return, buddy placement",
-    capabilities: Capabilities::of(&[
-        Capability::Elastic,
-        Capability::Stalls,
-        Capability::Holds,
-        Capability::Declines,
-        Capability::Durations,
-        Capability::Scaling,
-    ]),
+    capabilities: CAPABILITIES,
     params: ELASTICFLOW_PARAMS,
     build: |p| Ok(Box::new(ElasticFlow::new(true, p)?)),
 };
@@ -48,14 +51,7 @@ pub const ELASTICFLOW: PolicySpec = PolicySpec {
 pub const EDF: PolicySpec = PolicySpec {
     name: "edf",
     about: "EDF, ElasticFlow's baseline: deadline order, each job at its largest GPU level; `admission=true` is its EDF + admission control",
-    capabilities: Capabilities::of(&[
-        Capability::Elastic,
-        Capability::Stalls,
-        Capability::Holds,
-        Capability::Declines,
-        Capability::Durations,
-        Capability::Scaling,
-    ]),
+    capabilities: CAPABILITIES,
     params: EDF_PARAMS,
     build: |p| Ok(Box::new(ElasticFlow::edf(p)?)),
 };
