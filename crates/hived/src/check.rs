@@ -20,7 +20,7 @@ impl Hived {
     }
 
     fn check_cells(&self, bad: &mut Vec<String>) {
-        for (i, c) in self.p.iter().enumerate() {
+        for (i, c) in self.pcells.iter().enumerate() {
             if c.level == 1 {
                 let ok = matches!(
                     (c.state, c.using.is_some(), c.reserving.is_some()),
@@ -49,7 +49,7 @@ impl Hived {
                 let max = c
                     .children
                     .iter()
-                    .map(|&x| self.p[x].priority)
+                    .map(|&x| self.pcells[x].priority)
                     .max()
                     .unwrap_or(FREE);
                 if c.priority != max {
@@ -60,7 +60,7 @@ impl Hived {
                 }
                 let mut sum = crate::cells::Used::default();
                 for &ch in &c.children {
-                    for &(p, n) in &self.p[ch].used.0 {
+                    for &(p, n) in &self.pcells[ch].used.0 {
                         sum.add(p, n as i64);
                     }
                 }
@@ -72,40 +72,40 @@ impl Hived {
                 }
             }
             if let Some(v) = c.virt {
-                if self.v[v].phys != Some(i) {
+                if self.vcells[v].phys != Some(i) {
                     bad.push(format!(
                         "{} -> {} is not mirrored",
-                        c.address, self.v[v].address
+                        c.address, self.vcells[v].address
                     ));
                 }
-                if self.v[v].level != c.level || self.v[v].chain != c.chain {
+                if self.vcells[v].level != c.level || self.vcells[v].chain != c.chain {
                     bad.push(format!(
                         "{} bound to {} at another level",
-                        c.address, self.v[v].address
+                        c.address, self.vcells[v].address
                     ));
                 }
-                if let (Some(vp), Some(pp)) = (self.v[v].parent, c.parent)
-                    && let Some(bp) = self.v[vp].phys
+                if let (Some(vp), Some(pp)) = (self.vcells[v].parent, c.parent)
+                    && let Some(bp) = self.vcells[vp].phys
                     && bp != pp
                 {
                     bad.push(format!("binding of {} breaks topology", c.address));
                 }
             }
         }
-        for (i, v) in self.v.iter().enumerate() {
+        for (i, v) in self.vcells.iter().enumerate() {
             if let Some(p) = v.phys
-                && self.p[p].virt != Some(i)
+                && self.pcells[p].virt != Some(i)
             {
                 bad.push(format!(
                     "{} -> {} is not mirrored",
-                    v.address, self.p[p].address
+                    v.address, self.pcells[p].address
                 ));
             }
             if v.level > 1 {
                 let max = v
                     .children
                     .iter()
-                    .map(|&x| self.v[x].priority)
+                    .map(|&x| self.vcells[x].priority)
                     .max()
                     .unwrap_or(FREE);
                 if v.priority != max {
@@ -123,7 +123,7 @@ impl Hived {
             let mut seen = BTreeSet::new();
             for l in 1..=ch.top {
                 for &c in &self.free[ci][l] {
-                    let pc = &self.p[c];
+                    let pc = &self.pcells[c];
                     if !seen.insert(c) {
                         bad.push(format!("{} twice in the free lists", pc.address));
                     }
@@ -138,7 +138,7 @@ impl Hived {
             // Partition: each top cell and each child of a split cell is free, bound or split.
             let mut stack: Vec<usize> = ch.full[ch.top].clone();
             while let Some(c) = stack.pop() {
-                let pc = &self.p[c];
+                let pc = &self.pcells[c];
                 let n = [seen.contains(&c), pc.virt.is_some(), pc.split]
                     .iter()
                     .filter(|&&x| x)
@@ -178,14 +178,14 @@ impl Hived {
                     if let Some(cells) = vc.chains.get(&ci) {
                         unbound += cells.preassigned[l]
                             .iter()
-                            .filter(|&&x| self.v[x].phys.is_none())
+                            .filter(|&&x| self.vcells[x].phys.is_none())
                             .count() as i64;
                     }
                     for (cells, pid) in vc.pinned.values() {
-                        if self.p[*pid].chain == ci {
+                        if self.pcells[*pid].chain == ci {
                             unbound += cells.preassigned[l]
                                 .iter()
-                                .filter(|&&x| self.v[x].phys.is_none())
+                                .filter(|&&x| self.vcells[x].phys.is_none())
                                 .count() as i64;
                         }
                     }
@@ -223,7 +223,7 @@ impl Hived {
                 let want: BTreeSet<usize> = ch.full[l]
                     .iter()
                     .copied()
-                    .filter(|&c| !self.p[c].healthy && self.in_free_list(c))
+                    .filter(|&c| !self.pcells[c].healthy && self.in_free_list(c))
                     .collect();
                 let have: BTreeSet<usize> = self.bad_free[ci][l].iter().copied().collect();
                 if want != have || have.len() != self.bad_free[ci][l].len() {
@@ -237,12 +237,12 @@ impl Hived {
                     let doomed = &self.vc_doomed[vi][ci][l];
                     all += doomed.len() as i64;
                     for &c in doomed {
-                        let pc = &self.p[c];
+                        let pc = &self.pcells[c];
                         let ok = !pc.healthy
                             && pc.priority < 0
-                            && pc
-                                .virt
-                                .is_some_and(|v| self.v[v].vc == vi && self.v[v].parent.is_none());
+                            && pc.virt.is_some_and(|v| {
+                                self.vcells[v].vc == vi && self.vcells[v].parent.is_none()
+                            });
                         if !ok {
                             bad.push(format!(
                                 "doomed cell {} of VC {} is healthy, in use or not bound to a preassigned cell of it",
@@ -272,7 +272,7 @@ impl Hived {
                 }
             }
         }
-        for c in &self.p {
+        for c in &self.pcells {
             if c.virt.is_some() && c.priority < 0 && c.pinned.is_none() && c.healthy {
                 bad.push(format!(
                     "{} is bound although healthy and not in use",
@@ -286,7 +286,7 @@ impl Hived {
         for (gi, g) in self.groups.iter().enumerate() {
             let Some(g) = g else { continue };
             for (_, _, _, p) in g.leaves() {
-                let pc = &self.p[p];
+                let pc = &self.pcells[p];
                 let ok = match g.state {
                     GroupState::Allocated => {
                         pc.using == Some(gi)
@@ -305,7 +305,7 @@ impl Hived {
                     && pc.using == Some(gi)
                     && pc.state == CellState::Used
                     && let Some(v) = pc.virt
-                    && self.v[v].vc != g.vc
+                    && self.vcells[v].vc != g.vc
                     && pc.priority >= 0
                 {
                     bad.push(format!(
@@ -333,7 +333,7 @@ impl Hived {
 
     fn fingerprint_with(&self, bad_bindings: bool) -> String {
         let mut s = String::new();
-        for c in &self.p {
+        for c in &self.pcells {
             let real = c.priority >= 0 || c.pinned.is_some();
             s.push_str(&format!(
                 "{} {} {:?} {:?} {}",
@@ -351,8 +351,10 @@ impl Hived {
         if bad_bindings {
             for (ci, levels) in self.free.iter().enumerate() {
                 for (l, list) in levels.iter().enumerate() {
-                    let set: BTreeSet<&str> =
-                        list.iter().map(|&c| self.p[c].address.as_str()).collect();
+                    let set: BTreeSet<&str> = list
+                        .iter()
+                        .map(|&c| self.pcells[c].address.as_str())
+                        .collect();
                     s.push_str(&format!("free {ci} {l} {set:?}\n"));
                 }
             }
@@ -367,10 +369,15 @@ impl Hived {
     #[doc(hidden)]
     pub fn debug_dump(&self) -> String {
         let mut s = String::new();
-        for (i, c) in self.p.iter().enumerate() {
+        for (i, c) in self.pcells.iter().enumerate() {
             let virt = c
                 .virt
-                .map(|v| format!("{}:{}", self.vcs[self.v[v].vc].name, self.v[v].address))
+                .map(|v| {
+                    format!(
+                        "{}:{}",
+                        self.vcs[self.vcells[v].vc].name, self.vcells[v].address
+                    )
+                })
                 .unwrap_or_default();
             s.push_str(&format!(
                 "p{i} {} L{} prio {} {}{}{} {virt}\n",

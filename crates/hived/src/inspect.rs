@@ -130,14 +130,14 @@ impl Hived {
         let mut phys: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         let mut virt: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (si, pi, li, p) in gr.leaves() {
-            phys.entry(self.nodes[self.p[p].nodes[0]].clone())
+            phys.entry(self.nodes[self.pcells[p].nodes[0]].clone())
                 .or_default()
-                .push(self.p[p].leaf_indices[0]);
+                .push(self.pcells[p].leaf_indices[0]);
             if let Some(v) = gr.virt.as_ref().and_then(|v| v[si][pi][li]) {
-                let pre = self.v[v].preassigned;
-                virt.entry(self.v[pre].address.clone())
+                let pre = self.vcells[v].preassigned;
+                virt.entry(self.vcells[pre].address.clone())
                     .or_default()
-                    .push(self.v[v].address.clone());
+                    .push(self.vcells[v].address.clone());
             }
         }
         AffinityGroup {
@@ -167,10 +167,10 @@ impl Hived {
     }
 
     fn physical_status(&self, c: usize, deep: bool) -> CellStatus {
-        let pc = &self.p[c];
+        let pc = &self.pcells[c];
         let ch = &self.chains[pc.chain];
         let vc = match pc.virt {
-            Some(v) => Some(self.vcs[self.v[v].vc].name.clone()),
+            Some(v) => Some(self.vcs[self.vcells[v].vc].name.clone()),
             None => pc.opp_vc.map(|v| self.vcs[v].name.clone()),
         };
         CellStatus {
@@ -200,10 +200,10 @@ impl Hived {
     }
 
     fn virtual_status(&self, c: usize, deep: bool) -> CellStatus {
-        let vcell = &self.v[c];
+        let vcell = &self.vcells[c];
         let ch = &self.chains[vcell.chain];
         let (state, healthy) = match vcell.phys {
-            Some(p) => (self.p[p].state, self.p[p].healthy),
+            Some(p) => (self.pcells[p].state, self.pcells[p].healthy),
             None => (CellState::Free, true),
         };
         CellStatus {
@@ -262,7 +262,7 @@ impl Hived {
         }
         for ch in &self.chains {
             for &leaf in &ch.full[1] {
-                let pc = &self.p[leaf];
+                let pc = &self.pcells[leaf];
                 if pc.priority == crate::cells::OPPORTUNISTIC && pc.opp_vc == Some(vi) {
                     let mut s = self.physical_status(leaf, false);
                     s.cell_address = format!("{}-opp", pc.address);

@@ -31,7 +31,6 @@ pub mod config;
 mod gosort;
 pub mod inspect;
 pub mod replay;
-mod topo;
 mod types;
 
 pub use algo::{GroupState, Hived};

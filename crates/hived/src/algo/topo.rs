@@ -6,9 +6,9 @@
 //! consecutive nodes greedily; inside a node each pod gets the leaves whose lowest common
 //! ancestor is lowest, first free leaves then preemptible ones, in depth-first order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
-use crate::algo::{Ctx, Hived, Placement};
+use super::{Ctx, Hived, Placement};
 use crate::cells::{FREE, OPPORTUNISTIC};
 
 /// Which persistent node view to schedule in.
@@ -42,10 +42,10 @@ impl Hived {
 
     fn node_info(&self, physical: bool, cell: usize, p: i32, ctx: &Ctx<'_>) -> NodeInfo {
         let (total, used) = if physical {
-            let c = &self.p[cell];
+            let c = &self.pcells[cell];
             (self.chains[c.chain].level_leaves[c.level] as i64, &c.used)
         } else {
-            let c = &self.v[cell];
+            let c = &self.vcells[cell];
             (self.chains[c.chain].level_leaves[c.level] as i64, &c.used)
         };
         let cross = !physical;
@@ -68,11 +68,11 @@ impl Hived {
         let phys = if physical {
             Some(cell)
         } else {
-            self.v[cell].phys
+            self.vcells[cell].phys
         };
         let ok = match phys {
             None => true,
-            Some(pc) => self.p[pc].healthy && ctx.node_ok(self.p[pc].nodes[0]),
+            Some(pc) => self.pcells[pc].healthy && ctx.node_ok(self.pcells[pc].nodes[0]),
         };
         NodeInfo {
             cell,
@@ -116,11 +116,11 @@ impl Hived {
             let n = infos[ni];
             if !n.ok {
                 let addr = if physical {
-                    self.p[n.cell].address.clone()
+                    self.pcells[n.cell].address.clone()
                 } else {
-                    self.v[n.cell]
+                    self.vcells[n.cell]
                         .phys
-                        .map(|x| self.p[x].address.clone())
+                        .map(|x| self.pcells[x].address.clone())
                         .unwrap_or_default()
                 };
                 return Err(format!(
@@ -145,7 +145,7 @@ impl Hived {
     /// Places a gang (`sizes`: (leaves per pod, pods), ascending) at priority `p`.
     pub(crate) fn topo_schedule(
         &mut self,
-        id: crate::topo::ViewId,
+        id: ViewId,
         sizes: &[(usize, usize)],
         p: i32,
         ctx: &Ctx<'_>,
@@ -187,9 +187,17 @@ impl Hived {
         // Depth-first in child order.
         while let Some(c) = stack.pop() {
             let (level, prio, children): (usize, i32, &[usize]) = if physical {
-                (self.p[c].level, self.p[c].priority, &self.p[c].children)
+                (
+                    self.pcells[c].level,
+                    self.pcells[c].priority,
+                    &self.pcells[c].children,
+                )
             } else {
-                (self.v[c].level, self.v[c].priority, &self.v[c].children)
+                (
+                    self.vcells[c].level,
+                    self.vcells[c].priority,
+                    &self.vcells[c].children,
+                )
             };
             if level > 1 {
                 stack.extend(children.iter().rev());
@@ -205,9 +213,9 @@ impl Hived {
 
     fn parent_of(&self, physical: bool, c: usize) -> Option<usize> {
         if physical {
-            self.p[c].parent
+            self.pcells[c].parent
         } else {
-            self.v[c].parent
+            self.vcells[c].parent
         }
     }
 }
@@ -216,9 +224,9 @@ impl Hived {
 /// upstream's pruned search finds them; removes them from `list`.
 fn pick_leaves(h: &Hived, physical: bool, list: &mut Vec<usize>, k: usize) -> Vec<usize> {
     let chain = if physical {
-        list.first().map(|&c| h.p[c].chain)
+        list.first().map(|&c| h.pcells[c].chain)
     } else {
-        list.first().map(|&c| h.v[c].chain)
+        list.first().map(|&c| h.vcells[c].chain)
     };
     let Some(chain) = chain else {
         return Vec::new();
@@ -271,4 +279,50 @@ fn pick_leaves(h: &Hived, physical: bool, list: &mut Vec<usize>, k: usize) -> Ve
         r
     });
     picked
+}
+
+/// A node view over per-level cell lists: the node-level cells, then top-level cells
+/// below node level (each treated as a node), in list order.
+pub(super) fn new_view(
+    full: &[Vec<usize>],
+    parent: impl Fn(usize) -> Option<usize>,
+    at_or_above: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let top = full.len() - 1;
+    let mut l = 1;
+    while l <= top {
+        if let Some(&c) = full[l].first()
+            && at_or_above(c)
+        {
+            break;
+        }
+        l += 1;
+    }
+    let mut view: Vec<usize> = Vec::new();
+    let mut seen: BTreeSet<usize> = BTreeSet::new();
+    let ancestor = |mut c: usize| loop {
+        if at_or_above(c) {
+            return c;
+        }
+        match parent(c) {
+            None => return c,
+            Some(p) => c = p,
+        }
+    };
+    let mut lv = l.min(top);
+    loop {
+        if lv <= top {
+            for &c in &full[lv] {
+                if !seen.contains(&ancestor(c)) {
+                    seen.insert(c);
+                    view.push(c);
+                }
+            }
+        }
+        if lv == 1 {
+            break;
+        }
+        lv -= 1;
+    }
+    view
 }
