@@ -2,6 +2,7 @@
 //! precision), every optional field of [`Job`] as a column. CSV and JSON lines carry
 //! the same fields under the same names.
 
+use crate::fields::{MAX_GPUS, Parsed, RowAt, stage_fits};
 use crate::{ReadOptions, Trace, TraceError};
 use apiary_model::{Job, StageTimes, Time};
 use csv::StringRecord;
@@ -120,14 +121,10 @@ fn ms(field: &str, v: f64) -> Result<Time, String> {
 }
 
 fn to_job(r: Row) -> Result<Job, (String, String)> {
-    if r.gpus as u64 > crate::formats::MAX_GPUS {
+    if r.gpus as u64 > MAX_GPUS {
         return Err((
             "gpus".into(),
-            format!(
-                "{} GPUs is out of range (at most {})",
-                r.gpus,
-                crate::formats::MAX_GPUS
-            ),
+            format!("{} GPUs is out of range (at most {})", r.gpus, MAX_GPUS),
         ));
     }
     // A dataset size must be finite too, so cache arithmetic stays finite.
@@ -138,7 +135,7 @@ fn to_job(r: Row) -> Result<Job, (String, String)> {
         ("stage_net_ms", r.stage_net_ms),
     ] {
         if let Some(x) = v
-            && !crate::formats::stage_fits(x, iters)
+            && !stage_fits(x, iters)
         {
             return Err((
                 field.into(),
@@ -233,12 +230,7 @@ pub fn write_jsonl(jobs: &[Job], mut out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
-type CsvParser = Box<
-    dyn FnMut(
-        &super::formats::CxPub<'_>,
-        &StringRecord,
-    ) -> Result<super::formats::RowPub, TraceError>,
->;
+type CsvParser = Box<dyn FnMut(&RowAt<'_>, &StringRecord) -> Result<Parsed, TraceError>>;
 
 pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, TraceError> {
     let idx: Vec<Option<usize>> = COLUMNS
@@ -319,9 +311,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             gpu_type: get(14).map(str::to_string),
             type_speeds: get(15).map(str::to_string),
         };
-        to_job(row)
-            .map(super::formats::RowPub::Job)
-            .map_err(|(f, m)| cx.err(&f, m))
+        to_job(row).map(Parsed::Job).map_err(|(f, m)| cx.err(&f, m))
     }))
 }
 

@@ -1,14 +1,12 @@
 //! Format detection and one row parser per format.
 
+use crate::fields::{Parsed, RowAt, check_header, column, optional_column, stage_fits};
 use crate::open::{first_line, open};
 use crate::{ReadOptions, Trace, TraceError};
 use apiary_model::{Job, StageTimes, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-pub(crate) type CxPub<'a> = Cx<'a>;
-pub(crate) type RowPub = Row;
 
 /// A trace format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,146 +116,6 @@ impl Format {
     }
 }
 
-/// The most GPUs one job may ask for.
-pub(crate) const MAX_GPUS: u64 = 1_000_000;
-
-pub(crate) struct Cx<'a> {
-    file: &'a str,
-    line: u64,
-}
-
-impl Cx<'_> {
-    pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> TraceError {
-        TraceError::Row {
-            file: self.file.to_string(),
-            line: self.line,
-            field: field.to_string(),
-            message: message.into(),
-        }
-    }
-    fn s<'r>(&self, rec: &'r StringRecord, i: usize, field: &str) -> Result<&'r str, TraceError> {
-        rec.get(i)
-            .map(str::trim)
-            .ok_or_else(|| self.err(field, "missing"))
-    }
-    fn f(&self, rec: &StringRecord, i: usize, field: &str) -> Result<f64, TraceError> {
-        let v = self.s(rec, i, field)?;
-        match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-            _ => Err(self.err(field, format!("'{v}' is not a non-negative number"))),
-        }
-    }
-    fn secs(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
-        let x = self.f(rec, i, field)?;
-        apiary_model::time::secs_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} s")))
-    }
-    fn millis(&self, rec: &StringRecord, i: usize, field: &str) -> Result<Time, TraceError> {
-        let x = self.f(rec, i, field)?;
-        apiary_model::time::millis_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} ms")))
-    }
-    fn beyond(&self, field: &str, what: &str) -> TraceError {
-        self.err(
-            field,
-            format!(
-                "{what} is beyond the longest time apiary accepts (10^12 s, about 31,700 years)"
-            ),
-        )
-    }
-    fn u(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u64, TraceError> {
-        let v = self.s(rec, i, field)?;
-        v.parse::<u64>()
-            .or_else(|_| {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1e18)
-                    .map(|x| x as u64)
-                    .ok_or(())
-            })
-            .map_err(|_| self.err(field, format!("'{v}' is not a non-negative integer")))
-    }
-    /// A non-negative integer that must fit 32 bits (batch sizes): larger values are
-    /// errors, never truncated.
-    fn u32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
-        let x = self.u(rec, i, field)?;
-        u32::try_from(x)
-            .map_err(|_| self.err(field, format!("{x} is out of range (at most {})", u32::MAX)))
-    }
-    /// A priority: an integer that must fit a signed 32-bit value (never wrapped).
-    fn i32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<i32, TraceError> {
-        let v = self.s(rec, i, field)?;
-        let x: i64 = v
-            .parse::<i64>()
-            .ok()
-            .or_else(|| {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.fract() == 0.0 && x.abs() < 1e18)
-                    .map(|x| x as i64)
-            })
-            .ok_or_else(|| self.err(field, format!("'{v}' is not an integer")))?;
-        i32::try_from(x).map_err(|_| {
-            self.err(
-                field,
-                format!("{x} is out of range ({}..={})", i32::MIN, i32::MAX),
-            )
-        })
-    }
-    fn gpus(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
-        let g = self.u(rec, i, field)?;
-        if g > MAX_GPUS {
-            return Err(self.err(
-                field,
-                format!("{g} GPUs is out of range (at most {MAX_GPUS})"),
-            ));
-        }
-        Ok(g as u32)
-    }
-    fn opt(&self, rec: &StringRecord, i: Option<usize>) -> Option<String> {
-        i.and_then(|i| rec.get(i))
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    }
-}
-
-/// Whether a stage time (ms per iteration) over every iteration stays within the
-/// longest time an input may give, so that interleaving arithmetic stays finite.
-pub(crate) fn stage_fits(ms_per_iteration: f64, iterations: u64) -> bool {
-    apiary_model::time::millis_f64(ms_per_iteration * iterations.max(1) as f64).is_some()
-}
-
-/// Refuses a header that names a column twice: which of the two a reader took would
-/// be an accident.
-fn check_header(h: &StringRecord, file: &str) -> Result<(), TraceError> {
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, c) in h.iter().enumerate() {
-        let c = c.trim();
-        if let Some(k) = seen.insert(c, i) {
-            return Err(TraceError::Row {
-                file: file.to_string(),
-                line: 1,
-                field: c.to_string(),
-                message: format!("column appears twice (columns {} and {})", k + 1, i + 1),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn col(h: &StringRecord, name: &str, file: &str) -> Result<usize, TraceError> {
-    h.iter()
-        .position(|c| c.trim() == name)
-        .ok_or_else(|| TraceError::Row {
-            file: file.to_string(),
-            line: 1,
-            field: name.to_string(),
-            message: "column missing from the header".into(),
-        })
-}
-fn ocol(h: &StringRecord, name: &str) -> Option<usize> {
-    h.iter().position(|c| c.trim() == name)
-}
-
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -315,13 +173,6 @@ fn parse_datetime(s: &str) -> Result<i64, String> {
         ));
     }
     Ok(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
-}
-
-// Rows move straight into the trace's job vector; boxing would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Row {
-    Job(Job),
-    Excluded(&'static str),
 }
 
 pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
@@ -395,7 +246,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         if rec.iter().all(|f| f.trim().is_empty()) {
             continue;
         }
-        let cx = Cx { file: &file, line };
+        let cx = RowAt { file: &file, line };
         let res = if expected > 0 && rec.len() != expected {
             Err(cx.err(
                 "record",
@@ -403,13 +254,15 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             ))
         } else {
             parser(&cx, &rec).and_then(|row| match (row, &mut ids) {
-                (Row::Job(j), Some(ids)) => ids.check(&file, line, &j.id).map(|()| Row::Job(j)),
+                (Parsed::Job(j), Some(ids)) => {
+                    ids.check(&file, line, &j.id).map(|()| Parsed::Job(j))
+                }
                 (other, _) => Ok(other),
             })
         };
         match res {
-            Ok(Row::Job(j)) => jobs.push(j),
-            Ok(Row::Excluded(why)) => *excluded.entry(why).or_default() += 1,
+            Ok(Parsed::Job(j)) => jobs.push(j),
+            Ok(Parsed::Excluded(why)) => *excluded.entry(why).or_default() += 1,
             Err(e) if opts.skip_bad_rows => {
                 skipped += 1;
                 first_skip.get_or_insert(e.to_string());
@@ -457,7 +310,7 @@ fn ef_tables(opts: &ReadOptions) -> Result<Option<crate::elasticflow::Tables>, T
 /// tables, and makes its duration the time those iterations take on its trace GPU
 /// count (the artifact ignores the trace's `duration` column).
 fn attach_scaling(
-    cx: &Cx<'_>,
+    cx: &RowAt<'_>,
     j: &mut Job,
     t: &crate::elasticflow::Tables,
     model_field: &str,
@@ -486,7 +339,7 @@ fn attach_scaling(
     Ok(())
 }
 
-type Parser = Box<dyn FnMut(&Cx<'_>, &StringRecord) -> Result<Row, TraceError>>;
+type Parser = Box<dyn FnMut(&RowAt<'_>, &StringRecord) -> Result<Parsed, TraceError>>;
 
 fn make_parser(
     format: Format,
@@ -495,7 +348,7 @@ fn make_parser(
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<Parser, TraceError> {
-    let c = |n: &str| col(h, n, file);
+    let c = |n: &str| column(h, n, file);
     Ok(match format {
         Format::Apiary => crate::canonical::csv_parser(h, file)?,
         Format::Pollux => {
@@ -511,7 +364,7 @@ fn make_parser(
                 c("batch_size")?,
             );
             Box::new(move |cx, r| {
-                let name = cx.s(r, ap, "application")?;
+                let name = cx.text(r, ap, "application")?;
                 let app = apps.get(name).ok_or_else(|| {
                     cx.err(
                         "application",
@@ -522,7 +375,7 @@ fn make_parser(
                     )
                 })?;
                 let mut j = Job::new(
-                    cx.s(r, na, "name")?,
+                    cx.text(r, na, "name")?,
                     cx.secs(r, ti, "time")?,
                     cx.gpus(r, nr, "num_replicas")?,
                     0,
@@ -543,7 +396,7 @@ fn make_parser(
                 }
                 j.batch_size = Some(batch);
                 j.adaptive = Some(apiary_model::adaptive::Adaptive { app: app.clone() });
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Philly => {
@@ -554,7 +407,7 @@ fn make_parser(
                 c("cluster")?,
             );
             Box::new(move |cx, r| {
-                let t = parse_datetime(cx.s(r, ts, "timestamp")?)
+                let t = parse_datetime(cx.text(r, ts, "timestamp")?)
                     .map_err(|m| cx.err("timestamp", m))?;
                 let mut j = Job::new(
                     format!("{}", cx.line - 1),
@@ -564,7 +417,7 @@ fn make_parser(
                     cx.secs(r, du, "duration")?,
                 );
                 j.vc = cx.opt(r, Some(cl));
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Itp | Format::ItpElasticflow => {
@@ -576,20 +429,20 @@ fn make_parser(
                 c("num_gpu")?,
             );
             let (it, mo, dl, bs) = (
-                ocol(h, "num_iteration"),
-                ocol(h, "model_name"),
-                ocol(h, "deadline"),
-                ocol(h, "batch_size"),
+                optional_column(h, "num_iteration"),
+                optional_column(h, "model_name"),
+                optional_column(h, "deadline"),
+                optional_column(h, "batch_size"),
             );
             Box::new(move |cx, r| {
                 let mut j = Job::new(
-                    cx.s(r, id, "job_id")?,
+                    cx.text(r, id, "job_id")?,
                     cx.secs(r, st, "submission_time")?,
                     cx.gpus(r, ng, "num_gpu")?,
                     cx.secs(r, du, "duration")?,
                 );
                 if let Some(i) = it {
-                    j.iterations = Some(cx.u(r, i, "num_iteration")?)
+                    j.iterations = Some(cx.integer(r, i, "num_iteration")?)
                 }
                 j.model = cx.opt(r, mo);
                 if let Some(i) = dl {
@@ -601,7 +454,7 @@ fn make_parser(
                 if let Some(t) = &tables {
                     attach_scaling(cx, &mut j, t, "model_name")?;
                 }
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Elasticflow => {
@@ -613,28 +466,28 @@ fn make_parser(
                 c("duration")?,
                 c("ddl")?,
             );
-            let it = ocol(h, "iteration").or(ocol(h, "real_iteration"));
+            let it = optional_column(h, "iteration").or(optional_column(h, "real_iteration"));
             let (mo, bs, be) = (
-                ocol(h, "model_name"),
-                ocol(h, "batch_size"),
-                ocol(h, "best_effort"),
+                optional_column(h, "model_name"),
+                optional_column(h, "batch_size"),
+                optional_column(h, "best_effort"),
             );
             Box::new(move |cx, r| {
                 let mut j = Job::new(
-                    cx.s(r, id, "job_id")?,
+                    cx.text(r, id, "job_id")?,
                     cx.secs(r, st, "submit_time")?,
                     cx.gpus(r, ng, "num_gpu")?,
                     cx.secs(r, du, "duration")?,
                 );
                 if let Some(i) = it {
-                    j.iterations = Some(cx.u(r, i, "iteration")?)
+                    j.iterations = Some(cx.integer(r, i, "iteration")?)
                 }
                 j.model = cx.opt(r, mo);
                 if let Some(i) = bs {
                     j.batch_size = Some(cx.u32(r, i, "batch_size")?)
                 }
                 let best_effort = match be {
-                    Some(i) => cx.u(r, i, "best_effort")? == 1,
+                    Some(i) => cx.integer(r, i, "best_effort")? == 1,
                     None => false,
                 };
                 if !best_effort {
@@ -643,7 +496,7 @@ fn make_parser(
                 if let Some(t) = &tables {
                     attach_scaling(cx, &mut j, t, "model_name")?;
                 }
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Muri => {
@@ -661,11 +514,11 @@ fn make_parser(
                 c("resource_time_0")?,
                 c("resource_time_1")?,
                 c("resource_time_2")?,
-                ocol(h, "priority"),
+                optional_column(h, "priority"),
             );
             Box::new(move |cx, r| {
-                let iters = cx.u(r, it, "iterations")?;
-                let t = cx.f(r, itt, "iteration_time")?;
+                let iters = cx.integer(r, it, "iterations")?;
+                let t = cx.number(r, itt, "iteration_time")?;
                 let dur = iters as f64 * t * factor;
                 let dur = apiary_model::time::millis_f64(dur).ok_or_else(|| {
                     cx.beyond(
@@ -674,7 +527,7 @@ fn make_parser(
                     )
                 })?;
                 let mut j = Job::new(
-                    cx.s(r, id, "job_id")?,
+                    cx.text(r, id, "job_id")?,
                     cx.millis(r, st, "submit_time")?,
                     cx.gpus(r, ng, "num_gpu")?,
                     dur,
@@ -685,7 +538,7 @@ fn make_parser(
                 // A stage's time over every iteration obeys the same limit as the
                 // job's duration, so interleaving arithmetic stays finite.
                 let stage = |i: usize, field: &str| -> Result<f64, TraceError> {
-                    let x = cx.f(r, i, field)?;
+                    let x = cx.number(r, i, field)?;
                     if !stage_fits(x, iters) {
                         return Err(cx.beyond(field, &format!("{iters} iterations x {x} ms")));
                     }
@@ -699,7 +552,7 @@ fn make_parser(
                 if let Some(i) = pr {
                     j.priority = cx.i32(r, i, "priority")?
                 }
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Tiresias => {
@@ -709,19 +562,22 @@ fn make_parser(
                 c("submit_time")?,
                 c("duration")?,
             );
-            let (it, mo) = (ocol(h, "iterations"), ocol(h, "model_name"));
+            let (it, mo) = (
+                optional_column(h, "iterations"),
+                optional_column(h, "model_name"),
+            );
             Box::new(move |cx, r| {
                 let mut j = Job::new(
-                    cx.s(r, id, "job_id")?,
+                    cx.text(r, id, "job_id")?,
                     cx.secs(r, st, "submit_time")?,
                     cx.gpus(r, ng, "num_gpu")?,
                     cx.secs(r, du, "duration")?,
                 );
                 if let Some(i) = it {
-                    j.iterations = Some(cx.u(r, i, "iterations")?)
+                    j.iterations = Some(cx.integer(r, i, "iterations")?)
                 }
                 j.model = cx.opt(r, mo);
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Alibaba => {
@@ -734,22 +590,22 @@ fn make_parser(
                 c("deletion_time")?,
                 c("scheduled_time")?,
             );
-            let qos = ocol(h, "qos");
+            let qos = optional_column(h, "qos");
             Box::new(move |cx, r| {
                 let g = cx.gpus(r, ng, "num_gpu")?;
-                let milli = cx.u(r, gm, "gpu_milli")?;
+                let milli = cx.integer(r, gm, "gpu_milli")?;
                 if g == 0 {
-                    return Ok(Row::Excluded("CPU-only pod (num_gpu = 0)"));
+                    return Ok(Parsed::Excluded("CPU-only pod (num_gpu = 0)"));
                 }
                 if cx.opt(r, Some(stt)).is_none() || cx.opt(r, Some(dt)).is_none() {
-                    return Ok(Row::Excluded(
+                    return Ok(Parsed::Excluded(
                         "never scheduled or never deleted (empty scheduled_time or deletion_time)",
                     ));
                 }
                 let (c0, d0, s0) = (
-                    cx.u(r, ct, "creation_time")?,
-                    cx.u(r, dt, "deletion_time")?,
-                    cx.u(r, stt, "scheduled_time")?,
+                    cx.integer(r, ct, "creation_time")?,
+                    cx.integer(r, dt, "deletion_time")?,
+                    cx.integer(r, stt, "scheduled_time")?,
                 );
                 if d0 < s0 {
                     return Err(cx.err(
@@ -758,13 +614,13 @@ fn make_parser(
                     ));
                 }
                 if s0 == 0 && c0 > 0 {
-                    return Ok(Row::Excluded("never scheduled (scheduled_time = 0)"));
+                    return Ok(Parsed::Excluded("never scheduled (scheduled_time = 0)"));
                 }
                 let dur = apiary_model::time::secs_u64(d0 - s0)
                     .ok_or_else(|| cx.beyond("deletion_time", &format!("{d0} - {s0} s")))?;
                 let submit = apiary_model::time::secs_u64(c0)
                     .ok_or_else(|| cx.beyond("creation_time", &format!("{c0} s")))?;
-                let mut j = Job::new(cx.s(r, nm, "name")?, submit, g, dur);
+                let mut j = Job::new(cx.text(r, nm, "name")?, submit, g, dur);
                 j.gpu_type = cx
                     .opt(r, Some(spec))
                     .map(|s| s.split('|').next().unwrap_or("").to_string());
@@ -776,7 +632,7 @@ fn make_parser(
                     Some("LS") | Some("Guaranteed") => 1,
                     _ => 0,
                 };
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Gavel | Format::Gavel10 => {
@@ -800,8 +656,8 @@ fn make_parser(
                         format!("expected {want} tab-separated fields, found {}", r.len()),
                     ));
                 }
-                let jt = cx.s(r, ty, "job_type")?;
-                let s = cx.u(r, steps, "total_steps")?;
+                let jt = cx.text(r, ty, "job_type")?;
+                let s = cx.integer(r, steps, "total_steps")?;
                 let g = cx.gpus(r, sf, "scale_factor")?;
                 // Gavel's per-VC traces draw job types at random, so some (type, scale)
                 // pairs were never measured; those fall back to the 1-GPU throughput.
@@ -833,7 +689,7 @@ fn make_parser(
                     j.type_speeds = Some(speeds);
                 }
                 if ten {
-                    let w = cx.f(r, 7, "priority_weight")?.round();
+                    let w = cx.number(r, 7, "priority_weight")?.round();
                     if w > i32::MAX as f64 {
                         return Err(cx.err(
                             "priority_weight",
@@ -842,7 +698,7 @@ fn make_parser(
                     }
                     j.priority = w as i32;
                 }
-                Ok(Row::Job(j))
+                Ok(Parsed::Job(j))
             })
         }
         Format::Jsonl => unreachable!("handled before"),

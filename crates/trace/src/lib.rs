@@ -11,6 +11,7 @@
 mod canonical;
 pub mod efgen;
 pub mod elasticflow;
+mod fields;
 mod formats;
 mod ids;
 mod open;
