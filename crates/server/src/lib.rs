@@ -5,8 +5,9 @@
 //!
 //! [`core`] is the state machine (no I/O, no clock); [`service`] owns it in one task that
 //! applies requests in batches, persists each batch in one store transaction, and only
-//! then answers; [`http`] is the JSON API.
+//! then answers; [`http`] is the JSON API, [`ui`] the dashboard, [`auth`] who may call them.
 
+pub mod auth;
 pub mod config;
 pub mod core;
 pub mod http;

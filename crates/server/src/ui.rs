@@ -8,7 +8,7 @@
 //! other VCs' GPUs are shown as taken, without naming the job.
 
 use crate::core::{Core, GpuUse};
-use crate::http::{App, Caller};
+use crate::auth::{App, Caller};
 use crate::types::{JobRecord, JobState};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
