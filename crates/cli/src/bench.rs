@@ -421,11 +421,9 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         .enable_all()
         .build()?;
     let (addr, stop) = rt.block_on(async {
-        let store = apiary_server::service::open_store(&cfg, false).map_err(anyhow::Error::msg)?;
+        let store = apiary_server::service::open_store(&cfg, false)?;
         let (h, _task) =
-            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock())
-                .await
-                .map_err(anyhow::Error::msg)?;
+            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock()).await?;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = l.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -26,7 +26,7 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
-        let store = apiary_server::service::open_store(&cfg, init).map_err(anyhow::Error::msg)?;
+        let store = apiary_server::service::open_store(&cfg, init)?;
         let listen = cfg.listen.clone();
         let tokens = cfg.tokens.clone();
         let desc = format!(
@@ -36,9 +36,7 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
             store.describe()
         );
         let (h, task) =
-            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock())
-                .await
-                .map_err(anyhow::Error::msg)?;
+            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock()).await?;
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;

@@ -45,7 +45,7 @@ pub enum ReplayError {
     Policy(#[from] apiary_policy::PolicyError),
     /// The service refused to start.
     #[error("the live service refused the setup: {0}")]
-    Service(String),
+    Service(#[from] crate::core::CoreError),
 }
 
 /// The service config that serves `policy` (with `params`) on `cluster`: a VC-sharing
@@ -146,7 +146,7 @@ pub fn run(
     }
     let cfg = service_config(cluster, &jobs, policy, params)?;
     let start = jobs.first().map_or(0, |j| j.submit);
-    let mut core = Core::on_cluster(cfg, cluster.clone(), start).map_err(ReplayError::Service)?;
+    let mut core = Core::on_cluster(cfg, cluster.clone(), start)?;
     core.stop_instantly();
     let total_gpus = cluster.total_gpus;
     let n = jobs.len();

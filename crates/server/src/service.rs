@@ -6,7 +6,7 @@
 //! is the truth a restart rebuilds from.
 
 use crate::config::ServerConfig;
-use crate::core::{ApiError, Core};
+use crate::core::{ApiError, Core, CoreError};
 use crate::types::*;
 use apiary_store::{Store, Txn};
 use std::collections::BTreeSet;
@@ -23,6 +23,67 @@ pub fn wall_clock() -> Clock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
     })
+}
+
+/// Why the service could not open its state or start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The scheduler could not be built from the config.
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] apiary_store::StoreError),
+    /// A file of the data directory.
+    #[error("{what} {}: {source}", path.display())]
+    File {
+        /// What was being done ("creating", "writing", "reading").
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The state file is missing or empty where the data directory says it should be.
+    #[error(
+        "{} {why}{}: the scheduler's state was lost or moved. Restore it, or start \
+         with an empty state (every job record forgotten, ids from 1) with \
+         `apiary serve --init`",
+        state.display(),
+        marker.as_ref().map_or(String::new(), |m| format!(" but {} marks this directory as apiary's", m.display()))
+    )]
+    StateLost {
+        /// The state file.
+        state: std::path::PathBuf,
+        /// Why it is lost.
+        why: &'static str,
+        /// The marker that says the directory is apiary's, if there is one.
+        marker: Option<std::path::PathBuf>,
+    },
+    /// `--init` where a state is there.
+    #[error("--init starts an empty state, but {} holds one: move it away first", .0.display())]
+    InitOverState(std::path::PathBuf),
+    /// A stored record that does not read.
+    #[error("{store}: record {key}: {message}")]
+    Record {
+        /// The store.
+        store: String,
+        /// The record's key.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A record could not be encoded (never expected: the types serialise).
+    #[error("encoding a record: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+fn file_error(
+    what: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> ServiceError {
+    let path = path.to_path_buf();
+    move |source| ServiceError::File { what, path, source }
 }
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
@@ -122,19 +183,19 @@ const STATE: &str = "state.redb";
 /// its marker. A directory whose marker is there but whose state is missing or empty is
 /// refused unless `init` says to start fresh; a damaged state is refused, naming the
 /// file. `init` never overwrites a state that is there.
-pub fn open_store(cfg: &ServerConfig, init: bool) -> Result<Store, String> {
+pub fn open_store(cfg: &ServerConfig, init: bool) -> Result<Store, ServiceError> {
     if cfg.in_memory() {
         return Ok(Store::memory());
     }
     let dir = &cfg.data_dir;
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(file_error("creating", dir))?;
     let marker = dir.join(MARKER);
     let state = dir.join(STATE);
     let marked = marker.exists();
     let size = match std::fs::metadata(&state) {
         Ok(m) => Some(m.len()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{}: {e}", state.display())),
+        Err(e) => return Err(file_error("reading", &state)(e)),
     };
     let lost = match size {
         None if marked => Some("is missing"),
@@ -143,37 +204,28 @@ pub fn open_store(cfg: &ServerConfig, init: bool) -> Result<Store, String> {
     };
     match (lost, init) {
         (Some(why), false) => {
-            return Err(format!(
-                "{} {why}{}: the scheduler's state was lost or moved. Restore it, or start \
-                 with an empty state (every job record forgotten, ids from 1) with \
-                 `apiary serve --init`",
-                state.display(),
-                if marked {
-                    format!(" but {} marks this directory as apiary's", marker.display())
-                } else {
-                    String::new()
-                },
-            ));
+            return Err(ServiceError::StateLost {
+                state,
+                why,
+                marker: marked.then_some(marker),
+            });
         }
         (Some(_), true) if size == Some(0) => {
-            std::fs::remove_file(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+            std::fs::remove_file(&state).map_err(file_error("removing", &state))?;
         }
         (None, true) if size.is_some() => {
-            return Err(format!(
-                "--init starts an empty state, but {} holds one: move it away first",
-                state.display()
-            ));
+            return Err(ServiceError::InitOverState(state));
         }
         _ => {}
     }
-    let store = Store::open(&state).map_err(|e| e.to_string())?;
+    let store = Store::open(&state)?;
     if !marked {
         write_marker(&marker)?;
     }
     Ok(store)
 }
 
-fn write_marker(path: &std::path::Path) -> Result<(), String> {
+fn write_marker(path: &std::path::Path) -> Result<(), ServiceError> {
     use std::io::Write as _;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -183,14 +235,14 @@ fn write_marker(path: &std::path::Path) -> Result<(), String> {
          # Remove neither; `apiary serve` refuses to start when the state is missing.\n\
          created_unix_s = {now}\n"
     );
-    let err = |e: std::io::Error| format!("writing {}: {e}", path.display());
-    let mut f = std::fs::File::create(path).map_err(err)?;
-    f.write_all(text.as_bytes()).map_err(err)?;
-    f.sync_all().map_err(err)?;
+    let mut f = std::fs::File::create(path).map_err(file_error("writing", path))?;
+    f.write_all(text.as_bytes())
+        .map_err(file_error("writing", path))?;
+    f.sync_all().map_err(file_error("writing", path))?;
     if let Some(d) = path.parent() {
         std::fs::File::open(d)
             .and_then(|d| d.sync_all())
-            .map_err(err)?;
+            .map_err(file_error("writing", path))?;
     }
     Ok(())
 }
@@ -200,40 +252,53 @@ pub async fn start(
     cfg: ServerConfig,
     store: Store,
     clock: Clock,
-) -> Result<(Handle, tokio::task::JoinHandle<()>), String> {
+) -> Result<(Handle, tokio::task::JoinHandle<()>), ServiceError> {
     let now = clock();
     let mut core = Core::new(cfg, now)?;
     let mut records = Vec::new();
-    for kv in store.range(JOB_PREFIX).await.map_err(|e| e.to_string())? {
-        let r: JobRecord = serde_json::from_slice(&kv.value)
-            .map_err(|e| format!("{}: record {}: {e}", store.describe(), kv.key))?;
+    for kv in store.range(JOB_PREFIX).await? {
+        let r: JobRecord = serde_json::from_slice(&kv.value).map_err(|e| ServiceError::Record {
+            store: store.describe(),
+            key: kv.key.clone(),
+            message: e.to_string(),
+        })?;
         if r.schema_version > SCHEMA_VERSION {
-            return Err(format!(
-                "{}: record {} has schema version {} (this server reads up to {SCHEMA_VERSION})",
-                store.describe(),
-                kv.key,
-                r.schema_version
-            ));
+            return Err(ServiceError::Record {
+                store: store.describe(),
+                key: kv.key,
+                message: format!(
+                    "has schema version {} (this server reads up to {SCHEMA_VERSION})",
+                    r.schema_version
+                ),
+            });
         }
         records.push(r);
     }
-    let next_id = match store.get(NEXT_ID).await.map_err(|e| e.to_string())? {
+    let next_id = match store.get(NEXT_ID).await? {
         Some(kv) => String::from_utf8_lossy(&kv.value).parse().unwrap_or(1),
         None => 1,
     };
     let cordoned: BTreeSet<String> = store
         .range(CORDON_PREFIX)
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
         .into_iter()
         .filter(|kv| kv.value == b"true")
         .map(|kv| kv.key[CORDON_PREFIX.len()..].to_string())
         .collect();
     // VCs created or changed through the API override the config's.
-    for kv in store.range(VC_PREFIX).await.map_err(|e| e.to_string())? {
-        let v: crate::config::VcConfig = serde_json::from_slice(&kv.value)
-            .map_err(|e| format!("{}: record {}: {e}", store.describe(), kv.key))?;
-        core.set_vc(&v.name, v.quota_gpus).map_err(|e| e.message)?;
+    for kv in store.range(VC_PREFIX).await? {
+        let v: crate::config::VcConfig =
+            serde_json::from_slice(&kv.value).map_err(|e| ServiceError::Record {
+                store: store.describe(),
+                key: kv.key.clone(),
+                message: e.to_string(),
+            })?;
+        core.set_vc(&v.name, v.quota_gpus)
+            .map_err(|e| ServiceError::Record {
+                store: store.describe(),
+                key: kv.key.clone(),
+                message: e.message,
+            })?;
     }
     let _ = core.take_dirty();
     core.recover(records, next_id, &cordoned, now);
@@ -248,27 +313,27 @@ pub async fn start(
     Ok((Handle { tx }, task))
 }
 
-async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, String> {
+async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, ServiceError> {
     let d = core.take_dirty();
     if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() && d.vcs.is_empty() {
         return Ok(Vec::new());
     }
     let mut t = Txn::new();
     for r in &d.jobs {
-        let v = serde_json::to_vec(r).map_err(|e| e.to_string())?;
+        let v = serde_json::to_vec(r)?;
         t = t.put(job_key(r.id), v);
     }
     if let Some(n) = d.next_id {
         t = t.put(NEXT_ID, n.to_string());
     }
     for v in &d.vcs {
-        let body = serde_json::to_vec(v).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(v)?;
         t = t.put(format!("{VC_PREFIX}{}", v.name), body);
     }
     for (node, on) in d.cordons {
         t = t.put(format!("{CORDON_PREFIX}{node}"), on.to_string());
     }
-    store.txn(t).await.map_err(|e| e.to_string())?;
+    store.txn(t).await?;
     Ok(d.jobs)
 }
 

@@ -7,8 +7,8 @@
 //! then kept in an HTTP-only cookie scoped to `/ui`. A tenant sees only its VC's jobs;
 //! other VCs' GPUs are shown as taken, without naming the job.
 
-use crate::core::{Core, GpuUse};
 use crate::auth::{App, Caller};
+use crate::core::{Core, GpuUse};
 use crate::types::{JobRecord, JobState};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};

@@ -1,0 +1,447 @@
+//! Jobs: validation and admission of submissions, recovery from the store, queries,
+//! cancellation, and VCs changed through the API.
+
+use super::{ApiError, Core, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
+use crate::types::{JobRecord, JobSpec, JobState, SCHEMA_VERSION, limits};
+use apiary_model::{Job, Placement, Time};
+use apiary_policy::{Capability, Ctx, JobIdx, TenantShare};
+use std::collections::BTreeSet;
+
+/// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
+/// for a value no process could be started with.
+fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
+    let over = |field: &str, len: usize, max: usize, what: &str| {
+        if len > max {
+            Err(ApiError::too_large(
+                field,
+                format!("{len} {what}, at most {max}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    if let Some(n) = &s.name {
+        over("name", n.len(), limits::NAME_BYTES, "bytes")?;
+    }
+    for (f, v) in [("vc", &s.vc), ("gpu_type", &s.gpu_type)] {
+        if let Some(v) = v {
+            over(f, v.len(), limits::LABEL_BYTES, "bytes")?;
+        }
+    }
+    over(
+        "command",
+        s.command.len(),
+        limits::COMMAND_ARGS,
+        "arguments",
+    )?;
+    let bytes: usize = s.command.iter().map(String::len).sum();
+    over("command", bytes, limits::COMMAND_BYTES, "bytes")?;
+    if let Some(i) = s.command.iter().position(|a| a.contains('\0')) {
+        return Err(ApiError::bad(
+            &format!("command[{i}]"),
+            "contains a NUL byte",
+        ));
+    }
+    over("env", s.env.len(), limits::ENV_VARS, "variables")?;
+    let bytes: usize = s.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    over("env", bytes, limits::ENV_BYTES, "bytes")?;
+    if let Some(k) = s
+        .env
+        .iter()
+        .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        .map(|(k, _)| k)
+    {
+        return Err(ApiError::bad(
+            &format!("env.{k}"),
+            "a variable's name is non-empty without '=' or NUL, its value without NUL",
+        ));
+    }
+    if let Some(w) = &s.workdir {
+        over("workdir", w.len(), limits::WORKDIR_BYTES, "bytes")?;
+        if w.contains('\0') {
+            return Err(ApiError::bad("workdir", "contains a NUL byte"));
+        }
+    }
+    Ok(())
+}
+
+impl Core {
+    pub(super) fn job_model(&self, id: u64, spec: &JobSpec, submitted: u64) -> Job {
+        let mut j = Job::new(
+            id.to_string(),
+            submitted,
+            spec.gpus,
+            spec.estimated_duration_s
+                .map_or(UNKNOWN_DURATION_MS, |s| (s * 1000.0).round() as Time),
+        );
+        j.priority = spec.priority;
+        j.vc = spec.vc.clone();
+        j.gpu_type = spec.gpu_type.clone();
+        j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
+        if self.policy.spec().has(Capability::Profiles) {
+            // As the simulator does for trace jobs without one: a stage profile drawn
+            // from Muri's table by job id.
+            apiary_model::profiles::assign(std::slice::from_mut(&mut j), 0);
+        }
+        j
+    }
+
+    pub(super) fn add_to_world(&mut self, rec: JobRecord) -> JobIdx {
+        let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
+        let j = self.world.push_job(job);
+        self.by_id.insert(rec.id, j);
+        self.jobs.push(rec);
+        j
+    }
+
+    /// Queues a job and tells the policy; its refusal, if it refuses.
+    pub(super) fn enqueue(&mut self, j: JobIdx) -> Result<(), apiary_policy::PolicyError> {
+        self.world.submit(j);
+        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        self.policy.admit(&ctx, j)
+    }
+
+    /// Checks a submission against the cluster and config.
+    pub fn validate(&self, s: &JobSpec) -> Result<(), ApiError> {
+        check_sizes(s)?;
+        if s.gpus == 0 || s.gpus > MAX_JOB_GPUS {
+            return Err(ApiError::bad(
+                "gpus",
+                format!("must be 1..={MAX_JOB_GPUS} (got {})", s.gpus),
+            ));
+        }
+        if s.gpus > self.world.cluster.total_gpus {
+            return Err(ApiError::bad(
+                "gpus",
+                format!(
+                    "{} GPUs asked but the cluster has {}",
+                    s.gpus, self.world.cluster.total_gpus
+                ),
+            ));
+        }
+        if s.command.is_empty() || s.command[0].is_empty() {
+            return Err(ApiError::bad("command", "must name a program"));
+        }
+        if let Some(t) = &s.gpu_type {
+            let of_type: u32 = self
+                .nodes
+                .iter()
+                .filter(|n| &n.gpu_type == t)
+                .map(|n| n.gpus)
+                .sum();
+            if of_type == 0 {
+                let mut types: Vec<&str> = self.nodes.iter().map(|n| n.gpu_type.as_str()).collect();
+                types.sort_unstable();
+                types.dedup();
+                return Err(ApiError::bad(
+                    "gpu_type",
+                    format!("no node has '{t}' GPUs (types: {})", types.join(", ")),
+                ));
+            }
+            if s.gpus > of_type {
+                return Err(ApiError::bad(
+                    "gpus",
+                    format!(
+                        "{} GPUs asked but the cluster has {of_type} of type {t}",
+                        s.gpus
+                    ),
+                ));
+            }
+            if self.policy.spec().has(Capability::Tenants)
+                && self.cfg.sharing != "quota"
+                && self.nodes.iter().any(|n| &n.gpu_type != t)
+            {
+                return Err(ApiError::bad(
+                    "gpu_type",
+                    format!(
+                        "with {} sharing VCs own node cells of every GPU type",
+                        self.cfg.sharing
+                    ),
+                ));
+            }
+        }
+        if !self.cfg.vcs.is_empty() {
+            let vc = s.vc.as_deref().unwrap_or("default");
+            let Some(v) = self.cfg.vcs.iter().find(|v| v.name == vc) else {
+                let known: Vec<&str> = self.cfg.vcs.iter().map(|v| v.name.as_str()).collect();
+                return Err(ApiError::bad(
+                    "vc",
+                    format!("unknown VC '{vc}' (known: {})", known.join(", ")),
+                ));
+            };
+            if self.cfg.sharing == "quota"
+                && let Some(q) = v.quota_gpus
+                && s.gpus as u64 > q
+            {
+                return Err(ApiError::bad(
+                    "gpus",
+                    format!("VC {vc}'s quota is {q} GPUs"),
+                ));
+            }
+        }
+        if let Some(d) = s.estimated_duration_s
+            && !(d.is_finite() && (0.0..1e10).contains(&d))
+        {
+            return Err(ApiError::bad(
+                "estimated_duration_s",
+                "must be a non-negative number of seconds",
+            ));
+        }
+        // 9999-12-31T23:59:59Z: later deadlines are typos, and the bound keeps
+        // deadline arithmetic in milliseconds far from overflow.
+        if let Some(d) = s.deadline_unix_s
+            && d > 253_402_300_799
+        {
+            return Err(ApiError::bad(
+                "deadline_unix_s",
+                "must be a Unix time in seconds before the year 10000",
+            ));
+        }
+        if s.restart.max_restarts > 1000 {
+            return Err(ApiError::bad("restart.max_restarts", "at most 1000"));
+        }
+        let vc = s.vc.as_deref().unwrap_or("default");
+        let max = self.cfg.max_jobs_per_vc;
+        if self.active.get(vc).copied().unwrap_or(0) >= max {
+            return Err(ApiError::too_many(
+                "vc",
+                format!("VC {vc} has {max} unfinished jobs, its limit (max_jobs_per_vc)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Accepts a job: queued now, durable once the caller persisted [`Core::take_dirty`].
+    pub fn submit(&mut self, spec: JobSpec, now: u64) -> Result<u64, ApiError> {
+        self.validate(&spec)?;
+        self.advance(now);
+        let id = self.next_id;
+        let mut rec = JobRecord {
+            schema_version: SCHEMA_VERSION,
+            id,
+            vc: spec.vc.clone().unwrap_or_else(|| "default".into()),
+            spec,
+            state: JobState::Queued,
+            submitted_ms: now,
+            attempt: 0,
+            parts: Vec::new(),
+            history: Vec::new(),
+            stopping: Vec::new(),
+        };
+        note(&mut rec, now, "queued", String::new());
+        let vc = rec.vc.clone();
+        let j = self.add_to_world(rec);
+        if let Err(e) = self.enqueue(j) {
+            // Refused before anyone was told it was accepted: it leaves no trace.
+            self.world.pop_job(j);
+            self.jobs.pop();
+            self.by_id.remove(&id);
+            return Err(ApiError::refused(e.to_string()));
+        }
+        self.next_id += 1;
+        self.next_id_dirty = true;
+        *self.active.entry(vc).or_insert(0) += 1;
+        self.dirty.insert(j);
+        self.counters.submissions += 1;
+        Ok(id)
+    }
+
+    /// Rebuilds the state from stored records after a restart. Running jobs keep their
+    /// GPUs; their agents confirm or lose them on their next heartbeats.
+    pub fn recover(
+        &mut self,
+        mut records: Vec<JobRecord>,
+        next_id: u64,
+        cordoned: &BTreeSet<String>,
+        now: u64,
+    ) {
+        self.advance(now);
+        records.sort_by_key(|r| r.id);
+        self.next_id = next_id.max(records.last().map_or(1, |r| r.id + 1));
+        for rec in records {
+            let state = rec.state;
+            if !state.terminal() {
+                *self.active.entry(rec.vc.clone()).or_insert(0) += 1;
+            }
+            let parts = rec.parts.clone();
+            let j = self.add_to_world(rec);
+            let admitted = match state {
+                JobState::Queued | JobState::Running => self.enqueue(j),
+                _ => Ok(()),
+            };
+            if let Err(e) = admitted {
+                // A record the policy now refuses (its VC left the config, say): it
+                // ends, with the reason, rather than waiting for ever.
+                self.world.decline(j, e.to_string());
+                if let Some(n) = self.active.get_mut(&self.jobs[j as usize].vc) {
+                    *n = n.saturating_sub(1);
+                }
+                let r = &mut self.jobs[j as usize];
+                r.state = JobState::Failed;
+                note(r, now, "refused", e.to_string());
+                self.dirty.insert(j);
+                continue;
+            }
+            if state == JobState::Running {
+                let mut p = Placement::default();
+                let mut ok = true;
+                for part in parts.iter().filter(|p| p.exit.is_none()) {
+                    match self.node_ix.get(&part.node) {
+                        Some(&n) => p.parts.push((n, mask_of(&part.gpus))),
+                        None => ok = false,
+                    }
+                }
+                p.parts.sort_unstable();
+                let g = self.world.jobs[j as usize].gpus;
+                // Parts that already exited still count as the job's GPUs until all
+                // parts end: take them too.
+                for part in parts.iter().filter(|p| p.exit.is_some()) {
+                    if let Some(&n) = self.node_ix.get(&part.node) {
+                        p.parts.push((n, mask_of(&part.gpus)));
+                    }
+                }
+                p.parts.sort_unstable();
+                if ok && p.gpus() == g && self.world.start(j, p) {
+                    if let Some(t) = self.policy.tenancy() {
+                        // HiveD may not take a record back into its VC's cells
+                        // (the config changed): the job keeps running, outside them.
+                        t.adopt(&self.world, j);
+                    }
+                } else {
+                    let r = &mut self.jobs[j as usize];
+                    r.state = JobState::Queued;
+                    r.parts.clear();
+                    note(
+                        r,
+                        now,
+                        "requeued",
+                        "its GPUs are no longer in the config".into(),
+                    );
+                    self.dirty.insert(j);
+                }
+            }
+        }
+        // Processes still stopping hold their GPUs (after every running job took its own).
+        for j in 0..self.jobs.len() {
+            let (id, stopping) = (self.jobs[j].id, self.jobs[j].stopping.clone());
+            for s in stopping {
+                let Some(&n) = self.node_ix.get(&s.node) else {
+                    continue;
+                };
+                let p = Placement {
+                    parts: vec![(n, mask_of(&s.gpus))],
+                };
+                if self.world.state.allocate(&p).is_ok() {
+                    self.stopping.insert((id, s.attempt, n), mask_of(&s.gpus));
+                    self.world.set_blocked(j as JobIdx, true);
+                }
+            }
+        }
+        for name in cordoned {
+            if let Some(&n) = self.node_ix.get(name) {
+                self.nodes[n as usize].cordoned = true;
+            }
+        }
+        self.started = now;
+    }
+
+    pub(super) fn record(&self, id: u64) -> Result<JobIdx, ApiError> {
+        self.by_id
+            .get(&id)
+            .copied()
+            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+    }
+
+    /// One job.
+    pub fn job(&self, id: u64) -> Result<&JobRecord, ApiError> {
+        Ok(&self.jobs[self.record(id)? as usize])
+    }
+
+    /// Jobs, newest first, optionally of one VC or state.
+    pub fn jobs(&self, vc: Option<&str>, state: Option<JobState>, limit: usize) -> Vec<&JobRecord> {
+        self.jobs
+            .iter()
+            .rev()
+            .filter(|r| vc.is_none_or(|v| r.vc == v))
+            .filter(|r| state.is_none_or(|s| r.state == s))
+            .take(limit)
+            .collect()
+    }
+
+    /// Cancels a job; a running one is stopped on its nodes.
+    pub fn cancel(&mut self, id: u64, now: u64) -> Result<(), ApiError> {
+        let j = self.record(id)?;
+        self.advance(now);
+        match self.jobs[j as usize].state {
+            s if s.terminal() => {
+                return Err(ApiError::conflict(format!(
+                    "job {id} is already {}",
+                    s.as_str()
+                )));
+            }
+            JobState::Queued => {
+                self.world.withdraw(j);
+            }
+            _ => {
+                self.stop_attempt(j);
+                let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+                self.world.finish(j);
+                self.fence_stopping(id, attempt);
+            }
+        }
+        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        self.policy.on_finish(&ctx, j);
+        self.counters.count("cancel");
+        let r = &mut self.jobs[j as usize];
+        if let Some(n) = self.active.get_mut(&r.vc) {
+            *n = n.saturating_sub(1);
+        }
+        r.state = JobState::Cancelled;
+        note(r, now, "cancelled", String::new());
+        self.dirty.insert(j);
+        Ok(())
+    }
+
+    /// Creates a VC or changes its quota (admin). HiveD's cells change only with the
+    /// config and a restart, since they are bound to physical cells.
+    pub fn set_vc(&mut self, name: &str, quota_gpus: Option<u64>) -> Result<(), ApiError> {
+        if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_whitespace() || c == '/')
+        {
+            return Err(ApiError::bad(
+                "name",
+                "1..=64 characters, no spaces or slashes",
+            ));
+        }
+        match self.cfg.sharing.as_str() {
+            "hived" | "private" => {
+                return Err(ApiError::conflict(format!(
+                    "with {} sharing, VCs and their cells change with the config and a restart",
+                    self.cfg.sharing
+                )));
+            }
+            "quota" if quota_gpus.is_none() => {
+                return Err(ApiError::bad("quota_gpus", "quota sharing needs a quota"));
+            }
+            _ => {}
+        }
+        let v = crate::config::VcConfig {
+            name: name.to_string(),
+            quota_gpus,
+            nodes: None,
+        };
+        match self.cfg.vcs.iter_mut().find(|x| x.name == name) {
+            Some(x) => *x = v.clone(),
+            None => self.cfg.vcs.push(v.clone()),
+        }
+        if let Some(t) = self.policy.tenancy() {
+            t.set_share(TenantShare {
+                name: name.to_string(),
+                nodes: 0,
+                gpus: quota_gpus.unwrap_or(0),
+            })
+            .map_err(|e| ApiError::conflict(e.to_string()))?;
+        }
+        self.dirty_vcs.push(v);
+        Ok(())
+    }
+}

@@ -1,0 +1,427 @@
+//! The live scheduler's state machine: jobs, nodes and the policy, with no I/O and no
+//! clock (every call takes the time), so it is tested like the simulator.
+//!
+//! The policy is the simulator's, behind the same [`Ctx`], on a [`World`] set up for
+//! real processes: (a) a job whose previous attempt is still stopping is blocked from
+//! starting, so one job never runs twice at once; (b) a preempted job's GPUs stay held
+//! until its agents confirm the processes ended, so no GPU is double-booked
+//! ([`World::fence_preemptions`]); (c) a job's GPU type limits its placement. GPUs of
+//! down or cordoned nodes are held too. Tenancy (quotas, HiveD cells, private
+//! partitions) is the simulator's [`apiary_policy::vc::VcSharing`], given its VC table
+//! from the config.
+//!
+//! The caller persists what [`Core::take_dirty`] returns before it answers anyone.
+
+mod agents;
+mod error;
+mod jobs;
+mod views;
+
+pub use error::{ApiError, CoreError};
+
+use crate::config::ServerConfig;
+use crate::types::*;
+use apiary_model::{Cluster, ClusterSpec, NodeGroup, Placement, SwitchSpec, Time};
+use apiary_policy::{Action, Ctx, JobIdx, Params, Policy, TenantShare, World};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A job's run time when the user gives no estimate (SJF puts such jobs last).
+const UNKNOWN_DURATION_MS: Time = 10 * 365 * 24 * 3600 * 1000;
+/// Largest GPU count a job may ask for.
+pub const MAX_JOB_GPUS: u32 = 4096;
+
+#[derive(Debug, Clone)]
+struct NodeRt {
+    name: String,
+    gpus: u32,
+    gpu_type: String,
+    health: NodeHealth,
+    cordoned: bool,
+    last_heartbeat: Option<u64>,
+    /// GPUs held because the node is down or cordoned.
+    blocked: u64,
+}
+
+/// What the caller must persist.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// Changed job records.
+    pub jobs: Vec<JobRecord>,
+    /// The next job id, when it changed.
+    pub next_id: Option<u64>,
+    /// Cordon flags that changed.
+    pub cordons: Vec<(String, bool)>,
+    /// VCs created or changed through the API.
+    pub vcs: Vec<crate::config::VcConfig>,
+}
+
+/// Upper bounds of the scheduling-pass latency histogram, seconds.
+pub const PASS_BUCKETS: [f64; 10] = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 1.0];
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Decisions and outcomes by kind: start, preempt, requeue, succeed, fail, cancel.
+    pub decisions: BTreeMap<&'static str, u64>,
+    /// Jobs accepted.
+    pub submissions: u64,
+    /// Scheduling passes per latency bucket (the last counts the rest).
+    pub pass_buckets: [u64; PASS_BUCKETS.len() + 1],
+    /// Sum of pass latencies, seconds.
+    pub pass_sum: f64,
+}
+
+impl Counters {
+    fn count(&mut self, kind: &'static str) {
+        *self.decisions.entry(kind).or_insert(0) += 1;
+    }
+}
+
+/// The scheduler.
+pub struct Core {
+    cfg: ServerConfig,
+    params: Params,
+    world: World,
+    policy: Box<dyn Policy>,
+    actions: Vec<Action>,
+    jobs: Vec<JobRecord>,
+    by_id: BTreeMap<u64, JobIdx>,
+    next_id: u64,
+    nodes: Vec<NodeRt>,
+    node_ix: BTreeMap<String, u32>,
+    /// GPUs held for processes asked to stop: (job id, attempt, node) → mask.
+    stopping: BTreeMap<(u64, u32, u32), u64>,
+    dirty: BTreeSet<JobIdx>,
+    dirty_cordons: Vec<(String, bool)>,
+    dirty_vcs: Vec<crate::config::VcConfig>,
+    next_id_dirty: bool,
+    wake: Option<u64>,
+    started: u64,
+    counters: Counters,
+    /// (unix ms, GPUs allocated), at most one sample per [`UTIL_SAMPLE_MS`].
+    util: std::collections::VecDeque<(u64, u64)>,
+    /// Unfinished (queued or running) jobs per VC, against `max_jobs_per_vc`.
+    active: BTreeMap<String, u64>,
+    /// Started parts whose agent reported neither running nor exited, since when (unix
+    /// ms): unknown, not lost, until the node timeout and grace period have passed.
+    missing: BTreeMap<(u64, u32, u32), u64>,
+}
+
+/// Spacing of the utilisation samples the dashboard plots.
+pub const UTIL_SAMPLE_MS: u64 = 10_000;
+/// Samples kept (one day).
+pub const UTIL_SAMPLES: usize = 8640;
+
+/// What occupies one GPU, for the dashboard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuUse {
+    /// Free.
+    Free,
+    /// A running job: id and VC.
+    Job(u64, String),
+    /// Held for a process still stopping.
+    Stopping(u64),
+    /// The node is down or cordoned.
+    Blocked,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("policy", &self.cfg.policy)
+            .field("jobs", &self.jobs.len())
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+/// The VC table the config declares, for a policy with the `tenants` capability.
+fn live_table(cfg: &ServerConfig) -> Vec<TenantShare> {
+    let node_gpus = cfg.nodes.first().map_or(0, |n| n.gpus) as u64;
+    cfg.vcs
+        .iter()
+        .map(|v| TenantShare {
+            name: v.name.clone(),
+            nodes: v.nodes.unwrap_or(0),
+            gpus: v
+                .quota_gpus
+                .unwrap_or(v.nodes.unwrap_or(0) as u64 * node_gpus),
+        })
+        .collect()
+}
+
+fn mask_of(gpus: &[u32]) -> u64 {
+    gpus.iter().fold(0u64, |m, &g| m | (1u64 << g))
+}
+
+fn gpus_of(mask: u64) -> Vec<u32> {
+    (0..64).filter(|b| mask & (1 << b) != 0).collect()
+}
+
+fn note(r: &mut JobRecord, at_ms: u64, event: &str, detail: String) {
+    r.history.push(Transition {
+        at_ms,
+        event: event.into(),
+        detail,
+    });
+}
+
+impl Core {
+    /// A scheduler over the config's nodes, all of them of unknown health until their
+    /// agents report (they count as up for `node_timeout_s` after `now`).
+    pub fn new(cfg: ServerConfig, now: u64) -> Result<Core, CoreError> {
+        let spec = ClusterSpec {
+            name: "live".into(),
+            switches: vec![SwitchSpec {
+                name: Some("live".into()),
+                count: 1,
+                uplink_gbps: None,
+                nodes: cfg
+                    .nodes
+                    .iter()
+                    .map(|n| NodeGroup {
+                        count: 1,
+                        gpus: n.gpus,
+                        gpu_type: n.gpu_type.clone(),
+                        cpus: 0,
+                        memory_gb: 0,
+                        nic_gbps: None,
+                        intra_gbps: None,
+                    })
+                    .collect(),
+            }],
+        };
+        let mut cluster = spec.build()?;
+        for (n, c) in cluster.nodes.iter_mut().zip(&cfg.nodes) {
+            n.name = c.name.clone();
+        }
+        Core::on_cluster(cfg, cluster, now)
+    }
+
+    /// A scheduler over `cluster`, whose nodes are the config's in order (a replay keeps
+    /// the simulated cluster's switches and links, so placements match the simulator's).
+    pub fn on_cluster(cfg: ServerConfig, cluster: Cluster, now: u64) -> Result<Core, CoreError> {
+        if cluster.nodes.len() != cfg.nodes.len()
+            || cluster
+                .nodes
+                .iter()
+                .zip(&cfg.nodes)
+                .any(|(n, c)| n.name != c.name || n.gpus != c.gpus)
+        {
+            return Err(CoreError::NodesDiffer);
+        }
+        let (name, params) = cfg.policy_params();
+        let mut policy = apiary_policy::registry::build(&name, &params)?;
+        if let Some((capability, why)) = policy.spec().capabilities.live_blocker() {
+            return Err(CoreError::LiveBlocked {
+                policy: name,
+                capability,
+                why,
+            });
+        }
+        if let Some(t) = policy.tenancy() {
+            t.set_table(live_table(&cfg));
+        }
+        policy.attach(&cluster)?;
+        let nodes = cfg
+            .nodes
+            .iter()
+            .map(|n| NodeRt {
+                name: n.name.clone(),
+                gpus: n.gpus,
+                gpu_type: n.gpu_type.clone(),
+                health: NodeHealth::Unknown,
+                cordoned: false,
+                last_heartbeat: None,
+                blocked: 0,
+            })
+            .collect();
+        let node_ix = cfg
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
+        let mut world = World::new(cluster, Vec::new());
+        world.now = now;
+        world.fence_preemptions = true;
+        world.honour_gpu_types = true;
+        let core = Core {
+            cfg,
+            params,
+            world,
+            policy,
+            actions: Vec::new(),
+            jobs: Vec::new(),
+            by_id: BTreeMap::new(),
+            next_id: 1,
+            nodes,
+            node_ix,
+            stopping: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            dirty_cordons: Vec::new(),
+            dirty_vcs: Vec::new(),
+            next_id_dirty: false,
+            wake: None,
+            started: now,
+            counters: Counters::default(),
+            util: std::collections::VecDeque::new(),
+            active: BTreeMap::new(),
+            missing: BTreeMap::new(),
+        };
+        Ok(core)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// Agents that stop processes at once (a replay on simulated time): a preempted
+    /// job's GPUs are free to the same pass, as in the simulator, instead of held until
+    /// its agents confirm.
+    pub fn stop_instantly(&mut self) {
+        self.world.fence_preemptions = false;
+    }
+
+    /// The world the policy sees, read-only.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// What the last scheduling pass did.
+    pub fn last_actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// The policy's name (with `sharing`, the VC-sharing policy hosting `policy`).
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    fn advance(&mut self, now: u64) {
+        self.world.now = self.world.now.max(now);
+    }
+
+    /// Holds the free GPUs of down and cordoned nodes; gives back those of nodes that
+    /// are neither.
+    fn reblock(&mut self) {
+        for n in 0..self.nodes.len() {
+            let node = &self.nodes[n];
+            let unusable = node.cordoned || node.health == NodeHealth::Down;
+            if unusable {
+                let free = self.world.state.free_mask(n as u32);
+                if free != 0 {
+                    let p = Placement {
+                        parts: vec![(n as u32, free)],
+                    };
+                    if self.world.state.allocate(&p).is_ok() {
+                        self.nodes[n].blocked |= free;
+                    }
+                }
+            } else if node.blocked != 0 {
+                let p = Placement {
+                    parts: vec![(n as u32, node.blocked)],
+                };
+                let _ = self.world.state.release(&p);
+                self.nodes[n].blocked = 0;
+            }
+        }
+    }
+
+    /// A scheduling pass: the policy starts and preempts jobs. Returns whether it did.
+    pub fn schedule(&mut self, now: u64) -> bool {
+        self.advance(now);
+        self.reblock();
+        if let Some(t) = self.policy.tenancy() {
+            // Live, GPUs also come back outside the tenants' jobs (stopping processes
+            // end, nodes return): every VC looks again, as cheap as the pass itself.
+            t.refresh();
+        }
+        self.actions.clear();
+        let (wake, error) = {
+            let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+            self.policy.schedule(&mut ctx);
+            (ctx.wake(), ctx.take_error())
+        };
+        if let Some(e) = error {
+            // Config load refuses policies whose capabilities the service cannot host,
+            // so this is a policy bug: say so, and keep serving.
+            eprintln!("apiary: scheduling pass: policy {e}");
+        }
+        self.wake = wake;
+        let fenced = self.world.take_fenced();
+        let actions = std::mem::take(&mut self.actions);
+        for a in &actions {
+            match *a {
+                Action::Start(j) => {
+                    self.counters.count("start");
+                    self.started_attempt(j, now);
+                }
+                Action::Preempt(j) => {
+                    self.counters.count("preempt");
+                    let r = &mut self.jobs[j as usize];
+                    r.state = JobState::Queued;
+                    note(r, now, "preempted", format!("attempt {}", r.attempt));
+                    self.dirty.insert(j);
+                }
+                // Speed factors shape simulated progress only; live jobs run as fast
+                // as they run.
+                Action::Speed(_) => {}
+            }
+        }
+        for (j, p) in fenced {
+            let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+            for &(n, mask) in &p.parts {
+                self.stopping.insert((id, attempt, n), mask);
+            }
+            self.world.set_blocked(j, true);
+            self.dirty.insert(j);
+        }
+        let acted = !actions.is_empty();
+        self.actions = actions;
+        if self
+            .util
+            .back()
+            .is_none_or(|&(t, _)| now >= t + UTIL_SAMPLE_MS)
+        {
+            if self.util.len() == UTIL_SAMPLES {
+                self.util.pop_front();
+            }
+            let busy = self.gpus_allocated();
+            self.util.push_back((now, busy));
+        }
+        acted
+    }
+
+    /// When the policy asked to be called again, unix ms.
+    pub fn wake(&self) -> Option<u64> {
+        self.wake
+    }
+
+    /// Records to persist since the last call.
+    pub fn take_dirty(&mut self) -> Dirty {
+        let jobs = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|j| {
+                let mut r = self.jobs[j as usize].clone();
+                r.stopping = self
+                    .stopping
+                    .range((r.id, 0, 0)..=(r.id, u32::MAX, u32::MAX))
+                    .map(|(&(_, attempt, n), &mask)| StoppingPart {
+                        attempt,
+                        node: self.nodes[n as usize].name.clone(),
+                        gpus: gpus_of(mask),
+                    })
+                    .collect();
+                r
+            })
+            .collect();
+        Dirty {
+            jobs,
+            next_id: std::mem::take(&mut self.next_id_dirty).then_some(self.next_id),
+            cordons: std::mem::take(&mut self.dirty_cordons),
+            vcs: std::mem::take(&mut self.dirty_vcs),
+        }
+    }
+}

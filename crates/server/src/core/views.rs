@@ -1,0 +1,181 @@
+//! Read-only views for the API, the dashboard and `/metrics`.
+
+use super::{Core, Counters, GpuUse, PASS_BUCKETS, gpus_of};
+use crate::types::{ClusterStatus, JobState, NodeHealth, NodeStatus};
+use apiary_policy::Status;
+use std::collections::BTreeMap;
+
+impl Core {
+    /// Utilisation samples, oldest first: (unix ms, GPUs allocated).
+    pub fn utilisation(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.util.iter()
+    }
+
+    /// Every node's GPUs and what uses each, in config order.
+    pub fn gpu_map(&self) -> Vec<(String, Vec<GpuUse>)> {
+        let mut map: Vec<(String, Vec<GpuUse>)> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut v = vec![GpuUse::Free; n.gpus as usize];
+                for (g, slot) in v.iter_mut().enumerate() {
+                    if n.blocked & (1 << g) != 0 {
+                        *slot = GpuUse::Blocked;
+                    }
+                }
+                (n.name.clone(), v)
+            })
+            .collect();
+        for &j in self.world.running() {
+            let r = &self.jobs[j as usize];
+            for p in &r.parts {
+                if let Some(&n) = self.node_ix.get(&p.node) {
+                    for &g in &p.gpus {
+                        if let Some(slot) = map[n as usize].1.get_mut(g as usize) {
+                            *slot = GpuUse::Job(r.id, r.vc.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (&(job, _, n), &mask) in &self.stopping {
+            for g in gpus_of(mask) {
+                if let Some(slot) = map[n as usize].1.get_mut(g as usize) {
+                    *slot = GpuUse::Stopping(job);
+                }
+            }
+        }
+        map
+    }
+
+    /// Records how long a scheduling pass took.
+    pub fn observe_pass(&mut self, secs: f64) {
+        let b = PASS_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(PASS_BUCKETS.len());
+        self.counters.pass_buckets[b] += 1;
+        self.counters.pass_sum += secs;
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Per configured VC: its quota or cells, and its jobs queued and running.
+    pub fn vcs(&self) -> Vec<serde_json::Value> {
+        self.cfg
+            .vcs
+            .iter()
+            .map(|v| {
+                let (mut queued, mut running, mut gpus) = (0u64, 0u64, 0u64);
+                for r in self.jobs.iter().filter(|r| r.vc == v.name) {
+                    match r.state {
+                        JobState::Queued => queued += 1,
+                        JobState::Running => {
+                            running += 1;
+                            gpus += r.spec.gpus as u64;
+                        }
+                        _ => {}
+                    }
+                }
+                serde_json::json!({
+                    "name": v.name,
+                    "sharing": self.cfg.sharing,
+                    "quota_gpus": v.quota_gpus,
+                    "nodes": v.nodes,
+                    "gpus_running": gpus,
+                    "queued": queued,
+                    "running": running,
+                })
+            })
+            .collect()
+    }
+
+    /// Queued jobs per VC.
+    pub fn queued_by_vc(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for r in &self.jobs {
+            if r.state == JobState::Queued {
+                *m.entry(r.vc.clone()).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+
+    /// Node status.
+    pub fn nodes(&self) -> Vec<NodeStatus> {
+        (0..self.nodes.len() as u32)
+            .map(|n| {
+                let node = &self.nodes[n as usize];
+                let mut jobs: Vec<u64> = self
+                    .running_on(n)
+                    .iter()
+                    .map(|&j| self.jobs[j as usize].id)
+                    .collect();
+                jobs.sort_unstable();
+                NodeStatus {
+                    name: node.name.clone(),
+                    gpus: node.gpus,
+                    gpu_type: node.gpu_type.clone(),
+                    health: node.health,
+                    cordoned: node.cordoned,
+                    free_gpus: self.world.state.free_on(n),
+                    jobs,
+                    last_heartbeat_ms: node.last_heartbeat,
+                }
+            })
+            .collect()
+    }
+
+    /// Cluster summary.
+    pub fn cluster(&self) -> ClusterStatus {
+        let mut jobs = BTreeMap::new();
+        for r in &self.jobs {
+            *jobs.entry(r.state.as_str().to_string()).or_insert(0) += 1;
+        }
+        let mut nodes = BTreeMap::new();
+        for n in &self.nodes {
+            let h = match n.health {
+                NodeHealth::Unknown => "unknown",
+                NodeHealth::Up => "up",
+                NodeHealth::Down => "down",
+            };
+            *nodes.entry(h.to_string()).or_insert(0) += 1;
+        }
+        ClusterStatus {
+            policy: self.cfg.policy.clone(),
+            params: self.params.0.clone(),
+            gpus_total: self.world.cluster.total_gpus as u64,
+            gpus_allocated: self.gpus_allocated(),
+            jobs,
+            nodes,
+        }
+    }
+
+    pub(super) fn gpus_allocated(&self) -> u64 {
+        self.world
+            .running()
+            .iter()
+            .map(|&j| self.world.jobs[j as usize].gpus as u64)
+            .sum()
+    }
+
+    /// Jobs waiting.
+    pub fn queued(&self) -> usize {
+        self.world.pending_count()
+    }
+
+    /// Jobs in the world by status, for tests: (pending, running).
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.world.pending_count(),
+            self.world
+                .rt
+                .iter()
+                .filter(|r| r.status == Status::Running)
+                .count(),
+        )
+    }
+}
