@@ -12,8 +12,9 @@
 //! (docs/policies/antman.md gives the formula).
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Placement;
 const ANTMAN_PARAMS: &[ParamSpec] = &[ParamSpec {

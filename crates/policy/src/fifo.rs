@@ -4,9 +4,10 @@
 //! oracle baseline the Tiresias and Muri papers compare against.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_OFF, Capabilities, Capability, PLACE_CONS, PolicySpec};
-use crate::world::{Ctx, JobIdx};
+use crate::world::JobIdx;
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 use std::collections::BTreeSet;
 /// `fifo`: its spec.

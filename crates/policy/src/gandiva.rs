@@ -39,8 +39,9 @@
 //! growth, and every waiting job retried.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Placement, SECOND, Time};
 use std::collections::{BTreeMap, VecDeque};

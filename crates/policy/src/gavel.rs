@@ -27,8 +27,9 @@
 //! optimal allocations shapes the schedule (see `apiary_solver::lp`).
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Cluster, Placement, PyRandom, Time};
 use apiary_solver::lp::LinearProgram;

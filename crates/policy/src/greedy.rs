@@ -12,8 +12,9 @@
 //! backfill, later (lower-priority) jobs that fit may start; without, no later pending job
 //! starts in this pass (running jobs keep their GPUs).
 
+use crate::ctx::Ctx;
 use crate::placement::PlacementStrategy;
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 
 /// How the pass behaves.
 #[derive(Clone, Copy, Debug)]

@@ -12,6 +12,7 @@
 //! validation read.
 
 pub mod antman;
+pub mod ctx;
 pub mod elasticflow;
 pub mod fifo;
 pub mod gandiva;
@@ -29,11 +30,12 @@ pub mod tiresias;
 pub mod vc;
 pub mod world;
 
+pub use ctx::{Ctx, Placer, Tenant};
 pub use params::{ParamError, Params};
 pub use placement::PlacementStrategy;
 pub use registry::{BUILTIN, build, find};
 pub use spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-pub use world::{Action, Ctx, JobIdx, JobRt, Placer, Status, Tenant, World};
+pub use world::{Action, JobIdx, JobRt, Status, World};
 
 use apiary_model::Cluster;
 

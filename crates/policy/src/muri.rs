@@ -5,9 +5,10 @@
 //! lists its steps); Muri-S orders by remaining GPU-time, Muri-L by attained GPU-time.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::placement::{self, PlacementStrategy};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::interleave::{self, Member, Ordering};
 use apiary_solver::matching;

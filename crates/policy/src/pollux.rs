@@ -23,8 +23,9 @@
 //! each other; ours draw from a stream of the run's seed and repeat exactly.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::adaptive::Goodput;
 use apiary_model::{Placement, Rng, SECOND, Time};

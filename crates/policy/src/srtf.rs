@@ -5,10 +5,11 @@
 //! active jobs by remaining time (× GPUs for SRSF), ties by submission order.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_CONS, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 /// `srtf`: its spec.
 pub const SRTF: PolicySpec = PolicySpec {

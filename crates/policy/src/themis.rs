@@ -11,9 +11,10 @@
 //! chosen are placed largest first.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::placement::{self, PlacementStrategy};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Time;
 const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {

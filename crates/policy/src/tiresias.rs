@@ -17,10 +17,11 @@
 //! run's own jobs.
 
 use crate::PolicyError;
+use crate::ctx::Ctx;
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_ON, Capabilities, PLACE_COUNT, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Status};
+use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 use apiary_model::Time;
 use std::collections::BTreeSet;

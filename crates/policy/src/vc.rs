@@ -17,9 +17,10 @@
 //! needs, then the remaining nodes in proportion to the VC's GPU-time demand in the trace
 //! (largest remainder, ties by VC name); or an explicit `vc:nodes,...` list.
 
+use crate::ctx::{Ctx, Placer, Tenant};
 use crate::placement::PlacementStrategy;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::world::{Ctx, JobIdx, Placer, Tenant, World};
+use crate::world::{JobIdx, World};
 use crate::{ParamError, Params, Policy, PolicyError, Tenancy, TenantShare};
 use apiary_hived::{
     BindInfo, Config, Decision, GroupSpec, Hived, MemberSpec, Phase, PodSpec, Suggested,
