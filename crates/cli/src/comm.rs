@@ -120,7 +120,7 @@ fn topo_of(a: &TopoArgs) -> Result<Topology> {
     match (&a.topology, &a.cluster, &a.placement) {
         (Some(t), _, _) => topology(t),
         (None, Some(c), Some(p)) => {
-            let (_, cluster) = crate::load_cluster(c)?;
+            let (_, cluster) = apiary_sim::experiment::load_cluster(c)?;
             let parts = apiary_comm::cluster::parse_placement(&cluster, p)?;
             Ok(apiary_comm::placement_topology(&cluster, &parts)?)
         }

@@ -11,6 +11,7 @@
 //! runs, and records what happened.
 
 pub mod comm;
+pub mod experiment;
 mod overhead;
 pub mod throughput;
 

@@ -1,0 +1,437 @@
+//! `apiary simulate` and `apiary compare`: their flags, the run of each policy (on the
+//! simulator or the live driver), and what they print and write. The setup that decides
+//! results is [`apiary_sim::experiment`].
+
+use anyhow::{Context, Result, bail};
+use apiary_model::{Cluster, Job, RunOutcome};
+use apiary_policy::{Params, registry};
+use apiary_report::{Percentile, Summary};
+use apiary_sim::experiment::{self, SpeedChoice};
+use apiary_sim::{Config, Mode};
+use apiary_trace::{Format, ReadOptions};
+use clap::Args;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const SAMPLE_TRACE: &str = "testdata/traces/philly-sample.csv";
+
+const SAMPLE_TRACE_BYTES: &[u8] = include_bytes!("../../../testdata/traces/philly-sample.csv");
+
+#[derive(Args, Clone)]
+pub(crate) struct ReadArgs {
+    /// Trace format (detected from the header when omitted).
+    #[arg(long)]
+    format: Option<String>,
+    /// Skip malformed rows (and report how many) instead of failing.
+    #[arg(long)]
+    skip_bad_rows: bool,
+    /// Gavel throughput table for Gavel traces.
+    #[arg(long)]
+    gavel_throughputs: Option<PathBuf>,
+    /// Muri's iteration-time scale on load (its simulator uses 1.015).
+    #[arg(long)]
+    muri_itertime_factor: Option<f64>,
+    /// GPU type of ElasticFlow's throughput tables for ElasticFlow traces: A100 or T4
+    /// (default: T4 on a T4 cluster, else A100).
+    #[arg(long, value_name = "GPU")]
+    elasticflow_gpu: Option<String>,
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct RunArgs {
+    /// Trace file (default: the committed Philly sample).
+    #[arg(long, short)]
+    trace: Option<PathBuf>,
+    /// Cluster: preset (nNgG, philly, itp), .toml or peer .csv spec.
+    #[arg(long, short, default_value = "n64g8")]
+    cluster: String,
+    /// Policy parameter, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Scheduling mode: `event` or `slot:SECONDS`.
+    #[arg(long, default_value = "event")]
+    mode: String,
+    /// Seconds a job loses when it resumes after a preemption.
+    #[arg(long, default_value_t = 0.0)]
+    restart_overhead: f64,
+    /// Artifact quirk: charge every running job its model's restart overhead at every
+    /// event (Muri's simulator and its baselines).
+    #[arg(long)]
+    per_event_overhead: bool,
+    /// Job speed model: `trace` (every placement runs at trace speed, as the
+    /// Tiresias-family simulators), `gavel[:k80|p100|v100]` (Gavel's unconsolidated ÷
+    /// consolidated throughput when a job spans nodes; GPU type v100 by default) or
+    /// `pollux` (Pollux's measured step times by node count) or `comm` (compute plus
+    /// the gradient allreduce at the optimal bandwidth of the placement's topology,
+    /// docs/comm.md).
+    #[arg(long, default_value = "trace")]
+    speed: String,
+    /// Data for --speed: Gavel's simulation_throughputs.json or the Pollux profile
+    /// directory (found beside ../shared/traces when omitted).
+    #[arg(long)]
+    speed_data: Option<PathBuf>,
+    /// Speed factor on a multi-node placement for models the --speed table lacks.
+    #[arg(long, default_value_t = 1.0)]
+    speed_unknown: f64,
+    /// Driver: `sim` (the discrete-event engine) or `live` (the live service's state
+    /// machine on simulated time, with simulated agents: docs/architecture.md).
+    #[arg(long, default_value = "sim")]
+    driver: String,
+    /// Percentile definition: `nearest` (nearest rank) or `floor` (Muri's calc.py).
+    #[arg(long, default_value = "nearest")]
+    percentile: String,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Directory for jobs.csv, summary.json (and report.html for compare).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// No progress bar or timing lines.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct SimArgs {
+    /// Policy (see `apiary policies`).
+    #[arg(long, short, default_value = "tiresias")]
+    policy: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct CompareArgs {
+    /// Comma-separated policies.
+    #[arg(long, short, default_value = "fifo,sjf,srtf,srsf,tiresias")]
+    policies: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub(crate) fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
+    let format = match &a.format {
+        None => None,
+        Some(f) => Some(
+            Format::parse(f)
+                .with_context(|| format!("unknown --format '{f}' (one of: {})", Format::names()))?,
+        ),
+    };
+    Ok(ReadOptions {
+        format,
+        skip_bad_rows: a.skip_bad_rows,
+        gavel_throughputs: a.gavel_throughputs.clone(),
+        gavel_worker: None,
+        muri_itertime_factor: a.muri_itertime_factor,
+        elasticflow_gpu: a.elasticflow_gpu.clone(),
+    })
+}
+
+fn load_trace(path: Option<&Path>, opts: &ReadOptions, quiet: bool) -> Result<(String, Vec<Job>)> {
+    let (name, trace) = match path {
+        Some(p) => (p.display().to_string(), apiary_trace::read(p, opts)?),
+        None => {
+            // The committed sample, embedded so the default run works from any directory.
+            let dir = std::env::temp_dir().join(format!("apiary-sample-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let f = dir.join("philly-sample.csv");
+            std::fs::write(&f, SAMPLE_TRACE_BYTES)?;
+            let t = apiary_trace::read(&f, opts);
+            let _ = std::fs::remove_dir_all(&dir);
+            (
+                format!(
+                    "{SAMPLE_TRACE} (3,000 Philly jobs, CC-BY-4.0, see testdata/traces/README.md)"
+                ),
+                t?,
+            )
+        }
+    };
+    if trace.skipped > 0 {
+        eprintln!(
+            "warning: skipped {} malformed rows of {name}; first: {}",
+            trace.skipped,
+            trace.first_skip.as_deref().unwrap_or("")
+        );
+    }
+    for (why, n) in &trace.excluded {
+        if !quiet {
+            eprintln!("note: {n} rows of {name} are not jobs here: {why}");
+        }
+    }
+    Ok((name, trace.jobs))
+}
+
+fn config(a: &RunArgs) -> Result<Config> {
+    let mode = match a.mode.as_str() {
+        "event" => Mode::EventDriven,
+        m => match m
+            .strip_prefix("slot:")
+            .and_then(|s| s.parse::<f64>().ok())
+            .and_then(apiary_model::time::secs_f64)
+        {
+            Some(ms) if ms > 0 => Mode::Slotted(ms),
+            _ => bail!(
+                "--mode must be 'event' or 'slot:SECONDS' with 0.001 <= SECONDS <= 10^12 (got '{m}')"
+            ),
+        },
+    };
+    let Some(restart_overhead) = apiary_model::time::secs_f64(a.restart_overhead) else {
+        bail!("--restart-overhead must be a number of seconds, 0 to 10^12");
+    };
+    Ok(Config {
+        mode,
+        restart_overhead,
+        per_event_overhead: a.per_event_overhead,
+        seed: a.seed,
+    })
+}
+
+fn percentile(a: &RunArgs) -> Result<Percentile> {
+    match a.percentile.as_str() {
+        "nearest" => Ok(Percentile::NearestRank),
+        "floor" => Ok(Percentile::Floor),
+        p => bail!("--percentile must be 'nearest' or 'floor' (got '{p}')"),
+    }
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn run_one(
+    policy: &str,
+    a: &RunArgs,
+    cluster: &Cluster,
+    mut jobs: Vec<Job>,
+    cfg: &Config,
+) -> Result<RunOutcome> {
+    let choice = SpeedChoice {
+        model: a.speed.clone(),
+        data: a.speed_data.clone(),
+        unknown: a.speed_unknown,
+    };
+    let (speed, note) = experiment::throughput(&choice, a.trace.as_deref(), cluster)?;
+    let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
+    let mut p = registry::build(policy, &params)?;
+    let notes = experiment::complete_jobs(p.spec(), &choice, &mut jobs, cfg.seed);
+    if !a.quiet {
+        for n in note.iter().chain(&notes) {
+            eprintln!("{n}");
+        }
+    }
+    let bar = if a.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_prefix(policy.to_string());
+        b
+    };
+    let t0 = Instant::now();
+    if !matches!(a.driver.as_str(), "sim" | "live") {
+        bail!("--driver must be sim or live (got '{}')", a.driver);
+    }
+    let mut out = if a.driver == "live" {
+        if a.speed != "trace" || cfg.restart_overhead != 0 || cfg.per_event_overhead {
+            bail!(
+                "--driver live runs jobs at trace speed with no restart overheads: drop \
+                 --speed, --restart-overhead and --per-event-overhead"
+            );
+        }
+        if cfg.mode != apiary_sim::Mode::EventDriven {
+            bail!("--driver live is event-driven: drop --mode");
+        }
+        apiary_server::replay::run(cluster, jobs, policy, &params, cfg.seed)?
+    } else {
+        run_sim(cluster, jobs, cfg, p.as_mut(), speed.as_ref(), &bar, t0)?
+    };
+    bar.finish_and_clear();
+    let wall = t0.elapsed().as_secs_f64();
+    out.params = params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !a.quiet {
+        eprintln!(
+            "{policy}: {} events in {:.3} s ({:.2} M events/s), {} policy passes, peak memory {}",
+            out.events,
+            wall,
+            out.events as f64 / wall.max(1e-9) / 1e6,
+            out.passes,
+            peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
+        );
+    }
+    Ok(out)
+}
+
+/// One run of the discrete-event engine, with a progress bar.
+fn run_sim(
+    cluster: &Cluster,
+    jobs: Vec<Job>,
+    cfg: &Config,
+    p: &mut dyn apiary_policy::Policy,
+    speed: &dyn apiary_sim::Throughput,
+    bar: &indicatif::ProgressBar,
+    t0: Instant,
+) -> Result<RunOutcome> {
+    Ok(apiary_sim::run(
+        cluster.clone(),
+        jobs,
+        p,
+        speed,
+        cfg,
+        &mut |pr| {
+            bar.set_position(pr.finished as u64);
+            let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+        },
+    )?)
+}
+
+fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let f = |n: String| -> Result<std::io::BufWriter<std::fs::File>> {
+        let p = dir.join(n);
+        Ok(std::io::BufWriter::new(
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
+        ))
+    };
+    apiary_report::write_jobs_csv(o, f(format!("{name}jobs.csv"))?)?;
+    apiary_report::write_summary_json(sum, o, f(format!("{name}summary.json"))?)?;
+    Ok(())
+}
+
+pub(crate) fn simulate(a: SimArgs) -> Result<()> {
+    let r = &a.run;
+    let (_, cluster) = experiment::load_cluster(&r.cluster)?;
+    let (tname, jobs) = load_trace(
+        r.trace.as_deref(),
+        &experiment::read_options_for(&read_opts(&r.read)?, &cluster),
+        r.quiet,
+    )?;
+    let cfg = config(r)?;
+    if !r.quiet && !r.json {
+        println!(
+            "trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}",
+            jobs.len(),
+            cluster.name,
+            cluster.total_gpus,
+            a.policy
+        );
+    }
+    let out = run_one(&a.policy, r, &cluster, jobs, &cfg)?;
+    let sum = Summary::of(&out, percentile(r)?);
+    if let Some(dir) = &r.out {
+        write_outputs(dir, "", &sum, &out)?;
+    }
+    if r.json {
+        println!("{}", serde_json::to_string_pretty(&sum)?);
+    } else {
+        print!("{}", apiary_report::table(std::slice::from_ref(&sum)));
+    }
+    Ok(())
+}
+
+pub(crate) fn compare(a: CompareArgs) -> Result<()> {
+    let r = &a.run;
+    let (_, cluster) = experiment::load_cluster(&r.cluster)?;
+    let (tname, jobs) = load_trace(
+        r.trace.as_deref(),
+        &experiment::read_options_for(&read_opts(&r.read)?, &cluster),
+        r.quiet,
+    )?;
+    let cfg = config(r)?;
+    let pct = percentile(r)?;
+    let names: Vec<&str> = a
+        .policies
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if names.is_empty() {
+        bail!("--policies is empty");
+    }
+    for n in &names {
+        if registry::find(n).is_none() {
+            bail!("unknown policy '{n}' (see `apiary policies`)");
+        }
+    }
+    if !r.quiet && !r.json {
+        println!(
+            "trace {tname}: {} jobs; cluster {}: {} GPUs",
+            jobs.len(),
+            cluster.name,
+            cluster.total_gpus
+        );
+    }
+    let mut runs = Vec::new();
+    for n in &names {
+        let out = run_one(n, r, &cluster, jobs.clone(), &cfg)?;
+        let sum = Summary::of(&out, pct);
+        runs.push((sum, out));
+    }
+    let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
+    let vcs = vc_rows(&runs)?;
+    if let Some(dir) = &r.out {
+        if !vcs.is_empty() {
+            let p = dir.join("vcs.json");
+            std::fs::create_dir_all(dir)?;
+            let m: std::collections::BTreeMap<&str, &Vec<apiary_report::vc::VcRow>> =
+                vcs.iter().map(|(n, v)| (n.as_str(), v)).collect();
+            std::fs::write(&p, serde_json::to_string_pretty(&m)?)
+                .with_context(|| format!("writing {}", p.display()))?;
+        }
+        for (s, o) in &runs {
+            write_outputs(dir, &format!("{}-", s.policy), s, o)?;
+        }
+        let refs: Vec<(Summary, &RunOutcome)> = runs.iter().map(|(s, o)| (s.clone(), o)).collect();
+        let html = apiary_report::html_report(
+            &format!("apiary compare: {tname} on {}", cluster.name),
+            &refs,
+        );
+        let p = dir.join("report.html");
+        std::fs::write(&p, html).with_context(|| format!("writing {}", p.display()))?;
+        if !r.quiet {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if r.json {
+        println!("{}", serde_json::to_string_pretty(&sums)?);
+    } else {
+        print!("{}", apiary_report::table(&sums));
+        if !vcs.is_empty() {
+            println!();
+            if !runs.iter().any(|r| r.0.policy == "private") {
+                println!("(add `private` to --policies to see the sharing anomaly)");
+            }
+            print!("{}", apiary_report::vc::vc_table(&vcs));
+        }
+    }
+    Ok(())
+}
+
+/// Per-VC rows of the runs of VC-sharing policies, with the sharing anomaly against the
+/// `private` run when there is one.
+fn vc_rows(runs: &[(Summary, RunOutcome)]) -> Result<Vec<(String, Vec<apiary_report::vc::VcRow>)>> {
+    let private = runs.iter().find(|r| r.0.policy == "private").map(|r| &r.1);
+    let mut out = Vec::new();
+    for (s, o) in runs {
+        if !apiary_policy::vc::SHARING.contains(&s.policy.as_str()) {
+            continue;
+        }
+        let base = private.filter(|_| s.policy != "private");
+        out.push((s.policy.clone(), apiary_report::vc::vc_rows(o, base)?));
+    }
+    Ok(out)
+}
