@@ -139,7 +139,7 @@ pub struct RunOutcome {
     /// ElasticFlow's cluster efficiency over time, when any job has a throughput table:
     /// each running job counts T(n)/T(1) GPUs (its speed on its n GPUs over its speed on
     /// one), a job without a table its n.
-    pub ce: Option<UtilSeries>,
+    pub cluster_efficiency: Option<UtilSeries>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.

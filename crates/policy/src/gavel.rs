@@ -458,7 +458,7 @@ impl Gavel {
             let Some((t, gpus)) = self.st[j as usize].held.take() else {
                 continue;
             };
-            match plan.iter().position(|(pj, _, _)| *pj == j) {
+            match plan.iter().position(|(planned, _, _)| *planned == j) {
                 Some(k) if plan[k].1 == t && plan[k].2 == gpus => {
                     keep[k] = true;
                     self.st[j as usize].held = Some((t, gpus));

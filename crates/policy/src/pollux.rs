@@ -562,11 +562,12 @@ impl Policy for Pollux {
                 jobs.iter().enumerate().map(|(r, &j)| (j, r)).collect();
             self.prev
                 .iter()
-                .map(|(pj, px)| {
+                .map(|(prev_jobs, prev_x)| {
                     let mut x = vec![0u8; jn * nn];
-                    for (r, j) in pj.iter().enumerate() {
+                    for (r, j) in prev_jobs.iter().enumerate() {
                         if let Some(&to) = pos.get(j) {
-                            x[to * nn..(to + 1) * nn].copy_from_slice(&px[r * nn..(r + 1) * nn]);
+                            x[to * nn..(to + 1) * nn]
+                                .copy_from_slice(&prev_x[r * nn..(r + 1) * nn]);
                         }
                     }
                     x

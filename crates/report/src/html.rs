@@ -179,7 +179,7 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
     // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
     let ce: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .filter_map(|(s, o)| Some((s.policy.clone(), over_time(o.ce.as_ref()?))))
+        .filter_map(|(s, o)| Some((s.policy.clone(), over_time(o.cluster_efficiency.as_ref()?))))
         .collect();
     let mut h = String::new();
     let _ = write!(

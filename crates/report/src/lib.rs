@@ -167,7 +167,7 @@ impl Summary {
             queue_median: Percentile::NearestRank.at(&queue, 0.5),
             makespan: s(makespan),
             util_mean: util,
-            ce_mean: o.ce.as_ref().map(|ce| {
+            ce_mean: o.cluster_efficiency.as_ref().map(|ce| {
                 if makespan > 0 {
                     ce.total_busy() / (makespan as f64 * o.total_gpus as f64)
                 } else {
@@ -255,7 +255,7 @@ pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> s
             summary: sum,
             util_bucket_s: s(o.util.width),
             util_over_time: pts,
-            ce_over_time: o.ce.as_ref().map(series),
+            ce_over_time: o.cluster_efficiency.as_ref().map(series),
         },
     )?;
     writeln!(w)?;
@@ -369,7 +369,7 @@ mod tests {
             total_gpus: 1,
             jobs,
             util: apiary_model::UtilSeries::new(0, 1),
-            ce: None,
+            cluster_efficiency: None,
             events: 0,
             passes: 0,
             seed: 0,

@@ -170,7 +170,7 @@ mod tests {
 
     fn run(policy: &str, starts: &[(&str, Option<u64>)]) -> RunOutcome {
         RunOutcome {
-            ce: None,
+            cluster_efficiency: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),

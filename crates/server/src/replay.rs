@@ -287,7 +287,7 @@ pub fn run(
         total_gpus,
         jobs: outcome_jobs,
         util,
-        ce: None,
+        cluster_efficiency: None,
         events,
         passes,
         seed,

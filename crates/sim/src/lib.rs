@@ -497,7 +497,7 @@ pub fn run(
         total_gpus,
         jobs: jobs_out,
         util,
-        ce,
+        cluster_efficiency: ce,
         events,
         passes,
         seed: cfg.seed,

@@ -18,10 +18,13 @@
 //! GPU), quirks included; `docs/policies/elasticflow.md` lists them.
 
 mod planner;
+mod timeline;
 
 pub use planner::{
-    Plan, PlanJob, Scored, Steps, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
+    Plan, PlanJob, Scored, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
 };
+pub use timeline::Steps;
+use timeline::{Fold, differences, without};
 
 use crate::PolicyError;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
@@ -102,104 +105,6 @@ const EDF_PARAMS: &[ParamSpec] = &[
     },
 ];
 
-/// The timeline with a job's plan given back (`get_marginal`'s `tmp_future_free_gpus`),
-/// in one merge pass: every point of the timeline, of the plan and the plan's end, each
-/// valued as the artifact's point-by-point updates leave it (the timeline's value there,
-/// plus each of the plan's steps so far clamped to `0..=total` in turn, before `end`),
-/// equal neighbours merged. Stops after the first point past `limit` (pass `i64::MAX`
-/// for the whole timeline): what comes before it does not depend on what follows.
-///
-/// A run of "add, then clamp to `0..=total`" steps is `x ↦ min(hi, max(lo, x + add))`,
-/// a form closed under composition, so the plan's steps are folded into one as the
-/// merge passes them and each point costs O(1). From `end` on the value is the
-/// timeline's, so the rest is a copy.
-fn without(tl: &Steps, allocs: &Steps, end: i64, total: u32, limit: i64, out: &mut Steps) {
-    let (tl, allocs) = (tl.points(), allocs.points());
-    out.clear();
-    let past = |out: &Steps| out.points().last().is_some_and(|p| p.0 > limit);
-    let (mut i, mut a) = (0usize, 0usize);
-    let mut base = total;
-    let mut fold = Fold::new(total);
-    // Between two of the plan's points the fold is fixed: the timeline's points there
-    // only pass through it.
-    loop {
-        let next_step = allocs.get(a).map_or(i64::MAX, |p| p.0).min(end);
-        while let Some(&(t, v)) = tl.get(i).filter(|p| p.0 < next_step) {
-            base = v;
-            i += 1;
-            out.push_merged(t, fold.apply(base));
-            if past(out) {
-                return;
-            }
-        }
-        if next_step >= end {
-            break;
-        }
-        if let Some(&(_, v)) = tl.get(i).filter(|p| p.0 == next_step) {
-            base = v;
-            i += 1;
-        }
-        while let Some(&(_, n)) = allocs.get(a).filter(|p| p.0 <= next_step) {
-            fold.push(n);
-            a += 1;
-        }
-        out.push_merged(next_step, fold.apply(base));
-        if past(out) {
-            return;
-        }
-    }
-    if end == i64::MAX {
-        return;
-    }
-    if tl.get(i).is_some_and(|p| p.0 == end) {
-        base = tl[i].1;
-        i += 1;
-    }
-    out.push_merged(end, base);
-    for &(t, v) in &tl[i..] {
-        if past(out) {
-            return;
-        }
-        out.push_merged(t, v);
-    }
-}
-
-/// A plan's steps as [`without`] adds them back: each adds the change in the plan and
-/// clamps to `0..=total`, which leaves `x ↦ min(hi, max(lo, x + add))`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Fold {
-    add: i64,
-    lo: i64,
-    hi: i64,
-    last: i64,
-    total: i64,
-}
-
-impl Fold {
-    fn new(total: u32) -> Fold {
-        Fold {
-            add: 0,
-            lo: i64::MIN / 4,
-            hi: i64::MAX / 4,
-            last: 0,
-            total: total as i64,
-        }
-    }
-
-    /// Then the plan's next step, `n` GPUs: min(T, max(0, min(hi, max(lo, x)) + d)).
-    fn push(&mut self, n: u32) {
-        let d = n as i64 - self.last;
-        self.add += d;
-        self.lo = (self.lo + d).max(0);
-        self.hi = (self.hi + d).clamp(0, self.total);
-        self.last = n as i64;
-    }
-
-    fn apply(&self, x: u32) -> u32 {
-        (x as i64 + self.add).max(self.lo).min(self.hi) as u32
-    }
-}
-
 /// What a job's last greedy score read, to tell whether a later timeline would give it
 /// again. [`score_assigned`] reads the timeline without the job's plan at its first
 /// point after now (`fet`) and over [`Scored::reads`]. Those read the same while the
@@ -218,43 +123,6 @@ struct Memo {
     /// The plan's steps up to now, or `None` when it has ended by now.
     fold: Option<Fold>,
     gpu_time: f64,
-}
-
-/// Where two timelines (free GPUs from now on) differ, as `[from, to)` stretches.
-fn differences(a: &Steps, b: &Steps, out: &mut Vec<(i64, i64)>) {
-    out.clear();
-    let (a, b) = (a.points(), b.points());
-    let (mut i, mut k) = (0usize, 0usize);
-    let (mut va, mut vb) = (None, None);
-    let mut open: Option<i64> = None;
-    loop {
-        let t = a
-            .get(i)
-            .map_or(i64::MAX, |p| p.0)
-            .min(b.get(k).map_or(i64::MAX, |p| p.0));
-        if t == i64::MAX {
-            break;
-        }
-        if a.get(i).is_some_and(|p| p.0 == t) {
-            va = Some(a[i].1);
-            i += 1;
-        }
-        if b.get(k).is_some_and(|p| p.0 == t) {
-            vb = Some(b[k].1);
-            k += 1;
-        }
-        match (open, va != vb) {
-            (None, true) => open = Some(t),
-            (Some(from), false) => {
-                out.push((from, t));
-                open = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(from) = open {
-        out.push((from, i64::MAX));
-    }
 }
 
 /// Buddy placement: power-of-two jobs, largest first; a job of a node or more takes
@@ -340,7 +208,7 @@ struct EfJob {
     num_gpu: u32,
     next_level: u32,
     marginal: f64,
-    /// Iterations left, as of the decision being made ([`ElasticFlow::pj`]).
+    /// Iterations left, as of the decision being made ([`ElasticFlow::plan_job`]).
     iters: f64,
     /// The last greedy score and what it read, while it still holds.
     memo: Option<Memo>,
@@ -439,7 +307,7 @@ impl ElasticFlow {
         Ok(e)
     }
 
-    fn pj<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
+    fn plan_job<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
         let job = ctx.job(j);
         let s = job
             .scaling
@@ -469,14 +337,14 @@ impl ElasticFlow {
         });
         let mut ok = true;
         for &j in list.iter() {
-            let pj = self.pj(ctx, j);
+            let job = self.plan_job(ctx, j);
             let out = match self.jobs[j as usize].as_mut() {
                 Some(e) => &mut e.plan,
                 None => &mut self.cand,
             };
             match self.kind {
                 Kind::Elastic => plan_into(
-                    pj,
+                    job,
                     now,
                     &tl,
                     self.slot,
@@ -486,7 +354,7 @@ impl ElasticFlow {
                     &mut self.next_tl,
                     &mut self.spare,
                 ),
-                Kind::Edf => edf_plan_into(pj, now, &tl, self.slot, total, out, &mut self.next_tl),
+                Kind::Edf => edf_plan_into(job, now, &tl, self.slot, total, out, &mut self.next_tl),
             }
             ok &= out.meets;
             std::mem::swap(&mut tl, &mut self.next_tl);
@@ -557,7 +425,7 @@ impl ElasticFlow {
             align(now, e.ddl, self.slot),
             &mut self.without,
         );
-        let pj = PlanJob {
+        let job = PlanJob {
             scaling: ctx
                 .job(j)
                 .scaling
@@ -566,7 +434,7 @@ impl ElasticFlow {
             iters: e.iters,
             ddl: e.ddl,
         };
-        let fast = score_assigned(pj, now, &self.without, self.slot, total, e.next_level);
+        let fast = score_assigned(job, now, &self.without, self.slot, total, e.next_level);
         let memo = fast.and_then(|sc| self.memo(j, now, total, sc));
         if let Some(sc) = fast {
             if cfg!(debug_assertions) {
@@ -631,7 +499,7 @@ impl ElasticFlow {
         );
         let next_level = e.next_level;
         plan_into(
-            self.pj(ctx, j),
+            self.plan_job(ctx, j),
             now,
             &self.without,
             self.slot,
@@ -669,7 +537,7 @@ impl ElasticFlow {
                 .scaling
                 .as_ref()
                 .expect("admit refuses jobs without one");
-            let iters = self.pj(ctx, j).iters;
+            let iters = self.plan_job(ctx, j).iters;
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.iters = iters;
             e.memo = None;

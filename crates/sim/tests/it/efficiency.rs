@@ -40,7 +40,7 @@ fn cluster_efficiency_counts_speedup_over_one_gpu() {
         &mut |_| {},
     )
     .unwrap();
-    assert!(out.ce.is_none());
+    assert!(out.cluster_efficiency.is_none());
     assert_eq!(Summary::of(&out, Percentile::NearestRank).ce_mean, None);
 }
 

@@ -370,8 +370,8 @@ proptest! {
             let (a, _) = run(policy, params, "n2g8", &w, false, None);
             let (b, _) = run(policy, params, "n2g8", &w, false, None);
             prop_assert_eq!(
-                format!("{:?}{:?}", a.jobs, a.ce.as_ref().map(|c| &c.busy)),
-                format!("{:?}{:?}", b.jobs, b.ce.as_ref().map(|c| &c.busy)),
+                format!("{:?}{:?}", a.jobs, a.cluster_efficiency.as_ref().map(|c| &c.busy)),
+                format!("{:?}{:?}", b.jobs, b.cluster_efficiency.as_ref().map(|c| &c.busy)),
                 "{} {:?}", policy, params
             );
         }
