@@ -177,8 +177,7 @@ pub fn bench(
     let per = nodes / vcs as u32;
     let names: Vec<(String, u32)> = (0..vcs).map(|i| (format!("vc{i:02}"), per)).collect();
     let all: Vec<u32> = (0..nodes).collect();
-    let cfg = apiary_policy::vc::hived_config(&cluster, &all, &names, true)
-        .map_err(anyhow::Error::msg)?;
+    let cfg = apiary_policy::vc::hived_config(&cluster, &all, &names, true)?;
     let mut h = Hived::with_all_nodes_healthy(&cfg)?;
     let mut rng = apiary_model::Rng::new(seed);
     // Philly's job sizes (philly.csv): 1, 2, 4, 8, 16, 32 GPUs.
