@@ -312,8 +312,9 @@ fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Resul
     Ok(())
 }
 
-pub(crate) fn simulate(a: SimArgs) -> Result<()> {
-    let r = &a.run;
+/// The cluster, the trace (its name and jobs, read for that cluster) and the
+/// simulator options a run's flags give.
+fn setup(r: &RunArgs) -> Result<(Cluster, String, Vec<Job>, Config)> {
     let (_, cluster) = experiment::load_cluster(&r.cluster)?;
     let (tname, jobs) = load_trace(
         r.trace.as_deref(),
@@ -321,6 +322,12 @@ pub(crate) fn simulate(a: SimArgs) -> Result<()> {
         r.quiet,
     )?;
     let cfg = config(r)?;
+    Ok((cluster, tname, jobs, cfg))
+}
+
+pub(crate) fn simulate(a: SimArgs) -> Result<()> {
+    let r = &a.run;
+    let (cluster, tname, jobs, cfg) = setup(r)?;
     if !r.quiet && !r.json {
         println!(
             "trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}",
@@ -345,13 +352,7 @@ pub(crate) fn simulate(a: SimArgs) -> Result<()> {
 
 pub(crate) fn compare(a: CompareArgs) -> Result<()> {
     let r = &a.run;
-    let (_, cluster) = experiment::load_cluster(&r.cluster)?;
-    let (tname, jobs) = load_trace(
-        r.trace.as_deref(),
-        &experiment::read_options_for(&read_opts(&r.read)?, &cluster),
-        r.quiet,
-    )?;
-    let cfg = config(r)?;
+    let (cluster, tname, jobs, cfg) = setup(r)?;
     let pct = percentile(r)?;
     let names: Vec<&str> = a
         .policies

@@ -1,6 +1,8 @@
 //! The live state machine without HTTP or a clock: fencing of preempted and cancelled
 //! jobs, node loss, and recovery from the records it asks to persist.
 
+mod common;
+
 use apiary_server::config::ServerConfig;
 use apiary_server::core::Core;
 use apiary_server::types::*;
@@ -192,25 +194,7 @@ fn metrics_expose_queues_decisions_and_a_pass_histogram() {
 }
 
 fn config_with(extra: &str, policy: &str) -> ServerConfig {
-    ServerConfig::parse(
-        &format!(
-            r#"policy = "{policy}"
-data_dir = ":memory:"
-heartbeat_interval_s = 1
-node_timeout_s = 5
-grace_s = 2
-{extra}
-[[nodes]]
-name = "a"
-gpus = 4
-[[nodes]]
-name = "b"
-gpus = 4
-"#
-        ),
-        "test",
-    )
-    .unwrap()
+    common::two_nodes(policy, extra).unwrap()
 }
 
 fn vc_spec(gpus: u32, vc: &str) -> JobSpec {

@@ -3,30 +3,14 @@
 //! completion through the agents' protocol.
 
 use apiary_policy::{BUILTIN, Capability};
+mod common;
+
 use apiary_server::config::ServerConfig;
 use apiary_server::core::Core;
 use apiary_server::types::*;
 
 fn config(policy: &str, extra: &str) -> Result<ServerConfig, String> {
-    ServerConfig::parse(
-        &format!(
-            r#"policy = "{policy}"
-data_dir = ":memory:"
-heartbeat_interval_s = 1
-node_timeout_s = 5
-grace_s = 2
-{extra}
-[[nodes]]
-name = "a"
-gpus = 4
-[[nodes]]
-name = "b"
-gpus = 4
-"#
-        ),
-        "server.toml",
-    )
-    .map_err(|e| e.to_string())
+    common::two_nodes(policy, extra).map_err(|e| e.to_string())
 }
 
 fn heartbeat(node: &str, running: &[AttemptRef], exited: &[Exit]) -> Heartbeat {
