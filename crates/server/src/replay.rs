@@ -15,8 +15,9 @@ use crate::core::Core;
 use crate::types::{Exit, Heartbeat, JobSpec, RestartPolicy};
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::{Action, JobIdx, Params, Status};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use apiary_sim::EventQueue;
+use apiary_sim::observe::{self, Observer};
+use std::collections::BTreeMap;
 
 /// Why a replay could not run.
 #[derive(Debug, thiserror::Error)]
@@ -122,16 +123,17 @@ fn service_config(
     })
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Completion {
-    time: Time,
-    seq: u64,
+/// A job's work done at trace speed, as scheduled when it last started; stale once
+/// the job's generation has moved on.
+#[derive(Clone, Copy)]
+struct Done {
     job: JobIdx,
     generation: u32,
 }
 
 /// Replays `jobs` (sorted by submit time) on `cluster` under `policy` through the live
-/// service's [`Core`]. The outcome is the simulator's, job for job, in trace order.
+/// service's [`Core`]. The outcome is the simulator's, job for job, in trace order, and
+/// its utilisation series comes from the simulator's own observer.
 pub fn run(
     cluster: &Cluster,
     jobs: Vec<Job>,
@@ -155,51 +157,40 @@ pub fn run(
     let mut rejected: Vec<Option<String>> = vec![None; n];
     // Per world job: bumped whenever a scheduled completion becomes stale.
     let mut generation: Vec<u32> = Vec::with_capacity(n);
-    let mut heap: BinaryHeap<Reverse<Completion>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut queue: EventQueue<Done> = EventQueue::new();
     let mut cursor = 0usize;
-    let mut util = UtilSeries::new(start, total_gpus);
-    let mut last_util = start;
+    // Jobs submitted through the API carry no throughput tables, so of the standard
+    // series only utilisation means anything here.
+    let mut observers: Vec<Box<dyn Observer>> =
+        vec![Box::new(observe::Utilisation::new(start, total_gpus))];
+    let mut observed = start;
     let (mut events, mut passes) = (0u64, 0u64);
     let mut wake: Option<Time> = None;
     loop {
-        let valid = |c: &Completion, core: &Core, generation: &[u32]| {
-            generation[c.job as usize] == c.generation
-                && core.world().rt[c.job as usize].status == Status::Running
+        let valid = |d: &Done, core: &Core, generation: &[u32]| {
+            generation[d.job as usize] == d.generation
+                && core.world().rt[d.job as usize].status == Status::Running
         };
-        while let Some(Reverse(c)) = heap.peek() {
-            if valid(c, &core, &generation) {
-                break;
-            }
-            heap.pop();
-        }
-        let mut next = Time::MAX;
-        if cursor < n {
-            next = next.min(jobs[cursor].submit);
-        }
-        if let Some(Reverse(c)) = heap.peek() {
-            next = next.min(c.time);
-        }
-        if let Some(w) = wake {
-            next = next.min(w);
-        }
-        if next == Time::MAX {
+        queue.skip(|d| !valid(d, &core, &generation));
+        let next = [
+            jobs.get(cursor).map(|j| j.submit),
+            queue.peek().map(|(t, _)| t),
+            wake,
+        ];
+        let Some(now) = next.into_iter().flatten().min() else {
             break;
+        };
+        for o in &mut observers {
+            o.interval(core.world(), observed, now);
         }
-        util.add(last_util, next, core.world().busy_gpus());
-        last_util = next;
-        let now = next;
+        observed = now;
         let mut dirty = false;
         // Completions first, then arrivals, as in the simulator.
-        while let Some(Reverse(c)) = heap.peek().copied() {
-            if c.time != now {
-                break;
-            }
-            heap.pop();
-            if !valid(&c, &core, &generation) {
+        while let Some((_, d)) = queue.pop_due(now) {
+            if !valid(&d, &core, &generation) {
                 continue;
             }
-            exit_parts(&mut core, c.job, now);
+            exit_parts(&mut core, d.job, now);
             events += 1;
             dirty = true;
         }
@@ -247,13 +238,13 @@ pub fn run(
                 continue;
             }
             generation[j as usize] += 1;
-            heap.push(Reverse(Completion {
-                time: core.world().finish_time(j),
-                seq,
-                job: j,
-                generation: generation[j as usize],
-            }));
-            seq += 1;
+            queue.push(
+                core.world().finish_time(j),
+                Done {
+                    job: j,
+                    generation: generation[j as usize],
+                },
+            );
         }
     }
     let w = core.world();
@@ -280,18 +271,22 @@ pub fn run(
             }
         })
         .collect();
-    Ok(RunOutcome {
+    let mut out = RunOutcome {
         policy: core.policy_name().to_string(),
         params: Vec::new(),
         cluster: cluster.name.clone(),
         total_gpus,
         jobs: outcome_jobs,
-        util,
+        util: UtilSeries::new(start, total_gpus),
         cluster_efficiency: None,
         events,
         passes,
         seed,
-    })
+    };
+    for o in observers {
+        o.report(&mut out);
+    }
+    Ok(out)
 }
 
 /// The API submission of a trace job: its size, tenant, priority, and its duration as

@@ -2,7 +2,8 @@
 //!
 //! The default, [`DurationModel`], runs every job at its trace duration whatever its
 //! placement, which is what the Tiresias-family simulators do ("placement only affects
-//! queueing, never speed"). Placement-sensitive models plug in here.
+//! queueing, never speed"). Placement-sensitive models plug in here, and [`Stack`]
+//! composes them with the per-job factors every run applies (GPU types, elastic scaling).
 
 use apiary_model::{Cluster, Job, Placement, SpreadTable};
 
@@ -36,5 +37,69 @@ impl Throughput for SpreadModel {
             job.gpus,
             placement.nodes() as u32,
         )
+    }
+}
+
+/// A job's speed on the GPU types of its placement: the slowest type it spans (a gang
+/// waits for its slowest member), 1.0 for jobs without per-type speeds (Gavel's
+/// heterogeneous traces have them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuTypes;
+
+impl Throughput for GpuTypes {
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64 {
+        if job.type_speeds.is_none() {
+            return 1.0;
+        }
+        placement
+            .parts
+            .iter()
+            .map(|&(node, _)| job.type_speed(&cluster.nodes[node as usize].gpu_type))
+            .fold(f64::INFINITY, f64::min)
+            .clamp(1e-9, 1e9)
+    }
+}
+
+/// An elastic job's speed-up on the GPUs it holds over the count it asked for, from its
+/// throughput table (ElasticFlow's traces); 1.0 for jobs without one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scaling;
+
+impl Throughput for Scaling {
+    fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> f64 {
+        job.scaling
+            .as_ref()
+            .map_or(1.0, |s| s.speedup(placement.gpus(), job.gpus))
+    }
+}
+
+/// Throughput models applied together: a job's rate is the product of every layer's,
+/// in layer order. The engine runs [`Stack::standard`]; a new effect on speed (cache
+/// and IO, power caps) is a new layer.
+#[derive(Clone)]
+pub struct Stack<'a> {
+    layers: Vec<&'a dyn Throughput>,
+}
+
+impl<'a> Stack<'a> {
+    /// `base` (placement speed), then GPU types, then elastic scaling.
+    pub fn standard(base: &'a dyn Throughput) -> Stack<'a> {
+        Stack {
+            layers: vec![base, &GpuTypes, &Scaling],
+        }
+    }
+
+    /// Adds a layer on top.
+    pub fn push(&mut self, layer: &'a dyn Throughput) -> &mut Self {
+        self.layers.push(layer);
+        self
+    }
+}
+
+impl Throughput for Stack<'_> {
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64 {
+        self.layers.iter().fold(1.0, |rate, layer| {
+            rate * layer.rate(job, placement, cluster)
+        })
     }
 }

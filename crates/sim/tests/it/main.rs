@@ -3,6 +3,7 @@
 
 mod adding;
 mod efficiency;
+mod engine;
 mod pollux;
 mod props;
 mod scenarios;
