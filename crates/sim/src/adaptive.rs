@@ -45,6 +45,12 @@ impl Agents {
         }
     }
 
+    /// Whether the run has adaptive jobs at all (most traces have none).
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        !self.clock.is_empty()
+    }
+
     /// The next step boundary after `now`, while any adaptive job runs.
     pub(crate) fn next_step(&self, now: Time) -> Option<Time> {
         (self.running > 0).then(|| (now / self.step + 1) * self.step)

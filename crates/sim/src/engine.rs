@@ -14,6 +14,7 @@ use crate::queue::EventQueue;
 use crate::throughput::{Stack, Throughput};
 use crate::{Config, Mode, Progress, SimError};
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
+use apiary_policy::spec::PolicySpec;
 use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, Status, World};
 
 /// A running job's completion as scheduled when its rate last changed; stale once the
@@ -38,6 +39,7 @@ impl Finish {
 pub struct Engine<'a> {
     world: World,
     policy: &'a mut dyn Policy,
+    spec: &'static PolicySpec,
     rates: Stack<'a>,
     mode: Mode,
     seed: u64,
@@ -113,6 +115,7 @@ impl<'a> Engine<'a> {
         let agents = Agents::new(&mut world, policy.adaptive_batch(), step);
         Ok(Engine {
             world,
+            spec: policy.spec(),
             policy,
             rates,
             mode: cfg.mode,
@@ -168,18 +171,27 @@ impl<'a> Engine<'a> {
         let world = &self.world;
         self.queue.skip(|f| !f.is_live(world));
         let now = self.world.now;
-        let timers = [
-            self.world.jobs.get(self.cursor).map(|j| j.submit),
-            self.queue.peek().map(|(t, _)| t),
-            self.wake,
-            match self.mode {
-                // Something changed since the last pass: decide at the next boundary.
-                Mode::Slotted(slot) if self.dirty => Some((now / slot + 1) * slot),
-                _ => None,
-            },
-            self.agents.next_step(now),
-        ];
-        timers.into_iter().flatten().min()
+        let mut next = self
+            .world
+            .jobs
+            .get(self.cursor)
+            .map_or(Time::MAX, |j| j.submit);
+        if let Some((t, _)) = self.queue.peek() {
+            next = next.min(t);
+        }
+        if let Some(w) = self.wake {
+            next = next.min(w);
+        }
+        if let Mode::Slotted(slot) = self.mode
+            && self.dirty
+        {
+            // Something changed since the last pass: decide at the next boundary.
+            next = next.min((now / slot + 1) * slot);
+        }
+        if let Some(t) = self.agents.next_step(now) {
+            next = next.min(t);
+        }
+        (next != Time::MAX).then_some(next)
     }
 
     /// Handles the next time stamp: its events, the hooks, and a policy pass if
@@ -196,24 +208,20 @@ impl<'a> Engine<'a> {
         self.world.now = now;
 
         self.complete(now);
-        let ended = self
-            .agents
-            .advance_due(&mut self.world, self.policy, &mut self.actions);
-        self.ended(ended);
+        if self.agents.any() {
+            let ended = self
+                .agents
+                .advance_due(&mut self.world, self.policy, &mut self.actions);
+            self.ended(ended);
+        }
         self.arrive(now);
         if self.wake == Some(now) {
             self.wake = None;
             self.dirty = true;
         }
-        for h in &mut self.hooks {
-            h.advanced(&mut self.world, prev, now, &mut self.touched);
+        if !self.hooks.is_empty() {
+            self.run_hooks(prev, now);
         }
-        for k in 0..self.touched.len() {
-            let j = self.touched[k];
-            self.world.rt[j as usize].generation += 1;
-            self.schedule_completion(j);
-        }
-        self.touched.clear();
 
         let consult = match self.mode {
             Mode::EventDriven => self.dirty,
@@ -223,6 +231,19 @@ impl<'a> Engine<'a> {
             self.pass()?;
         }
         Ok(Some(now))
+    }
+
+    /// Lets the hooks change running jobs' work, and reschedules the jobs they name.
+    fn run_hooks(&mut self, prev: Time, now: Time) {
+        for h in &mut self.hooks {
+            h.advanced(&mut self.world, prev, now, &mut self.touched);
+        }
+        for k in 0..self.touched.len() {
+            let j = self.touched[k];
+            self.world.rt[j as usize].generation += 1;
+            self.schedule_completion(j);
+        }
+        self.touched.clear();
     }
 
     /// Steps to the end, reporting progress every 65,536 events, and returns the outcome.
@@ -246,7 +267,7 @@ impl<'a> Engine<'a> {
             }
             self.world.finish(f.job);
             self.ended(1);
-            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
             self.policy.on_finish(&ctx, f.job);
         }
     }
@@ -276,7 +297,7 @@ impl<'a> Engine<'a> {
             }
             self.world.submit(j);
             self.dirty = true;
-            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
             if let Err(e) = self.policy.admit(&ctx, j) {
                 self.world.decline(j, e.to_string());
             }
@@ -288,7 +309,7 @@ impl<'a> Engine<'a> {
     fn pass(&mut self) -> Result<(), SimError> {
         self.dirty = false;
         self.passes += 1;
-        let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
         self.policy.schedule(&mut ctx);
         if let Some(e) = ctx.take_error() {
             return Err(e.into());
@@ -299,7 +320,7 @@ impl<'a> Engine<'a> {
         };
         for k in 0..self.actions.len() {
             let a = self.actions[k];
-            if self.agents.apply(&mut self.world, a) {
+            if self.agents.any() && self.agents.apply(&mut self.world, a) {
                 continue;
             }
             let j = match a {
@@ -322,10 +343,12 @@ impl<'a> Engine<'a> {
             self.schedule_completion(j);
         }
         self.actions.clear();
-        let ended = self
-            .agents
-            .end_overtaken(&mut self.world, self.policy, &mut self.actions);
-        self.ended(ended);
+        if self.agents.any() {
+            let ended = self
+                .agents
+                .end_overtaken(&mut self.world, self.policy, &mut self.actions);
+            self.ended(ended);
+        }
         // Preemption-heavy policies leave many stale entries; drop them once they
         // outnumber the live ones so pops stay cheap.
         if self.queue.len() > 4 * self.world.running().len() + 4096 {
