@@ -186,6 +186,20 @@ impl<'a> Ctx<'a> {
     pub fn world(&self) -> &World {
         self.w
     }
+    /// Every job of the run, those not yet submitted included: the whole trace in the
+    /// simulator, the jobs submitted so far live. Needs [`Capability::Lookahead`]; used
+    /// undeclared, the violation is recorded (the driver stops on it) and the slice is
+    /// empty.
+    pub fn all_jobs(&mut self) -> &[Job] {
+        if !self.spec.has(Capability::Lookahead) {
+            self.fail(PolicyError::Undeclared {
+                policy: self.spec.name,
+                capability: Capability::Lookahead,
+            });
+            return &[];
+        }
+        &self.w.jobs
+    }
     /// A job's description.
     pub fn job(&self, i: JobIdx) -> &Job {
         &self.w.jobs[i as usize]
@@ -474,6 +488,26 @@ mod tests {
     use crate::placement;
     use apiary_model::ClusterSpec;
     use apiary_model::Job;
+
+    #[test]
+    fn the_jobs_to_come_need_lookahead_declared() {
+        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
+        let jobs = vec![Job::new("a", 0, 1, 1_000), Job::new("b", 5_000, 1, 1_000)];
+        let mut w = World::new(c, jobs);
+        w.submit(0);
+        let mut actions = Vec::new();
+        let mut ctx = Ctx::new(&mut w, &mut actions, &crate::tiresias::TIRESIAS_GITTINS);
+        assert_eq!(ctx.all_jobs().len(), 2, "declared: the job to come is seen");
+        assert!(ctx.take_error().is_none());
+        let mut ctx = Ctx::new(&mut w, &mut actions, &crate::tiresias::TIRESIAS);
+        assert!(ctx.all_jobs().is_empty());
+        match ctx.take_error() {
+            Some(PolicyError::Undeclared { policy, capability }) => {
+                assert_eq!((policy, capability), ("tiresias", Capability::Lookahead));
+            }
+            e => panic!("expected an undeclared lookahead, got {e:?}"),
+        }
+    }
 
     #[test]
     fn a_held_job_keeps_its_gpus_until_its_hold() {

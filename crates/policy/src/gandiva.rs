@@ -49,7 +49,11 @@ use std::collections::{BTreeMap, VecDeque};
 pub const GANDIVA: PolicySpec = PolicySpec {
     name: "gandiva",
     about: "Gandiva as the Tiresias/ElasticFlow artifacts emulate it: node-sets per job size, 60 s time slicing",
-    capabilities: Capabilities::of(&[Capability::ChoosesGpus, Capability::Stalls]),
+    capabilities: Capabilities::of(&[
+        Capability::ChoosesGpus,
+        Capability::Stalls,
+        Capability::Lookahead,
+    ]),
     params: &[
         ParamSpec {
             key: "quantum",
@@ -555,7 +559,7 @@ impl Policy for Gandiva {
         self.materialize(ctx);
         if self.clock == Clock::ElasticFlow {
             self.next_decision = now + self.slot;
-            if self.submitted < ctx.world().jobs.len() {
+            if self.submitted < ctx.all_jobs().len() {
                 // The artifact charges ElasticFlow's per-round overhead while arrivals
                 // remain, and restarts every `slot`-th round (it counts rounds).
                 let slot_rounds = (self.slot / SECOND).max(1);

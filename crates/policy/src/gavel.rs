@@ -37,7 +37,7 @@ use apiary_solver::lp::LinearProgram;
 pub const GAVEL: PolicySpec = PolicySpec {
     name: "gavel",
     about: "Gavel's max-min fairness (LAS): heterogeneity-aware time shares from an LP, realised in 360 s rounds (`perf=false`: Gavel's agnostic baseline)",
-    capabilities: Capabilities::of(&[Capability::ChoosesGpus]),
+    capabilities: Capabilities::of(&[Capability::ChoosesGpus, Capability::Lookahead]),
     params: GAVEL_PARAMS,
     build: |p| Ok(Box::new(Gavel::new(Objective::MaxMinFairness, p)?)),
 };
@@ -46,7 +46,11 @@ pub const GAVEL: PolicySpec = PolicySpec {
 pub const GAVEL_MAKESPAN: PolicySpec = PolicySpec {
     name: "gavel-makespan",
     about: "Gavel's minimum total duration: time shares that finish the active jobs soonest, realised in 360 s rounds (oracle; `perf=false`: agnostic)",
-    capabilities: Capabilities::of(&[Capability::ChoosesGpus, Capability::Durations]),
+    capabilities: Capabilities::of(&[
+        Capability::ChoosesGpus,
+        Capability::Durations,
+        Capability::Lookahead,
+    ]),
     params: GAVEL_PARAMS,
     build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
 };
@@ -446,7 +450,7 @@ impl Gavel {
             }
         }
         let mut plan = self.assign(ctx);
-        if plan.is_empty() && !self.active.is_empty() && self.submitted >= ctx.world().jobs.len() {
+        if plan.is_empty() && !self.active.is_empty() && self.submitted >= ctx.all_jobs().len() {
             // The artifact forces a recomputation when nothing runs and no job is
             // still to arrive.
             self.last_reset = 0;

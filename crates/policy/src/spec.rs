@@ -44,11 +44,17 @@ pub enum Capability {
     /// Plans on the whole cluster's layout (Themis refills an emptied cluster), so a
     /// tenant's share, which has no layout of its own, cannot host it.
     WholeCluster,
+    /// Reads the run's jobs not yet submitted ([`crate::Ctx::all_jobs`]), as its artifact
+    /// does: how many are still to come (Gavel, Gandiva's ElasticFlow clock), or the
+    /// whole trace's GPU-time distribution (Tiresias' Gittins index). The simulator's
+    /// world holds the whole trace; live, only the jobs submitted so far, so there the
+    /// policy sees no future.
+    Lookahead,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -63,6 +69,7 @@ impl Capability {
         Capability::Scaling,
         Capability::Tenants,
         Capability::WholeCluster,
+        Capability::Lookahead,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -82,6 +89,7 @@ impl Capability {
             Capability::Scaling => "scaling",
             Capability::Tenants => "tenants",
             Capability::WholeCluster => "whole-cluster",
+            Capability::Lookahead => "lookahead",
         }
     }
 
@@ -111,7 +119,7 @@ impl Capability {
     /// Whether a policy with it can run inside one tenant's share (a VC), where GPUs
     /// come from the tenant's placer and the tenant's view is all there is.
     pub const fn in_tenant(self) -> bool {
-        matches!(self, Capability::Durations)
+        matches!(self, Capability::Durations | Capability::Lookahead)
     }
 }
 

@@ -20,10 +20,10 @@ use crate::PolicyError;
 use crate::ctx::Ctx;
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
-use crate::spec::{BACKFILL_ON, Capabilities, PLACE_COUNT, ParamSpec, PolicySpec};
+use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_COUNT, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, PlacementStrategy, Policy};
-use apiary_model::Time;
+use apiary_model::{Job, Time};
 use std::collections::BTreeSet;
 /// `tiresias`: its spec.
 pub const TIRESIAS: PolicySpec = PolicySpec {
@@ -38,7 +38,8 @@ pub const TIRESIAS: PolicySpec = PolicySpec {
 pub const TIRESIAS_GITTINS: PolicySpec = PolicySpec {
     name: "tiresias-gittins",
     about: "Tiresias discretized 2D-Gittins: queues ordered by Gittins index of the GPU-time distribution",
-    capabilities: Capabilities::of(&[]),
+    // The artifact learns the distribution from the whole trace at the first pass.
+    capabilities: Capabilities::of(&[Capability::Lookahead]),
     params: TIRESIAS_PARAMS,
     build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
 };
@@ -299,7 +300,7 @@ impl Policy for Tiresias {
         if let Some(g) = &mut self.gittins
             && !g.ready
         {
-            g.learn(ctx);
+            g.learn(ctx.all_jobs());
         }
         greedy::pass(
             ctx,
@@ -382,10 +383,8 @@ impl Gittins {
         }
     }
 
-    fn learn(&mut self, ctx: &Ctx<'_>) {
-        self.samples = ctx
-            .world()
-            .jobs
+    fn learn(&mut self, jobs: &[Job]) {
+        self.samples = jobs
             .iter()
             .map(|j| (j.gpu_time()).min(u64::MAX as u128) as u64)
             .collect();
