@@ -17,11 +17,12 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Placement;
-const ANTMAN_PARAMS: &[ParamSpec] = &[ParamSpec {
+const ANTMAN_PARAMS: &[ParamSpec] = &[OPPORTUNISTIC];
+const OPPORTUNISTIC: ParamSpec = ParamSpec {
     key: "opportunistic",
     default: "muri",
     about: "which jobs are opportunistic: muri (trace priority 1, Muri's traces) | negative (priority < 0)",
-}];
+};
 
 /// `antman`: its spec.
 pub const ANTMAN: PolicySpec = PolicySpec {
@@ -84,11 +85,10 @@ pub struct AntMan {
 }
 
 impl AntMan {
-    /// Parameters: `opportunistic` (muri | negative).
+    /// Parameters as [`ANTMAN`] lists them.
     pub fn new(p: &Params) -> Result<AntMan, ParamError> {
         let guests = p.choice(
-            "opportunistic",
-            Guests::Muri,
+            &OPPORTUNISTIC,
             &[("muri", Guests::Muri), ("negative", Guests::Negative)],
         )?;
         Ok(AntMan {

@@ -6,7 +6,7 @@
 use crate::PolicyError;
 use crate::ctx::Ctx;
 use crate::greedy::{self, Opts, Scratch};
-use crate::spec::{BACKFILL_OFF, Capabilities, Capability, PLACE_CONS, PolicySpec};
+use crate::spec::{BACKFILL_OFF, Capabilities, Capability, PLACE_CONS, ParamSpec, PolicySpec};
 use crate::world::JobIdx;
 use crate::{ParamError, Params, PlacementStrategy, Policy};
 use std::collections::BTreeSet;
@@ -47,15 +47,14 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Builds from parameters `backfill` (default false) and `placement` (default
-    /// consolidated).
+    /// Builds from parameters `backfill` and `placement`, as [`FIFO`] lists them.
     pub fn new(order: Order, p: &Params) -> Result<Queue, ParamError> {
         Ok(Queue {
             order,
             opts: Opts {
                 preemptive: false,
-                backfill: p.bool("backfill", false)?,
-                placement: placement_param(p, PlacementStrategy::Consolidated)?,
+                backfill: p.bool(&BACKFILL_OFF)?,
+                placement: placement_param(p, &PLACE_CONS)?,
             },
             pending: BTreeSet::new(),
             scratch: Scratch::default(),
@@ -74,18 +73,13 @@ impl Queue {
 }
 
 /// Reads the `placement` parameter.
-pub fn placement_param(
-    p: &Params,
-    default: PlacementStrategy,
-) -> Result<PlacementStrategy, ParamError> {
-    match p.str("placement") {
-        None => Ok(default),
-        Some(s) => PlacementStrategy::parse(s).ok_or_else(|| ParamError::Bad {
-            key: "placement".into(),
-            value: s.into(),
-            message: format!("expected one of {}", PlacementStrategy::NAMES),
-        }),
-    }
+pub fn placement_param(p: &Params, spec: &ParamSpec) -> Result<PlacementStrategy, ParamError> {
+    let s = p.text(spec);
+    PlacementStrategy::parse(s).ok_or_else(|| ParamError::Bad {
+        key: spec.key.into(),
+        value: s.into(),
+        message: format!("expected one of {}", PlacementStrategy::NAMES),
+    })
 }
 
 impl Policy for Queue {

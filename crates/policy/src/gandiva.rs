@@ -54,34 +54,40 @@ pub const GANDIVA: PolicySpec = PolicySpec {
         Capability::Stalls,
         Capability::Lookahead,
     ]),
-    params: &[
-        ParamSpec {
-            key: "quantum",
-            default: "60",
-            about: "time-slice length in seconds (round robin inside a node-set)",
-        },
-        ParamSpec {
-            key: "tick",
-            default: "10",
-            about: "seconds between node-set adjustments (the Tiresias artifact's step)",
-        },
-        ParamSpec {
-            key: "quirks",
-            default: "true",
-            about: "keep the artifact's strict join, stale loads, skipped growth rearrangement and retry skip",
-        },
-        ParamSpec {
-            key: "clock",
-            default: "tiresias",
-            about: "whose loop: tiresias (adjust every tick, rotate every quantum) | elasticflow (decide at slot-merged arrivals, rotate only on a quantum multiple, ElasticFlow's per-round overheads)",
-        },
-        ParamSpec {
-            key: "slot",
-            default: "60",
-            about: "with clock=elasticflow: the scheduling slot, seconds (240 in ElasticFlow's Figs. 9-11)",
-        },
-    ],
+    params: GANDIVA_PARAMS,
     build: |p| Ok(Box::new(Gandiva::new(p)?)),
+};
+
+const GANDIVA_PARAMS: &[ParamSpec] = &[QUANTUM, TICK, QUIRKS, CLOCK, SLOT];
+
+const QUANTUM: ParamSpec = ParamSpec {
+    key: "quantum",
+    default: "60",
+    about: "time-slice length in seconds (round robin inside a node-set)",
+};
+
+const TICK: ParamSpec = ParamSpec {
+    key: "tick",
+    default: "10",
+    about: "seconds between node-set adjustments (the Tiresias artifact's step)",
+};
+
+const QUIRKS: ParamSpec = ParamSpec {
+    key: "quirks",
+    default: "true",
+    about: "keep the artifact's strict join, stale loads, skipped growth rearrangement and retry skip",
+};
+
+const CLOCK: ParamSpec = ParamSpec {
+    key: "clock",
+    default: "tiresias",
+    about: "whose loop: tiresias (adjust every tick, rotate every quantum) | elasticflow (decide at slot-merged arrivals, rotate only on a quantum multiple, ElasticFlow's per-round overheads)",
+};
+
+const SLOT: ParamSpec = ParamSpec {
+    key: "slot",
+    default: "60",
+    about: "with clock=elasticflow: the scheduling slot, seconds (240 in ElasticFlow's Figs. 9-11)",
 };
 
 const NONE: u32 = u32::MAX;
@@ -142,23 +148,21 @@ pub struct Gandiva {
 }
 
 impl Gandiva {
-    /// Parameters: `quantum` (s, default 60), `tick` (s, default 10), `quirks` (default
-    /// true), `clock` (`tiresias` or `elasticflow`), `slot` (s, default 60).
+    /// Parameters as [`GANDIVA`] lists them.
     pub fn new(p: &Params) -> Result<Gandiva, ParamError> {
-        let secs = |key: &str, d: f64| p.secs(key, d, 0.001);
+        let secs = |spec: &ParamSpec| p.secs(spec, 0.001);
         Ok(Gandiva {
-            quantum: secs("quantum", 60.0)?,
-            tick: secs("tick", 10.0)?,
-            quirks: p.bool("quirks", true)?,
+            quantum: secs(&QUANTUM)?,
+            tick: secs(&TICK)?,
+            quirks: p.bool(&QUIRKS)?,
             clock: p.choice(
-                "clock",
-                Clock::Tiresias,
+                &CLOCK,
                 &[
                     ("tiresias", Clock::Tiresias),
                     ("elasticflow", Clock::ElasticFlow),
                 ],
             )?,
-            slot: secs("slot", 60.0)?,
+            slot: secs(&SLOT)?,
             next_decision: 0,
             tick_at: None,
             submitted: 0,

@@ -55,28 +55,31 @@ pub const GAVEL_MAKESPAN: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
 };
 
-const GAVEL_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "perf",
-        default: "true",
-        about: "give the allocation program each job's throughput per GPU type (false: the same on every type, Gavel's agnostic baseline)",
-    },
-    ParamSpec {
-        key: "round",
-        default: "360",
-        about: "round length, seconds",
-    },
-    ParamSpec {
-        key: "reset",
-        default: "1920",
-        about: "least time between allocation recomputations, seconds (the artifact's minimum_time_between_allocation_resets)",
-    },
-    ParamSpec {
-        key: "seed",
-        default: "0",
-        about: "the artifact's --seed: the agnostic variants shuffle GPU types each round with CPython's random.Random(seed + 5)",
-    },
-];
+const GAVEL_PARAMS: &[ParamSpec] = &[PERF, ROUND, RESET, SEED];
+
+const PERF: ParamSpec = ParamSpec {
+    key: "perf",
+    default: "true",
+    about: "give the allocation program each job's throughput per GPU type (false: the same on every type, Gavel's agnostic baseline)",
+};
+
+const ROUND: ParamSpec = ParamSpec {
+    key: "round",
+    default: "360",
+    about: "round length, seconds",
+};
+
+const RESET: ParamSpec = ParamSpec {
+    key: "reset",
+    default: "1920",
+    about: "least time between allocation recomputations, seconds (the artifact's minimum_time_between_allocation_resets)",
+};
+
+const SEED: ParamSpec = ParamSpec {
+    key: "seed",
+    default: "0",
+    about: "the artifact's --seed: the agnostic variants shuffle GPU types each round with CPython's random.Random(seed + 5)",
+};
 
 /// What the allocation program optimises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,16 +141,14 @@ pub struct Gavel {
 }
 
 impl Gavel {
-    /// Parameters: `perf` (heterogeneity-aware, default true), `round` (s, 360),
-    /// `reset` (s between allocation recomputations, 1920), `seed` (the artifact's
-    /// `--seed`, 0).
+    /// Parameters as [`GAVEL`] lists them.
     pub fn new(objective: Objective, p: &Params) -> Result<Gavel, ParamError> {
-        let round = p.secs("round", 360.0, 0.001)?;
-        let reset_gap = p.secs("reset", 1920.0, 0.0)?;
-        let seed = p.u64("seed", 0)?;
+        let round = p.secs(&ROUND, 0.001)?;
+        let reset_gap = p.secs(&RESET, 0.0)?;
+        let seed = p.u64(&SEED)?;
         Ok(Gavel {
             objective,
-            perf: p.bool("perf", true)?,
+            perf: p.bool(&PERF)?,
             round,
             reset_gap,
             shuffler: PyRandom::new((seed as u32).wrapping_add(5) as u64),

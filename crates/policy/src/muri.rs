@@ -40,28 +40,31 @@ pub const MURI_L: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(Muri::new(false, p)?)),
 };
 
-const MURI_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "ordering",
-        default: "best",
-        about: "cyclic order of a group's stages: best | worst (ablation) | index",
-    },
-    ParamSpec {
-        key: "blossom",
-        default: "true",
-        about: "group by maximum-weight matching; false: candidates in chunks of `group` (ablation)",
-    },
-    ParamSpec {
-        key: "group",
-        default: "4",
-        about: "the artifact's packing_num: largest group, candidates per slot, matching rounds (1 to 4; the ablations use 2 and 3)",
-    },
-    ParamSpec {
-        key: "autopack",
-        default: "true",
-        about: "split a group whose interleaving is slower than time-sharing",
-    },
-];
+const MURI_PARAMS: &[ParamSpec] = &[ORDERING, BLOSSOM, GROUP, AUTOPACK];
+
+const ORDERING: ParamSpec = ParamSpec {
+    key: "ordering",
+    default: "best",
+    about: "cyclic order of a group's stages: best | worst (ablation) | index",
+};
+
+const BLOSSOM: ParamSpec = ParamSpec {
+    key: "blossom",
+    default: "true",
+    about: "group by maximum-weight matching; false: candidates in chunks of `group` (ablation)",
+};
+
+const GROUP: ParamSpec = ParamSpec {
+    key: "group",
+    default: "4",
+    about: "the artifact's packing_num: largest group, candidates per slot, matching rounds (1 to 4; the ablations use 2 and 3)",
+};
+
+const AUTOPACK: ParamSpec = ParamSpec {
+    key: "autopack",
+    default: "true",
+    about: "split a group whose interleaving is slower than time-sharing",
+};
 
 /// Jobs per group at most (`packing_num`).
 const PACKING: usize = 4;
@@ -111,20 +114,18 @@ struct Group {
 }
 
 impl Muri {
-    /// `know_duration` picks Muri-S (true) or Muri-L. Parameters: `ordering`
-    /// (best | worst | index), `blossom` (bool; false: the naive grouping ablation),
-    /// `group` (largest group, 1..=4), `autopack` (bool).
+    /// `know_duration` picks Muri-S (true) or Muri-L; parameters as [`MURI_S`] lists
+    /// them.
     pub fn new(know_duration: bool, p: &Params) -> Result<Muri, ParamError> {
         let ordering = p.choice(
-            "ordering",
-            Ordering::Best,
+            &ORDERING,
             &[
                 ("best", Ordering::Best),
                 ("worst", Ordering::Worst),
                 ("index", Ordering::ByIndex),
             ],
         )?;
-        let max_group = p.u64("group", 4)? as usize;
+        let max_group = p.u64(&GROUP)? as usize;
         if !(1..=PACKING).contains(&max_group) {
             return Err(ParamError::Bad {
                 key: "group".into(),
@@ -135,9 +136,9 @@ impl Muri {
         Ok(Muri {
             know_duration,
             ordering,
-            blossom: p.bool("blossom", true)?,
+            blossom: p.bool(&BLOSSOM)?,
             max_group,
-            autopack: p.bool("autopack", true)?,
+            autopack: p.bool(&AUTOPACK)?,
             active: Vec::new(),
             solver: matching::Blossom::new(),
             stage_of: Vec::new(),

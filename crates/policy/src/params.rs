@@ -1,5 +1,9 @@
 //! Policy parameters from `--set key=value` or a config file, checked against the
 //! registry so a typo is an error, not a silently ignored knob.
+//!
+//! A parameter's default is written once, as text in its [`ParamSpec`]: the readers
+//! parse it with the same parser as a value the user gives, so what `apiary policies`
+//! and the docs print is what the code runs with.
 
 use apiary_model::Time;
 use std::collections::BTreeMap;
@@ -44,6 +48,19 @@ pub enum ParamError {
     },
 }
 
+/// One parameter of a policy: its key, its default and what it does.
+#[derive(Debug)]
+pub struct ParamSpec {
+    /// Key for `--set key=value`.
+    pub key: &'static str,
+    /// Default, as the text a user would write; it is what the code reads when the key
+    /// is not given. A default that is a rule over other parameters (read with
+    /// [`Params::bool_given`]) is written as that rule.
+    pub default: &'static str,
+    /// What it does.
+    pub about: &'static str,
+}
+
 /// Key-value parameters, in key order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Params(pub BTreeMap<String, String>);
@@ -63,115 +80,111 @@ impl Params {
         Ok(Params(m))
     }
 
-    fn get<T: std::str::FromStr>(
-        &self,
-        key: &str,
-        default: T,
-        what: &str,
-    ) -> Result<T, ParamError> {
-        match self.0.get(key) {
-            None => Ok(default),
-            Some(v) => v.parse().map_err(|_| ParamError::Bad {
-                key: key.into(),
-                value: v.clone(),
-                message: format!("expected {what}"),
-            }),
+    /// The value given for `spec`'s key, else its default.
+    pub fn text<'a>(&'a self, spec: &'a ParamSpec) -> &'a str {
+        self.0.get(spec.key).map_or(spec.default, String::as_str)
+    }
+
+    fn bad(spec: &ParamSpec, value: &str, message: impl Into<String>) -> ParamError {
+        ParamError::Bad {
+            key: spec.key.into(),
+            value: value.into(),
+            message: message.into(),
         }
     }
 
+    fn parse<T: std::str::FromStr>(&self, spec: &ParamSpec, what: &str) -> Result<T, ParamError> {
+        let v = self.text(spec);
+        v.parse()
+            .map_err(|_| Self::bad(spec, v, format!("expected {what}")))
+    }
+
     /// A boolean (`true`/`false`).
-    pub fn bool(&self, key: &str, default: bool) -> Result<bool, ParamError> {
-        self.get(key, default, "true or false")
+    pub fn bool(&self, spec: &ParamSpec) -> Result<bool, ParamError> {
+        self.parse(spec, "true or false")
+    }
+    /// A boolean if the key is given; `None` leaves the default to the caller's rule
+    /// (the one `spec.default` describes).
+    pub fn bool_given(&self, spec: &ParamSpec) -> Result<Option<bool>, ParamError> {
+        self.0
+            .contains_key(spec.key)
+            .then(|| self.bool(spec))
+            .transpose()
     }
     /// A non-negative float.
-    pub fn f64(&self, key: &str, default: f64) -> Result<f64, ParamError> {
-        let v: f64 = self.get(key, default, "a number")?;
+    pub fn f64(&self, spec: &ParamSpec) -> Result<f64, ParamError> {
+        let v: f64 = self.parse(spec, "a number")?;
         if !v.is_finite() || v < 0.0 {
-            return Err(ParamError::Bad {
-                key: key.into(),
-                value: v.to_string(),
-                message: "expected a non-negative number".into(),
-            });
+            return Err(Self::bad(
+                spec,
+                &v.to_string(),
+                "expected a non-negative number",
+            ));
         }
         Ok(v)
     }
     /// A non-negative integer.
-    pub fn u64(&self, key: &str, default: u64) -> Result<u64, ParamError> {
-        self.get(key, default, "a non-negative integer")
+    pub fn u64(&self, spec: &ParamSpec) -> Result<u64, ParamError> {
+        self.parse(spec, "a non-negative integer")
     }
     /// An integer in `range` (counts that size allocations or loops).
     pub fn u64_in(
         &self,
-        key: &str,
-        default: u64,
+        spec: &ParamSpec,
         range: std::ops::RangeInclusive<u64>,
     ) -> Result<u64, ParamError> {
-        let v = self.u64(key, default)?;
+        let v = self.u64(spec)?;
         if !range.contains(&v) {
-            return Err(ParamError::Bad {
-                key: key.into(),
-                value: v.to_string(),
-                message: format!("expected {}..={}", range.start(), range.end()),
-            });
+            return Err(Self::bad(
+                spec,
+                &v.to_string(),
+                format!("expected {}..={}", range.start(), range.end()),
+            ));
         }
         Ok(v)
     }
     /// A duration given in seconds, at least `min` seconds and at most
     /// [`apiary_model::time::MAX_INPUT`], as milliseconds.
-    pub fn secs(&self, key: &str, default: f64, min: f64) -> Result<Time, ParamError> {
-        let v = self.f64(key, default)?;
-        secs_at_least(key, v, min)
+    pub fn secs(&self, spec: &ParamSpec, min: f64) -> Result<Time, ParamError> {
+        let v = self.f64(spec)?;
+        secs_at_least(spec.key, v, min)
     }
     /// A comma-separated list of durations in seconds (each within
     /// [`apiary_model::time::MAX_INPUT`]), as milliseconds.
-    pub fn secs_list(&self, key: &str, default: &[f64]) -> Result<Vec<Time>, ParamError> {
-        self.f64_list(key, default)?
+    pub fn secs_list(&self, spec: &ParamSpec) -> Result<Vec<Time>, ParamError> {
+        self.f64_list(spec)?
             .into_iter()
-            .map(|v| secs_at_least(key, v, 0.0))
+            .map(|v| secs_at_least(spec.key, v, 0.0))
             .collect()
     }
     /// A comma-separated list of non-negative numbers.
-    pub fn f64_list(&self, key: &str, default: &[f64]) -> Result<Vec<f64>, ParamError> {
-        match self.0.get(key) {
-            None => Ok(default.to_vec()),
-            Some(v) => v
-                .split(',')
-                .map(|x| {
-                    x.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|f| f.is_finite() && *f >= 0.0)
-                })
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| ParamError::Bad {
-                    key: key.into(),
-                    value: v.clone(),
-                    message: "expected comma-separated non-negative numbers".into(),
-                }),
-        }
+    pub fn f64_list(&self, spec: &ParamSpec) -> Result<Vec<f64>, ParamError> {
+        let v = self.text(spec);
+        v.split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Self::bad(spec, v, "expected comma-separated non-negative numbers"))
     }
-    /// One of the named `options`, `default` when `key` is absent; an unknown name is
-    /// an error that lists the accepted ones.
+    /// One of the named `options`; an unknown name is an error that lists the accepted
+    /// ones.
     pub fn choice<T: Copy>(
         &self,
-        key: &str,
-        default: T,
+        spec: &ParamSpec,
         options: &[(&str, T)],
     ) -> Result<T, ParamError> {
-        let Some(v) = self.0.get(key) else {
-            return Ok(default);
-        };
+        let v = self.text(spec);
         options
             .iter()
-            .find(|(name, _)| name == v)
+            .find(|(name, _)| *name == v)
             .map(|&(_, t)| t)
             .ok_or_else(|| {
                 let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-                ParamError::Bad {
-                    key: key.into(),
-                    value: v.clone(),
-                    message: format!("expected one of: {}", names.join(", ")),
-                }
+                Self::bad(spec, v, format!("expected one of: {}", names.join(", ")))
             })
     }
     /// A raw string.

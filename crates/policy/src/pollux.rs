@@ -39,28 +39,31 @@ pub const POLLUX: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(Pollux::new(p)?)),
 };
 
-const POLLUX_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "interval",
-        default: "60",
-        about: "seconds between reallocations (the artifact's --interval); jobs also advance in steps of it",
-    },
-    ParamSpec {
-        key: "population",
-        default: "100",
-        about: "NSGA-II population (the artifact's pop_size)",
-    },
-    ParamSpec {
-        key: "generations",
-        default: "100",
-        about: "NSGA-II generations per interval (the artifact's n_gen)",
-    },
-    ParamSpec {
-        key: "seed",
-        default: "0",
-        about: "seed of the search's random stream (the artifact's NumPy draws are unseeded)",
-    },
-];
+const POLLUX_PARAMS: &[ParamSpec] = &[INTERVAL, POPULATION, GENERATIONS, SEED];
+
+const INTERVAL: ParamSpec = ParamSpec {
+    key: "interval",
+    default: "60",
+    about: "seconds between reallocations (the artifact's --interval); jobs also advance in steps of it",
+};
+
+const POPULATION: ParamSpec = ParamSpec {
+    key: "population",
+    default: "100",
+    about: "NSGA-II population (the artifact's pop_size)",
+};
+
+const GENERATIONS: ParamSpec = ParamSpec {
+    key: "generations",
+    default: "100",
+    about: "NSGA-II generations per interval (the artifact's n_gen)",
+};
+
+const SEED: ParamSpec = ParamSpec {
+    key: "seed",
+    default: "0",
+    about: "seed of the search's random stream (the artifact's NumPy draws are unseeded)",
+};
 
 /// The Pollux policy.
 pub struct Pollux {
@@ -73,18 +76,17 @@ pub struct Pollux {
 }
 
 impl Pollux {
-    /// Parameters: `interval` (s, 60), `population` (100), `generations` (100),
-    /// `seed` (0).
+    /// Parameters as [`POLLUX`] lists them.
     pub fn new(p: &Params) -> Result<Pollux, ParamError> {
-        let interval = p.secs("interval", 60.0, 1.0)?;
+        let interval = p.secs(&INTERVAL, 1.0)?;
         // The genetic search's cost grows with both; the artifact uses 100 each.
-        let pop = p.u64_in("population", 100, 2..=100_000)? as usize;
-        let gens = p.u64_in("generations", 100, 1..=100_000)? as usize;
+        let pop = p.u64_in(&POPULATION, 2..=100_000)? as usize;
+        let gens = p.u64_in(&GENERATIONS, 1..=100_000)? as usize;
         Ok(Pollux {
             interval,
             pop,
             gens,
-            rng: Rng::stream(p.u64("seed", 0)?, "pollux"),
+            rng: Rng::stream(p.u64(&SEED)?, "pollux"),
             prev: Vec::new(),
         })
     }

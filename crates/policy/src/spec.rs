@@ -9,6 +9,7 @@
 //! they must host (and refuse what they cannot, naming the capability); the context
 //! refuses an undeclared capability as an error, never a silent `false`.
 
+pub use crate::params::ParamSpec;
 use crate::{ParamError, Params, Policy};
 
 /// One mechanism beyond the core contract.
@@ -185,17 +186,6 @@ impl std::fmt::Display for Capabilities {
         }
         Ok(())
     }
-}
-
-/// One parameter of a policy.
-#[derive(Debug)]
-pub struct ParamSpec {
-    /// Key for `--set key=value`.
-    pub key: &'static str,
-    /// Default, as text.
-    pub default: &'static str,
-    /// What it does.
-    pub about: &'static str,
 }
 
 /// A policy's declaration: `apiary policies`, the docs, parameter validation and the

@@ -10,7 +10,7 @@ use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_CONS, PolicySpec};
 use crate::world::{JobIdx, Status};
-use crate::{ParamError, Params, PlacementStrategy, Policy};
+use crate::{ParamError, Params, Policy};
 /// `srtf`: its spec.
 pub const SRTF: PolicySpec = PolicySpec {
     name: "srtf",
@@ -40,15 +40,14 @@ pub struct Srtf {
 }
 
 impl Srtf {
-    /// `service` = SRSF. Parameters: `backfill` (default true: the artifacts start any
-    /// job that fits) and `placement` (default consolidated).
+    /// `service` = SRSF. Parameters `backfill` and `placement`, as [`SRTF`] lists them.
     pub fn new(service: bool, p: &Params) -> Result<Srtf, ParamError> {
         Ok(Srtf {
             service,
             opts: Opts {
                 preemptive: true,
-                backfill: p.bool("backfill", true)?,
-                placement: placement_param(p, PlacementStrategy::Consolidated)?,
+                backfill: p.bool(&BACKFILL_ON)?,
+                placement: placement_param(p, &PLACE_CONS)?,
             },
             active: Vec::new(),
             keyed: Vec::new(),

@@ -17,11 +17,12 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Time;
-const THEMIS_PARAMS: &[ParamSpec] = &[ParamSpec {
+const THEMIS_PARAMS: &[ParamSpec] = &[ISOLATED];
+const ISOLATED: ParamSpec = ParamSpec {
     key: "isolated",
     default: "artifact",
     about: "isolated time in the ratio: artifact (counted in iterations, the artifact's bug) | time",
-}];
+};
 
 /// `themis`: its spec.
 pub const THEMIS: PolicySpec = PolicySpec {
@@ -74,11 +75,10 @@ pub struct Themis {
 }
 
 impl Themis {
-    /// Parameters: `isolated` (artifact | time).
+    /// Parameters as [`THEMIS`] lists them.
     pub fn new(p: &Params) -> Result<Themis, ParamError> {
         let isolated = p.choice(
-            "isolated",
-            Isolated::Artifact,
+            &ISOLATED,
             &[("artifact", Isolated::Artifact), ("time", Isolated::Time)],
         )?;
         Ok(Themis {

@@ -22,7 +22,7 @@ use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_COUNT, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
-use crate::{ParamError, Params, PlacementStrategy, Policy};
+use crate::{ParamError, Params, Policy};
 use apiary_model::{Job, Time};
 use std::collections::BTreeSet;
 /// `tiresias`: its spec.
@@ -40,34 +40,54 @@ pub const TIRESIAS_GITTINS: PolicySpec = PolicySpec {
     about: "Tiresias discretized 2D-Gittins: queues ordered by Gittins index of the GPU-time distribution",
     // The artifact learns the distribution from the whole trace at the first pass.
     capabilities: Capabilities::of(&[Capability::Lookahead]),
-    params: TIRESIAS_PARAMS,
+    params: TIRESIAS_GITTINS_PARAMS,
     build: |p| Ok(Box::new(Tiresias::new(p, true)?)),
 };
 
 const TIRESIAS_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "thresholds",
-        default: "3250,7200",
-        about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)",
-    },
-    ParamSpec {
-        key: "starvation",
-        default: "0",
-        about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)",
-    },
-    ParamSpec {
-        key: "gittins",
-        default: "false",
-        about: "order each queue by Gittins index instead of arrival",
-    },
-    ParamSpec {
-        key: "gittins_delta",
-        default: "3250",
-        about: "Gittins quantum, GPU-seconds",
-    },
+    THRESHOLDS,
+    STARVATION,
+    GITTINS_OFF,
+    GITTINS_DELTA,
     BACKFILL_ON,
     PLACE_COUNT,
 ];
+const TIRESIAS_GITTINS_PARAMS: &[ParamSpec] = &[
+    THRESHOLDS,
+    STARVATION,
+    GITTINS_ON,
+    GITTINS_DELTA,
+    BACKFILL_ON,
+    PLACE_COUNT,
+];
+
+const THRESHOLDS: ParamSpec = ParamSpec {
+    key: "thresholds",
+    default: "3250,7200",
+    about: "queue thresholds in GPU-seconds (Pollux's baseline uses 57600)",
+};
+
+const STARVATION: ParamSpec = ParamSpec {
+    key: "starvation",
+    default: "0",
+    about: "promote a job to queue 0 after waiting this many times its executed time (0 = off)",
+};
+
+const GITTINS_OFF: ParamSpec = ParamSpec {
+    key: "gittins",
+    default: "false",
+    about: "order each queue by Gittins index instead of arrival",
+};
+const GITTINS_ON: ParamSpec = ParamSpec {
+    default: "true",
+    ..GITTINS_OFF
+};
+
+const GITTINS_DELTA: ParamSpec = ParamSpec {
+    key: "gittins_delta",
+    default: "3250",
+    about: "Gittins quantum, GPU-seconds",
+};
 
 #[derive(Debug, Default)]
 struct Level {
@@ -100,12 +120,10 @@ pub struct Tiresias {
 }
 
 impl Tiresias {
-    /// Parameters: `thresholds` (GPU-seconds, comma-separated; default 3250,7200),
-    /// `starvation` (0 = off), `gittins` (bool), `gittins_delta` (GPU-seconds, default
-    /// 3250), `placement` (default counting, as the artifacts' count-only pass),
-    /// `backfill` (default true).
-    pub fn new(p: &Params, gittins_default: bool) -> Result<Tiresias, ParamError> {
-        let limits: Vec<u64> = p.secs_list("thresholds", &[3250.0, 7200.0])?;
+    /// Parameters as [`TIRESIAS`] lists them; `gittins_policy` picks the `gittins`
+    /// default of `tiresias-gittins` ([`TIRESIAS_GITTINS`]).
+    pub fn new(p: &Params, gittins_policy: bool) -> Result<Tiresias, ParamError> {
+        let limits: Vec<u64> = p.secs_list(&THRESHOLDS)?;
         if limits.windows(2).any(|w| w[0] >= w[1]) || limits.len() > 250 {
             return Err(ParamError::Bad {
                 key: "thresholds".into(),
@@ -113,20 +131,24 @@ impl Tiresias {
                 message: "thresholds must increase".into(),
             });
         }
-        let gittins = if p.bool("gittins", gittins_default)? {
-            Some(Gittins::new(p.secs("gittins_delta", 3250.0, 0.0)?))
+        let gittins = if p.bool(if gittins_policy {
+            &GITTINS_ON
+        } else {
+            &GITTINS_OFF
+        })? {
+            Some(Gittins::new(p.secs(&GITTINS_DELTA, 0.0)?))
         } else {
             None
         };
         Ok(Tiresias {
             levels: (0..=limits.len()).map(|_| Level::default()).collect(),
             limits,
-            starvation: p.f64("starvation", 0.0)?,
+            starvation: p.f64(&STARVATION)?,
             gittins,
             opts: Opts {
                 preemptive: true,
-                backfill: p.bool("backfill", true)?,
-                placement: placement_param(p, PlacementStrategy::Counting)?,
+                backfill: p.bool(&BACKFILL_ON)?,
+                placement: placement_param(p, &PLACE_COUNT)?,
             },
             level: Vec::new(),
             pos: Vec::new(),

@@ -62,10 +62,7 @@ fn service_config(
     let (policy_name, own, sharing, vcs) = match built.tenancy() {
         Some(t) => {
             let table = t.plan(cluster, jobs)?;
-            let intra = params
-                .str("intra")
-                .unwrap_or(apiary_policy::vc::DEFAULT_INTRA)
-                .to_string();
+            let intra = params.text(&apiary_policy::vc::INTRA_PARAM).to_string();
             let own = params
                 .0
                 .iter()

@@ -47,7 +47,7 @@ pub const ELASTICFLOW: PolicySpec = PolicySpec {
     about: "ElasticFlow: deadline jobs admitted only if every promise still holds (minimum satisfactory shares), spare GPUs by marginal return, buddy placement",
     capabilities: CAPABILITIES,
     params: ELASTICFLOW_PARAMS,
-    build: |p| Ok(Box::new(ElasticFlow::new(true, p)?)),
+    build: |p| Ok(Box::new(ElasticFlow::new(p)?)),
 };
 
 /// `edf`: its spec.
@@ -59,51 +59,49 @@ pub const EDF: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(ElasticFlow::edf(p)?)),
 };
 
-const ELASTICFLOW_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "admission",
-        default: "true",
-        about: "decline arrivals whose deadline cannot be met (false: the artifact's `ef` ablation, admit all)",
-    },
-    ParamSpec {
-        key: "slot",
-        default: "60",
-        about: "scheduling slot, seconds (the artifact's --scheduling_slot: 60 in the large simulations, 240 on the testbed)",
-    },
-    ParamSpec {
-        key: "greedy",
-        default: "artifact",
-        about: "leftover GPUs by: artifact (change in planned GPU-seconds per added GPU, largest first) | throughput (iterations/s gained per added GPU)",
-    },
-    ParamSpec {
-        key: "overhead",
-        default: "true",
-        about: "charge the artifact's per-round scaling and restart overheads",
-    },
-    ParamSpec {
-        key: "hold",
-        default: "true without admission",
-        about: "end each job at its plan's slot-aligned end, holding its GPUs until then (the artifact's `ef` loop, whose deadline check uses that end)",
-    },
-];
+const ELASTICFLOW_PARAMS: &[ParamSpec] = &[EF_ADMISSION, EF_SLOT, GREEDY, EF_OVERHEAD, HOLD];
+const EDF_PARAMS: &[ParamSpec] = &[EDF_ADMISSION, EDF_SLOT, EDF_OVERHEAD];
 
-const EDF_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "admission",
-        default: "false",
-        about: "admit an arrival only if every job's EDF plan still meets its deadline (the artifact's `edf-accessctrl`)",
-    },
-    ParamSpec {
-        key: "slot",
-        default: "60",
-        about: "scheduling slot, seconds (the artifact's --scheduling_slot)",
-    },
-    ParamSpec {
-        key: "overhead",
-        default: "same as admission",
-        about: "charge ElasticFlow's per-round scaling and restart overheads (the artifact charges them under `edf-accessctrl`, not under `edf`)",
-    },
-];
+const EF_ADMISSION: ParamSpec = ParamSpec {
+    key: "admission",
+    default: "true",
+    about: "decline arrivals whose deadline cannot be met (false: the artifact's `ef` ablation, admit all)",
+};
+const EF_SLOT: ParamSpec = ParamSpec {
+    key: "slot",
+    default: "60",
+    about: "scheduling slot, seconds (the artifact's --scheduling_slot: 60 in the large simulations, 240 on the testbed)",
+};
+const GREEDY: ParamSpec = ParamSpec {
+    key: "greedy",
+    default: "artifact",
+    about: "leftover GPUs by: artifact (change in planned GPU-seconds per added GPU, largest first) | throughput (iterations/s gained per added GPU)",
+};
+const EF_OVERHEAD: ParamSpec = ParamSpec {
+    key: "overhead",
+    default: "true",
+    about: "charge the artifact's per-round scaling and restart overheads",
+};
+const HOLD: ParamSpec = ParamSpec {
+    key: "hold",
+    default: "true without admission",
+    about: "end each job at its plan's slot-aligned end, holding its GPUs until then (the artifact's `ef` loop, whose deadline check uses that end)",
+};
+const EDF_ADMISSION: ParamSpec = ParamSpec {
+    key: "admission",
+    default: "false",
+    about: "admit an arrival only if every job's EDF plan still meets its deadline (the artifact's `edf-accessctrl`)",
+};
+const EDF_SLOT: ParamSpec = ParamSpec {
+    key: "slot",
+    default: "60",
+    about: "scheduling slot, seconds (the artifact's --scheduling_slot)",
+};
+const EDF_OVERHEAD: ParamSpec = ParamSpec {
+    key: "overhead",
+    default: "same as admission",
+    about: "charge ElasticFlow's per-round scaling and restart overheads (the artifact charges them under `edf-accessctrl`, not under `edf`)",
+};
 
 /// What a job's last greedy score read, to tell whether a later timeline would give it
 /// again. [`score_assigned`] reads the timeline without the job's plan at its first
@@ -249,32 +247,45 @@ pub struct ElasticFlow {
     nodes: usize,
 }
 
+/// The scheduling slot in seconds: at least one, and within the 10^12 s every input
+/// time obeys.
+fn slot(p: &Params, spec: &ParamSpec) -> Result<u64, ParamError> {
+    p.u64_in(spec, 1..=1_000_000_000_000)
+}
+
 /// No deadline (best-effort jobs): far enough that no plan reaches it.
 const NO_DEADLINE: i64 = i64::MAX / 4;
 
 impl ElasticFlow {
-    /// `admission`: ElasticFlow proper (`ef-accessctrl`) or its ablation without
-    /// admission control (`ef`).
-    pub fn new(admission: bool, p: &Params) -> Result<ElasticFlow, ParamError> {
-        // Seconds: at least one, and within the 10^12 s every input time obeys.
-        let slot = p.u64_in("slot", 60, 1..=1_000_000_000_000)?;
+    /// ElasticFlow proper (`ef-accessctrl`) or, with `admission=false`, its ablation
+    /// without admission control (`ef`); parameters as [`ELASTICFLOW`] lists them.
+    pub fn new(p: &Params) -> Result<ElasticFlow, ParamError> {
+        let admission = p.bool(&EF_ADMISSION)?;
         let greedy = p.choice(
-            "greedy",
-            Greedy::Artifact,
+            &GREEDY,
             &[
                 ("artifact", Greedy::Artifact),
                 ("throughput", Greedy::Throughput),
             ],
         )?;
-        let admission = p.bool("admission", admission)?;
         Ok(ElasticFlow {
+            greedy,
+            overhead: p.bool(&EF_OVERHEAD)?,
+            hold: p.bool_given(&HOLD)?.unwrap_or(!admission),
+            ..ElasticFlow::common(admission, slot(p, &EF_SLOT)?)
+        })
+    }
+
+    /// The state every variant starts from.
+    fn common(admission: bool, slot: u64) -> ElasticFlow {
+        ElasticFlow {
             name: "elasticflow",
             kind: Kind::Elastic,
             admission,
             slot: slot as i64,
-            greedy,
-            overhead: p.bool("overhead", true)?,
-            hold: p.bool("hold", !admission)?,
+            greedy: Greedy::Artifact,
+            overhead: true,
+            hold: false,
             jobs: Vec::new(),
             runnable: Vec::new(),
             arrived: Vec::new(),
@@ -290,21 +301,22 @@ impl ElasticFlow {
             diffs: Vec::new(),
             node_gpus: 0,
             nodes: 0,
-        })
+        }
     }
 
     /// The EDF baselines: `edf` (the artifact's `edf`: every job admitted, no
     /// overheads) and, with `admission`, `edf-accessctrl` (each arrival admitted only
     /// if every job's EDF plan still meets its deadline; the per-round overheads on).
     pub fn edf(p: &Params) -> Result<ElasticFlow, ParamError> {
-        let admission = p.bool("admission", false)?;
-        let mut e = ElasticFlow::new(admission, p)?;
-        e.name = "edf";
-        e.kind = Kind::Edf;
-        // The artifact's EDF ends a job at its plan's exact end.
-        e.hold = false;
-        e.overhead = p.bool("overhead", admission)?;
-        Ok(e)
+        let admission = p.bool(&EDF_ADMISSION)?;
+        Ok(ElasticFlow {
+            name: "edf",
+            kind: Kind::Edf,
+            overhead: p.bool_given(&EDF_OVERHEAD)?.unwrap_or(admission),
+            // The artifact's EDF ends a job at its plan's exact end.
+            hold: false,
+            ..ElasticFlow::common(admission, slot(p, &EDF_SLOT)?)
+        })
     }
 
     fn plan_job<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {

@@ -57,28 +57,28 @@ pub const PRIVATE: PolicySpec = PolicySpec {
 };
 
 const VC_PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "intra",
-        default: "tiresias",
-        about: "policy inside each VC: fifo, sjf, srtf, srsf, tiresias, tiresias-gittins",
-    },
-    ParamSpec {
-        key: "cells",
-        default: "demand",
-        about: "nodes per VC: demand (largest job, then by GPU-time demand) or vc:nodes,...",
-    },
+    INTRA_PARAM,
+    CELLS,
     ParamSpec {
         key: "intra.*",
         default: "-",
         about: "a parameter of the intra-VC policy, e.g. intra.thresholds=3250,7200",
     },
 ];
+/// `intra`: the policy inside each VC.
+pub const INTRA_PARAM: ParamSpec = ParamSpec {
+    key: "intra",
+    default: "tiresias",
+    about: "policy inside each VC: fifo, sjf, srtf, srsf, tiresias, tiresias-gittins",
+};
+const CELLS: ParamSpec = ParamSpec {
+    key: "cells",
+    default: "demand",
+    about: "nodes per VC: demand (largest job, then by GPU-time demand) or vc:nodes,...",
+};
 
 /// The VC of jobs whose trace names none.
 pub const DEFAULT_VC: &str = "default";
-
-/// The policy inside each VC when `intra` names none.
-pub const DEFAULT_INTRA: &str = "tiresias";
 
 /// How VCs share the cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,10 +149,10 @@ impl std::fmt::Debug for VcSharing {
 }
 
 impl VcSharing {
-    /// Parameters: `intra` (an [`INTRA`] policy, default `tiresias`), `cells`
-    /// (`demand` or `vc:nodes,...`), and `intra.KEY` passed to the intra policy.
+    /// Parameters as [`QUOTA`] lists them: `intra` (an [`INTRA`] policy), `cells`, and
+    /// `intra.KEY` passed to the intra policy.
     pub fn new(sharing: Sharing, p: &Params) -> Result<VcSharing, ParamError> {
-        let name = p.str("intra").unwrap_or(DEFAULT_INTRA);
+        let name = p.text(&INTRA_PARAM);
         let intra = INTRA
             .iter()
             .find(|s| s.name == name)
@@ -191,7 +191,7 @@ impl VcSharing {
                 known,
             },
         })?;
-        let cells = p.str("cells").unwrap_or("demand").to_string();
+        let cells = p.text(&CELLS).to_string();
         if cells != "demand" {
             table::parse_cells(&cells).map_err(|e| ParamError::Bad {
                 key: "cells".into(),

@@ -15,7 +15,7 @@ pub const FEWEST: PolicySpec = PolicySpec {
     build: |p| {
         Ok(Box::new(Fewest {
             queue: Vec::new(),
-            strategy: placement_param(p, PlacementStrategy::Consolidated)?,
+            strategy: placement_param(p, &PLACE_CONS)?,
         }))
     },
 };
