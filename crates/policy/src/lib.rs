@@ -116,6 +116,17 @@ pub trait Tenancy {
     fn refresh(&mut self);
 }
 
+/// How a policy with the [`Capability::Adaptive`] capability wants its adaptive jobs
+/// hosted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveHosting {
+    /// Jobs tune their own batch size to the GPUs they get, as AdaptDL jobs do under
+    /// Pollux, starting from their application's fixed batch.
+    pub tunes_batch: bool,
+    /// How often jobs advance (their step length), if the policy sets it.
+    pub step: Option<apiary_model::Time>,
+}
+
 /// A scheduling policy.
 ///
 /// # Calling contract
@@ -160,16 +171,11 @@ pub trait Policy: Send {
         None
     }
 
-    /// Whether adaptive jobs (Pollux's workloads) tune their own batch size to the GPUs
-    /// they get, as AdaptDL jobs do under Pollux; otherwise they train with the batch
-    /// size their trace row gives.
-    fn adaptive_batch(&self) -> bool {
-        false
-    }
-
-    /// How often adaptive jobs advance (their step length), when the policy sets it;
-    /// otherwise the slot, or 60 s in event-driven mode.
-    fn adaptive_step(&self) -> Option<apiary_model::Time> {
+    /// Optional extension point of policies with the [`Capability::Adaptive`]
+    /// capability: how the driver hosts adaptive jobs for them. Without it, adaptive
+    /// jobs (Pollux's workloads under a baseline) train with the batch size their trace
+    /// row gives and advance every slot, or every 60 s in event-driven mode.
+    fn adaptive(&self) -> Option<AdaptiveHosting> {
         None
     }
 

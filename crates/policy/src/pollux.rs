@@ -453,12 +453,11 @@ impl Policy for Pollux {
         &POLLUX
     }
 
-    fn adaptive_batch(&self) -> bool {
-        true
-    }
-
-    fn adaptive_step(&self) -> Option<Time> {
-        Some(self.interval)
+    fn adaptive(&self) -> Option<crate::AdaptiveHosting> {
+        Some(crate::AdaptiveHosting {
+            tunes_batch: true,
+            step: Some(self.interval),
+        })
     }
 
     fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {

@@ -20,15 +20,15 @@ pub(crate) struct Agents {
 }
 
 impl Agents {
-    /// Gives each adaptive job of `world` an agent; `fixed_batch` starts them at their
-    /// application's fixed batch instead of the trace's.
-    pub(crate) fn new(world: &mut World, fixed_batch: bool, step: Time) -> Agents {
+    /// Gives each adaptive job of `world` an agent; with `tunes_batch` (Pollux) it starts
+    /// at its application's fixed batch and tunes it, else it keeps its trace row's.
+    pub(crate) fn new(world: &mut World, tunes_batch: bool, step: Time) -> Agents {
         let mut clock = Vec::new();
         if world.jobs.iter().any(|j| j.adaptive.is_some()) {
             clock = vec![0; world.jobs.len()];
             for (job, rt) in world.jobs.iter().zip(world.rt.iter_mut()) {
                 if let Some(a) = &job.adaptive {
-                    let target = if fixed_batch {
+                    let target = if tunes_batch {
                         a.app.fixed_batch
                     } else {
                         job.batch_size

@@ -15,7 +15,7 @@ use crate::throughput::{Stack, Throughput};
 use crate::{Config, Mode, Progress, SimError};
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::spec::PolicySpec;
-use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, Status, World};
+use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, PolicyError, Status, World};
 
 /// A running job's completion as scheduled when its rate last changed; stale once the
 /// job's generation has moved on (it was preempted, resumed or sped up since).
@@ -108,11 +108,19 @@ impl<'a> Engine<'a> {
         if cfg.per_event_overhead {
             hooks.push(Box::new(MuriOverhead::new(&world)));
         }
-        let step = policy.adaptive_step().unwrap_or(match cfg.mode {
+        let hosting = policy.adaptive();
+        if hosting.is_some() && !policy.spec().has(Capability::Adaptive) {
+            return Err(PolicyError::Undeclared {
+                policy: policy.spec().name,
+                capability: Capability::Adaptive,
+            }
+            .into());
+        }
+        let step = hosting.and_then(|h| h.step).unwrap_or(match cfg.mode {
             Mode::Slotted(s) => s,
             Mode::EventDriven => 60 * apiary_model::SECOND,
         });
-        let agents = Agents::new(&mut world, policy.adaptive_batch(), step);
+        let agents = Agents::new(&mut world, hosting.is_some_and(|h| h.tunes_batch), step);
         Ok(Engine {
             world,
             spec: policy.spec(),
