@@ -211,7 +211,7 @@ pub(crate) fn trace_cmd(cmd: TraceCmd) -> Result<()> {
                 best_effort,
                 max_gpus,
             };
-            let js = apiary_trace::efgen::generate(&o, &tables).map_err(anyhow::Error::msg)?;
+            let js = apiary_trace::efgen::generate(&o, &tables)?;
             apiary_trace::efgen::write(&js, open_out(&out)?)?;
             Ok(())
         }

@@ -26,7 +26,7 @@ pub use cluster::{PlacementError, placement_topology};
 pub use frac::Frac;
 pub use optimum::{Bandwidths, Collective, Optimum, optimum};
 pub use presets::preset;
-pub use schedule::{PlanError, Schedule, Tree, plan, validate};
+pub use schedule::{InvalidSchedule, PlanError, Schedule, Tree, TreeDefect, plan, validate};
 pub use topology::{NodeKind, Topology, TopologyBuilder, TopologyError};
 
 /// A topology from a file path (JSON or TOML) when one exists, else from a preset name.

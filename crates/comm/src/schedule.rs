@@ -631,29 +631,95 @@ fn expand(
     Ok(out)
 }
 
+/// How a schedule breaks its topology (what [`validate`] finds).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSchedule {
+    /// A tree's defect.
+    #[error("tree {tree}: {defect}")]
+    Tree {
+        /// The tree's index.
+        tree: usize,
+        /// What is wrong with it.
+        defect: TreeDefect,
+    },
+    /// A root's trees do not carry `k` units together.
+    #[error("root '{root}': weights add up to {sum}, not k = {k}")]
+    Weights {
+        /// The root's name.
+        root: String,
+        /// Its trees' weights added.
+        sum: u64,
+        /// The schedule's `k`.
+        k: u64,
+    },
+    /// An edge carries more than its load allows.
+    #[error("edge {edge}: carries {used} units, allowed {load}")]
+    Overload {
+        /// The edge's index.
+        edge: usize,
+        /// Units it carries.
+        used: u64,
+        /// Units allowed.
+        load: u64,
+    },
+}
+
+/// What is wrong with one tree.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeDefect {
+    /// Its root is a switch.
+    #[error("root is not a compute node")]
+    SwitchRoot,
+    /// An edge leaves a node the tree has not reached.
+    #[error("sends from a node it has not reached")]
+    Unreached,
+    /// A node is reached twice.
+    #[error("reaches a node twice")]
+    Twice,
+    /// An edge ends at a switch.
+    #[error("an edge ends at a switch")]
+    EndsAtSwitch,
+    /// A path names an edge the topology lacks.
+    #[error("unknown edge {0}")]
+    UnknownEdge(u32),
+    /// A path's edges do not follow on.
+    #[error("path is not contiguous")]
+    Broken,
+    /// A path passes through a compute node.
+    #[error("path passes through a compute node")]
+    ThroughCompute,
+    /// A path ends elsewhere than at its receiver.
+    #[error("path does not end at the receiver")]
+    WrongEnd,
+    /// A compute node the tree misses.
+    #[error("does not reach '{0}'")]
+    Misses(String),
+}
+
 /// Checks a schedule against its topology: per root the weights add up to `k`; every
 /// tree reaches every compute node once from its root; every tree edge is a path of
 /// topology edges through switches only; no edge carries more than its load.
-pub fn validate(t: &Topology, s: &Schedule) -> Result<(), String> {
+pub fn validate(t: &Topology, s: &Schedule) -> Result<(), InvalidSchedule> {
     let nodes = t.nodes();
     let mut per_root = vec![0u64; nodes.len()];
     let mut used = vec![0u64; t.edges().len()];
     for (ti, tree) in s.trees.iter().enumerate() {
+        let fail = |defect| InvalidSchedule::Tree { tree: ti, defect };
         if nodes[tree.root as usize].kind != NodeKind::Compute {
-            return Err(format!("tree {ti}: root is not a compute node"));
+            return Err(fail(TreeDefect::SwitchRoot));
         }
         per_root[tree.root as usize] += tree.weight;
         let mut reached = vec![false; nodes.len()];
         reached[tree.root as usize] = true;
         for e in &tree.edges {
             if !reached[e.from as usize] {
-                return Err(format!("tree {ti}: sends from a node it has not reached"));
+                return Err(fail(TreeDefect::Unreached));
             }
             if reached[e.to as usize] {
-                return Err(format!("tree {ti}: reaches a node twice"));
+                return Err(fail(TreeDefect::Twice));
             }
             if nodes[e.to as usize].kind != NodeKind::Compute {
-                return Err(format!("tree {ti}: an edge ends at a switch"));
+                return Err(fail(TreeDefect::EndsAtSwitch));
             }
             reached[e.to as usize] = true;
             let mut at = e.from;
@@ -661,38 +727,40 @@ pub fn validate(t: &Topology, s: &Schedule) -> Result<(), String> {
                 let edge = t
                     .edges()
                     .get(ei as usize)
-                    .ok_or_else(|| format!("tree {ti}: unknown edge {ei}"))?;
+                    .ok_or_else(|| fail(TreeDefect::UnknownEdge(ei)))?;
                 if edge.from != at {
-                    return Err(format!("tree {ti}: path is not contiguous"));
+                    return Err(fail(TreeDefect::Broken));
                 }
                 if pi > 0 && nodes[at as usize].kind != NodeKind::Switch {
-                    return Err(format!("tree {ti}: path passes through a compute node"));
+                    return Err(fail(TreeDefect::ThroughCompute));
                 }
                 used[ei as usize] += tree.weight;
                 at = edge.to;
             }
             if at != e.to {
-                return Err(format!("tree {ti}: path does not end at the receiver"));
+                return Err(fail(TreeDefect::WrongEnd));
             }
         }
         if let Some(&c) = t.compute().iter().find(|&&c| !reached[c as usize]) {
-            return Err(format!(
-                "tree {ti}: does not reach '{}'",
-                nodes[c as usize].name
-            ));
+            return Err(fail(TreeDefect::Misses(nodes[c as usize].name.clone())));
         }
     }
     for &c in t.compute() {
         if per_root[c as usize] != s.k {
-            return Err(format!(
-                "root '{}': weights add up to {}, not k = {}",
-                nodes[c as usize].name, per_root[c as usize], s.k
-            ));
+            return Err(InvalidSchedule::Weights {
+                root: nodes[c as usize].name.clone(),
+                sum: per_root[c as usize],
+                k: s.k,
+            });
         }
     }
     for (i, (&u, &l)) in used.iter().zip(&s.load).enumerate() {
         if u > l {
-            return Err(format!("edge {i}: carries {u} units, allowed {l}"));
+            return Err(InvalidSchedule::Overload {
+                edge: i,
+                used: u,
+                load: l,
+            });
         }
     }
     Ok(())

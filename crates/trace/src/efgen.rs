@@ -10,7 +10,7 @@
 //! `min_ddl == max_ddl` and no job is best-effort (the Fig. 10 setup) they do not
 //! depend on the draw, and the whole trace is the artifact's.
 
-use crate::elasticflow::Tables;
+use crate::elasticflow::{ScalingError, Tables};
 use apiary_model::PyRandom;
 
 /// The artifact's job templates (`job_table.py`), in its order: model and global batch.
@@ -101,10 +101,30 @@ fn scale_factor(r: f64, max: u32) -> u32 {
     g.min(max)
 }
 
+/// Why a trace could not be generated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EfGenError {
+    /// A template job's model and batch have no table.
+    #[error(transparent)]
+    Scaling(#[from] ScalingError),
+    /// A job's table lacks its GPU count (the artifact's assertion).
+    #[error("job {job}: {model} batch {batch} has no throughput at {gpus} GPUs")]
+    Gpus {
+        /// Its index.
+        job: usize,
+        /// Its model.
+        model: &'static str,
+        /// Its global batch.
+        batch: u32,
+        /// Its GPU count.
+        gpus: u32,
+    },
+}
+
 /// Generates the trace; `tables` supply the throughput that turns a duration into
 /// iterations (the artifact's `--throughputs_dir`, A100 by default). Fails, as the
 /// artifact's assertion does, when a job's table lacks its GPU count.
-pub fn generate(o: &EfGenOptions, tables: &Tables) -> Result<Vec<EfJob>, String> {
+pub fn generate(o: &EfGenOptions, tables: &Tables) -> Result<Vec<EfJob>, EfGenError> {
     let mut job_rng = PyRandom::new(o.seed);
     let mut arrival_rng = PyRandom::new(o.seed + 1);
     let mut duration_rng = PyRandom::new(o.seed + 2);
@@ -120,9 +140,15 @@ pub fn generate(o: &EfGenOptions, tables: &Tables) -> Result<Vec<EfJob>, String>
         } else {
             60.0 * 10f64.powf(duration_rng.uniform(1.0, 2.5))
         };
-        let tput = tables.scaling(model, batch)?.tput(gpus).ok_or_else(|| {
-            format!("job {i}: {model} batch {batch} has no throughput at {gpus} GPUs")
-        })?;
+        let tput = tables
+            .scaling(model, batch)?
+            .tput(gpus)
+            .ok_or(EfGenError::Gpus {
+                job: i,
+                model,
+                batch,
+                gpus,
+            })?;
         let submit = match prev {
             None => 0.0,
             Some(p) if o.lam > 0.0 => p + -(1.0 - arrival_rng.random()).ln() * o.lam,

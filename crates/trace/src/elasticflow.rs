@@ -43,6 +43,43 @@ const T4: &[(&str, &str)] = &[
     table!("T4", "yolov3"),
 ];
 
+/// Why a job has no scaling curve.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScalingError {
+    /// No table for the model on this GPU type.
+    #[error(
+        "no {gpu} throughput table for model '{model}' (tables: {tables}; pass --elasticflow-gpu for another GPU type)"
+    )]
+    Model {
+        /// The GPU type.
+        gpu: &'static str,
+        /// The model asked for.
+        model: String,
+        /// The models with tables, comma-separated.
+        tables: String,
+    },
+    /// The model's table has no row for the batch.
+    #[error("model '{model}' has no {gpu} throughput at global batch {batch} (batches: {batches})")]
+    Batch {
+        /// The GPU type.
+        gpu: &'static str,
+        /// The model.
+        model: String,
+        /// The global batch asked for.
+        batch: u32,
+        /// The batches with rows, comma-separated.
+        batches: String,
+    },
+    /// The row has no measured GPU count.
+    #[error("model '{model}' batch {batch}: empty throughput row")]
+    Empty {
+        /// The model.
+        model: String,
+        /// The global batch.
+        batch: u32,
+    },
+}
+
 /// One GPU type's tables.
 #[derive(Clone, Debug)]
 pub struct Tables {
@@ -87,28 +124,28 @@ impl Tables {
 
     /// The scaling curve of `model` at global batch `batch`, capped as ElasticFlow
     /// caps it; an error says what is missing.
-    pub fn scaling(&self, model: &str, batch: u32) -> Result<Scaling, String> {
-        let by_batch = self.rows.get(model).ok_or_else(|| {
-            format!(
-                "no {} throughput table for model '{model}' (tables: {}; pass --elasticflow-gpu for another GPU type)",
-                self.gpu,
-                self.models().collect::<Vec<_>>().join(", ")
-            )
+    pub fn scaling(&self, model: &str, batch: u32) -> Result<Scaling, ScalingError> {
+        let by_batch = self.rows.get(model).ok_or_else(|| ScalingError::Model {
+            gpu: self.gpu,
+            model: model.to_string(),
+            tables: self.models().collect::<Vec<_>>().join(", "),
         })?;
-        let levels = by_batch.get(&batch).ok_or_else(|| {
-            format!(
-                "model '{model}' has no {} throughput at global batch {batch} (batches: {})",
-                self.gpu,
-                by_batch
-                    .keys()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+        let levels = by_batch.get(&batch).ok_or_else(|| ScalingError::Batch {
+            gpu: self.gpu,
+            model: model.to_string(),
+            batch,
+            batches: by_batch
+                .keys()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
         })?;
         Scaling::new(levels.clone(), max_gpu(self.gpu, model, batch))
             .map(|s| s.with_batch(batch))
-            .ok_or_else(|| format!("model '{model}' batch {batch}: empty throughput row"))
+            .ok_or_else(|| ScalingError::Empty {
+                model: model.to_string(),
+                batch,
+            })
     }
 }
 
@@ -194,12 +231,13 @@ mod tests {
             .scaling("deepspeech2", 20)
             .or_else(|_| t4.scaling("deepspeech2", 320));
         assert!(d.is_ok());
-        assert!(
-            a.scaling("ncf", 32768)
-                .unwrap_err()
-                .contains("--elasticflow-gpu")
-        );
-        assert!(a.scaling("bert", 7).unwrap_err().contains("64, 128"));
+        let e = a.scaling("ncf", 32768).unwrap_err();
+        assert!(matches!(e, ScalingError::Model { gpu: "A100", .. }));
+        assert!(e.to_string().contains("--elasticflow-gpu"), "{e}");
+        assert!(matches!(
+            a.scaling("bert", 7),
+            Err(ScalingError::Batch { batch: 7, ref batches, .. }) if batches.contains("64, 128")
+        ));
         assert!(Tables::builtin("K80").is_none());
     }
 

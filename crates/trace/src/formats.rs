@@ -321,7 +321,7 @@ fn attach_scaling(
     };
     let s = t
         .scaling(model, batch)
-        .map_err(|m| cx.err(model_field, m))?;
+        .map_err(|e| cx.err(model_field, e.to_string()))?;
     let tput = s.tput(j.gpus).ok_or_else(|| {
         cx.err(
             "num_gpu",
@@ -352,9 +352,9 @@ fn make_parser(
     Ok(match format {
         Format::Apiary => crate::canonical::csv_parser(h, file)?,
         Format::Pollux => {
-            let apps = crate::pollux::applications().map_err(|message| TraceError::Missing {
+            let apps = crate::pollux::applications().map_err(|e| TraceError::Missing {
                 file: file.to_string(),
-                message,
+                message: e.to_string(),
             })?;
             let (na, ti, ap, nr, bs) = (
                 c("name")?,

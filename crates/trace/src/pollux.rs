@@ -2,7 +2,7 @@
 //! that Pollux workloads (`name,time,application,num_replicas,batch_size`) run without
 //! the artifact. See `data/pollux/README.md` for provenance and licence.
 
-use apiary_model::adaptive::{Application, EpochStats, StepRow};
+use apiary_model::adaptive::{AppError, Application, EpochStats, StepRow};
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
@@ -82,9 +82,30 @@ const FILES: &[Files] = &[
 /// The built-in applications by name.
 pub type Apps = BTreeMap<String, Arc<Application>>;
 
+/// A built-in application's data that cannot be used (a defect of the build, reported
+/// rather than panicked on).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DataError {
+    /// A row that is not the numbers its file has.
+    #[error("{app}/{file}, line {line}: expected {expected} numbers")]
+    Row {
+        /// The application.
+        app: &'static str,
+        /// The file.
+        file: String,
+        /// The line, from 1.
+        line: usize,
+        /// Numbers per row.
+        expected: usize,
+    },
+    /// The files parse but do not make an application.
+    #[error(transparent)]
+    App(#[from] AppError),
+}
+
 /// Every built-in application, parsed once per process.
-pub fn applications() -> Result<&'static Apps, String> {
-    static APPS: OnceLock<Result<Apps, String>> = OnceLock::new();
+pub fn applications() -> Result<&'static Apps, DataError> {
+    static APPS: OnceLock<Result<Apps, DataError>> = OnceLock::new();
     APPS.get_or_init(|| {
         FILES
             .iter()
@@ -100,7 +121,12 @@ pub fn names() -> Vec<&'static str> {
     FILES.iter().map(|f| f.name).collect()
 }
 
-fn rows(name: &str, file: &str, text: &str, cols: usize) -> Result<Vec<Vec<f64>>, String> {
+fn rows(
+    name: &'static str,
+    file: &str,
+    text: &str,
+    cols: usize,
+) -> Result<Vec<Vec<f64>>, DataError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         if line.trim().is_empty() {
@@ -110,17 +136,19 @@ fn rows(name: &str, file: &str, text: &str, cols: usize) -> Result<Vec<Vec<f64>>
         match v {
             Ok(v) if v.len() >= cols => out.push(v),
             _ => {
-                return Err(format!(
-                    "{name}/{file}, line {}: expected {cols} numbers",
-                    i + 1
-                ));
+                return Err(DataError::Row {
+                    app: name,
+                    file: file.to_string(),
+                    line: i + 1,
+                    expected: cols,
+                });
             }
         }
     }
     Ok(out)
 }
 
-fn build(f: &Files) -> Result<Application, String> {
+fn build(f: &Files) -> Result<Application, DataError> {
     let mut placements: BTreeMap<u64, Vec<StepRow>> = BTreeMap::new();
     for r in rows(f.name, "placements.csv", f.placements, 4)? {
         placements
@@ -160,7 +188,7 @@ fn build(f: &Files) -> Result<Application, String> {
         a.max_batch = f.max_batch.unwrap_or(a.max_batch);
         a
     })
-    .map_err(|e| e.to_string())
+    .map_err(DataError::from)
 }
 
 #[cfg(test)]

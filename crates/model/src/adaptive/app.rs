@@ -59,7 +59,7 @@ impl std::fmt::Debug for Application {
 }
 
 /// Why an application's data cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum AppError {
     /// Something is missing or inconsistent.
     #[error("application {app}: {message}")]
