@@ -239,7 +239,41 @@ enum ClusterCmd {
     },
 }
 
+/// Exit status of a run whose reader went away (`apiary ... | head`): the status a C
+/// tool killed by SIGPIPE reports.
+const CLOSED_PIPE: i32 = 141;
+
+/// A closed stdout ends the run quietly with [`CLOSED_PIPE`], as it ends `cat` or
+/// `grep`, instead of a panic (`println!` panics when a write fails) or an error line.
+/// Only the main thread's printing: the service's worker threads log on as before.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        let closed = message.is_some_and(|m| {
+            m.starts_with("failed printing to stdout") && m.contains("Broken pipe")
+        });
+        if closed && std::thread::current().name() == Some("main") {
+            std::process::exit(CLOSED_PIPE);
+        }
+        default(info);
+    }));
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Simulate(a) => simulate(a),
@@ -327,6 +361,9 @@ fn main() {
         }
     };
     if let Err(e) = res {
+        if is_closed_pipe(&e) {
+            std::process::exit(CLOSED_PIPE);
+        }
         // Library errors often already print their cause; show each cause once.
         let mut msg = String::new();
         for cause in e.chain() {

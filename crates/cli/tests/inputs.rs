@@ -174,3 +174,37 @@ fn hived_configs_that_used_to_abort_or_exhaust_memory_are_refused() {
         &["bignum.yaml", "needs 1000000000 cells, 1 available"],
     );
 }
+
+/// `apiary ... | head`: a reader that goes away ends the run as it ends a C tool, with
+/// SIGPIPE's status 141 and nothing on stderr, whether the command prints line by line
+/// (`policies`) or writes through a writer (`trace synth -o -`).
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    for args in [
+        &["policies"][..],
+        &[
+            "trace",
+            "info",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../testdata/traces/philly-sample.csv"
+            ),
+        ],
+        &[
+            "trace", "synth", "--jobs", "1000", "--gpus", "64", "-o", "-",
+        ],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // No reader from the start: the first write fails.
+        drop(reader);
+        let out = Command::new(BIN)
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

@@ -195,7 +195,7 @@ pub fn write_csv(jobs: &[Job], out: impl Write) -> std::io::Result<()> {
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(out);
-    w.write_record(COLUMNS)?;
+    w.write_record(COLUMNS).map_err(io_error)?;
     let o = |x: Option<String>| x.unwrap_or_default();
     for j in jobs {
         let r = Row::from_job(j);
@@ -216,9 +216,22 @@ pub fn write_csv(jobs: &[Job], out: impl Write) -> std::io::Result<()> {
             o(r.dataset_gb.map(|x| x.to_string())),
             o(r.gpu_type),
             o(r.type_speeds),
-        ])?;
+        ])
+        .map_err(io_error)?;
     }
     w.flush()
+}
+
+/// The writer's own error when the CSV writer failed writing, so a caller can tell a
+/// closed pipe (`ErrorKind::BrokenPipe`) from a full disk.
+fn io_error(e: csv::Error) -> std::io::Error {
+    if !e.is_io_error() {
+        return std::io::Error::other(e);
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => io,
+        other => std::io::Error::other(format!("{other:?}")),
+    }
 }
 
 /// Writes jobs as canonical JSON lines.
