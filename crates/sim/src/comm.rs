@@ -17,7 +17,7 @@ use apiary_comm::PlacementError;
 use apiary_comm::cluster::{Pricer, node_bandwidths, uplink_bandwidth};
 use apiary_model::{Cluster, Job, Placement};
 
-use crate::throughput::Throughput;
+use crate::throughput::{RateError, Throughput};
 
 /// A model's gradient size and compute time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -181,23 +181,18 @@ impl CommModel {
         self.pricer.borrow().stats()
     }
 
-    fn price(&self, cluster: &Cluster, parts: &[(u32, u32)]) -> f64 {
-        // `new` checked every bandwidth, so pricing cannot fail; a placement the engine
-        // made is always valid.
-        self.pricer
-            .borrow_mut()
-            .allreduce_s_per_gb(cluster, parts)
-            .unwrap_or(0.0)
+    fn price(&self, cluster: &Cluster, parts: &[(u32, u32)]) -> Result<f64, PlacementError> {
+        self.pricer.borrow_mut().allreduce_s_per_gb(cluster, parts)
     }
 
     /// Seconds per GB for `gpus` GPUs packed on nodes of `node`'s class, starting
     /// with `node`'s switch.
-    fn packed(&self, cluster: &Cluster, node: u32, gpus: u32) -> f64 {
+    fn packed(&self, cluster: &Cluster, node: u32, gpus: u32) -> Result<f64, PlacementError> {
         let c = self.class[node as usize];
         let sw = cluster.nodes[node as usize].switch;
         let key = (c, gpus, sw);
         if let Some(&s) = self.reference.borrow().get(&key) {
-            return s;
+            return Ok(s);
         }
         let per = cluster.nodes[node as usize].gpus;
         let groups = &self.members[c as usize];
@@ -221,18 +216,18 @@ impl CommModel {
         let s = if left > 0 {
             f64::NAN
         } else {
-            self.price(cluster, &parts)
+            self.price(cluster, &parts)?
         };
         self.reference.borrow_mut().insert(key, s);
-        s
+        Ok(s)
     }
 }
 
 impl Throughput for CommModel {
-    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64 {
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> Result<f64, RateError> {
         let n = placement.gpus();
         if n < 2 {
-            return 1.0;
+            return Ok(1.0);
         }
         let (m, _) = model_of(job.model.as_deref());
         let gb = m.params_m * 4e6 / 1e9;
@@ -242,10 +237,10 @@ impl Throughput for CommModel {
             .iter()
             .map(|&(node, mask)| (node, mask.count_ones()))
             .collect();
-        let here = self.price(cluster, &parts);
-        let packed = self.packed(cluster, parts[0].0, n);
+        let here = self.price(cluster, &parts)?;
+        let packed = self.packed(cluster, parts[0].0, n)?;
         let packed = if packed.is_nan() { here } else { packed };
-        (compute + gb * packed) / (compute + gb * here)
+        Ok((compute + gb * packed) / (compute + gb * here))
     }
 }
 
@@ -286,12 +281,12 @@ mod tests {
         let m = CommModel::new(&c).unwrap();
         let mut j = Job::new("j", 0, 16, 1000);
         j.model = Some("vgg16".into());
-        assert_eq!(m.rate(&j, &place(&[(0, 8), (1, 8)]), &c), 1.0);
-        assert_eq!(m.rate(&j, &place(&[(5, 8), (6, 8)]), &c), 1.0);
+        assert_eq!(m.rate(&j, &place(&[(0, 8), (1, 8)]), &c).unwrap(), 1.0);
+        assert_eq!(m.rate(&j, &place(&[(5, 8), (6, 8)]), &c).unwrap(), 1.0);
         // 16 GPUs as 4 + 4 + 8: the 4-GPU parts get half a node's NICs. VGG-16 at
         // 0.5536 GB of gradients: packed, 15/325 + 15/325 s per GB over 16 ranks, spread,
         // 12/100 (12 shards into 4 GPUs through 4 × 25 GB/s) twice over 16.
-        let r = m.rate(&j, &place(&[(0, 4), (1, 4), (2, 8)]), &c);
+        let r = m.rate(&j, &place(&[(0, 4), (1, 4), (2, 8)]), &c).unwrap();
         let gb = 138.4 * 4e6 / 1e9;
         let packed = 0.107 + gb * (2.0 * 15.0 / 325.0) / 16.0;
         let spread = 0.107 + gb * (2.0 * 12.0 / 100.0) / 16.0;
@@ -302,11 +297,11 @@ mod tests {
         );
         assert!(r < 1.0);
         // One GPU, or one node: trace speed.
-        assert_eq!(m.rate(&j, &place(&[(3, 1)]), &c), 1.0);
+        assert_eq!(m.rate(&j, &place(&[(3, 1)]), &c).unwrap(), 1.0);
         j.gpus = 4;
-        assert_eq!(m.rate(&j, &place(&[(3, 4)]), &c), 1.0);
+        assert_eq!(m.rate(&j, &place(&[(3, 4)]), &c).unwrap(), 1.0);
         // 4 GPUs over two nodes: slower, by the NIC.
-        assert!(m.rate(&j, &place(&[(3, 2), (4, 2)]), &c) < 1.0);
+        assert!(m.rate(&j, &place(&[(3, 2), (4, 2)]), &c).unwrap() < 1.0);
         let (solved, asked) = m.stats();
         assert!(solved < asked, "isomorphic placements are solved once");
     }

@@ -342,11 +342,15 @@ impl<'a> Engine<'a> {
                 _ => continue,
             };
             let rt = &self.world.rt[j as usize];
-            let rate = self.rates.rate(
-                &self.world.jobs[j as usize],
-                &rt.placement,
-                &self.world.cluster,
-            ) * rt.speed;
+            let job = &self.world.jobs[j as usize];
+            let rate = self
+                .rates
+                .rate(job, &rt.placement, &self.world.cluster)
+                .map_err(|source| SimError::Rate {
+                    job: job.id.clone(),
+                    source,
+                })?
+                * rt.speed;
             self.world.rt[j as usize].rate = rate;
             self.schedule_completion(j);
         }

@@ -98,6 +98,14 @@ pub enum SimError {
     /// The policy cannot work on this cluster and trace, or broke its contract.
     #[error("policy {0}")]
     Policy(#[from] PolicyError),
+    /// A throughput model could not price a placement the policy chose.
+    #[error("job {job}: {source}")]
+    Rate {
+        /// The job.
+        job: String,
+        /// Why.
+        source: throughput::RateError,
+    },
     /// A job lacks data the policy's spec declares it reads.
     #[error("policy {policy} reads {what} ({capability}), which job {job} lacks{hint}")]
     Missing {

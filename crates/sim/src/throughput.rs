@@ -10,8 +10,20 @@ use apiary_model::{Cluster, Job, Placement, SpreadTable};
 /// A job's speed on a placement, as reference work per unit of time (1.0 = as in the
 /// trace).
 pub trait Throughput {
-    /// Speed of `job` on `placement`.
-    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64;
+    /// Speed of `job` on `placement`; an error stops the run rather than guessing a
+    /// speed.
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> Result<f64, RateError>;
+}
+
+/// Why a model could not price a placement.
+#[derive(Debug, thiserror::Error)]
+pub enum RateError {
+    /// The collective model could not price the placement's allreduce.
+    #[error("pricing the allreduce of a placement: {0}")]
+    Comm(#[from] apiary_comm::PlacementError),
+    /// A layer added outside this crate failed.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Every placement runs at the trace's speed.
@@ -19,8 +31,8 @@ pub trait Throughput {
 pub struct DurationModel;
 
 impl Throughput for DurationModel {
-    fn rate(&self, _: &Job, _: &Placement, _: &Cluster) -> f64 {
-        1.0
+    fn rate(&self, _: &Job, _: &Placement, _: &Cluster) -> Result<f64, RateError> {
+        Ok(1.0)
     }
 }
 
@@ -30,13 +42,13 @@ impl Throughput for DurationModel {
 pub struct SpreadModel(pub SpreadTable);
 
 impl Throughput for SpreadModel {
-    fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> f64 {
-        self.0.factor(
+    fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> Result<f64, RateError> {
+        Ok(self.0.factor(
             job.model.as_deref(),
             job.batch_size,
             job.gpus,
             placement.nodes() as u32,
-        )
+        ))
     }
 }
 
@@ -47,16 +59,16 @@ impl Throughput for SpreadModel {
 pub struct GpuTypes;
 
 impl Throughput for GpuTypes {
-    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64 {
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> Result<f64, RateError> {
         if job.type_speeds.is_none() {
-            return 1.0;
+            return Ok(1.0);
         }
-        placement
+        Ok(placement
             .parts
             .iter()
             .map(|&(node, _)| job.type_speed(&cluster.nodes[node as usize].gpu_type))
             .fold(f64::INFINITY, f64::min)
-            .clamp(1e-9, 1e9)
+            .clamp(1e-9, 1e9))
     }
 }
 
@@ -66,10 +78,11 @@ impl Throughput for GpuTypes {
 pub struct Scaling;
 
 impl Throughput for Scaling {
-    fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> f64 {
-        job.scaling
+    fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> Result<f64, RateError> {
+        Ok(job
+            .scaling
             .as_ref()
-            .map_or(1.0, |s| s.speedup(placement.gpus(), job.gpus))
+            .map_or(1.0, |s| s.speedup(placement.gpus(), job.gpus)))
     }
 }
 
@@ -97,9 +110,11 @@ impl<'a> Stack<'a> {
 }
 
 impl Throughput for Stack<'_> {
-    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> f64 {
-        self.layers.iter().fold(1.0, |rate, layer| {
-            rate * layer.rate(job, placement, cluster)
-        })
+    fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> Result<f64, RateError> {
+        let mut rate = 1.0;
+        for layer in &self.layers {
+            rate *= layer.rate(job, placement, cluster)?;
+        }
+        Ok(rate)
     }
 }

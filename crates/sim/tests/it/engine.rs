@@ -6,6 +6,7 @@ use apiary_model::{Cluster, ClusterSpec, Job, Placement, RunOutcome, Time};
 use apiary_policy::{JobIdx, Policy, Status, World, registry};
 use apiary_sim::hooks::Hook;
 use apiary_sim::observe::Observer;
+use apiary_sim::throughput::RateError;
 use apiary_sim::{Config, DurationModel, Engine, Stack, Throughput};
 use std::cell::Cell;
 
@@ -136,8 +137,8 @@ fn an_observer_sees_every_interval_once() {
 struct Half;
 
 impl Throughput for Half {
-    fn rate(&self, _: &Job, _: &Placement, _: &Cluster) -> f64 {
-        0.5
+    fn rate(&self, _: &Job, _: &Placement, _: &Cluster) -> Result<f64, RateError> {
+        Ok(0.5)
     }
 }
 
@@ -152,4 +153,28 @@ fn a_throughput_layer_multiplies_into_every_rate() {
         .unwrap();
     assert_eq!(out.jobs[0].finish, Some(10_000));
     assert_eq!(out.jobs[1].finish, Some(16_000));
+}
+
+/// Fails on placements wider than one GPU.
+struct Narrow;
+
+impl Throughput for Narrow {
+    fn rate(&self, _: &Job, p: &Placement, _: &Cluster) -> Result<f64, RateError> {
+        if p.gpus() > 1 {
+            return Err(RateError::Other("no price for a gang".into()));
+        }
+        Ok(1.0)
+    }
+}
+
+#[test]
+fn a_layer_that_cannot_price_a_placement_stops_the_run_naming_the_job() {
+    let mut p = fifo();
+    let mut rates = Stack::standard(&DurationModel);
+    rates.push(&Narrow);
+    let e = Engine::new(cluster(), jobs(), p.as_mut(), rates, &Config::default())
+        .unwrap()
+        .run(&mut |_| {})
+        .unwrap_err();
+    assert_eq!(e.to_string(), "job a: no price for a gang");
 }
