@@ -1,11 +1,16 @@
 //! Runs every `testdata/scenarios/*.txt`: a small command language above `----`, the
-//! expected per-job outcome below (raft-rs style).
+//! expected output below (raft-rs style): with `steps`, the jobs running and pending
+//! after each time stamp the engine handled, in order; then each job's outcome (in any
+//! order). `APIARY_REWRITE=1 cargo test -p apiary-sim --test it scenario_files`
+//! rewrites the expectations with what the engine gives (read the diff before
+//! committing it).
 //!
 //! ```text
 //! cluster n1g4            (several presets join: `cluster n1g1-v100 n1g2-k80`)
 //! policy fifo backfill=true
 //! mode slot:60            (optional)
 //! restart_overhead 5      (optional, seconds)
+//! steps                   (optional: expect the state after every time stamp)
 //! job a submit=0 gpus=2 duration=10   (optional vc=NAME; stages=DATA/GPU/NET ms with
 //!                                       iters=N for Muri's interleaving;
 //!                                       speeds=v100:1,k80:0.5 per GPU type;
@@ -13,22 +18,52 @@
 //!                                       iterations/s) with max=GPUS and batch=N for
 //!                                       elastic jobs, which run `duration` at `gpus`)
 //! ----
+//! t=0 running=a pending=-
+//! t=10 running=- pending=-
 //! a start=0 finish=10 preemptions=0
 //! ```
 
 use apiary_model::{ClusterSpec, Job};
-use apiary_policy::{Params, registry};
-use apiary_sim::{Config, DurationModel, Mode};
+use apiary_policy::{Params, Status, World, registry};
+use apiary_sim::{Config, DurationModel, Engine, Mode, Stack};
 use std::path::PathBuf;
 
 fn secs(v: &str) -> u64 {
     (v.parse::<f64>().expect("number") * 1000.0).round() as u64
 }
 
-fn run_scenario(text: &str) -> (String, String) {
+/// The jobs in `status` after a step, by id, or `-`.
+fn ids(w: &World, status: Status) -> String {
+    let mut v: Vec<&str> = (0..w.jobs.len())
+        .filter(|&k| w.rt[k].status == status)
+        .map(|k| w.jobs[k].id.as_str())
+        .collect();
+    v.sort_unstable();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// Seconds as the scenario files write them.
+fn show(t: u64) -> String {
+    format!("{}", t as f64 / 1000.0)
+}
+
+/// What a scenario gives and what its file expects, each as (steps in order, job
+/// lines sorted), and the output to write back in rewrite mode.
+struct Compared {
+    got: (Vec<String>, Vec<String>),
+    expected: (Vec<String>, Vec<String>),
+    rewritten: String,
+}
+
+fn run_scenario(text: &str) -> Compared {
     let (input, expected) = text
         .split_once("\n----\n")
         .expect("scenario needs a ---- line");
+    let mut steps = false;
     let mut cluster = None;
     let mut policy = None;
     let mut cfg = Config::default();
@@ -59,6 +94,7 @@ fn run_scenario(text: &str) -> (String, String) {
                 cfg.mode = Mode::Slotted(secs(w.next().unwrap().strip_prefix("slot:").unwrap()))
             }
             "restart_overhead" => cfg.restart_overhead = secs(w.next().unwrap()),
+            "steps" => steps = true,
             "job" => {
                 let id = w.next().unwrap();
                 let kv: std::collections::BTreeMap<&str, &str> =
@@ -117,24 +153,35 @@ fn run_scenario(text: &str) -> (String, String) {
     }
     jobs.sort_by_key(|j| j.submit);
     let mut p = policy.expect("policy line");
-    let out = apiary_sim::run(
+    let mut engine = Engine::new(
         cluster.expect("cluster line"),
         jobs,
         p.as_mut(),
-        &DurationModel,
+        Stack::standard(&DurationModel),
         &cfg,
-        &mut |_| {},
     )
     .unwrap();
-    let mut got: Vec<String> = out
+    let mut got_steps = Vec::new();
+    while let Some(now) = engine.step().unwrap() {
+        if steps {
+            let w = engine.world();
+            got_steps.push(format!(
+                "t={} running={} pending={}",
+                show(now),
+                ids(w, Status::Running),
+                ids(w, Status::Pending)
+            ));
+        }
+    }
+    let out = engine.outcome();
+    let got_jobs: Vec<String> = out
         .jobs
         .iter()
         .map(|j| {
             if j.rejected.is_some() {
                 return format!("{} rejected", j.id);
             }
-            let f =
-                |t: Option<u64>| t.map_or("-".to_string(), |t| format!("{}", t as f64 / 1000.0));
+            let f = |t: Option<u64>| t.map_or("-".to_string(), show);
             format!(
                 "{} start={} finish={} preemptions={}",
                 j.id,
@@ -144,15 +191,29 @@ fn run_scenario(text: &str) -> (String, String) {
             )
         })
         .collect();
-    got.sort();
-    let mut exp: Vec<String> = expected
+    let rewritten = format!(
+        "{input}\n----\n{}\n",
+        got_steps
+            .iter()
+            .chain(&got_jobs)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let (exp_steps, mut exp_jobs): (Vec<String>, Vec<String>) = expected
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(str::to_string)
-        .collect();
-    exp.sort();
-    (got.join("\n"), exp.join("\n"))
+        .partition(|l| l.starts_with("t="));
+    exp_jobs.sort();
+    let mut got_jobs = got_jobs;
+    got_jobs.sort();
+    Compared {
+        got: (got_steps, got_jobs),
+        expected: (exp_steps, exp_jobs),
+        rewritten,
+    }
 }
 
 #[test]
@@ -169,15 +230,26 @@ fn scenario_files() {
         "scenario files missing from {}",
         dir.display()
     );
+    let rewrite = std::env::var_os("APIARY_REWRITE").is_some();
     let mut failures = Vec::new();
     for f in &files {
-        let (got, exp) = run_scenario(&std::fs::read_to_string(f).unwrap());
-        if got != exp {
-            failures.push(format!(
-                "{}:\n--- expected\n{exp}\n--- got\n{got}",
-                f.display()
-            ));
+        let c = run_scenario(&std::fs::read_to_string(f).unwrap());
+        if c.got == c.expected {
+            continue;
         }
+        if rewrite {
+            std::fs::write(f, &c.rewritten).unwrap();
+            continue;
+        }
+        let show = |(s, j): &(Vec<String>, Vec<String>)| {
+            s.iter().chain(j).cloned().collect::<Vec<_>>().join("\n")
+        };
+        failures.push(format!(
+            "{}:\n--- expected\n{}\n--- got\n{}",
+            f.display(),
+            show(&c.expected),
+            show(&c.got)
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
