@@ -8,11 +8,12 @@
 //! between; [`run`](crate::run) steps it to the end.
 
 use crate::adaptive::Agents;
+use crate::config::{Config, Mode, Progress};
+use crate::error::SimError;
 use crate::hooks::{Hook, MuriOverhead};
 use crate::observe::{self, Observer};
 use crate::queue::EventQueue;
 use crate::throughput::{Stack, Throughput};
-use crate::{Config, Mode, Progress, SimError};
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
 use apiary_policy::spec::PolicySpec;
 use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, PolicyError, Status, World};

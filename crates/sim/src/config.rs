@@ -1,0 +1,52 @@
+//! What a run is given besides the cluster, the jobs and the policy: when the policy is
+//! consulted, overheads, the seed; and how far a run has got.
+
+use apiary_model::Time;
+
+/// When the policy is consulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// After every batch of simultaneous events (Tiresias, Muri).
+    EventDriven,
+    /// Only at multiples of the slot length (ElasticFlow 60/240 s, Gavel 360 s rounds).
+    Slotted(Time),
+}
+
+/// Engine settings beyond the policy.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Scheduling mode.
+    pub mode: Mode,
+    /// Time a job makes no progress after resuming from a preemption.
+    pub restart_overhead: Time,
+    /// Artifact quirk (Muri and its Tiresias/SRTF baselines): at every event, every
+    /// running job loses its model's restart overhead from the interval just ended,
+    /// whether or not it was touched. See `docs/fidelity.md`.
+    pub per_event_overhead: bool,
+    /// Seed for any randomness (recorded in the outcome).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mode: Mode::EventDriven,
+            restart_overhead: 0,
+            per_event_overhead: false,
+            seed: 0,
+        }
+    }
+}
+
+/// How far a run has got, for progress bars.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Simulated time.
+    pub now: Time,
+    /// Events so far.
+    pub events: u64,
+    /// Jobs finished.
+    pub finished: usize,
+    /// Jobs in the trace.
+    pub total: usize,
+}
