@@ -272,7 +272,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
         let get = |k: usize| {
             idx[k]
                 .and_then(|i| r.get(i))
-                .map(str::trim)
+                .map(crate::fields::trim)
                 .filter(|s| !s.is_empty())
         };
         let num = |k: usize| -> Result<Option<f64>, TraceError> {
@@ -384,7 +384,7 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
             Err(e) => return Err(e),
         }
     }
-    jobs.sort_by_key(|j| j.submit);
+    crate::sort_by_submit(&mut jobs);
     Ok(Trace {
         jobs,
         format: crate::Format::Jsonl,

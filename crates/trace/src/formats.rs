@@ -140,23 +140,9 @@ fn days_in_month(y: i64, m: i64) -> i64 {
 /// clock counts from, later ones are typos.
 fn parse_datetime(s: &str) -> Result<i64, String> {
     let bad = || format!("'{s}' is not a date YYYY-MM-DD HH:MM:SS");
-    let (date, time) = s.trim().split_once(' ').ok_or_else(bad)?;
-    // Unsigned parses: a '-1' hour is not an hour.
-    let num = |x: &str| {
-        if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
-            None
-        } else {
-            x.parse::<u32>().ok().map(i64::from)
-        }
-    };
-    // Three numbers each, without allocating: this runs once per row.
-    let three = |s: &str, sep: char| -> Option<[i64; 3]> {
-        let mut it = s.split(sep);
-        let v = [num(it.next()?)?, num(it.next()?)?, num(it.next()?)?];
-        it.next().is_none().then_some(v)
-    };
-    let (Some([y, mo, da]), Some([h, mi, se])) = (three(date, '-'), three(time.trim(), ':')) else {
-        return Err(bad());
+    let [y, mo, da, h, mi, se] = match fixed_datetime(s.trim().as_bytes()) {
+        Some(v) => v,
+        None => loose_datetime(s).ok_or_else(bad)?,
     };
     if !(1970..=9999).contains(&y) {
         return Err(format!("'{s}': year {y} is outside 1970..=9999"));
@@ -173,6 +159,54 @@ fn parse_datetime(s: &str) -> Result<i64, String> {
         ));
     }
     Ok(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
+}
+
+/// The six numbers of a date written exactly `YYYY-MM-DD HH:MM:SS` (as every Philly row
+/// is), read without splitting; `None` sends other spellings to [`loose_datetime`].
+fn fixed_datetime(b: &[u8]) -> Option<[i64; 6]> {
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b[r].iter().try_fold(0i64, |v, &c| {
+            c.is_ascii_digit().then(|| v * 10 + i64::from(c - b'0'))
+        })
+    };
+    Some([
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    ])
+}
+
+/// The six numbers of a date with any number of digits per part (`2017-1-9 7:01:55`).
+fn loose_datetime(s: &str) -> Option<[i64; 6]> {
+    let (date, time) = s.trim().split_once(' ')?;
+    // Unsigned parses: a '-1' hour is not an hour.
+    let num = |x: &str| {
+        if x.is_empty() || !x.bytes().all(|b| b.is_ascii_digit()) {
+            None
+        } else {
+            x.parse::<u32>().ok().map(i64::from)
+        }
+    };
+    // Three numbers each, without allocating.
+    let three = |s: &str, sep: char| -> Option<[i64; 3]> {
+        let mut it = s.split(sep);
+        let v = [num(it.next()?)?, num(it.next()?)?, num(it.next()?)?];
+        it.next().is_none().then_some(v)
+    };
+    let ([y, mo, da], [h, mi, se]) = (three(date, '-')?, three(time.trim(), ':')?);
+    Some([y, mo, da, h, mi, se])
 }
 
 pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
@@ -215,7 +249,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     let mut parser = make_parser(format, &headers, &file, path, opts)?;
     // Formats that number their rows have unique ids by construction.
     let mut ids = format.id_field().map(crate::ids::Ids::new);
-    let mut jobs = Vec::new();
+    let mut jobs = Vec::with_capacity(crate::open::rows_hint(path));
     let mut skipped = 0;
     let mut first_skip = None;
     let mut excluded: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -243,7 +277,8 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             break;
         }
         line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
-        if rec.iter().all(|f| f.trim().is_empty()) {
+        // All fields blank (one trim over the record's bytes, not one per field).
+        if rec.as_slice().trim().is_empty() {
             continue;
         }
         let cx = RowAt { file: &file, line };
@@ -278,7 +313,10 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             }
         }
     }
-    jobs.sort_by_key(|j| j.submit);
+    crate::sort_by_submit(&mut jobs);
+    if jobs.capacity() > jobs.len() + jobs.len() / 8 + 64 {
+        jobs.shrink_to_fit();
+    }
     Ok(Trace {
         jobs,
         format,
@@ -410,7 +448,7 @@ fn make_parser(
                 let t = parse_datetime(cx.text(r, ts, "timestamp")?)
                     .map_err(|m| cx.err("timestamp", m))?;
                 let mut j = Job::new(
-                    format!("{}", cx.line - 1),
+                    crate::fields::decimal_id(cx.line - 1),
                     // 9999-12-31 is 2.5e14 ms: far inside MAX_INPUT.
                     t as Time * 1000,
                     cx.gpus(r, ng, "num_gpus")?,

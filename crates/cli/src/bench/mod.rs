@@ -1,11 +1,16 @@
 //! `apiary bench`: the performance figures the README quotes, measured the same way every
-//! time. Each case runs `apiary simulate` in a child process, so its peak memory is its
-//! own, and the child's timing line is parsed for events, wall time and peak memory.
+//! time. Each simulation case runs `apiary simulate` in a child process, so its peak
+//! memory is its own, and the child's timing line is parsed for events, wall time and
+//! peak memory. Trace reading and the live service are measured in-process. Every run
+//! is kept in a history and printed beside the last one.
+
+mod history;
+mod live;
+mod parse;
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 /// One measured run.
 #[derive(Debug, serde::Serialize)]
@@ -132,7 +137,7 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
         let w = work.join("pollux-workload-6.csv");
         std::fs::write(
             &w,
-            include_str!("../../../testdata/traces/pollux-workload-6.csv"),
+            include_str!("../../../../testdata/traces/pollux-workload-6.csv"),
         )
         .with_context(|| format!("writing {}", w.display()))?;
         let t = w.display().to_string();
@@ -149,7 +154,7 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             let cluster = work.join("gavel-physical.toml");
             std::fs::write(
                 &cluster,
-                include_str!("../../../testdata/clusters/gavel-physical.toml"),
+                include_str!("../../../../testdata/clusters/gavel-physical.toml"),
             )
             .with_context(|| format!("writing {}", cluster.display()))?;
             let (t, c) = (gavel.display().to_string(), cluster.display().to_string());
@@ -245,6 +250,7 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             });
         }
     }
+    let previous = history::last(work);
     let mut figs = Vec::new();
     for c in &cases {
         if !json {
@@ -270,30 +276,62 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
     if !json {
         eprintln!("running: live service (scheduling pass, durable submissions)");
     }
-    let lf = live(work)?;
+    let lf = live::live(work)?;
+    let synth = work.join("synth-1m.csv");
+    let mut reads = Vec::new();
+    for (name, path) in parse::cases(shared, full.then_some(synth.as_path())) {
+        if !json {
+            eprintln!("reading: {name}");
+        }
+        reads.push(parse::measure(&name, &path, 5)?);
+    }
+    let record = serde_json::json!({
+        "runs": figs,
+        "parse": reads,
+        "hived_decision": decision,
+        "live": lf,
+    });
+    history::append(work, record.clone())?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "runs": figs,
-                "hived_decision": decision,
-                "live": lf,
-            }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&record)?);
         return Ok(());
     }
+    let last = previous.as_ref();
+    if let Some(l) = last {
+        println!(
+            "(vs last: the change in wall time since the run of {} at unix time {})",
+            l["commit"].as_str().unwrap_or("an unknown commit"),
+            l["unix_time"]
+        );
+    }
     println!(
-        "{:<50} {:>10} {:>9} {:>12} {:>9}",
-        "case", "events", "wall s", "M events/s", "peak MB"
+        "{:<50} {:>10} {:>9} {:>12} {:>9} {:>8}",
+        "case", "events", "wall s", "M events/s", "peak MB", "vs last"
     );
     for f in &figs {
         println!(
-            "{:<50} {:>10} {:>9.3} {:>12.2} {:>9.0}",
+            "{:<50} {:>10} {:>9.3} {:>12.2} {:>9.0} {:>8}",
             f.case,
             f.events,
             f.wall_s,
             f.events_per_s / 1e6,
-            f.peak_mb
+            f.peak_mb,
+            history::change(f.wall_s, history::figure(last, "runs", &f.case, "wall_s"))
+        );
+    }
+    println!(
+        "{:<50} {:>10} {:>9} {:>12} {:>9} {:>8}",
+        "trace read (best of 5)", "jobs", "wall s", "MB/s", "limit", "vs last"
+    );
+    for r in &reads {
+        println!(
+            "{:<50} {:>10} {:>9.4} {:>12.0} {:>9.0} {:>8}",
+            r.case,
+            r.jobs,
+            r.best_s,
+            r.mb_per_s,
+            r.scan_mb_per_s,
+            history::change(r.best_s, history::figure(last, "parse", &r.case, "best_s"))
         );
     }
     let us = |k: &str| decision[k].as_f64().unwrap_or(f64::NAN);
@@ -322,150 +360,4 @@ mod tests {
         assert_eq!(parse_timing(e), Some((164_494, 0.152, 58.0)));
         assert_eq!(parse_timing("nothing here"), None);
     }
-}
-
-/// Figures of the live service, measured in-process.
-#[derive(Debug, serde::Serialize)]
-pub struct LiveFigures {
-    /// Scheduling pass with `pass_gpus` GPUs and `pass_queued` queued jobs: p50, µs.
-    pub pass_p50_us: f64,
-    /// p99, µs.
-    pub pass_p99_us: f64,
-    /// GPUs of that cluster.
-    pub pass_gpus: u32,
-    /// Jobs queued during the passes.
-    pub pass_queued: usize,
-    /// Submissions acknowledged per second over HTTP on loopback, each durable in the
-    /// redb store before its 201.
-    pub submit_per_s: f64,
-    /// Concurrent clients.
-    pub submit_clients: usize,
-}
-
-fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
-    // One VC holds every benchmark job: lift the per-VC job limit past them.
-    let mut t = format!(
-        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\n"
-    );
-    for i in 0..nodes {
-        t.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ngpus = 8\n"));
-    }
-    Ok(apiary_server::config::ServerConfig::parse(&t, "bench")?)
-}
-
-/// The live service's figures: one scheduling pass at 10,000 GPUs with 10,000 queued
-/// jobs (Tiresias), and durable submissions per second over HTTP.
-pub fn live(work: &Path) -> Result<LiveFigures> {
-    use apiary_server::core::Core;
-    use apiary_server::types::{Exit, Heartbeat, JobSpec, JobState};
-    // Pass latency: fill 10,000 GPUs, queue 10,000 more jobs, then time the pass after
-    // each of 1,000 completions.
-    let mut core = Core::new(live_config(1250, ":memory:")?, 0).map_err(anyhow::Error::msg)?;
-    let sizes = [1u32, 1, 1, 1, 1, 1, 1, 2, 4, 8];
-    let spec = |g: u32| -> JobSpec {
-        serde_json::from_value(serde_json::json!({"gpus": g, "command": ["true"]})).expect("spec")
-    };
-    let mut ids = Vec::new();
-    for i in 0..17_000u32 {
-        ids.push(
-            core.submit(spec(sizes[i as usize % sizes.len()]), 0)
-                .map_err(|e| anyhow::anyhow!(e.message))?,
-        );
-    }
-    core.schedule(0);
-    let queued = core.queued();
-    let mut times = Vec::new();
-    let mut now = 1000;
-    let mut k = 0;
-    while times.len() < 1000 && k < ids.len() {
-        let id = ids[k];
-        k += 1;
-        let r = core
-            .job(id)
-            .map_err(|e| anyhow::anyhow!(e.message))?
-            .clone();
-        if r.state != JobState::Running {
-            continue;
-        }
-        for p in &r.parts {
-            let hb = Heartbeat {
-                node: p.node.clone(),
-                gpus: 8,
-                running: Vec::new(),
-                exited: vec![Exit {
-                    job: id,
-                    attempt: r.attempt,
-                    code: 0,
-                    lost: false,
-                    output_tail: String::new(),
-                }],
-                shutting_down: false,
-            };
-            core.heartbeat(&hb, now)
-                .map_err(|e| anyhow::anyhow!(e.message))?;
-        }
-        let t0 = Instant::now();
-        core.schedule(now);
-        times.push(t0.elapsed().as_secs_f64() * 1e6);
-        now += 10;
-    }
-    times.sort_by(f64::total_cmp);
-    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
-    // Submissions over HTTP, durable.
-    let dir = work.join("live-bench");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let cfg = live_config(16, &dir.display().to_string())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let (addr, stop) = rt.block_on(async {
-        let store = apiary_server::service::open_store(&cfg, false)?;
-        let (h, _task) =
-            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock()).await?;
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = l.local_addr()?;
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(apiary_server::http::serve(l, h, Vec::new(), async {
-            let _ = rx.await;
-        }));
-        anyhow::Ok((addr, tx))
-    })?;
-    let clients = 16;
-    let secs = 3.0;
-    let t0 = Instant::now();
-    let counts: Vec<u64> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..clients)
-            .map(|_| {
-                s.spawn(|| {
-                    let c = crate::live::Client::new(
-                        &format!("http://{addr}"),
-                        std::time::Duration::from_secs(10),
-                    );
-                    let body = serde_json::json!({"gpus": 1, "command": ["true"]});
-                    let mut n = 0u64;
-                    while t0.elapsed().as_secs_f64() < secs {
-                        if c.post::<_, serde_json::Value>("/v1/jobs", &body).is_ok() {
-                            n += 1;
-                        }
-                    }
-                    n
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
-    });
-    let elapsed = t0.elapsed().as_secs_f64();
-    let _ = stop.send(());
-    drop(rt);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(LiveFigures {
-        pass_p50_us: at(0.5),
-        pass_p99_us: at(0.99),
-        pass_gpus: 10_000,
-        pass_queued: queued,
-        submit_per_s: counts.iter().sum::<u64>() as f64 / elapsed,
-        submit_clients: clients,
-    })
 }

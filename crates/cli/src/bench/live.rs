@@ -1,0 +1,152 @@
+//! The live service's figures, measured in-process: one scheduling pass at 10,000 GPUs
+//! with thousands of jobs queued, and durable submissions per second over HTTP.
+
+use anyhow::Result;
+use std::path::Path;
+use std::time::Instant;
+
+/// Figures of the live service, measured in-process.
+#[derive(Debug, serde::Serialize)]
+pub struct LiveFigures {
+    /// Scheduling pass with `pass_gpus` GPUs and `pass_queued` queued jobs: p50, µs.
+    pub pass_p50_us: f64,
+    /// p99, µs.
+    pub pass_p99_us: f64,
+    /// GPUs of that cluster.
+    pub pass_gpus: u32,
+    /// Jobs queued during the passes.
+    pub pass_queued: usize,
+    /// Submissions acknowledged per second over HTTP on loopback, each durable in the
+    /// redb store before its 201.
+    pub submit_per_s: f64,
+    /// Concurrent clients.
+    pub submit_clients: usize,
+}
+
+fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
+    // One VC holds every benchmark job: lift the per-VC job limit past them.
+    let mut t = format!(
+        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\n"
+    );
+    for i in 0..nodes {
+        t.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ngpus = 8\n"));
+    }
+    Ok(apiary_server::config::ServerConfig::parse(&t, "bench")?)
+}
+
+/// The live service's figures: one scheduling pass at 10,000 GPUs with 10,000 queued
+/// jobs (Tiresias), and durable submissions per second over HTTP.
+pub fn live(work: &Path) -> Result<LiveFigures> {
+    use apiary_server::core::Core;
+    use apiary_server::types::{Exit, Heartbeat, JobSpec, JobState};
+    // Pass latency: fill 10,000 GPUs, queue 10,000 more jobs, then time the pass after
+    // each of 1,000 completions.
+    let mut core = Core::new(live_config(1250, ":memory:")?, 0).map_err(anyhow::Error::msg)?;
+    let sizes = [1u32, 1, 1, 1, 1, 1, 1, 2, 4, 8];
+    let spec = |g: u32| -> JobSpec {
+        serde_json::from_value(serde_json::json!({"gpus": g, "command": ["true"]})).expect("spec")
+    };
+    let mut ids = Vec::new();
+    for i in 0..17_000u32 {
+        ids.push(
+            core.submit(spec(sizes[i as usize % sizes.len()]), 0)
+                .map_err(|e| anyhow::anyhow!(e.message))?,
+        );
+    }
+    core.schedule(0);
+    let queued = core.queued();
+    let mut times = Vec::new();
+    let mut now = 1000;
+    let mut k = 0;
+    while times.len() < 1000 && k < ids.len() {
+        let id = ids[k];
+        k += 1;
+        let r = core
+            .job(id)
+            .map_err(|e| anyhow::anyhow!(e.message))?
+            .clone();
+        if r.state != JobState::Running {
+            continue;
+        }
+        for p in &r.parts {
+            let hb = Heartbeat {
+                node: p.node.clone(),
+                gpus: 8,
+                running: Vec::new(),
+                exited: vec![Exit {
+                    job: id,
+                    attempt: r.attempt,
+                    code: 0,
+                    lost: false,
+                    output_tail: String::new(),
+                }],
+                shutting_down: false,
+            };
+            core.heartbeat(&hb, now)
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+        }
+        let t0 = Instant::now();
+        core.schedule(now);
+        times.push(t0.elapsed().as_secs_f64() * 1e6);
+        now += 10;
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
+    // Submissions over HTTP, durable.
+    let dir = work.join("live-bench");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let cfg = live_config(16, &dir.display().to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (addr, stop) = rt.block_on(async {
+        let store = apiary_server::service::open_store(&cfg, false)?;
+        let (h, _task) =
+            apiary_server::service::start(cfg, store, apiary_server::service::wall_clock()).await?;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = l.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(apiary_server::http::serve(l, h, Vec::new(), async {
+            let _ = rx.await;
+        }));
+        anyhow::Ok((addr, tx))
+    })?;
+    let clients = 16;
+    let secs = 3.0;
+    let t0 = Instant::now();
+    let counts: Vec<u64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..clients)
+            .map(|_| {
+                s.spawn(|| {
+                    let c = crate::live::Client::new(
+                        &format!("http://{addr}"),
+                        std::time::Duration::from_secs(10),
+                    );
+                    let body = serde_json::json!({"gpus": 1, "command": ["true"]});
+                    let mut n = 0u64;
+                    while t0.elapsed().as_secs_f64() < secs {
+                        if c.post::<_, serde_json::Value>("/v1/jobs", &body).is_ok() {
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+    });
+    let elapsed = t0.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(LiveFigures {
+        pass_p50_us: at(0.5),
+        pass_p99_us: at(0.99),
+        pass_gpus: 10_000,
+        pass_queued: queued,
+        submit_per_s: counts.iter().sum::<u64>() as f64 / elapsed,
+        submit_clients: clients,
+    })
+}
