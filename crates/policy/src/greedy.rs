@@ -15,6 +15,7 @@
 use crate::ctx::Ctx;
 use crate::placement::PlacementStrategy;
 use crate::world::{JobIdx, Status};
+use std::ops::ControlFlow;
 
 /// How the pass behaves.
 #[derive(Clone, Copy, Debug)]
@@ -58,7 +59,9 @@ pub fn pass(
         let running_total = ctx.running().len();
         let mut running_seen = 0;
         let mut blocked = false;
-        for j in order {
+        // Internal iteration (`try_for_each`): callers pass chains of queue segments,
+        // which fold several times faster than they step one `next` at a time.
+        let _ = order.into_iter().try_for_each(|j| {
             let g = ctx.job(j).gpus as u64;
             match ctx.status(j) {
                 Status::Running => {
@@ -80,9 +83,11 @@ pub fn pass(
                 _ => {}
             }
             if running_seen == running_total && (blocked || cap < min_pending as u64) {
-                break;
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-        }
+        });
         for &j in &s.preempt {
             if ctx.preempt(j) {
                 s.preempted.push(j);
@@ -97,20 +102,21 @@ pub fn pass(
         }
     } else {
         let mut free = ctx.free_gpus();
-        for j in order {
+        let _ = order.into_iter().try_for_each(|j| {
             if free < min_pending as u64 {
-                break;
+                return ControlFlow::Break(());
             }
             if ctx.status(j) != Status::Pending {
-                continue;
+                return ControlFlow::Continue(());
             }
             let g = ctx.job(j).gpus as u64;
             if g <= free && ctx.start_with(j, opts.placement) {
                 free -= g;
                 s.started.push(j);
             } else if !opts.backfill {
-                break;
+                return ControlFlow::Break(());
             }
-        }
+            ControlFlow::Continue(())
+        });
     }
 }
