@@ -142,15 +142,21 @@ impl Throughput for Half {
     }
 }
 
-#[test]
-fn a_throughput_layer_multiplies_into_every_rate() {
+/// FIFO on the test cluster with `layer` on top of the standard rate stack.
+fn run_with_layer(
+    layer: &dyn Throughput,
+) -> Result<apiary_model::RunOutcome, apiary_sim::SimError> {
     let mut p = fifo();
     let mut rates = Stack::standard(&DurationModel);
-    rates.push(&Half);
-    let out = Engine::new(cluster(), jobs(), p.as_mut(), rates, &Config::default())
+    rates.push(layer);
+    Engine::new(cluster(), jobs(), p.as_mut(), rates, &Config::default())
         .unwrap()
         .run(&mut |_| {})
-        .unwrap();
+}
+
+#[test]
+fn a_throughput_layer_multiplies_into_every_rate() {
+    let out = run_with_layer(&Half).unwrap();
     assert_eq!(out.jobs[0].finish, Some(10_000));
     assert_eq!(out.jobs[1].finish, Some(16_000));
 }
@@ -169,12 +175,6 @@ impl Throughput for Narrow {
 
 #[test]
 fn a_layer_that_cannot_price_a_placement_stops_the_run_naming_the_job() {
-    let mut p = fifo();
-    let mut rates = Stack::standard(&DurationModel);
-    rates.push(&Narrow);
-    let e = Engine::new(cluster(), jobs(), p.as_mut(), rates, &Config::default())
-        .unwrap()
-        .run(&mut |_| {})
-        .unwrap_err();
+    let e = run_with_layer(&Narrow).unwrap_err();
     assert_eq!(e.to_string(), "job a: no price for a gang");
 }
