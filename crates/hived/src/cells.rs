@@ -132,6 +132,9 @@ pub(crate) struct Vc {
     pub chains: BTreeMap<usize, VcCells>,
     /// Pinned cells by id: (cells, physical cell).
     pub pinned: BTreeMap<String, (VcCells, usize)>,
+    /// Not in the config: a reconfiguration deleted it, and it exists only to hold the
+    /// recovered groups that still run under its name (lazily preempted, no cells).
+    pub retired: bool,
 }
 
 /// Everything built from a config before any allocation.
@@ -532,6 +535,7 @@ impl Builder<'_> {
                 name: vname.clone(),
                 chains: BTreeMap::new(),
                 pinned: BTreeMap::new(),
+                retired: false,
             };
             let mut count = 0usize;
             for v in &spec.virtual_cells {

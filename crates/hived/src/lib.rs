@@ -33,7 +33,7 @@ pub mod inspect;
 pub mod replay;
 mod types;
 
-pub use algo::{GroupState, Hived};
+pub use algo::{GroupState, Hived, UsableOrder};
 pub use cells::{CellState, FREE, MAX_PRIORITY, OPPORTUNISTIC};
 pub use config::{Config, ConfigError};
 pub use types::*;

@@ -3,7 +3,8 @@
 //! A scenario (YAML or JSON) holds `config` (inline, or a path the caller resolves),
 //! `pods` (name -> pod scheduling spec) and `steps`:
 //! `schedule {pod, phase, suggestedNodes, commit}`, `deleteAllocatedPod`,
-//! `deleteUnallocatedPod`, `setNodeBad`, `setNodeHealthy`, `restart {config}`.
+//! `deleteUnallocatedPod`, `setNodeBad`, `setNodeHealthy`, `restart {config}`; and optionally
+//! `usableOrder` (`fewer-opportunistic` or upstream's `list-order`).
 //! The replayer plays Kubernetes: it commits binds, remembers bind info, and on `restart`
 //! rebuilds the scheduler and re-adds every bound pod from its record (recovery).
 
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{BindInfo, Config, Decision, Hived, Phase, PodSpec, Suggested};
+use crate::{BindInfo, Config, Decision, Hived, Phase, PodSpec, Suggested, UsableOrder};
 
 /// A config given inline or as a path.
 #[derive(Debug, Clone, Deserialize)]
@@ -36,6 +37,9 @@ pub struct Scenario {
     /// The calls, in order.
     #[serde(default)]
     pub steps: Vec<Step>,
+    /// `fewer-opportunistic` (default) or upstream's `list-order`; see [`UsableOrder`].
+    #[serde(default)]
+    pub usable_order: UsableOrder,
 }
 
 /// `suggestedNodes`: `ALL`, a list, or `{allExcept: [...]}`.
@@ -185,8 +189,9 @@ impl<'a> Replayer<'a> {
         inspect: bool,
     ) -> Result<Replayer<'a>, ReplayError> {
         let cfg = load(&scenario.config).map_err(ReplayError::Config)?;
-        let hived =
+        let mut hived =
             Hived::with_all_nodes_healthy(&cfg).map_err(|e| ReplayError::Config(e.to_string()))?;
+        hived.set_usable_order(scenario.usable_order);
         Ok(Replayer {
             hived,
             bound: Vec::new(),
@@ -362,6 +367,7 @@ impl<'a> Replayer<'a> {
             None => self.hived.config().clone(),
         };
         let mut h = Hived::new(&cfg).map_err(|e| e.to_string())?;
+        h.set_usable_order(self.hived.usable_order);
         for n in h.nodes().to_vec() {
             if !self.hived.node_is_bad(&n) {
                 h.set_node_healthy(&n).map_err(|e| e.to_string())?;

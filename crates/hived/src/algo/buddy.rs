@@ -1,7 +1,7 @@
 //! Buddy cell allocation and the safety-relaxed variant, and the mapping of virtual
 //! cells to physical ones.
 
-use super::{Ctx, Hived, ListRef, PathVertex, Placement, swap_remove};
+use super::{Ctx, Hived, ListRef, PathVertex, Placement, UsableOrder, swap_remove};
 use crate::cells::{CellState, OPPORTUNISTIC, PCell};
 use crate::types::{BindInfo, MemberBindInfo, PodPlacement, Victim};
 use std::collections::{BTreeSet, HashMap};
@@ -110,9 +110,9 @@ impl Hived {
         false
     }
 
-    /// HiveD's `getUsablePhysicalCells`: the usable candidates in list order, and — as
-    /// upstream does — the underlying list re-sorted stably, in place, by opportunistic
-    /// use (the usable list itself is *not* sorted; see docs/policies/hived.md).
+    /// HiveD's `getUsablePhysicalCells`: the usable candidates, fewer opportunistic pods
+    /// first unless [`UsableOrder::ListOrder`] keeps upstream's list order; either way the
+    /// underlying list is re-sorted stably, in place, as upstream does.
     pub(super) fn usable(
         &mut self,
         list: ListRef,
@@ -152,6 +152,10 @@ impl Hived {
                 ch.sort_by_key(|&x| key(&self.pcells, x));
                 self.pcells[c].children = ch;
             }
+        }
+        if self.usable_order == UsableOrder::FewerOpportunistic {
+            let p = &self.pcells;
+            out.sort_by_key(|&c| key(p, c));
         }
         Some(out)
     }

@@ -72,6 +72,26 @@ impl Group {
     }
 }
 
+/// The order in which buddy allocation and cell mapping try usable physical cells.
+///
+/// Upstream's `getUsablePhysicalCells` means to put cells with fewer opportunistic pods
+/// first ("to reduce preemption"), but sorts its input list in place and returns the
+/// usable cells in their original order, so the preference shows only on later calls.
+/// The feature README's lazy preemption demo needs the preference on the same call: with
+/// the list order, the preemptor of a lazily preempted group is mapped straight back onto
+/// the victim's freed node and preempts it (`testdata/hived/feature-lazy-preemption*.txt`
+/// replay both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsableOrder {
+    /// Fewer opportunistic pods first, as documented and as the demos show.
+    #[default]
+    FewerOpportunistic,
+    /// Upstream's code: the list's own order (the list is still re-sorted for later
+    /// calls).
+    ListOrder,
+}
+
 /// The scheduler state. See the crate docs for the calling contract.
 #[derive(Debug, Clone)]
 pub struct Hived {
@@ -97,6 +117,7 @@ pub struct Hived {
     pub(crate) groups: Vec<Option<Group>>,
     pub(crate) group_ids: BTreeMap<String, usize>,
     pub(crate) now: i64,
+    pub(crate) usable_order: UsableOrder,
     /// Set while a recovered group is allocated: no new doomed cells are forecast until
     /// all its leaves are in place (see `release_all_doomed`).
     pub(crate) forecast_paused: bool,
@@ -247,6 +268,7 @@ impl Hived {
             groups: Vec::new(),
             group_ids: BTreeMap::new(),
             now: 0,
+            usable_order: UsableOrder::default(),
             forecast_paused: false,
             vc_free: b.vc_free,
             chains: b.chains,
@@ -333,6 +355,11 @@ impl Hived {
     /// Node names in config order.
     pub fn nodes(&self) -> &[String] {
         &self.nodes
+    }
+
+    /// Chooses the order usable physical cells are tried in (see [`UsableOrder`]).
+    pub fn set_usable_order(&mut self, order: UsableOrder) {
+        self.usable_order = order;
     }
 
     /// Sets the clock used to stamp lazy preemptions (ms, simulated or wall).

@@ -2,8 +2,9 @@
 //! restart.
 
 use super::{GroupState, Hived, Request};
-use crate::cells::{CellState, FREE, MAX_PRIORITY, OPPORTUNISTIC};
+use crate::cells::{CellState, Chain, FREE, MAX_PRIORITY, OPPORTUNISTIC, Vc};
 use crate::types::{BindInfo, HivedError, PodSpec, user};
+use std::collections::BTreeMap;
 
 impl Hived {
     /// Records a bound pod (HiveD's `AddAllocatedPod`): the commit after a `Bind`, and the
@@ -38,9 +39,13 @@ impl Hived {
             return Ok(());
         }
         self.check_bind_info(&r, info)?;
-        let vc = self
-            .vc_index(&r.vc)
-            .ok_or_else(|| user(format!("VC {} does not exist", r.vc)))?;
+        // A pod of a VC that a reconfiguration deleted still runs: upstream keeps it as a
+        // lazily preempted group ("VC not found" maps no virtual cell), and forgetting it
+        // would let the next group be bound onto its devices.
+        let vc = match self.vc_index(&r.vc) {
+            Some(vc) => vc,
+            None => self.retired_vc(&r.vc),
+        };
         let g = self.create_allocated_group(&r, vc, info);
         self.settle_doomed();
         let si = self.group(g).size_index(r.size).unwrap_or(0);
@@ -78,6 +83,25 @@ impl Hived {
             }
         }
         Ok(())
+    }
+
+    /// Adds a VC without cells under a name the config no longer has.
+    fn retired_vc(&mut self, name: &str) -> usize {
+        self.vcs.push(Vc {
+            name: name.to_string(),
+            chains: BTreeMap::new(),
+            pinned: BTreeMap::new(),
+            retired: true,
+        });
+        let levels = |c: &Chain| vec![0i64; c.top + 1];
+        self.vc_free.push(self.chains.iter().map(levels).collect());
+        self.vc_doomed.push(
+            self.chains
+                .iter()
+                .map(|c| vec![Vec::new(); c.top + 1])
+                .collect(),
+        );
+        self.vcs.len() - 1
     }
 
     pub(super) fn create_allocated_group(

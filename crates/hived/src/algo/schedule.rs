@@ -112,7 +112,7 @@ impl Hived {
     }
 
     pub(super) fn validate_request(&self, r: &Request) -> Result<(), HivedError> {
-        let Some(vc) = self.vc_index(&r.vc) else {
+        let Some(vc) = self.vc_index(&r.vc).filter(|&v| !self.vcs[v].retired) else {
             return Err(user(format!("VC {} does not exist", r.vc)));
         };
         if !r.pinned.is_empty() {
