@@ -266,6 +266,14 @@ impl<'a> Ctx<'a> {
             None => self.w.running(),
         }
     }
+    /// Pending jobs (unordered), where the view keeps them: the whole cluster does, a
+    /// tenant's scope only counts them (`None`).
+    pub fn pending_jobs(&self) -> Option<&[JobIdx]> {
+        match &self.scope {
+            Some(_) => None,
+            None => Some(self.w.pending()),
+        }
+    }
     /// Number of pending jobs.
     pub fn pending_count(&self) -> usize {
         match &self.scope {

@@ -79,9 +79,20 @@ impl Policy for Srtf {
         // an unsaturated cluster and saves sorting all running jobs at each arrival.
         if ctx.pending_gpu_sum() <= ctx.free_gpus() {
             self.keyed.clear();
-            for &j in &self.active {
-                if ctx.status(j) == Status::Pending {
-                    self.keyed.push((key(self.service, ctx, j), j));
+            // The world's pending list, where the view has one, spares a walk over the
+            // running jobs at every arrival.
+            match ctx.pending_jobs() {
+                Some(pending) => {
+                    for &j in pending {
+                        self.keyed.push((key(self.service, ctx, j), j));
+                    }
+                }
+                None => {
+                    for &j in &self.active {
+                        if ctx.status(j) == Status::Pending {
+                            self.keyed.push((key(self.service, ctx, j), j));
+                        }
+                    }
                 }
             }
             self.keyed.sort_unstable();

@@ -126,7 +126,9 @@ pub struct World {
     pricer: std::sync::Mutex<apiary_comm::cluster::Pricer>,
     running: Vec<JobIdx>,
     running_pos: Vec<u32>,
-    pending: usize,
+    /// Pending jobs (unordered), and each job's index in the list.
+    pending: Vec<JobIdx>,
+    pending_pos: Vec<u32>,
     pending_gpus: BTreeMap<u32, u32>,
     /// Per job: the group whose GPUs it shares (its first member's index), if any.
     share: Vec<u32>,
@@ -147,6 +149,7 @@ pub struct World {
 }
 
 const NOT_RUNNING: u32 = u32::MAX;
+const NOT_PENDING: u32 = u32::MAX;
 const NOT_SHARED: u32 = u32::MAX;
 
 impl World {
@@ -173,7 +176,8 @@ impl World {
             fence_preemptions: false,
             honour_gpu_types: false,
             fenced: Vec::new(),
-            pending: 0,
+            pending: Vec::new(),
+            pending_pos: vec![NOT_PENDING; n],
             pending_gpus: BTreeMap::new(),
         }
     }
@@ -185,6 +189,7 @@ impl World {
         self.rt.push(JobRt::future(&job));
         self.jobs.push(job);
         self.running_pos.push(NOT_RUNNING);
+        self.pending_pos.push(NOT_PENDING);
         self.share.push(NOT_SHARED);
         self.share_refs.push(0);
         self.overlay.push(false);
@@ -208,6 +213,7 @@ impl World {
         self.jobs.pop();
         self.rt.pop();
         self.running_pos.pop();
+        self.pending_pos.pop();
         self.share.pop();
         self.share_refs.pop();
         self.overlay.pop();
@@ -270,15 +276,19 @@ impl World {
         debug_assert_eq!(rt.status, Status::Future);
         rt.status = Status::Pending;
         rt.pending_since = self.now;
-        self.pending += 1;
-        *self
-            .pending_gpus
-            .entry(self.jobs[i as usize].gpus)
-            .or_default() += 1;
+        self.enter_pending(i);
     }
 
     fn leave_pending(&mut self, i: JobIdx) {
-        self.pending -= 1;
+        let p = self.pending_pos[i as usize];
+        if p != NOT_PENDING {
+            let last = *self.pending.last().expect("pending list holds i");
+            self.pending.swap_remove(p as usize);
+            if last != i {
+                self.pending_pos[last as usize] = p;
+            }
+            self.pending_pos[i as usize] = NOT_PENDING;
+        }
         let g = self.jobs[i as usize].gpus;
         if let Some(c) = self.pending_gpus.get_mut(&g) {
             *c -= 1;
@@ -289,7 +299,8 @@ impl World {
     }
 
     fn enter_pending(&mut self, i: JobIdx) {
-        self.pending += 1;
+        self.pending_pos[i as usize] = self.pending.len() as u32;
+        self.pending.push(i);
         *self
             .pending_gpus
             .entry(self.jobs[i as usize].gpus)
@@ -630,7 +641,12 @@ impl World {
     }
     /// Number of pending jobs.
     pub fn pending_count(&self) -> usize {
-        self.pending
+        self.pending.len()
+    }
+
+    /// Pending jobs (unordered).
+    pub fn pending(&self) -> &[JobIdx] {
+        &self.pending
     }
     /// Smallest GPU demand of any pending job.
     pub fn min_pending_gpus(&self) -> Option<u32> {
