@@ -359,6 +359,25 @@ impl Policy for Tiresias {
                 self.opts,
                 &mut self.scratch,
             );
+        } else if self.opts.preemptive && ctx.pending_gpu_sum() <= ctx.free_gpus() {
+            // Everything waiting fits in the free GPUs: the count-based pass would keep
+            // every running job and select every pending one, so only the pending jobs,
+            // in queue order, decide anything (which start, and in what order).
+            self.order.clear();
+            for lv in &self.levels {
+                self.order.extend(lv.pending.iter().map(|k| k.1));
+                for &(_, j) in &lv.tail {
+                    if ctx.status(j) == Status::Pending {
+                        self.order.push(j);
+                    }
+                }
+            }
+            greedy::pass(
+                ctx,
+                self.order.iter().copied(),
+                self.opts,
+                &mut self.scratch,
+            );
         } else {
             // Walked lazily: the pass stops once every running job is seen and nothing
             // more fits, so a long queue's tail is never visited (building the whole
