@@ -39,6 +39,14 @@ pub struct Scratch {
     pub preempted: Vec<JobIdx>,
 }
 
+/// Whether every waiting job fits in the free GPUs. Then the preemptive pass keeps every
+/// running job and selects every pending one whatever the order, so a caller may pass
+/// only its pending jobs, in its order (which decides only placement order): on an
+/// unsaturated cluster that spares walking every running job at each arrival.
+pub fn everything_fits(ctx: &Ctx<'_>) -> bool {
+    ctx.pending_gpu_sum() <= ctx.free_gpus()
+}
+
 /// Runs one pass over `order` (highest priority first). `order` should hold every
 /// pending job, and in preemptive mode every running job too.
 pub fn pass(

@@ -73,11 +73,8 @@ impl Policy for Srtf {
         if self.active.len() > 2 * (ctx.running().len() + ctx.pending_count()) + 64 {
             self.active.retain(|&j| ctx.status(j) != Status::Finished);
         }
-        // When every waiting job fits in the free GPUs, the count-based pass keeps every
-        // running job and selects every pending one, whatever the order: only the
-        // pending jobs need sorting (for placement order). This is the common case on
-        // an unsaturated cluster and saves sorting all running jobs at each arrival.
-        if ctx.pending_gpu_sum() <= ctx.free_gpus() {
+        // Only the pending jobs need sorting when they all fit (see `everything_fits`).
+        if greedy::everything_fits(ctx) {
             self.keyed.clear();
             // The world's pending list, where the view has one, spares a walk over the
             // running jobs at every arrival.

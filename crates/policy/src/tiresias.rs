@@ -359,10 +359,8 @@ impl Policy for Tiresias {
                 self.opts,
                 &mut self.scratch,
             );
-        } else if self.opts.preemptive && ctx.pending_gpu_sum() <= ctx.free_gpus() {
-            // Everything waiting fits in the free GPUs: the count-based pass would keep
-            // every running job and select every pending one, so only the pending jobs,
-            // in queue order, decide anything (which start, and in what order).
+        } else if self.opts.preemptive && greedy::everything_fits(ctx) {
+            // Only the pending jobs, in queue order, decide anything (`everything_fits`).
             self.order.clear();
             for lv in &self.levels {
                 self.order.extend(lv.pending.iter().map(|k| k.1));

@@ -23,17 +23,22 @@ fn jobs() -> Vec<Job> {
     vec![Job::new("a", 0, 4, 5_000), Job::new("b", 1_000, 2, 3_000)]
 }
 
-#[test]
-fn step_handles_one_time_stamp_at_a_time() {
-    let mut p = fifo();
-    let mut e = Engine::new(
+/// `p` on the test cluster with the standard rate stack.
+fn engine(p: &mut dyn Policy, trace: Vec<Job>) -> Engine<'_> {
+    Engine::new(
         cluster(),
-        jobs(),
-        p.as_mut(),
+        trace,
+        p,
         Stack::standard(&DurationModel),
         &Config::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn step_handles_one_time_stamp_at_a_time() {
+    let mut p = fifo();
+    let mut e = engine(p.as_mut(), jobs());
     let mut seen = Vec::new();
     while let Some(now) = e.step().unwrap() {
         let w = e.world();
@@ -78,14 +83,7 @@ fn a_hook_changes_remaining_work_and_the_engine_reschedules() {
     let mut p = fifo();
     let mut trace = jobs();
     trace.push(Job::new("c", 2_000, 2, 4_000));
-    let mut e = Engine::new(
-        cluster(),
-        trace,
-        p.as_mut(),
-        Stack::standard(&DurationModel),
-        &Config::default(),
-    )
-    .unwrap();
+    let mut e = engine(p.as_mut(), trace);
     e.hook(Box::new(Toll(1_000)));
     let out = e.run(&mut |_| {}).unwrap();
     // `a` pays at the arrivals of b and c (1 s, 2 s), so it ends at 7 s, not 5 s; b
@@ -114,14 +112,7 @@ impl Observer for GpuTime<'_> {
 #[test]
 fn an_observer_sees_every_interval_once() {
     let mut p = fifo();
-    let mut e = Engine::new(
-        cluster(),
-        jobs(),
-        p.as_mut(),
-        Stack::standard(&DurationModel),
-        &Config::default(),
-    )
-    .unwrap();
+    let mut e = engine(p.as_mut(), jobs());
     let measured = Cell::new(0);
     e.observe(Box::new(GpuTime(&measured)));
     let out = e.run(&mut |_| {}).unwrap();
