@@ -326,7 +326,14 @@ impl ElasticFlow {
             .as_ref()
             .expect("admit refuses jobs without one");
         let ref_tput = s.tput(job.gpus).unwrap_or(s.levels[0].1);
-        let iters = ctx.remaining(j) / 1000.0 * ref_tput;
+        // The trace reader rounds a job's run time up to whole seconds (the artifact's
+        // baselines run that long); the planner counts the trace's iterations, as
+        // `iter_left` does, so the rounding's extra work is left out. It is under a
+        // second's worth, and decides admission when a deadline is that tight.
+        let excess = job.iterations.map_or(0.0, |n| {
+            (job.duration as f64 / 1000.0 * ref_tput - n as f64).max(0.0)
+        });
+        let iters = ctx.remaining(j) / 1000.0 * ref_tput - excess;
         PlanJob {
             scaling: s,
             iters: iters.max(1e-9),

@@ -16,7 +16,8 @@
 //!                                       speeds=v100:1,k80:0.5 per GPU type;
 //!                                       deadline=SECONDS; scaling=1:1,2:1.8 (GPUs:
 //!                                       iterations/s) with max=GPUS and batch=N for
-//!                                       elastic jobs, which run `duration` at `gpus`)
+//!                                       elastic jobs, which run `duration` at `gpus`,
+//!                                       and iters=N, the trace's iteration count)
 //! ----
 //! t=0 running=a pending=-
 //! t=10 running=- pending=-
@@ -144,7 +145,11 @@ fn run_scenario(text: &str) -> Compared {
                         gpu: v[1],
                         net: v[2],
                     });
-                    j.iterations = Some(kv["iters"].parse().unwrap());
+                }
+                // Muri's stages need it; an elastic job may give it, as ElasticFlow's
+                // traces do (its run time is then the reader's rounded `duration`).
+                if let Some(n) = kv.get("iters") {
+                    j.iterations = Some(n.parse().unwrap());
                 }
                 jobs.push(j);
             }
