@@ -243,7 +243,8 @@ pub fn write_jsonl(jobs: &[Job], mut out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
-type CsvParser = Box<dyn FnMut(&RowAt<'_>, &StringRecord) -> Result<Parsed, TraceError>>;
+type CsvParser =
+    Box<dyn FnMut(&RowAt<'_>, &crate::split::Fields<'_>) -> Result<Parsed, TraceError>>;
 
 pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, TraceError> {
     let idx: Vec<Option<usize>> = COLUMNS

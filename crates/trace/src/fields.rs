@@ -2,6 +2,7 @@
 //! field, the header checks, and the limits every format shares.
 
 use crate::TraceError;
+use crate::split::Fields;
 use apiary_model::{Job, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
@@ -26,7 +27,7 @@ impl RowAt<'_> {
     }
     pub(crate) fn text<'r>(
         &self,
-        rec: &'r StringRecord,
+        rec: &Fields<'r>,
         i: usize,
         field: &str,
     ) -> Result<&'r str, TraceError> {
@@ -36,7 +37,7 @@ impl RowAt<'_> {
     }
     pub(crate) fn number(
         &self,
-        rec: &StringRecord,
+        rec: &Fields<'_>,
         i: usize,
         field: &str,
     ) -> Result<f64, TraceError> {
@@ -46,18 +47,13 @@ impl RowAt<'_> {
             _ => Err(self.err(field, format!("'{v}' is not a non-negative number"))),
         }
     }
-    pub(crate) fn secs(
-        &self,
-        rec: &StringRecord,
-        i: usize,
-        field: &str,
-    ) -> Result<Time, TraceError> {
+    pub(crate) fn secs(&self, rec: &Fields<'_>, i: usize, field: &str) -> Result<Time, TraceError> {
         let x = self.number(rec, i, field)?;
         apiary_model::time::secs_f64(x).ok_or_else(|| self.beyond(field, &format!("{x} s")))
     }
     pub(crate) fn millis(
         &self,
-        rec: &StringRecord,
+        rec: &Fields<'_>,
         i: usize,
         field: &str,
     ) -> Result<Time, TraceError> {
@@ -74,7 +70,7 @@ impl RowAt<'_> {
     }
     pub(crate) fn integer(
         &self,
-        rec: &StringRecord,
+        rec: &Fields<'_>,
         i: usize,
         field: &str,
     ) -> Result<u64, TraceError> {
@@ -91,13 +87,13 @@ impl RowAt<'_> {
     }
     /// A non-negative integer that must fit 32 bits (batch sizes): larger values are
     /// errors, never truncated.
-    pub(crate) fn u32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<u32, TraceError> {
+    pub(crate) fn u32(&self, rec: &Fields<'_>, i: usize, field: &str) -> Result<u32, TraceError> {
         let x = self.integer(rec, i, field)?;
         u32::try_from(x)
             .map_err(|_| self.err(field, format!("{x} is out of range (at most {})", u32::MAX)))
     }
     /// A priority: an integer that must fit a signed 32-bit value (never wrapped).
-    pub(crate) fn i32(&self, rec: &StringRecord, i: usize, field: &str) -> Result<i32, TraceError> {
+    pub(crate) fn i32(&self, rec: &Fields<'_>, i: usize, field: &str) -> Result<i32, TraceError> {
         let v = self.text(rec, i, field)?;
         let x: i64 = v
             .parse::<i64>()
@@ -116,12 +112,7 @@ impl RowAt<'_> {
             )
         })
     }
-    pub(crate) fn gpus(
-        &self,
-        rec: &StringRecord,
-        i: usize,
-        field: &str,
-    ) -> Result<u32, TraceError> {
+    pub(crate) fn gpus(&self, rec: &Fields<'_>, i: usize, field: &str) -> Result<u32, TraceError> {
         let g = self.integer(rec, i, field)?;
         if g > MAX_GPUS {
             return Err(self.err(
@@ -131,7 +122,7 @@ impl RowAt<'_> {
         }
         Ok(g as u32)
     }
-    pub(crate) fn opt(&self, rec: &StringRecord, i: Option<usize>) -> Option<String> {
+    pub(crate) fn opt(&self, rec: &Fields<'_>, i: Option<usize>) -> Option<String> {
         i.and_then(|i| rec.get(i))
             .map(trim)
             .filter(|s| !s.is_empty())
@@ -193,10 +184,9 @@ pub(crate) fn decimal_id(mut n: u64) -> String {
             break;
         }
     }
-    // Only ASCII digits were written: always valid UTF-8.
-    std::str::from_utf8(&buf[at..])
-        .unwrap_or_default()
-        .to_owned()
+    let mut s = String::with_capacity(buf.len() - at);
+    s.extend(buf[at..].iter().map(|&d| char::from(d)));
+    s
 }
 
 /// Whether a stage time (ms per iteration) over every iteration stays within the

@@ -2,10 +2,12 @@
 
 use crate::fields::{Parsed, RowAt, check_header, column, optional_column, stage_fits};
 use crate::open::{first_line, open};
+use crate::split::Fields;
 use crate::{ReadOptions, Trace, TraceError};
 use apiary_model::{Job, StageTimes, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 /// A trace format.
@@ -225,86 +227,57 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
     if format == Format::Jsonl {
         return crate::canonical::read_jsonl(path, opts);
     }
-    let tab = matches!(format, Format::Gavel | Format::Gavel10);
-    let (counted, mut lines) = crate::open::LineCount::new(crate::open::CrlfToLf::new(open(path)?));
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(!tab)
-        .delimiter(if tab { b'\t' } else { b',' })
-        .flexible(true)
-        .quoting(!tab)
-        .from_reader(counted);
-    let headers = if tab {
-        StringRecord::new()
-    } else {
-        rdr.headers()
-            .map_err(|e| TraceError::Row {
-                file: file.clone(),
-                line: 1,
-                field: "header".into(),
-                message: e.to_string(),
-            })?
-            .clone()
-    };
-    check_header(&headers, &file)?;
-    let mut parser = make_parser(format, &headers, &file, path, opts)?;
-    // Formats that number their rows have unique ids by construction.
-    let mut ids = format.id_field().map(crate::ids::Ids::new);
-    let mut jobs = Vec::with_capacity(crate::open::rows_hint(path));
-    let mut skipped = 0;
-    let mut first_skip = None;
-    let mut excluded: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut rec = StringRecord::new();
-    let mut line = if tab { 0 } else { 1 };
-    let expected = if tab { 0 } else { headers.len() };
-    loop {
-        let more = rdr.read_record(&mut rec).map_err(|e| TraceError::Row {
+    // The whole file at once: its bytes are a fraction of the jobs built from them, and
+    // the quick path needs to know there are no quotes before it starts.
+    let mut data = Vec::new();
+    open(path)?
+        .read_to_end(&mut data)
+        .map_err(|source| TraceError::Io {
             file: file.clone(),
-            line: e.position().map_or(line + 1, |p| lines.line_of(p.byte())),
-            field: "record".into(),
-            message: e.to_string(),
-        });
-        let more = match more {
-            Ok(m) => m,
-            Err(e) if opts.skip_bad_rows => {
-                skipped += 1;
-                first_skip.get_or_insert(e.to_string());
-                line += 1;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        if !more {
-            break;
-        }
-        line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
-        // All fields blank (one trim over the record's bytes, not one per field).
-        if rec.as_slice().trim().is_empty() {
-            continue;
-        }
-        let cx = RowAt { file: &file, line };
-        let res = if expected > 0 && rec.len() != expected {
-            Err(cx.err(
-                "record",
-                format!("expected {expected} fields, found {}", rec.len()),
-            ))
-        } else {
-            parser(&cx, &rec).and_then(|row| match (row, &mut ids) {
-                (Parsed::Job(j), Some(ids)) => {
-                    ids.check(&file, line, &j.id).map(|()| Parsed::Job(j))
-                }
-                (other, _) => Ok(other),
-            })
-        };
-        match res {
-            Ok(Parsed::Job(j)) => jobs.push(j),
-            Ok(Parsed::Excluded(why)) => *excluded.entry(why).or_default() += 1,
-            Err(e) if opts.skip_bad_rows => {
-                skipped += 1;
-                first_skip.get_or_insert(e.to_string());
-            }
-            Err(e) => return Err(e),
-        }
+            source,
+        })?;
+    let tab = matches!(format, Format::Gavel | Format::Gavel10);
+    let mut rows = Rows {
+        file: &file,
+        format,
+        path,
+        opts,
+        parser: None,
+        expected: 0,
+        ids: format.id_field().map(crate::ids::Ids::new),
+        // At most one job per line.
+        jobs: Vec::with_capacity(memchr::memchr_iter(b'\n', &data).count() + 1),
+        skipped: 0,
+        first_skip: None,
+        excluded: BTreeMap::new(),
+    };
+    if tab {
+        rows.header(&StringRecord::new())?;
     }
+    let mut spans = Vec::new();
+    if let Some(text) = crate::split::plain_text(&data, !tab) {
+        let delimiter = if tab { b'\t' } else { b',' };
+        crate::split::for_each_record(text, delimiter, &mut spans, |line, f| {
+            if rows.parser.is_none() {
+                rows.header(&crate::split::header(f))
+            } else {
+                rows.row(line, f)
+            }
+        })?;
+        if rows.parser.is_none() {
+            rows.header(&StringRecord::new())?;
+        }
+    } else {
+        rows.csv(&data, tab, &mut spans)?;
+    }
+    drop(data);
+    let Rows {
+        mut jobs,
+        skipped,
+        first_skip,
+        excluded,
+        ..
+    } = rows;
     if format == Format::Philly {
         // Philly times are wall-clock dates: start the trace at its first submission.
         if let Some(min) = jobs.iter().map(|j| j.submit).min() {
@@ -327,6 +300,132 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
     })
+}
+
+/// What reading a file has gathered so far, and what turns its records into jobs: the
+/// same for the quick path and the CSV reader's.
+struct Rows<'a> {
+    file: &'a str,
+    format: Format,
+    path: &'a Path,
+    opts: &'a ReadOptions,
+    /// Set once the header is read.
+    parser: Option<Parser>,
+    /// Fields every record must have (0: any number; the format checks).
+    expected: usize,
+    /// Formats that number their rows have unique ids by construction.
+    ids: Option<crate::ids::Ids>,
+    jobs: Vec<Job>,
+    skipped: u64,
+    first_skip: Option<String>,
+    excluded: BTreeMap<&'static str, u64>,
+}
+
+impl Rows<'_> {
+    fn header(&mut self, h: &StringRecord) -> Result<(), TraceError> {
+        check_header(h, self.file)?;
+        self.expected = h.len();
+        self.parser = Some(make_parser(
+            self.format,
+            h,
+            self.file,
+            self.path,
+            self.opts,
+        )?);
+        Ok(())
+    }
+
+    /// A record that could not be read at all: an error, or a skip when asked for.
+    fn bad(&mut self, e: TraceError) -> Result<(), TraceError> {
+        if !self.opts.skip_bad_rows {
+            return Err(e);
+        }
+        self.skipped += 1;
+        self.first_skip.get_or_insert(e.to_string());
+        Ok(())
+    }
+
+    fn row(&mut self, line: u64, f: &Fields<'_>) -> Result<(), TraceError> {
+        if f.is_blank() {
+            return Ok(());
+        }
+        let cx = RowAt {
+            file: self.file,
+            line,
+        };
+        let Some(parser) = self.parser.as_mut() else {
+            return Ok(());
+        };
+        let res = if self.expected > 0 && f.len() != self.expected {
+            Err(cx.err(
+                "record",
+                format!("expected {} fields, found {}", self.expected, f.len()),
+            ))
+        } else {
+            parser(&cx, f).and_then(|row| match (row, &mut self.ids) {
+                (Parsed::Job(j), Some(ids)) => {
+                    ids.check(self.file, line, &j.id).map(|()| Parsed::Job(j))
+                }
+                (other, _) => Ok(other),
+            })
+        };
+        match res {
+            Ok(Parsed::Job(j)) => self.jobs.push(j),
+            Ok(Parsed::Excluded(why)) => *self.excluded.entry(why).or_default() += 1,
+            Err(e) => self.bad(e)?,
+        }
+        Ok(())
+    }
+
+    /// Reads `data` with the CSV reader: quoted fields, lone `\r`s, bad encodings.
+    fn csv(
+        &mut self,
+        data: &[u8],
+        tab: bool,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<(), TraceError> {
+        let file = self.file;
+        let (counted, mut lines) = crate::open::LineCount::new(crate::open::CrlfToLf::new(data));
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(!tab)
+            .delimiter(if tab { b'\t' } else { b',' })
+            .flexible(true)
+            .quoting(!tab)
+            .from_reader(counted);
+        if !tab {
+            let h = rdr
+                .headers()
+                .map_err(|e| TraceError::Row {
+                    file: file.to_string(),
+                    line: 1,
+                    field: "header".into(),
+                    message: e.to_string(),
+                })?
+                .clone();
+            self.header(&h)?;
+        }
+        let mut rec = StringRecord::new();
+        let mut line = if tab { 0 } else { 1 };
+        loop {
+            match rdr.read_record(&mut rec) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => {
+                    let at = e.position().map_or(line + 1, |p| lines.line_of(p.byte()));
+                    self.bad(TraceError::Row {
+                        file: file.to_string(),
+                        line: at,
+                        field: "record".into(),
+                        message: e.to_string(),
+                    })?;
+                    line += 1;
+                    continue;
+                }
+            }
+            line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
+            self.row(line, &Fields::of_record(&rec, spans))?;
+        }
+    }
 }
 
 /// ElasticFlow's throughput tables for the GPU type asked for (A100 by default, the
@@ -377,7 +476,7 @@ fn attach_scaling(
     Ok(())
 }
 
-type Parser = Box<dyn FnMut(&RowAt<'_>, &StringRecord) -> Result<Parsed, TraceError>>;
+type Parser = Box<dyn FnMut(&RowAt<'_>, &Fields<'_>) -> Result<Parsed, TraceError>>;
 
 fn make_parser(
     format: Format,

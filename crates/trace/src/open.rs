@@ -29,36 +29,6 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     Ok(r)
 }
 
-/// About how many rows a plain (uncompressed) file holds, from the line length of its
-/// first 64 KiB, a quarter over so that the job list is allocated once: growing a list
-/// of jobs by doubling cost more than parsing them. 0 for a compressed file (its size
-/// says little) or one that cannot be read (the reader will say why).
-pub(crate) fn rows_hint(path: &Path) -> usize {
-    let Ok(mut f) = File::open(path) else {
-        return 0;
-    };
-    let size = f.metadata().map_or(0, |m| m.len());
-    let mut head = vec![0u8; 1 << 16];
-    let mut got = 0;
-    while got < head.len() {
-        match f.read(&mut head[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
-    let head = &head[..got];
-    if head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        return 0;
-    }
-    let lines = memchr::memchr_iter(b'\n', head).count() as u64;
-    if got as u64 >= size {
-        return lines as usize + 1;
-    }
-    let estimate = size / (got as u64 / lines.max(1)).max(1);
-    // A hint, never a promise: a file of very short lines is not reserved in full.
-    (estimate + estimate / 4 + 16).min(1 << 24) as usize
-}
-
 /// Reads the first line (for format detection) without consuming the stream.
 pub(crate) fn first_line(path: &Path) -> Result<String, TraceError> {
     let mut r = open(path)?;
