@@ -279,7 +279,8 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
         let num = |k: usize| -> Result<Option<f64>, TraceError> {
             get(k)
                 .map(|v| {
-                    v.parse::<f64>()
+                    // Bit for bit `str::parse`, with a fast path for plain decimals.
+                    crate::fields::decimal(v)
                         .ok()
                         .filter(|x| x.is_finite() && *x >= 0.0)
                         .ok_or_else(|| {
@@ -375,7 +376,7 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
                     message: m,
                 })
             })
-            .and_then(|j| ids.check(&file, i as u64 + 1, &j.id).map(|()| j));
+            .and_then(|j| ids.check(&file, i as u64 + 1, &j.id, &jobs).map(|()| j));
         match res {
             Ok(j) => jobs.push(j),
             Err(e) if opts.skip_bad_rows => {

@@ -363,9 +363,9 @@ impl Rows<'_> {
             ))
         } else {
             parser(&cx, f).and_then(|row| match (row, &mut self.ids) {
-                (Parsed::Job(j), Some(ids)) => {
-                    ids.check(self.file, line, &j.id).map(|()| Parsed::Job(j))
-                }
+                (Parsed::Job(j), Some(ids)) => ids
+                    .check(self.file, line, &j.id, &self.jobs)
+                    .map(|()| Parsed::Job(j)),
                 (other, _) => Ok(other),
             })
         };
