@@ -11,6 +11,7 @@ pub mod adaptive;
 pub mod cluster;
 pub mod interleave;
 pub mod job;
+pub mod nodeset;
 pub mod outcome;
 pub mod profiles;
 pub mod rng;

@@ -250,7 +250,7 @@ fn topology(
     let mut best: Option<(f64, u32, u32)> = None;
     let mut types: Vec<(&apiary_model::Node, f64)> = Vec::new();
     for f in gpus..=state.max_free_bucket() {
-        for &n in state.nodes_with_free(f) {
+        for n in state.nodes_with_free(f).iter() {
             let node = &cluster.nodes[n as usize];
             let same = |t: &apiary_model::Node| {
                 (t.gpus, &t.gpu_type, t.intra_gbps, t.nic_gbps)
@@ -364,19 +364,19 @@ fn fill(nodes: &[(u32, u32)], gpus: u32, even: bool, out: &mut Vec<(u32, u32)>) 
 
 fn first_node(state: &ClusterState, g: u32) -> Option<u32> {
     (g..=state.max_free_bucket())
-        .filter_map(|f| state.nodes_with_free(f).first().copied())
+        .filter_map(|f| state.nodes_with_free(f).first())
         .min()
 }
 
 fn tightest_node(state: &ClusterState, g: u32) -> Option<u32> {
-    (g..=state.max_free_bucket()).find_map(|f| state.nodes_with_free(f).first().copied())
+    (g..=state.max_free_bucket()).find_map(|f| state.nodes_with_free(f).first())
 }
 
 fn counting(state: &ClusterState, gpus: u32, out: &mut Placement) -> bool {
     // K-way merge of the per-free-count buckets, so nodes come in index order without
     // scanning idle-less nodes.
     let mut iters: Vec<_> = (1..=state.max_free_bucket())
-        .map(|f| state.nodes_with_free(f).iter().copied().peekable())
+        .map(|f| state.nodes_with_free(f).iter().peekable())
         .collect();
     let mut need = gpus;
     while need > 0 {

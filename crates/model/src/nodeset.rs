@@ -1,0 +1,140 @@
+//! A set of node indexes kept as a bitset, for the placement index's buckets: insert
+//! and remove are a bit flip (a B-tree set did an allocation-prone search for each,
+//! and every start and finish moves a node between buckets), and iteration and the
+//! first member come in node order, as placement needs them.
+
+/// Node indexes in `0..capacity`, iterated in increasing order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSet {
+    words: Vec<u64>,
+    len: usize,
+    /// Every word below this one is zero (so the first member is found without
+    /// scanning the empty start of a large cluster).
+    lowest: usize,
+}
+
+impl NodeSet {
+    /// The empty set (a constant, for a bucket that does not exist).
+    pub const EMPTY: NodeSet = NodeSet {
+        words: Vec::new(),
+        len: 0,
+        lowest: 0,
+    };
+
+    /// An empty set able to hold nodes `0..nodes`; larger indexes grow it.
+    pub fn with_capacity(nodes: usize) -> NodeSet {
+        NodeSet {
+            words: vec![0; nodes.div_ceil(64)],
+            len: 0,
+            lowest: 0,
+        }
+    }
+
+    /// Adds `n`; false if it was already there.
+    pub fn insert(&mut self, n: u32) -> bool {
+        let (w, bit) = (n as usize / 64, 1u64 << (n % 64));
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        if self.words[w] & bit != 0 {
+            return false;
+        }
+        self.words[w] |= bit;
+        self.len += 1;
+        self.lowest = self.lowest.min(w);
+        true
+    }
+
+    /// Removes `n`; false if it was not there.
+    pub fn remove(&mut self, n: u32) -> bool {
+        let (w, bit) = (n as usize / 64, 1u64 << (n % 64));
+        match self.words.get_mut(w) {
+            Some(word) if *word & bit != 0 => *word &= !bit,
+            _ => return false,
+        }
+        self.len -= 1;
+        if w == self.lowest {
+            while self.words.get(self.lowest).is_some_and(|&x| x == 0) {
+                self.lowest += 1;
+            }
+        }
+        true
+    }
+
+    /// Whether `n` is in the set.
+    pub fn contains(&self, n: u32) -> bool {
+        self.words
+            .get(n as usize / 64)
+            .is_some_and(|&x| x & (1u64 << (n % 64)) != 0)
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The smallest member.
+    pub fn first(&self) -> Option<u32> {
+        let (i, &x) = self
+            .words
+            .iter()
+            .enumerate()
+            .skip(self.lowest)
+            .find(|(_, x)| **x != 0)?;
+        Some((i * 64) as u32 + x.trailing_zeros())
+    }
+
+    /// The members in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words
+            .iter()
+            .enumerate()
+            .skip(self.lowest)
+            .flat_map(|(i, &x)| {
+                let base = (i * 64) as u32;
+                std::iter::successors((x != 0).then_some(x), |&r| {
+                    let r = r & (r - 1);
+                    (r != 0).then_some(r)
+                })
+                .map(move |r| base + r.trailing_zeros())
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn behaves_as_an_ordered_set() {
+        let mut set = NodeSet::with_capacity(300);
+        let mut want = BTreeSet::new();
+        let mut x = 11u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // Mostly low nodes, some past the initial capacity.
+            let n = ((x >> 40) % 400) as u32;
+            if (x >> 20) & 1 == 0 {
+                assert_eq!(set.insert(n), want.insert(n));
+            } else {
+                assert_eq!(set.remove(n), want.remove(&n));
+            }
+            assert_eq!(set.len(), want.len());
+            assert_eq!(set.first(), want.first().copied());
+            assert_eq!(set.contains(n), want.contains(&n));
+        }
+        assert!(set.iter().eq(want.iter().copied()));
+        for n in want.clone() {
+            set.remove(n);
+        }
+        assert!(set.is_empty() && set.first().is_none() && set.iter().next().is_none());
+    }
+}
