@@ -255,14 +255,8 @@ mod tests {
         };
         s.allocate(&p).unwrap();
         assert_eq!(s.free_gpus(), 2);
-        assert_eq!(
-            s.nodes_with_free(2).iter().collect::<Vec<_>>(),
-            vec![0]
-        );
-        assert_eq!(
-            s.nodes_with_free(0).iter().collect::<Vec<_>>(),
-            vec![1]
-        );
+        assert_eq!(s.nodes_with_free(2).iter().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(s.nodes_with_free(0).iter().collect::<Vec<_>>(), vec![1]);
         assert_eq!(s.idle_nodes_in_switch(0), 0);
         let q = Placement {
             parts: vec![(0, 0b0110)],

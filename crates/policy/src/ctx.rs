@@ -316,6 +316,9 @@ impl<'a> Ctx<'a> {
             return false;
         }
         let mut p = std::mem::take(&mut self.w.rt[i as usize].placement);
+        if p.parts.capacity() == 0 {
+            p = self.w.spare_placement();
+        }
         p.clear();
         if let Some(s) = &mut self.scope {
             let g = self.w.jobs[i as usize].gpus;

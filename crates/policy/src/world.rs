@@ -146,11 +146,16 @@ pub struct World {
     /// Alibaba's rarely match a simulated cluster's.
     pub honour_gpu_types: bool,
     fenced: Vec<(JobIdx, Placement)>,
+    /// Finished jobs' placements, emptied, for the next starts to fill: most jobs start
+    /// once, and each would otherwise allocate its list and free it at its finish.
+    spare: Vec<Placement>,
 }
 
 const NOT_RUNNING: u32 = u32::MAX;
 const NOT_PENDING: u32 = u32::MAX;
 const NOT_SHARED: u32 = u32::MAX;
+/// Emptied placements kept for reuse at most (a burst of finishes keeps no more).
+const MAX_SPARE: usize = 1024;
 
 impl World {
     /// A world with every job in the future. `jobs` must be sorted by submit time.
@@ -176,6 +181,7 @@ impl World {
             fence_preemptions: false,
             honour_gpu_types: false,
             fenced: Vec::new(),
+            spare: Vec::new(),
             pending: Vec::new(),
             pending_pos: vec![NOT_PENDING; n],
             pending_gpus: BTreeMap::new(),
@@ -623,8 +629,12 @@ impl World {
     /// Completes a running job.
     pub fn finish(&mut self, i: JobIdx) {
         self.sync(i);
-        let p = std::mem::take(&mut self.rt[i as usize].placement);
+        let mut p = std::mem::take(&mut self.rt[i as usize].placement);
         self.release_gpus(i, &p, false);
+        if self.spare.len() < MAX_SPARE {
+            p.clear();
+            self.spare.push(p);
+        }
         self.remove_running(i);
         let now = self.now;
         let rt = &mut self.rt[i as usize];
@@ -633,6 +643,11 @@ impl World {
         rt.finish = Some(now);
         rt.generation += 1;
         rt.placement = Placement { parts: Vec::new() };
+    }
+
+    /// An empty placement to fill, reusing a finished job's list when there is one.
+    pub(crate) fn spare_placement(&mut self) -> Placement {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Jobs holding GPUs (in no particular order).
