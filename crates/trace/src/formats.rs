@@ -245,8 +245,9 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         parser: None,
         expected: 0,
         ids: format.id_field().map(crate::ids::Ids::new),
-        // At most one job per line.
-        jobs: Vec::with_capacity(memchr::memchr_iter(b'\n', &data).count() + 1),
+        // At most one job per line; a file of millions of blank lines reserves no more
+        // than 4 M jobs (the list grows past that if they are real).
+        jobs: Vec::with_capacity((memchr::memchr_iter(b'\n', &data).count() + 1).min(1 << 22)),
         skipped: 0,
         first_skip: None,
         excluded: BTreeMap::new(),
@@ -353,6 +354,7 @@ impl Rows<'_> {
             file: self.file,
             line,
         };
+        // Both paths read the header before any row.
         let Some(parser) = self.parser.as_mut() else {
             return Ok(());
         };
