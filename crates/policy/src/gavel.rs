@@ -55,7 +55,7 @@ pub const GAVEL_MAKESPAN: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(Gavel::new(Objective::MinTotalDuration, p)?)),
 };
 
-const GAVEL_PARAMS: &[ParamSpec] = &[PERF, ROUND, RESET, SEED];
+const GAVEL_PARAMS: &[ParamSpec] = &[PERF, ROUND, RESET, SEED, FACE];
 
 const PERF: ParamSpec = ParamSpec {
     key: "perf",
@@ -80,6 +80,27 @@ const SEED: ParamSpec = ParamSpec {
     default: "0",
     about: "the artifact's --seed: the agnostic variants shuffle GPU types each round with CPython's random.Random(seed + 5)",
 };
+
+const FACE: ParamSpec = ParamSpec {
+    key: "face",
+    default: "centre",
+    about: "which optimal allocation the program returns when many are optimal: centre (an interior-point answer, as the artifact's ECOS gives) | fast | slow (a diagnostic: the optimal point that puts the most share on the fastest or the slowest types)",
+};
+
+/// Which point of the allocation program's optimal face to return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Face {
+    /// The interior-point method's answer, near the face's analytic centre.
+    Centre,
+    /// Tilted towards the types Gavel walks first (V100, then P100).
+    Fast,
+    /// Tilted towards the types it walks last (K80).
+    Slow,
+}
+
+/// The tilt's weight against the objective: small enough to leave the optimum's value
+/// unchanged at the solver's tolerance, large enough to choose among optimal points.
+const TILT: f64 = 1e-6;
 
 /// What the allocation program optimises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +146,7 @@ struct JobState {
 pub struct Gavel {
     objective: Objective,
     perf: bool,
+    face: Face,
     round: Time,
     reset_gap: Time,
     shuffler: PyRandom,
@@ -149,6 +171,14 @@ impl Gavel {
         Ok(Gavel {
             objective,
             perf: p.bool(&PERF)?,
+            face: p.choice(
+                &FACE,
+                &[
+                    ("centre", Face::Centre),
+                    ("fast", Face::Fast),
+                    ("slow", Face::Slow),
+                ],
+            )?,
             round,
             reset_gap,
             shuffler: PyRandom::new((seed as u32).wrapping_add(5) as u64),
@@ -246,6 +276,18 @@ impl Gavel {
         let obj = n * nt;
         let mut lp = LinearProgram::new(n * nt + 1);
         lp.objective(obj, 1.0);
+        if self.face != Face::Centre {
+            for i in 0..n {
+                for t in 0..nt {
+                    let rank = if self.face == Face::Fast {
+                        nt - 1 - t
+                    } else {
+                        t
+                    };
+                    lp.objective(var(i, t), TILT * rank as f64);
+                }
+            }
+        }
         let mut row: Vec<(usize, f64)> = Vec::with_capacity(n + 1);
         for (t, ty) in self.types.iter().enumerate() {
             row.clear();
