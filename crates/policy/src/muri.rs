@@ -40,7 +40,7 @@ pub const MURI_L: PolicySpec = PolicySpec {
     build: |p| Ok(Box::new(Muri::new(false, p)?)),
 };
 
-const MURI_PARAMS: &[ParamSpec] = &[ORDERING, BLOSSOM, GROUP, AUTOPACK];
+const MURI_PARAMS: &[ParamSpec] = &[ORDERING, BLOSSOM, GROUP, AUTOPACK, TIES];
 
 const ORDERING: ParamSpec = ParamSpec {
     key: "ordering",
@@ -64,6 +64,12 @@ const AUTOPACK: ParamSpec = ParamSpec {
     key: "autopack",
     default: "true",
     about: "split a group whose interleaving is slower than time-sharing",
+};
+
+const TIES: ParamSpec = ParamSpec {
+    key: "ties",
+    default: "0",
+    about: "how the matching breaks ties between equal-weight matchings: 0, by candidate order; any other number seeds a shuffle of each matching's vertex labels (a diagnostic: how much tie-breaking alone moves the schedule)",
 };
 
 /// Jobs per group at most (`packing_num`).
@@ -104,6 +110,8 @@ pub struct Muri {
     marked: Vec<bool>,
     refill: placement::Refill,
     edges: Vec<(usize, usize, i64)>,
+    /// With `ties` set: the stream that relabels each matching's vertices.
+    ties: Option<apiary_model::rng::Rng>,
 }
 
 /// A candidate group: member jobs, all of one GPU count.
@@ -151,6 +159,10 @@ impl Muri {
             marked: Vec::new(),
             refill: placement::Refill::default(),
             edges: Vec::new(),
+            ties: match p.u64(&TIES)? {
+                0 => None,
+                seed => Some(apiary_model::rng::Rng::stream(seed, "muri-ties")),
+            },
         })
     }
 
@@ -276,6 +288,15 @@ impl Muri {
                     continue;
                 }
                 let n = win.len();
+                // The matcher's vertex labels: candidate order, or shuffled (`ties`).
+                let label: Vec<usize> = match &mut self.ties {
+                    None => (0..n).collect(),
+                    Some(rng) => {
+                        let mut l: Vec<usize> = (0..n).collect();
+                        rng.shuffle(&mut l);
+                        l
+                    }
+                };
                 self.edges.clear();
                 for u in 0..n {
                     for v in u + 1..n {
@@ -287,7 +308,7 @@ impl Muri {
                         merged.extend(&win[v].jobs);
                         let w = matching::scale(self.weight(&merged));
                         if w > 0 {
-                            self.edges.push((u, v, w));
+                            self.edges.push((label[u], label[v], w));
                         }
                     }
                 }
@@ -295,11 +316,18 @@ impl Muri {
                     vec![None; n]
                 } else {
                     let edges = std::mem::take(&mut self.edges);
-                    let m = matching::max_weight_matching_with(&mut self.solver, n, &edges)
+                    let by_label = matching::max_weight_matching_with(&mut self.solver, n, &edges)
                         .expect("a window is within the solver's limits")
                         .mate;
                     self.edges = edges;
-                    m
+                    let mut candidate = vec![0; n];
+                    for (u, &l) in label.iter().enumerate() {
+                        candidate[l] = u;
+                    }
+                    label
+                        .iter()
+                        .map(|&l| by_label[l].map(|m| candidate[m]))
+                        .collect()
                 };
                 for u in 0..n {
                     match mate[u] {
