@@ -17,7 +17,12 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::Time;
-const THEMIS_PARAMS: &[ParamSpec] = &[ISOLATED];
+const THEMIS_PARAMS: &[ParamSpec] = &[ISOLATED, FACE];
+const FACE: ParamSpec = ParamSpec {
+    key: "face",
+    default: "least",
+    about: "which optimal shares when the optimum leaves GPUs spare: least (the smallest shares that reach it) | most (a diagnostic: the spare GPUs shared out towards whole shares, still optimal; the artifact's ECOS returns a point between)",
+};
 const ISOLATED: ParamSpec = ParamSpec {
     key: "isolated",
     default: "artifact",
@@ -43,6 +48,20 @@ pub enum Isolated {
     Time,
 }
 
+/// Fill `x` (optimal shares) towards whole shares until the GPUs are used: every ratio
+/// falls as its share grows, so the worst ratio, and optimality, are kept.
+pub fn fill_spare(g: &[f64], cap: f64, x: &mut [f64]) {
+    let used: f64 = g.iter().zip(x.iter()).map(|(g, x)| g * x).sum();
+    let room: f64 = g.iter().zip(x.iter()).map(|(g, x)| g * (1.0 - x)).sum();
+    if used >= cap || room <= 0.0 {
+        return;
+    }
+    let t = ((cap - used) / room).min(1.0);
+    for xi in x.iter_mut() {
+        *xi += t * (1.0 - *xi);
+    }
+}
+
 /// Per-job state carried between events.
 #[derive(Clone, Copy, Debug, Default)]
 struct Acct {
@@ -58,6 +77,8 @@ struct Acct {
 #[derive(Debug)]
 pub struct Themis {
     isolated: Isolated,
+    /// Fill spare GPUs into the shares (`face=most`).
+    fill: bool,
     /// Runnable jobs in the artifact's list order: arrivals appended, and each pass
     /// leaves it sorted by GPU count, largest first (stable).
     order: Vec<JobIdx>,
@@ -83,6 +104,7 @@ impl Themis {
         )?;
         Ok(Themis {
             isolated,
+            fill: p.choice(&FACE, &[("least", false), ("most", true)])?,
             order: Vec::new(),
             acct: Vec::new(),
             last_event: 0,
@@ -219,6 +241,9 @@ impl Policy for Themis {
             total as f64,
             &mut self.x,
         );
+        if self.fill {
+            fill_spare(&self.gpus, total as f64, &mut self.x);
+        }
         // Order by rounds received (x over time run), then deficit, then x; largest
         // first, stable over the list order.
         self.keyed.clear();
@@ -279,7 +304,26 @@ impl Policy for Themis {
 
 #[cfg(test)]
 mod tests {
-    use super::min_max_ratio;
+    use super::{fill_spare, min_max_ratio};
+
+    #[test]
+    fn spare_gpus_fill_towards_whole_shares_keeping_the_optimum() {
+        // Three 1-GPU jobs on 2 GPUs; job 0 is the bottleneck at x = 1.
+        let (e, s, d, g) = ([0.0; 3], [100.0, 10.0, 20.0], [50.0; 3], [1.0; 3]);
+        let mut x = Vec::new();
+        min_max_ratio(&e, &s, &d, &g, 2.0, &mut x);
+        let before = worst(&e, &s, &d, &x);
+        let least = x.clone();
+        fill_spare(&g, 2.0, &mut x);
+        // Capacity used exactly, no share above 1 or below the least optimal one.
+        assert!((x.iter().sum::<f64>() - 2.0).abs() < 1e-12);
+        assert!(x.iter().zip(&least).all(|(a, b)| *a <= 1.0 && *a >= *b));
+        assert!(worst(&e, &s, &d, &x) <= before + 1e-12);
+        // Room for everyone: every share becomes whole.
+        let mut y = least.clone();
+        fill_spare(&g, 8.0, &mut y);
+        assert_eq!(y, [1.0; 3]);
+    }
 
     fn worst(e: &[f64], s: &[f64], d: &[f64], x: &[f64]) -> f64 {
         (0..e.len())
