@@ -289,14 +289,12 @@ impl Muri {
                 }
                 let n = win.len();
                 // The matcher's vertex labels: candidate order, or shuffled (`ties`).
-                let label: Vec<usize> = match &mut self.ties {
-                    None => (0..n).collect(),
-                    Some(rng) => {
-                        let mut l: Vec<usize> = (0..n).collect();
-                        rng.shuffle(&mut l);
-                        l
-                    }
-                };
+                let label: Option<Vec<usize>> = self.ties.as_mut().map(|rng| {
+                    let mut l: Vec<usize> = (0..n).collect();
+                    rng.shuffle(&mut l);
+                    l
+                });
+                let lab = |u: usize| label.as_ref().map_or(u, |l| l[u]);
                 self.edges.clear();
                 for u in 0..n {
                     for v in u + 1..n {
@@ -308,7 +306,7 @@ impl Muri {
                         merged.extend(&win[v].jobs);
                         let w = matching::scale(self.weight(&merged));
                         if w > 0 {
-                            self.edges.push((label[u], label[v], w));
+                            self.edges.push((lab(u), lab(v), w));
                         }
                     }
                 }
@@ -320,14 +318,19 @@ impl Muri {
                         .expect("a window is within the solver's limits")
                         .mate;
                     self.edges = edges;
-                    let mut candidate = vec![0; n];
-                    for (u, &l) in label.iter().enumerate() {
-                        candidate[l] = u;
+                    match &label {
+                        None => by_label,
+                        Some(label) => {
+                            let mut candidate = vec![0; n];
+                            for (u, &l) in label.iter().enumerate() {
+                                candidate[l] = u;
+                            }
+                            label
+                                .iter()
+                                .map(|&l| by_label[l].map(|m| candidate[m]))
+                                .collect()
+                        }
                     }
-                    label
-                        .iter()
-                        .map(|&l| by_label[l].map(|m| candidate[m]))
-                        .collect()
                 };
                 for u in 0..n {
                     match mate[u] {
