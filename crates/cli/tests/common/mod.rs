@@ -27,6 +27,10 @@ impl Drop for Cluster {
             let _ = a.kill();
             let _ = a.wait();
         }
+        // A failed test leaves its state and logs behind to be read.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

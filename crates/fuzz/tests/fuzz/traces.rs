@@ -1,10 +1,9 @@
 //! Every trace format's reader, and the simulator on whatever a reader accepts.
 
-use crate::tmp_file;
+use crate::{Scratch, tmp_dir, tmp_file};
 use apiary_fuzz::{config, input, within};
 use apiary_trace::{Format, ReadOptions, read};
 use proptest::prelude::*;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const APIARY: &str = "id,submit,gpus,duration,iterations,model,batch_size,vc,priority,deadline,stage_data_ms,stage_gpu_ms,stage_net_ms,dataset_gb,gpu_type,type_speeds
@@ -61,7 +60,7 @@ openb-pod-0002,6000,12288,0,0,,BE,Running,500,900,500
 ";
 
 /// A small Gavel throughput table covering the samples' job types.
-fn gavel_table() -> PathBuf {
+fn gavel_table() -> Scratch {
     tmp_file(
         "simulation_throughputs.json",
         br#"{"v100": {"('ResNet-18 (batch size 32)', 1)": {"null": 10.5}, "('ResNet-18 (batch size 32)', 2)": {"null": 19.0}, "('LM (batch size 10)', 1)": {"null": 4.0}},
@@ -75,9 +74,10 @@ fn check(format: Option<Format>, body: Vec<u8>, policies: &'static [&'static str
     let what = format!("{:?}", format.map(Format::name));
     within(Duration::from_secs(30), &what, move || {
         let path = tmp_file("trace.csv", &body);
+        let table = gavel_table();
         let opts = ReadOptions {
             format,
-            gavel_throughputs: Some(gavel_table()),
+            gavel_throughputs: Some(table.to_path_buf()),
             ..Default::default()
         };
         let Ok(trace) = read(&path, &opts) else {
@@ -183,8 +183,9 @@ fn every_sample_reads() {
         ("alibaba", ALIBABA),
     ] {
         let path = tmp_file("sample.csv", s.as_bytes());
+        let table = gavel_table();
         let opts = ReadOptions {
-            gavel_throughputs: Some(gavel_table()),
+            gavel_throughputs: Some(table.to_path_buf()),
             ..Default::default()
         };
         let t = read(&path, &opts).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -203,7 +204,7 @@ proptest! {
             let p = tmp_file("throughputs.json", &body);
             let _ = apiary_trace::speed::read_gavel_throughputs(&p);
             let _ = apiary_trace::speed::gavel_spread(&p, "v100");
-            let dir = tmp_file("profiles", b"").with_extension("d");
+            let dir = tmp_dir("profiles");
             let app = dir.join("cifar10");
             std::fs::create_dir_all(&app).unwrap();
             std::fs::write(app.join("placements.csv"), &profile).unwrap();
