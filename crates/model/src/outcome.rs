@@ -31,13 +31,16 @@ pub struct JobOutcome {
     pub rejected: Option<String>,
     /// Absolute deadline, if the job has one.
     pub deadline: Option<Time>,
+    /// When the deadline is judged, where not at `finish`: the ElasticFlow artifact
+    /// judges a job on its plan's exact end ([`JobOutcome::met_deadline`]).
+    pub judged: Option<Time>,
 }
 
 impl JobOutcome {
     /// Whether the job has a deadline and finished by it (a declined or unfinished job
     /// has not).
     pub fn met_deadline(&self) -> bool {
-        matches!((self.deadline, self.finish, &self.rejected), (Some(d), Some(f), None) if f <= d)
+        matches!((self.deadline, self.finish, &self.rejected), (Some(d), Some(f), None) if self.judged.unwrap_or(f) <= d)
     }
 }
 

@@ -239,8 +239,9 @@ impl<'a> Ctx<'a> {
             return rt.remaining;
         }
         let from = rt.last_update.max(rt.overhead_until);
-        if self.w.now > from {
-            (rt.remaining - (self.w.now - from) as f64 * rt.rate).max(0.0)
+        let to = crate::world::progress_end(self.w.now, rt.work_until);
+        if to > from {
+            (rt.remaining - (to - from) as f64 * rt.rate).max(0.0)
         } else {
             rt.remaining
         }
@@ -485,6 +486,44 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A running job makes no progress after `t` until this is called again (0 or a
+    /// time not after now: no cap). Models the ElasticFlow artifact, which credits a
+    /// round's work only up to its plan's exact end.
+    pub fn cap_work(&mut self, i: JobIdx, t: Time) {
+        if !self.allow(Capability::Stalls) || self.w.rt[i as usize].status != Status::Running {
+            return;
+        }
+        self.w.sync(i);
+        let t = if t > self.w.now { t } else { 0 };
+        if self.w.rt[i as usize].work_until != t {
+            self.w.rt[i as usize].work_until = t;
+            self.actions.push(Action::Speed(i));
+        }
+    }
+
+    /// A running job completes at `t` at the latest, with whatever work it has left
+    /// (now, for a time not after now; 0 clears it). Models the ElasticFlow artifact,
+    /// whose end event completes a job at its plan's end.
+    pub fn end_by(&mut self, i: JobIdx, t: Time) {
+        if !self.allow(Capability::Holds) || self.w.rt[i as usize].status != Status::Running {
+            return;
+        }
+        let t = if t == 0 { 0 } else { t.max(self.w.now) };
+        if self.w.rt[i as usize].end_by != t {
+            self.w.sync(i);
+            self.w.rt[i as usize].end_by = t;
+            self.actions.push(Action::Speed(i));
+        }
+    }
+
+    /// Judges the job's deadline at `t` rather than at its completion (the ElasticFlow
+    /// artifact judges on its plan's exact end).
+    pub fn judge_deadline_at(&mut self, i: JobIdx, t: Time) {
+        if self.allow(Capability::Holds) {
+            self.w.rt[i as usize].judged = Some(t);
+        }
+    }
+
     /// Asks to be called again at `t` (the earliest request wins).
     pub fn wake_at(&mut self, t: Time) {
         if t > self.w.now {
@@ -558,6 +597,53 @@ mod tests {
         p.add(0, 0b11);
         assert!(w.start(0, p));
         assert_eq!(w.rt[0].hold_until, 0, "a restart starts without a hold");
+    }
+
+    #[test]
+    fn a_capped_job_stops_progress_and_ends_by_its_end_event() {
+        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
+        let mut w = World::new(c, vec![Job::new("a", 0, 1, 10_000)]);
+        w.submit(0);
+        let mut p = Placement::default();
+        p.add(0, 0b1);
+        assert!(w.start(0, p));
+        w.rt[0].rate = 1.0;
+        let mut actions = Vec::new();
+        let mut ctx = Ctx::new(&mut w, &mut actions, &crate::elasticflow::ELASTICFLOW);
+        ctx.stall(0, 2_000);
+        ctx.cap_work(0, 10_000);
+        assert_eq!(
+            ctx.world().finish_time(0),
+            Time::MAX,
+            "2 s stalled, capped at 10 s: 2 s of work is left at the cap"
+        );
+        ctx.end_by(0, 12_000);
+        assert_eq!(ctx.world().finish_time(0), 12_000, "its end event ends it");
+        ctx.w.now = 11_000;
+        assert_eq!(ctx.remaining(0), 2_000.0, "no progress past the cap");
+        ctx.cap_work(0, 0);
+        assert_eq!(ctx.world().finish_time(0), 12_000, "the end event still ends it");
+        ctx.end_by(0, 0);
+        assert_eq!(
+            ctx.world().finish_time(0),
+            13_000,
+            "uncapped from 11 s: done 2 s later"
+        );
+        ctx.end_by(0, 5_000);
+        assert_eq!(ctx.world().finish_time(0), 11_000, "a past end ends it now");
+        ctx.judge_deadline_at(0, 9_000);
+        assert_eq!(ctx.world().rt[0].judged, Some(9_000));
+        w.rt[0].work_until = 20_000;
+        w.rt[0].end_by = 20_000;
+        assert!(w.preempt(0));
+        let mut p = Placement::default();
+        p.add(0, 0b1);
+        assert!(w.start(0, p));
+        assert_eq!(
+            (w.rt[0].work_until, w.rt[0].end_by),
+            (0, 0),
+            "a restart starts uncapped"
+        );
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub struct JobRt {
     /// A job whose work is done before this time keeps its GPUs and completes then
     /// (simulators that end jobs only at their plan's slot-aligned end); 0 for none.
     pub hold_until: Time,
+    /// A running job makes no progress after this time (0: none): the ElasticFlow
+    /// artifact credits a round's work only up to its plan's exact end.
+    pub work_until: Time,
+    /// A running job completes by this time even with work left (0: none): the
+    /// ElasticFlow artifact ends a job at its plan's end event.
+    pub end_by: Time,
+    /// When its deadline is judged, where not at its completion
+    /// ([`apiary_model::JobOutcome::judged`]).
+    pub judged: Option<Time>,
     /// Attained service in GPU-ms (GPUs × time held), as of `last_update`.
     pub attained: u64,
     /// Time held GPUs, ms, as of `last_update`.
@@ -77,6 +86,9 @@ impl JobRt {
             rate: 1.0,
             overhead_until: 0,
             hold_until: 0,
+            work_until: 0,
+            end_by: 0,
+            judged: None,
             attained: 0,
             executed: 0,
             last_update: 0,
@@ -90,6 +102,16 @@ impl JobRt {
             declined: None,
             agent: None,
         }
+    }
+}
+
+/// Where a running job's progress up to `now` stops: at its work cap, if it has one
+/// (0: none) and it comes first.
+pub(crate) fn progress_end(now: Time, work_until: Time) -> Time {
+    if work_until > 0 {
+        now.min(work_until)
+    } else {
+        now
     }
 }
 
@@ -255,8 +277,9 @@ impl World {
         // Elastic jobs hold other counts than they asked for; charge what they hold.
         let gpus = rt.placement.gpus() as u64;
         let from = rt.last_update.max(rt.overhead_until);
-        if now > from {
-            rt.remaining = (rt.remaining - (now - from) as f64 * rt.rate).max(0.0);
+        let to = progress_end(now, rt.work_until);
+        if to > from {
+            rt.remaining = (rt.remaining - (to - from) as f64 * rt.rate).max(0.0);
         }
         let dt = now - rt.last_update;
         rt.executed += dt;
@@ -268,12 +291,23 @@ impl World {
     pub fn finish_time(&self, i: JobIdx) -> Time {
         let rt = &self.rt[i as usize];
         let from = rt.last_update.max(rt.overhead_until);
-        if rt.rate <= 0.0 {
-            return Time::MAX;
+        let done = if rt.rate <= 0.0 {
+            Time::MAX
+        } else {
+            // The small slack absorbs float residue so an exact duration is not rounded up.
+            let t = (rt.remaining / rt.rate - 1e-6).ceil().max(0.0);
+            let at = from.saturating_add(t as Time);
+            if rt.work_until > 0 && at > rt.work_until.max(from) {
+                Time::MAX
+            } else {
+                at.max(rt.hold_until)
+            }
+        };
+        if rt.end_by > 0 {
+            done.min(rt.end_by)
+        } else {
+            done
         }
-        // The small slack absorbs float residue so an exact duration is not rounded up.
-        let t = (rt.remaining / rt.rate - 1e-6).ceil().max(0.0);
-        from.saturating_add(t as Time).max(rt.hold_until)
     }
 
     /// Marks a job submitted.
@@ -363,6 +397,8 @@ impl World {
         rt.last_start = now;
         rt.overhead_until = now + overhead;
         rt.hold_until = 0;
+        rt.work_until = 0;
+        rt.end_by = 0;
         rt.first_start.get_or_insert(now);
     }
 

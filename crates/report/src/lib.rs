@@ -419,6 +419,7 @@ mod tests {
             gpu_time: 1000,
             rejected: None,
             deadline,
+            judged: None,
         }
     }
 

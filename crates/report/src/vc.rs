@@ -191,6 +191,7 @@ mod tests {
                     gpu_time: 1000,
                     rejected: None,
                     deadline: None,
+                    judged: None,
                 })
                 .collect(),
             util: UtilSeries::new(0, 8),

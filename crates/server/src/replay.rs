@@ -265,6 +265,7 @@ pub fn run(
                     .clone()
                     .or_else(|| rt.and_then(|r| r.declined.clone())),
                 deadline: j.deadline,
+                judged: rt.and_then(|r| r.judged),
             }
         })
         .collect();

@@ -401,6 +401,7 @@ impl<'a> Engine<'a> {
                 gpu_time: rt.attained,
                 rejected: rejected.or(rt.declined),
                 deadline: j.deadline,
+                judged: rt.judged,
             })
             .collect();
         let mut out = RunOutcome {

@@ -149,15 +149,13 @@ impl Steps {
 
 /// The timeline with a job's plan given back (`get_marginal`'s `tmp_future_free_gpus`),
 /// in one merge pass: every point of the timeline, of the plan and the plan's end, each
-/// valued as the artifact's point-by-point updates leave it (the timeline's value there,
-/// plus each of the plan's steps so far clamped to `0..=total` in turn, before `end`),
-/// equal neighbours merged. Stops after the first point past `limit` (pass `i64::MAX`
-/// for the whole timeline): what comes before it does not depend on what follows.
+/// valued as the artifact's point-by-point updates leave it (the timeline's value there
+/// plus the plan's GPUs there, before `end`), equal neighbours merged. Stops after the
+/// first point past `limit` (pass `i64::MAX` for the whole timeline): what comes before
+/// it does not depend on what follows.
 ///
-/// A run of "add, then clamp to `0..=total`" steps is `x ↦ min(hi, max(lo, x + add))`,
-/// a form closed under composition, so the plan's steps are folded into one as the
-/// merge passes them and each point costs O(1). From `end` on the value is the
-/// timeline's, so the rest is a copy.
+/// Between two of the plan's points the added GPUs are fixed ([`Fold`]), so each point
+/// costs O(1). From `end` on the value is the timeline's, so the rest is a copy.
 pub(super) fn without(
     tl: &Steps,
     allocs: &Steps,
@@ -216,14 +214,13 @@ pub(super) fn without(
     }
 }
 
-/// A plan's steps as [`without`] adds them back: each adds the change in the plan and
-/// clamps to `0..=total`, which leaves `x ↦ min(hi, max(lo, x + add))`.
+/// A plan's steps as [`without`] adds them back: each adds the change in the plan, so
+/// a point ends with the plan's GPUs there added (`get_marginal` adds without clamping
+/// and asserts the sums stay within the cluster; the clamp here only keeps a timeline
+/// that did not hold the plan in range).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Fold {
     add: i64,
-    lo: i64,
-    hi: i64,
-    last: i64,
     total: i64,
 }
 
@@ -231,24 +228,17 @@ impl Fold {
     pub(super) fn new(total: u32) -> Fold {
         Fold {
             add: 0,
-            lo: i64::MIN / 4,
-            hi: i64::MAX / 4,
-            last: 0,
             total: total as i64,
         }
     }
 
-    /// Then the plan's next step, `n` GPUs: min(T, max(0, min(hi, max(lo, x)) + d)).
+    /// Then the plan's next step, `n` GPUs.
     pub(super) fn push(&mut self, n: u32) {
-        let d = n as i64 - self.last;
-        self.add += d;
-        self.lo = (self.lo + d).max(0);
-        self.hi = (self.hi + d).clamp(0, self.total);
-        self.last = n as i64;
+        self.add = n as i64;
     }
 
     pub(super) fn apply(&self, x: u32) -> u32 {
-        (x as i64 + self.add).max(self.lo).min(self.hi) as u32
+        (x as i64 + self.add).clamp(0, self.total) as u32
     }
 }
 

@@ -188,9 +188,14 @@ fn deadline_jobs(w: &[(u64, u32, u64)], slack: &[f64], best_effort: &[u8]) -> Ve
 
 /// ElasticFlow with admission control and no overheads on two 8-GPU nodes.
 fn run_elasticflow(jobs: &[Job]) -> apiary_model::RunOutcome {
+    run_elasticflow_with(jobs, &["overhead=false"])
+}
+
+/// ElasticFlow with admission control and `params` on two 8-GPU nodes.
+fn run_elasticflow_with(jobs: &[Job], params: &[&str]) -> apiary_model::RunOutcome {
     let mut p = registry::build(
         "elasticflow",
-        &Params::from_pairs(["overhead=false"]).unwrap(),
+        &Params::from_pairs(params.iter().copied()).unwrap(),
     )
     .unwrap();
     let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
@@ -466,6 +471,33 @@ proptest! {
         prop_assert_eq!(s.deadline_met, met);
         prop_assert_eq!(s.deadline_jobs, jobs.iter().filter(|j| j.deadline.is_some()).count());
         prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", run_elasticflow(&jobs).jobs));
+    }
+
+    #[test]
+    fn elasticflow_artifact_progress_ends_admitted_jobs_and_judges_them_on_their_plans(
+        w in workload(),
+        slack in proptest::collection::vec(0.3f64..3.0, 40),
+        best_effort in proptest::collection::vec(0u8..10, 40),
+    ) {
+        // The artifact's run_all_jobs (with its overheads, which leave work undone at a
+        // plan's exact end): every admitted job still ends, at its end event at the
+        // latest, and a deadline job's verdict is on its plan's exact end.
+        let jobs = deadline_jobs(&w, &slack, &best_effort);
+        let params = ["progress=artifact"];
+        let out = run_elasticflow_with(&jobs, &params);
+        let mut met = 0;
+        for (j, o) in jobs.iter().zip(&out.jobs) {
+            if o.rejected.is_some() {
+                prop_assert!(j.deadline.is_some(), "best-effort job {} declined", j.id);
+                continue;
+            }
+            prop_assert!(o.finish.is_some(), "admitted job {} never ended", j.id);
+            prop_assert!(o.judged.is_some(), "job {} ended unjudged", j.id);
+            met += usize::from(j.deadline.is_some_and(|d| o.judged.unwrap() <= d));
+        }
+        let s = apiary_report::Summary::of(&out, apiary_report::Percentile::NearestRank);
+        prop_assert_eq!(s.deadline_met, met);
+        prop_assert_eq!(format!("{:?}", out.jobs), format!("{:?}", run_elasticflow_with(&jobs, &params).jobs));
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //! t=10 running=- pending=-
 //! a start=0 finish=10 preemptions=0
 //! ```
+//!
+//! A job whose deadline the policy judges elsewhere than at its finish (ElasticFlow's
+//! `progress=artifact`) adds `judged=SECONDS met=BOOL`.
 
 use apiary_model::{ClusterSpec, Job};
 use apiary_policy::{Params, Status, World, registry};
@@ -187,8 +190,12 @@ fn run_scenario(text: &str) -> Compared {
                 return format!("{} rejected", j.id);
             }
             let f = |t: Option<u64>| t.map_or("-".to_string(), show);
+            // Where the policy judges a deadline elsewhere than at the finish.
+            let judged = j.judged.map_or(String::new(), |t| {
+                format!(" judged={} met={}", show(t), j.met_deadline())
+            });
             format!(
-                "{} start={} finish={} preemptions={}",
+                "{} start={} finish={} preemptions={}{judged}",
                 j.id,
                 f(j.first_start),
                 f(j.finish),
