@@ -622,7 +622,11 @@ mod tests {
         ctx.w.now = 11_000;
         assert_eq!(ctx.remaining(0), 2_000.0, "no progress past the cap");
         ctx.cap_work(0, 0);
-        assert_eq!(ctx.world().finish_time(0), 12_000, "the end event still ends it");
+        assert_eq!(
+            ctx.world().finish_time(0),
+            12_000,
+            "the end event still ends it"
+        );
         ctx.end_by(0, 0);
         assert_eq!(
             ctx.world().finish_time(0),

@@ -26,9 +26,12 @@ pub enum Capability {
     SpeedFactors,
     /// Changes a running job's GPUs or count in place ([`crate::Ctx::reassign`]).
     Elastic,
-    /// Charges a running job a pause for rescaling or switching ([`crate::Ctx::stall`]).
+    /// Charges a running job a pause for rescaling or switching ([`crate::Ctx::stall`]),
+    /// or stops its progress at a time ([`crate::Ctx::cap_work`]).
     Stalls,
-    /// Keeps a finished job's GPUs to its plan's end ([`crate::Ctx::hold_until`]).
+    /// Keeps a finished job's GPUs to its plan's end ([`crate::Ctx::hold_until`]), ends
+    /// it there with work left ([`crate::Ctx::end_by`]), or judges its deadline there
+    /// ([`crate::Ctx::judge_deadline_at`]).
     Holds,
     /// Turns pending jobs away for good ([`crate::Ctx::decline`]).
     Declines,
