@@ -559,15 +559,27 @@ mod tests {
         }
     }
 
+    /// A 4-GPU node running one job of 10 s at rate 1 on the GPUs of `mask`.
+    fn one_running(mask: u64) -> World {
+        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
+        let gpus = mask.count_ones();
+        let mut w = World::new(c, vec![Job::new("a", 0, gpus, 10_000)]);
+        w.submit(0);
+        restart(&mut w, mask);
+        w.rt[0].rate = 1.0;
+        w
+    }
+
+    /// Starts the (pending) job on the GPUs of `mask`.
+    fn restart(w: &mut World, mask: u64) {
+        let mut p = Placement::default();
+        p.add(0, mask);
+        assert!(w.start(0, p));
+    }
+
     #[test]
     fn a_held_job_keeps_its_gpus_until_its_hold() {
-        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
-        let mut w = World::new(c, vec![Job::new("a", 0, 2, 10_000)]);
-        w.submit(0);
-        let mut p = Placement::default();
-        p.add(0, 0b11);
-        assert!(w.start(0, p));
-        w.rt[0].rate = 1.0;
+        let mut w = one_running(0b11);
         assert_eq!(w.finish_time(0), 10_000);
         let mut actions = Vec::new();
         let mut ctx = Ctx::new(&mut w, &mut actions, &crate::elasticflow::ELASTICFLOW);
@@ -593,56 +605,56 @@ mod tests {
         );
         w.rt[0].hold_until = 20_000;
         assert!(w.preempt(0));
-        let mut p = Placement::default();
-        p.add(0, 0b11);
-        assert!(w.start(0, p));
+        restart(&mut w, 0b11);
         assert_eq!(w.rt[0].hold_until, 0, "a restart starts without a hold");
     }
 
     #[test]
     fn a_capped_job_stops_progress_and_ends_by_its_end_event() {
-        let c = ClusterSpec::preset("n1g4").unwrap().build().unwrap();
-        let mut w = World::new(c, vec![Job::new("a", 0, 1, 10_000)]);
-        w.submit(0);
-        let mut p = Placement::default();
-        p.add(0, 0b1);
-        assert!(w.start(0, p));
-        w.rt[0].rate = 1.0;
+        let mut w = one_running(0b1);
         let mut actions = Vec::new();
         let mut ctx = Ctx::new(&mut w, &mut actions, &crate::elasticflow::ELASTICFLOW);
-        ctx.stall(0, 2_000);
-        ctx.cap_work(0, 10_000);
-        assert_eq!(
-            ctx.world().finish_time(0),
-            Time::MAX,
-            "2 s stalled, capped at 10 s: 2 s of work is left at the cap"
-        );
-        ctx.end_by(0, 12_000);
-        assert_eq!(ctx.world().finish_time(0), 12_000, "its end event ends it");
-        ctx.w.now = 11_000;
-        assert_eq!(ctx.remaining(0), 2_000.0, "no progress past the cap");
-        ctx.cap_work(0, 0);
-        assert_eq!(
-            ctx.world().finish_time(0),
-            12_000,
-            "the end event still ends it"
-        );
-        ctx.end_by(0, 0);
-        assert_eq!(
-            ctx.world().finish_time(0),
-            13_000,
-            "uncapped from 11 s: done 2 s later"
-        );
-        ctx.end_by(0, 5_000);
-        assert_eq!(ctx.world().finish_time(0), 11_000, "a past end ends it now");
+        // Each step, then when the job completes.
+        let steps: [(fn(&mut Ctx<'_>), Time, &str); 5] = [
+            (
+                |c| {
+                    c.stall(0, 2_000);
+                    c.cap_work(0, 10_000);
+                },
+                Time::MAX,
+                "2 s stalled, capped at 10 s: 2 s of work is left at the cap",
+            ),
+            (|c| c.end_by(0, 12_000), 12_000, "its end event ends it"),
+            (
+                |c| {
+                    c.w.now = 11_000;
+                    assert_eq!(c.remaining(0), 2_000.0, "no progress past the cap");
+                    c.cap_work(0, 0);
+                },
+                12_000,
+                "uncapped, the end event still ends it",
+            ),
+            (
+                |c| c.end_by(0, 0),
+                13_000,
+                "no end either: done 2 s after 11 s",
+            ),
+            (
+                |c| c.end_by(0, 5_000),
+                11_000,
+                "an end already past ends it now",
+            ),
+        ];
+        for (act, finish, why) in steps {
+            act(&mut ctx);
+            assert_eq!(ctx.world().finish_time(0), finish, "{why}");
+        }
         ctx.judge_deadline_at(0, 9_000);
         assert_eq!(ctx.world().rt[0].judged, Some(9_000));
         w.rt[0].work_until = 20_000;
         w.rt[0].end_by = 20_000;
         assert!(w.preempt(0));
-        let mut p = Placement::default();
-        p.add(0, 0b1);
-        assert!(w.start(0, p));
+        restart(&mut w, 0b1);
         assert_eq!(
             (w.rt[0].work_until, w.rt[0].end_by),
             (0, 0),
