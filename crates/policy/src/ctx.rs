@@ -614,8 +614,9 @@ mod tests {
         let mut w = one_running(0b1);
         let mut actions = Vec::new();
         let mut ctx = Ctx::new(&mut w, &mut actions, &crate::elasticflow::ELASTICFLOW);
-        // Each step, then when the job completes.
-        let steps: [(fn(&mut Ctx<'_>), Time, &str); 5] = [
+        // Each step, then when the job completes, and why.
+        type Step = (fn(&mut Ctx<'_>), Time, &'static str);
+        let steps: [Step; 5] = [
             (
                 |c| {
                     c.stall(0, 2_000);
