@@ -91,7 +91,7 @@ const HOLD: ParamSpec = ParamSpec {
 const PROGRESS: ParamSpec = ParamSpec {
     key: "progress",
     default: "exact",
-    about: "a round's work: exact (all work done counts; a job ends when its work is done) | artifact (the artifact's run_all_jobs: work counts only up to the plan's exact end, a job ends at its plan's end event with what is left undone, and its deadline is judged on that exact end)",
+    about: "a round's work: exact (all work done counts; a job ends when its work is done) | artifact (ef-accessctrl's run_all_jobs and end events: work counts only up to the plan's exact end, a job ends at its plan's end event with what is left undone, and its deadline is judged on that exact end)",
 };
 const EDF_ADMISSION: ParamSpec = ParamSpec {
     key: "admission",
