@@ -91,7 +91,7 @@ const HOLD: ParamSpec = ParamSpec {
 const PROGRESS: ParamSpec = ParamSpec {
     key: "progress",
     default: "exact",
-    about: "a round's work: exact (all work done counts; a job ends when its work is done) | artifact (ef-accessctrl's run_all_jobs and end events: work counts only up to the plan's exact end, a job ends at its plan's end event with what is left undone, and its deadline is judged on that exact end)",
+    about: "a round's work: exact (all work done counts; a job ends when its work is done) | artifact (the artifact's run_all_jobs and end events: work counts only up to the plan's exact end, and a job ends at its plan's end event with what is left undone; with admission, ef-accessctrl's loop, judged on that exact end; without, ef_sim_jobs' loop and event list, judged at its end)",
 };
 const EDF_ADMISSION: ParamSpec = ParamSpec {
     key: "admission",
@@ -129,6 +129,75 @@ struct Memo {
     gpu_time: f64,
 }
 
+/// The artifact's `ef_sim_jobs` event list, as far as it decides when decisions happen:
+/// entries keyed by time (seconds) holding end events and plan changes. A job's end
+/// event moves as its plan does; an entry it leaves with no end left is deleted, plan
+/// changes and all (`change_job_end_event`), and a plan change joins an entry that stays
+/// until its time passes. Arrivals come from the engine.
+#[derive(Debug, Default)]
+struct Events {
+    ends: std::collections::BTreeMap<i64, u32>,
+    changes: BTreeSet<i64>,
+    at: Vec<Option<i64>>,
+}
+
+impl Events {
+    /// Moves `j`'s end event to `t`.
+    fn move_end(&mut self, j: JobIdx, t: i64) {
+        if self.at.len() <= j as usize {
+            self.at.resize(j as usize + 1, None);
+        }
+        let old = self.at[j as usize].replace(t);
+        if old == Some(t) {
+            return;
+        }
+        if let Some(o) = old {
+            self.leave(o);
+        }
+        *self.ends.entry(t).or_default() += 1;
+    }
+
+    fn leave(&mut self, o: i64) {
+        if let Some(n) = self.ends.get_mut(&o) {
+            *n -= 1;
+            if *n == 0 {
+                self.ends.remove(&o);
+                self.changes.remove(&o);
+            }
+        } else {
+            self.changes.remove(&o);
+        }
+    }
+
+    /// `j` ended: its end event is gone.
+    fn forget(&mut self, j: JobIdx) {
+        if let Some(o) = self.at.get_mut(j as usize).and_then(Option::take) {
+            self.leave(o);
+        }
+    }
+
+    /// Entries up to `now` have been handled.
+    fn pass(&mut self, now: i64) {
+        self.ends = self.ends.split_off(&(now + 1));
+        self.changes = self.changes.split_off(&(now + 1));
+        for a in self.at.iter_mut() {
+            if a.is_some_and(|t| t <= now) {
+                *a = None;
+            }
+        }
+    }
+
+    /// The next entry after now.
+    fn next(&self) -> Option<i64> {
+        let e = self.ends.keys().next().copied();
+        let c = self.changes.first().copied();
+        match (e, c) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// Buddy placement: power-of-two jobs, largest first; a job of a node or more takes
 /// whole free nodes, a smaller one the aligned block of its size in the fullest node
 /// that has one. With sizes placed in decreasing order a node's free GPUs are always
@@ -140,8 +209,27 @@ pub fn buddy(
     nodes: usize,
     jobs: &[(JobIdx, u32)],
 ) -> Option<Vec<(JobIdx, Placement)>> {
+    buddy_ordered(node_gpus, nodes, jobs, false)
+}
+
+/// [`buddy`], with jobs of a node or more placed in the order given when
+/// `big_in_order` (the artifact's `ef_sim_jobs` places them in the order they started),
+/// still before every smaller one.
+pub fn buddy_ordered(
+    node_gpus: u32,
+    nodes: usize,
+    jobs: &[(JobIdx, u32)],
+    big_in_order: bool,
+) -> Option<Vec<(JobIdx, Placement)>> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&k| std::cmp::Reverse(jobs[k].1));
+    order.sort_by_key(|&k| {
+        let n = jobs[k].1;
+        std::cmp::Reverse(if big_in_order && n >= node_gpus {
+            u32::MAX
+        } else {
+            n
+        })
+    });
     let mut used = vec![0u32; nodes];
     let mut out = vec![(0, Placement::default()); jobs.len()];
     let full = if node_gpus >= 64 {
@@ -218,6 +306,12 @@ struct EfJob {
     memo: Option<Memo>,
     /// [`gpu_time`] of `plan`, kept through a decision's greedy pass.
     gpu_time: f64,
+    /// Under `ef_sim_jobs`' loop, when it first started (its place in the artifact's
+    /// running list, which orders placement); 0 before.
+    seq: u64,
+    /// Under `ef_sim_jobs`' loop: the last decision that ran it, its iterations left
+    /// then and its GPUs, from which the artifact dates a job that finishes early.
+    round: (i64, f64, u32),
     /// The exact end of its minimum-share plan (the artifact's `real_end_time`, which
     /// the greedy pass leaves): under `progress=artifact`, where its work stops
     /// counting and where its deadline is judged.
@@ -237,6 +331,11 @@ pub struct ElasticFlow {
     hold: bool,
     /// Credit work as the artifact's `run_all_jobs` does ([`PROGRESS`]).
     artifact_progress: bool,
+    /// Under `progress=artifact` without admission, the artifact's `ef_sim_jobs` event
+    /// list ([`Events`]).
+    events: Option<Events>,
+    /// The last [`EfJob::seq`] given.
+    last_seq: u64,
     jobs: Vec<Option<EfJob>>,
     runnable: Vec<JobIdx>,
     arrived: Vec<JobIdx>,
@@ -280,11 +379,13 @@ impl ElasticFlow {
                 ("throughput", Greedy::Throughput),
             ],
         )?;
+        let artifact_progress = p.choice(&PROGRESS, &[("exact", false), ("artifact", true)])?;
         Ok(ElasticFlow {
             greedy,
             overhead: p.bool(&EF_OVERHEAD)?,
             hold: p.bool_given(&HOLD)?.unwrap_or(!admission),
-            artifact_progress: p.choice(&PROGRESS, &[("exact", false), ("artifact", true)])?,
+            artifact_progress,
+            events: (artifact_progress && !admission).then(Events::default),
             ..ElasticFlow::common(admission, slot(p, &EF_SLOT)?)
         })
     }
@@ -300,6 +401,8 @@ impl ElasticFlow {
             overhead: true,
             hold: false,
             artifact_progress: false,
+            events: None,
+            last_seq: 0,
             jobs: Vec::new(),
             runnable: Vec::new(),
             arrived: Vec::new(),
@@ -606,6 +709,13 @@ impl ElasticFlow {
                 allocatable -= e.next_level - e.num_gpu;
                 std::mem::swap(&mut self.timeline, &mut self.cand_tl);
                 std::mem::swap(&mut e.plan, &mut self.cand);
+                if let Some(ev) = self.events.as_mut() {
+                    ev.move_end(j, e.plan.end);
+                    if e.seq == 0 {
+                        self.last_seq += 1;
+                        e.seq = self.last_seq;
+                    }
+                }
                 e.num_gpu = e.next_level;
                 e.next_level = s.next_level(e.num_gpu);
                 e.memo = None;
@@ -710,6 +820,8 @@ impl Policy for ElasticFlow {
             iters: 0.0,
             memo: None,
             gpu_time: 0.0,
+            seq: 0,
+            round: (0, 0.0, 0),
             cap_end: 0,
         });
         self.arrived.push(j);
@@ -717,6 +829,9 @@ impl Policy for ElasticFlow {
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        if let Some(ev) = self.events.as_mut() {
+            ev.forget(j);
+        }
         self.runnable.retain(|&x| x != j);
         self.jobs[j as usize] = None;
     }
@@ -743,11 +858,30 @@ impl Policy for ElasticFlow {
             for &j in &self.runnable {
                 if ctx.status(j) == Status::Running && self.plan_job(ctx, j).iters <= 1e-6 {
                     ctx.end_by(j, now_ms);
+                    if let Some(ev) = self.events.as_mut() {
+                        ev.move_end(j, now);
+                        // `run_all_jobs` dates it from the round's start, its
+                        // iterations and speed, without the overhead, and
+                        // `ef_sim_jobs` judges it there.
+                        let e = self.jobs[j as usize].as_ref().expect("runnable job");
+                        let (start, iters, gpus) = e.round;
+                        let s = ctx
+                            .job(j)
+                            .scaling
+                            .as_ref()
+                            .expect("admit refuses jobs without one");
+                        let tput = s.tput(gpus).unwrap_or(s.levels[0].1);
+                        let end = start + (iters / tput).ceil() as i64;
+                        ctx.judge_deadline_at(j, end.max(0) as Time * 1000);
+                    }
                     done = true;
                 }
             }
             if done {
                 return;
+            }
+            if let Some(ev) = self.events.as_mut() {
+                ev.pass(now);
             }
         } else if self.hold {
             // A held job whose work is done ends at this decision, as the artifact moves
@@ -821,6 +955,42 @@ impl Policy for ElasticFlow {
         for &j in &self.runnable {
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.num_gpu = e.plan.allocs.get(now).unwrap_or(0);
+            if let Some(ev) = self.events.as_mut() {
+                // Every job's end event moves to its new plan's end, a waiting job's
+                // too, and a waiting job's planned start becomes an event.
+                ev.move_end(j, e.plan.end);
+                if ctx.status(j) == Status::Pending
+                    && let Some(&(t, _)) = e.plan.allocs.points().iter().find(|p| p.1 > 0)
+                    && t > now
+                {
+                    ev.changes.insert(t);
+                }
+            }
+        }
+        if self.events.is_some() {
+            // `ef_sim_jobs` starts waiting jobs whose plans start now, in arrival order,
+            // before the greedy pass starts others.
+            let mut starting: Vec<JobIdx> = self
+                .runnable
+                .iter()
+                .copied()
+                .filter(|&j| {
+                    self.jobs[j as usize].as_ref().is_some_and(|e| {
+                        e.seq == 0
+                            && e.plan
+                                .allocs
+                                .points()
+                                .iter()
+                                .find(|p| p.1 > 0)
+                                .is_none_or(|p| p.0 <= now)
+                    })
+                })
+                .collect();
+            starting.sort_unstable();
+            for j in starting {
+                self.last_seq += 1;
+                self.jobs[j as usize].as_mut().expect("runnable job").seq = self.last_seq;
+            }
         }
         if self.kind == Kind::Elastic {
             self.allocate_free(ctx, now);
@@ -828,9 +998,14 @@ impl Policy for ElasticFlow {
 
         // Place everything from scratch, largest first (buddy).
         let jobs = &self.jobs;
-        self.runnable.sort_by_key(|&j| {
-            std::cmp::Reverse(jobs[j as usize].as_ref().map_or(0, |e| e.num_gpu))
-        });
+        if self.events.is_some() {
+            self.runnable
+                .sort_by_key(|&j| jobs[j as usize].as_ref().map_or(u64::MAX, |e| e.seq));
+        } else {
+            self.runnable.sort_by_key(|&j| {
+                std::cmp::Reverse(jobs[j as usize].as_ref().map_or(0, |e| e.num_gpu))
+            });
+        }
         let mut want: Vec<(JobIdx, u32)> = self
             .runnable
             .iter()
@@ -844,7 +1019,8 @@ impl Policy for ElasticFlow {
             }
             sum += w.1;
         }
-        let placed = buddy(self.node_gpus, self.nodes, &want).unwrap_or_default();
+        let placed = buddy_ordered(self.node_gpus, self.nodes, &want, self.events.is_some())
+            .unwrap_or_default();
         ctx.reassign(&placed);
 
         // The per-round rescaling overhead every running job pays; and, under `hold`,
@@ -854,6 +1030,19 @@ impl Policy for ElasticFlow {
             && self.schedule_count.is_multiple_of(self.slot as u64);
         if self.overhead {
             self.schedule_count += 1;
+        }
+        if let Some(ev) = self.events.as_mut() {
+            // `ef_sim_jobs` makes every started job's next plan change an event (one
+            // that holds no GPUs now included), before the overheads move the end
+            // events on.
+            for &j in &self.runnable {
+                if let Some(e) = self.jobs[j as usize].as_ref()
+                    && e.seq > 0
+                    && let Some(&(t, _)) = e.plan.allocs.range(now + 1, i64::MAX).first()
+                {
+                    ev.changes.insert(t);
+                }
+            }
         }
         for (j, p) in &placed {
             if p.gpus() == 0 || ctx.status(*j) != Status::Running {
@@ -877,7 +1066,16 @@ impl Policy for ElasticFlow {
                 // next decision (see the top of `schedule`) or that event.
                 ctx.hold_until(*j, end);
                 ctx.end_by(*j, end);
-                ctx.judge_deadline_at(*j, cap);
+                match self.events.as_mut() {
+                    // `ef_sim_jobs` judges a job at its end event instead.
+                    Some(ev) => {
+                        ev.move_end(*j, end.div_ceil(1000) as i64);
+                        let iters = e.iters;
+                        self.jobs[*j as usize].as_mut().expect("placed job").round =
+                            (now, iters, p.gpus());
+                    }
+                    None => ctx.judge_deadline_at(*j, cap),
+                }
             } else if self.hold {
                 ctx.hold_until(*j, end);
             }
@@ -904,7 +1102,9 @@ impl Policy for ElasticFlow {
         // The artifact adds a plan's change as an event only before the first event
         // it already has, comparing with end events before their overhead: a change at
         // a job's planned end waits for that job's end event.
-        let first_change = if self.artifact_progress {
+        let first_change = if let Some(ev) = self.events.as_ref() {
+            ev.next()
+        } else if self.artifact_progress {
             let first_end = placed
                 .iter()
                 .filter(|(j, p)| p.gpus() > 0 && ctx.status(*j) == Status::Running)
@@ -938,6 +1138,25 @@ mod tests {
             }
         }
         assert!(buddy(8, 2, &[(0, 8), (1, 8), (2, 1)]).is_none());
+    }
+
+    #[test]
+    fn ef_loop_places_whole_node_jobs_in_start_order() {
+        let nodes = |out: Vec<(JobIdx, Placement)>| -> Vec<(JobIdx, Vec<u32>)> {
+            out.into_iter()
+                .map(|(j, p)| (j, p.parts.iter().map(|&(n, _)| n).collect()))
+                .collect()
+        };
+        let jobs = [(0, 8), (1, 16), (2, 4)];
+        // By size, the 16-GPU job takes the first nodes; in start order, the 8-GPU one.
+        assert_eq!(
+            nodes(buddy(8, 4, &jobs).unwrap()),
+            vec![(0, vec![2]), (1, vec![0, 1]), (2, vec![3])]
+        );
+        assert_eq!(
+            nodes(buddy_ordered(8, 4, &jobs, true).unwrap()),
+            vec![(0, vec![0]), (1, vec![1, 2]), (2, vec![3])]
+        );
     }
 
     /// The timeline with a plan given back, point by point as the artifact builds it:

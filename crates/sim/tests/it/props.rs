@@ -355,11 +355,16 @@ proptest! {
 
     #[test]
     fn elasticflow_without_admission_finishes_everything(w in workload()) {
-        // The `ef` ablation holds each job to its plan's slot-aligned end.
+        // The `ef` ablation holds each job to its plan's slot-aligned end; with
+        // `progress=artifact` it runs the artifact's `ef_sim_jobs` loop, event list and
+        // all, whose re-plans must still let every job end.
         for slot in ["slot=60", "slot=240"] {
-            let (out, v) = run("elasticflow", &["admission=false", slot], "n2g8", &w, false, None);
-            prop_assert!(v.is_empty(), "ef {slot}: {:?}", v);
-            prop_assert!(out.jobs.iter().all(|j| j.finish.is_some()), "ef {slot}: a job never finished");
+            for progress in ["progress=exact", "progress=artifact"] {
+                let params = ["admission=false", slot, progress];
+                let (out, v) = run("elasticflow", &params, "n2g8", &w, false, None);
+                prop_assert!(v.is_empty(), "ef {slot} {progress}: {:?}", v);
+                prop_assert!(out.jobs.iter().all(|j| j.finish.is_some()), "ef {slot} {progress}: a job never finished");
+            }
         }
     }
 
@@ -369,6 +374,7 @@ proptest! {
             ("edf", &[][..]),
             ("edf", &["admission=true"][..]),
             ("elasticflow", &["admission=false"][..]),
+            ("elasticflow", &["admission=false", "progress=artifact"][..]),
             ("elasticflow", &["greedy=throughput"][..]),
             ("gandiva", &["clock=elasticflow"][..]),
         ] {
