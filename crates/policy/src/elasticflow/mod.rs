@@ -17,8 +17,13 @@
 //! the partial last slot before the deadline, the as-late-as-possible start at one
 //! GPU), quirks included; `docs/policies/elasticflow.md` lists them.
 
+mod buddy;
+mod events;
 mod planner;
 mod timeline;
+
+pub use buddy::{buddy, buddy_ordered};
+use events::Events;
 
 pub use planner::{
     Plan, PlanJob, Scored, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
@@ -29,7 +34,7 @@ use timeline::{Fold, differences, without};
 use crate::PolicyError;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
-use apiary_model::{Placement, Time};
+use apiary_model::Time;
 use std::collections::BTreeSet;
 /// ElasticFlow's and EDF's: one loop, one set of mechanisms.
 const CAPABILITIES: Capabilities = Capabilities::of(&[
@@ -127,148 +132,6 @@ struct Memo {
     /// The plan's steps up to now, or `None` when it has ended by now.
     fold: Option<Fold>,
     gpu_time: f64,
-}
-
-/// The artifact's `ef_sim_jobs` event list, as far as it decides when decisions happen:
-/// entries keyed by time (seconds) holding end events and plan changes. A job's end
-/// event moves as its plan does; an entry it leaves with no end left is deleted, plan
-/// changes and all (`change_job_end_event`), and a plan change joins an entry that stays
-/// until its time passes. Arrivals come from the engine.
-#[derive(Debug, Default)]
-struct Events {
-    ends: std::collections::BTreeMap<i64, u32>,
-    changes: BTreeSet<i64>,
-    at: Vec<Option<i64>>,
-}
-
-impl Events {
-    /// Moves `j`'s end event to `t`.
-    fn move_end(&mut self, j: JobIdx, t: i64) {
-        if self.at.len() <= j as usize {
-            self.at.resize(j as usize + 1, None);
-        }
-        let old = self.at[j as usize].replace(t);
-        if old == Some(t) {
-            return;
-        }
-        if let Some(o) = old {
-            self.leave(o);
-        }
-        *self.ends.entry(t).or_default() += 1;
-    }
-
-    fn leave(&mut self, o: i64) {
-        if let Some(n) = self.ends.get_mut(&o) {
-            *n -= 1;
-            if *n == 0 {
-                self.ends.remove(&o);
-                self.changes.remove(&o);
-            }
-        } else {
-            self.changes.remove(&o);
-        }
-    }
-
-    /// `j` ended: its end event is gone.
-    fn forget(&mut self, j: JobIdx) {
-        if let Some(o) = self.at.get_mut(j as usize).and_then(Option::take) {
-            self.leave(o);
-        }
-    }
-
-    /// Entries up to `now` have been handled.
-    fn pass(&mut self, now: i64) {
-        self.ends = self.ends.split_off(&(now + 1));
-        self.changes = self.changes.split_off(&(now + 1));
-        for a in self.at.iter_mut() {
-            if a.is_some_and(|t| t <= now) {
-                *a = None;
-            }
-        }
-    }
-
-    /// The next entry after now.
-    fn next(&self) -> Option<i64> {
-        let e = self.ends.keys().next().copied();
-        let c = self.changes.first().copied();
-        match (e, c) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
-/// Buddy placement: power-of-two jobs, largest first; a job of a node or more takes
-/// whole free nodes, a smaller one the aligned block of its size in the fullest node
-/// that has one. With sizes placed in decreasing order a node's free GPUs are always
-/// one aligned run, so any set whose sizes sum to at most the cluster fits. `free`
-/// holds each node's GPU count (all equal, a power of two); returns per job its
-/// placement, or `None` if the set does not fit.
-pub fn buddy(
-    node_gpus: u32,
-    nodes: usize,
-    jobs: &[(JobIdx, u32)],
-) -> Option<Vec<(JobIdx, Placement)>> {
-    buddy_ordered(node_gpus, nodes, jobs, false)
-}
-
-/// [`buddy`], with jobs of a node or more placed in the order given when
-/// `big_in_order` (the artifact's `ef_sim_jobs` places them in the order they started),
-/// still before every smaller one.
-pub fn buddy_ordered(
-    node_gpus: u32,
-    nodes: usize,
-    jobs: &[(JobIdx, u32)],
-    big_in_order: bool,
-) -> Option<Vec<(JobIdx, Placement)>> {
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&k| {
-        let n = jobs[k].1;
-        std::cmp::Reverse(if big_in_order && n >= node_gpus {
-            u32::MAX
-        } else {
-            n
-        })
-    });
-    let mut used = vec![0u32; nodes];
-    let mut out = vec![(0, Placement::default()); jobs.len()];
-    let full = if node_gpus >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << node_gpus) - 1
-    };
-    let mut next_free_node = 0usize;
-    for k in order {
-        let (j, n) = jobs[k];
-        let mut p = Placement::default();
-        if n >= node_gpus {
-            let need = n.div_ceil(node_gpus) as usize;
-            let mut got = 0;
-            while got < need {
-                while next_free_node < nodes && used[next_free_node] != 0 {
-                    next_free_node += 1;
-                }
-                if next_free_node >= nodes {
-                    return None;
-                }
-                used[next_free_node] = node_gpus;
-                p.add(next_free_node as u32, full);
-                got += 1;
-            }
-        } else if n > 0 {
-            // The fullest node with room; whole free nodes only when none is partly used.
-            let best = (0..nodes)
-                .filter(|&x| used[x] > 0 && node_gpus - used[x] >= n)
-                .max_by_key(|&x| (used[x], std::cmp::Reverse(x)))
-                .or_else(|| (0..nodes).find(|&x| used[x] == 0))?;
-            let off = used[best];
-            let mask = ((1u64 << n) - 1) << off;
-            used[best] += n;
-            p.add(best as u32, mask);
-        }
-        out[k] = (j, p);
-    }
-    Some(out)
 }
 
 /// How the leftover GPUs are handed out.
@@ -1116,131 +979,6 @@ impl Policy for ElasticFlow {
         };
         if let Some(t) = first_change {
             ctx.wake_at(((t.max(0)) as Time * 1000).max(self.next_pass));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buddy_fits_any_feasible_power_of_two_set() {
-        let jobs = [(0, 2), (1, 8), (2, 1), (3, 4), (4, 1)];
-        let out = buddy(8, 2, &jobs).unwrap();
-        let mut state = [0u64; 2];
-        for (j, p) in &out {
-            let want = jobs.iter().find(|x| x.0 == *j).unwrap().1;
-            assert_eq!(p.gpus(), want);
-            for &(n, m) in &p.parts {
-                assert_eq!(state[n as usize] & m, 0, "GPUs overlap");
-                state[n as usize] |= m;
-            }
-        }
-        assert!(buddy(8, 2, &[(0, 8), (1, 8), (2, 1)]).is_none());
-    }
-
-    #[test]
-    fn ef_loop_places_whole_node_jobs_in_start_order() {
-        let nodes = |out: Vec<(JobIdx, Placement)>| -> Vec<(JobIdx, Vec<u32>)> {
-            out.into_iter()
-                .map(|(j, p)| (j, p.parts.iter().map(|&(n, _)| n).collect()))
-                .collect()
-        };
-        let jobs = [(0, 8), (1, 16), (2, 4)];
-        // By size, the 16-GPU job takes the first nodes; in start order, the 8-GPU one.
-        assert_eq!(
-            nodes(buddy(8, 4, &jobs).unwrap()),
-            vec![(0, vec![2]), (1, vec![0, 1]), (2, vec![3])]
-        );
-        assert_eq!(
-            nodes(buddy_ordered(8, 4, &jobs, true).unwrap()),
-            vec![(0, vec![0]), (1, vec![1, 2]), (2, vec![3])]
-        );
-    }
-
-    /// The timeline with a plan given back, point by point as the artifact builds it:
-    /// the reference [`without`] must match.
-    fn without_by_points(tl: &Steps, allocs: &Steps, end: i64, total: u32) -> Steps {
-        let mut tmp = tl.clone();
-        if !tmp.contains(end) {
-            let v = tmp.value_before(end).unwrap_or(total);
-            tmp.insert(end, v);
-        }
-        // Sums may leave 0..=total while steps are added (the artifact asserts only
-        // its final sums), so they are kept wide and clamped at the end.
-        let mut points: Vec<(i64, i64)> =
-            tmp.points().iter().map(|&(t, v)| (t, v as i64)).collect();
-        let mut last = 0i64;
-        for &(at, n) in allocs.points() {
-            if let Err(k) = points.binary_search_by_key(&at, |p| p.0) {
-                let v = if k == 0 {
-                    total as i64
-                } else {
-                    points[k - 1].1
-                };
-                points.insert(k, (at, v));
-            }
-            for p in points.iter_mut().filter(|p| p.0 >= at && p.0 < end.max(at)) {
-                p.1 += n as i64 - last;
-            }
-            last = n as i64;
-        }
-        let mut tmp = Steps::default();
-        for (t, v) in points {
-            tmp.insert(t, v.clamp(0, total as i64) as u32);
-        }
-        tmp.merge();
-        tmp
-    }
-
-    #[test]
-    fn without_gives_a_plan_back_as_the_artifact_does() {
-        let tl = Steps::from([(0, 2), (300, 4), (600, 8)]);
-        let plan = Steps::from([(0, 4), (300, 2)]);
-        let mut out = Steps::default();
-        without(&tl, &plan, 600, 8, i64::MAX, &mut out);
-        assert_eq!(out, Steps::from([(0, 6), (600, 8)]));
-        // No step is clamped on its own (`get_marginal` adds the changes and asserts
-        // only the sums): 7 + 2 - 2 leaves 7, where clamping each would leave 6.
-        without(
-            &Steps::from([(0, 7)]),
-            &Steps::from([(0, 2), (100, 0)]),
-            200,
-            8,
-            i64::MAX,
-            &mut out,
-        );
-        assert_eq!(out, Steps::from([(0, 8), (100, 7)]));
-        // Random timelines and plans (a fixed LCG, so the test is reproducible).
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut r = |m: u64| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            (x >> 33) % m
-        };
-        for _ in 0..2000 {
-            let total = 1 + r(16) as u32;
-            let mut tl = Steps::default();
-            let mut t = 0;
-            for _ in 0..r(8) {
-                tl.insert(t, r(total as u64 + 1) as u32);
-                t += 1 + r(5) as i64 * 60;
-            }
-            let mut plan = Steps::default();
-            let mut t = r(3) as i64 * 60;
-            for _ in 0..r(5) {
-                plan.insert(t, r(total as u64 + 1) as u32);
-                t += 1 + r(4) as i64 * 60;
-            }
-            let end = r(20) as i64 * 60;
-            without(&tl, &plan, end, total, i64::MAX, &mut out);
-            let full = without_by_points(&tl, &plan, end, total);
-            assert_eq!(out, full, "{tl:?} {plan:?} {end}");
-            // Cut after the first point past a limit: a prefix of the whole.
-            let limit = r(20) as i64 * 60;
-            without(&tl, &plan, end, total, limit, &mut out);
-            let keep = full.points().partition_point(|p| p.0 <= limit) + 1;
-            assert_eq!(out.points(), &full.points()[..keep.min(full.len())]);
         }
     }
 }

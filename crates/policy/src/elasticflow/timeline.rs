@@ -278,3 +278,93 @@ pub(super) fn differences(a: &Steps, b: &Steps, out: &mut Vec<(i64, i64)>) {
         out.push((from, i64::MAX));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The timeline with a plan given back, point by point as the artifact builds it:
+    /// the reference [`without`] must match.
+    fn without_by_points(tl: &Steps, allocs: &Steps, end: i64, total: u32) -> Steps {
+        let mut tmp = tl.clone();
+        if !tmp.contains(end) {
+            let v = tmp.value_before(end).unwrap_or(total);
+            tmp.insert(end, v);
+        }
+        // Sums may leave 0..=total while steps are added (the artifact asserts only
+        // its final sums), so they are kept wide and clamped at the end.
+        let mut points: Vec<(i64, i64)> =
+            tmp.points().iter().map(|&(t, v)| (t, v as i64)).collect();
+        let mut last = 0i64;
+        for &(at, n) in allocs.points() {
+            if let Err(k) = points.binary_search_by_key(&at, |p| p.0) {
+                let v = if k == 0 {
+                    total as i64
+                } else {
+                    points[k - 1].1
+                };
+                points.insert(k, (at, v));
+            }
+            for p in points.iter_mut().filter(|p| p.0 >= at && p.0 < end.max(at)) {
+                p.1 += n as i64 - last;
+            }
+            last = n as i64;
+        }
+        let mut tmp = Steps::default();
+        for (t, v) in points {
+            tmp.insert(t, v.clamp(0, total as i64) as u32);
+        }
+        tmp.merge();
+        tmp
+    }
+
+    #[test]
+    fn without_gives_a_plan_back_as_the_artifact_does() {
+        let tl = Steps::from([(0, 2), (300, 4), (600, 8)]);
+        let plan = Steps::from([(0, 4), (300, 2)]);
+        let mut out = Steps::default();
+        without(&tl, &plan, 600, 8, i64::MAX, &mut out);
+        assert_eq!(out, Steps::from([(0, 6), (600, 8)]));
+        // No step is clamped on its own (`get_marginal` adds the changes and asserts
+        // only the sums): 7 + 2 - 2 leaves 7, where clamping each would leave 6.
+        without(
+            &Steps::from([(0, 7)]),
+            &Steps::from([(0, 2), (100, 0)]),
+            200,
+            8,
+            i64::MAX,
+            &mut out,
+        );
+        assert_eq!(out, Steps::from([(0, 8), (100, 7)]));
+        // Random timelines and plans (a fixed LCG, so the test is reproducible).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut r = |m: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % m
+        };
+        for _ in 0..2000 {
+            let total = 1 + r(16) as u32;
+            let mut tl = Steps::default();
+            let mut t = 0;
+            for _ in 0..r(8) {
+                tl.insert(t, r(total as u64 + 1) as u32);
+                t += 1 + r(5) as i64 * 60;
+            }
+            let mut plan = Steps::default();
+            let mut t = r(3) as i64 * 60;
+            for _ in 0..r(5) {
+                plan.insert(t, r(total as u64 + 1) as u32);
+                t += 1 + r(4) as i64 * 60;
+            }
+            let end = r(20) as i64 * 60;
+            without(&tl, &plan, end, total, i64::MAX, &mut out);
+            let full = without_by_points(&tl, &plan, end, total);
+            assert_eq!(out, full, "{tl:?} {plan:?} {end}");
+            // Cut after the first point past a limit: a prefix of the whole.
+            let limit = r(20) as i64 * 60;
+            without(&tl, &plan, end, total, limit, &mut out);
+            let keep = full.points().partition_point(|p| p.0 <= limit) + 1;
+            assert_eq!(out.points(), &full.points()[..keep.min(full.len())]);
+        }
+    }
+}
