@@ -734,8 +734,8 @@ impl Policy for ElasticFlow {
                             .as_ref()
                             .expect("admit refuses jobs without one");
                         let tput = s.tput(gpus).unwrap_or(s.levels[0].1);
-                        let end = start + (iters / tput).ceil() as i64;
-                        ctx.judge_deadline_at(j, end.max(0) as Time * 1000);
+                        let end = start.saturating_add((iters / tput).ceil() as i64);
+                        ctx.judge_deadline_at(j, (end.max(0) as Time).saturating_mul(1000));
                     }
                     done = true;
                 }
