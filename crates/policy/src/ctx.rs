@@ -657,9 +657,9 @@ mod tests {
         assert!(w.preempt(0));
         restart(&mut w, 0b1);
         assert_eq!(
-            (w.rt[0].work_until, w.rt[0].end_by),
-            (0, 0),
-            "a restart starts uncapped"
+            (w.rt[0].work_until, w.rt[0].end_by, w.rt[0].judged),
+            (0, 0, None),
+            "a restart starts uncapped and unjudged"
         );
     }
 

@@ -399,6 +399,7 @@ impl World {
         rt.hold_until = 0;
         rt.work_until = 0;
         rt.end_by = 0;
+        rt.judged = None;
         rt.first_start.get_or_insert(now);
     }
 
