@@ -239,7 +239,7 @@ impl<'a> Ctx<'a> {
             return rt.remaining;
         }
         let from = rt.last_update.max(rt.overhead_until);
-        let to = crate::world::progress_end(self.w.now, rt.work_until);
+        let to = crate::world::progress_end(self.w.now, self.w.plan_end(i).work_until);
         if to > from {
             (rt.remaining - (to - from) as f64 * rt.rate).max(0.0)
         } else {
@@ -495,8 +495,8 @@ impl<'a> Ctx<'a> {
         }
         self.w.sync(i);
         let t = if t > self.w.now { t } else { 0 };
-        if self.w.rt[i as usize].work_until != t {
-            self.w.rt[i as usize].work_until = t;
+        if self.w.plan_end(i).work_until != t {
+            self.w.plan_end_mut(i).work_until = t;
             self.actions.push(Action::Speed(i));
         }
     }
@@ -509,9 +509,9 @@ impl<'a> Ctx<'a> {
             return;
         }
         let t = if t == 0 { 0 } else { t.max(self.w.now) };
-        if self.w.rt[i as usize].end_by != t {
+        if self.w.plan_end(i).end_by != t {
             self.w.sync(i);
-            self.w.rt[i as usize].end_by = t;
+            self.w.plan_end_mut(i).end_by = t;
             self.actions.push(Action::Speed(i));
         }
     }
@@ -520,7 +520,7 @@ impl<'a> Ctx<'a> {
     /// artifact judges on its plan's exact end).
     pub fn judge_deadline_at(&mut self, i: JobIdx, t: Time) {
         if self.allow(Capability::Holds) {
-            self.w.rt[i as usize].judged = Some(t);
+            self.w.plan_end_mut(i).judged = Some(t);
         }
     }
 
@@ -651,14 +651,14 @@ mod tests {
             assert_eq!(ctx.world().finish_time(0), finish, "{why}");
         }
         ctx.judge_deadline_at(0, 9_000);
-        assert_eq!(ctx.world().rt[0].judged, Some(9_000));
-        w.rt[0].work_until = 20_000;
-        w.rt[0].end_by = 20_000;
+        assert_eq!(ctx.world().plan_end(0).judged, Some(9_000));
+        w.plan_end_mut(0).work_until = 20_000;
+        w.plan_end_mut(0).end_by = 20_000;
         assert!(w.preempt(0));
         restart(&mut w, 0b1);
         assert_eq!(
-            (w.rt[0].work_until, w.rt[0].end_by, w.rt[0].judged),
-            (0, 0, None),
+            w.plan_end(0),
+            crate::world::PlanEnd::default(),
             "a restart starts uncapped and unjudged"
         );
     }

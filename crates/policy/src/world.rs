@@ -40,15 +40,6 @@ pub struct JobRt {
     /// A job whose work is done before this time keeps its GPUs and completes then
     /// (simulators that end jobs only at their plan's slot-aligned end); 0 for none.
     pub hold_until: Time,
-    /// A running job makes no progress after this time (0: none): the ElasticFlow
-    /// artifact credits a round's work only up to its plan's exact end.
-    pub work_until: Time,
-    /// A running job completes by this time even with work left (0: none): the
-    /// ElasticFlow artifact ends a job at its plan's end event.
-    pub end_by: Time,
-    /// When its deadline is judged, where not at its completion
-    /// ([`apiary_model::JobOutcome::judged`]).
-    pub judged: Option<Time>,
     /// Attained service in GPU-ms (GPUs × time held), as of `last_update`.
     pub attained: u64,
     /// Time held GPUs, ms, as of `last_update`.
@@ -86,9 +77,6 @@ impl JobRt {
             rate: 1.0,
             overhead_until: 0,
             hold_until: 0,
-            work_until: 0,
-            end_by: 0,
-            judged: None,
             attained: 0,
             executed: 0,
             last_update: 0,
@@ -103,6 +91,23 @@ impl JobRt {
             agent: None,
         }
     }
+}
+
+/// A job's plan-end limits, which only ElasticFlow's `progress=artifact` sets
+/// ([`crate::Ctx::cap_work`], [`crate::Ctx::end_by`], [`crate::Ctx::judge_deadline_at`]).
+/// The world keeps them beside the runtime records, and only once a policy sets one,
+/// so no other run carries them (a million-job trace would carry 32 MB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanEnd {
+    /// A running job makes no progress after this time (0: none): the ElasticFlow
+    /// artifact credits a round's work only up to its plan's exact end.
+    pub work_until: Time,
+    /// A running job completes by this time even with work left (0: none): the
+    /// ElasticFlow artifact ends a job at its plan's end event.
+    pub end_by: Time,
+    /// When its deadline is judged, where not at its completion
+    /// ([`apiary_model::JobOutcome::judged`]).
+    pub judged: Option<Time>,
 }
 
 /// Where a running job's progress up to `now` stops: at its work cap, if it has one
@@ -168,6 +173,8 @@ pub struct World {
     /// Alibaba's rarely match a simulated cluster's.
     pub honour_gpu_types: bool,
     fenced: Vec<(JobIdx, Placement)>,
+    /// Each job's [`PlanEnd`]; empty until a policy sets one.
+    plan_ends: Vec<PlanEnd>,
     /// Finished jobs' placements, emptied, for the next starts to fill: most jobs start
     /// once, and each would otherwise allocate its list and free it at its finish.
     spare: Vec<Placement>,
@@ -203,6 +210,7 @@ impl World {
             fence_preemptions: false,
             honour_gpu_types: false,
             fenced: Vec::new(),
+            plan_ends: Vec::new(),
             spare: Vec::new(),
             pending: Vec::new(),
             pending_pos: vec![NOT_PENDING; n],
@@ -267,9 +275,23 @@ impl World {
         std::mem::take(&mut self.fenced)
     }
 
+    /// Job `i`'s [`PlanEnd`] (none set: the default).
+    pub fn plan_end(&self, i: JobIdx) -> PlanEnd {
+        self.plan_ends.get(i as usize).copied().unwrap_or_default()
+    }
+
+    /// Job `i`'s [`PlanEnd`] to set, making the table on first use.
+    pub(crate) fn plan_end_mut(&mut self, i: JobIdx) -> &mut PlanEnd {
+        if self.plan_ends.is_empty() {
+            self.plan_ends = vec![PlanEnd::default(); self.jobs.len()];
+        }
+        &mut self.plan_ends[i as usize]
+    }
+
     /// Brings a running job's counters up to `now`.
     pub fn sync(&mut self, i: JobIdx) {
         let now = self.now;
+        let work_until = self.plan_end(i).work_until;
         let rt = &mut self.rt[i as usize];
         if rt.status != Status::Running || rt.last_update >= now {
             return;
@@ -277,7 +299,7 @@ impl World {
         // Elastic jobs hold other counts than they asked for; charge what they hold.
         let gpus = rt.placement.gpus() as u64;
         let from = rt.last_update.max(rt.overhead_until);
-        let to = progress_end(now, rt.work_until);
+        let to = progress_end(now, work_until);
         if to > from {
             rt.remaining = (rt.remaining - (to - from) as f64 * rt.rate).max(0.0);
         }
@@ -290,6 +312,7 @@ impl World {
     /// When a running job will complete if nothing changes.
     pub fn finish_time(&self, i: JobIdx) -> Time {
         let rt = &self.rt[i as usize];
+        let end = self.plan_end(i);
         let from = rt.last_update.max(rt.overhead_until);
         let done = if rt.rate <= 0.0 {
             Time::MAX
@@ -297,14 +320,14 @@ impl World {
             // The small slack absorbs float residue so an exact duration is not rounded up.
             let t = (rt.remaining / rt.rate - 1e-6).ceil().max(0.0);
             let at = from.saturating_add(t as Time);
-            if rt.work_until > 0 && at > rt.work_until.max(from) {
+            if end.work_until > 0 && at > end.work_until.max(from) {
                 Time::MAX
             } else {
                 at.max(rt.hold_until)
             }
         };
-        if rt.end_by > 0 {
-            done.min(rt.end_by)
+        if end.end_by > 0 {
+            done.min(end.end_by)
         } else {
             done
         }
@@ -397,10 +420,10 @@ impl World {
         rt.last_start = now;
         rt.overhead_until = now + overhead;
         rt.hold_until = 0;
-        rt.work_until = 0;
-        rt.end_by = 0;
-        rt.judged = None;
         rt.first_start.get_or_insert(now);
+        if let Some(end) = self.plan_ends.get_mut(idx) {
+            *end = PlanEnd::default();
+        }
     }
 
     /// Starts pending job `i` on the GPUs of running job `with`, sharing them (a Muri

@@ -265,7 +265,7 @@ pub fn run(
                     .clone()
                     .or_else(|| rt.and_then(|r| r.declined.clone())),
                 deadline: j.deadline,
-                judged: rt.and_then(|r| r.judged),
+                judged: live[k].and_then(|i| w.plan_end(i).judged),
             }
         })
         .collect();

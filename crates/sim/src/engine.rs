@@ -384,11 +384,15 @@ impl<'a> Engine<'a> {
         let total_gpus = self.world.cluster.total_gpus;
         // The run is over: ids and VCs move into the outcome (cloning them was a
         // tenth of the end of a million-job run).
-        let jobs = std::mem::take(&mut self.world.jobs)
+        let trace = std::mem::take(&mut self.world.jobs);
+        let rts = std::mem::take(&mut self.world.rt);
+        let world = &self.world;
+        let jobs = trace
             .into_iter()
-            .zip(std::mem::take(&mut self.world.rt))
+            .zip(rts)
             .zip(self.rejected)
-            .map(|((j, rt), rejected)| JobOutcome {
+            .enumerate()
+            .map(|(k, ((j, rt), rejected))| JobOutcome {
                 id: j.id,
                 submit: j.submit,
                 gpus: j.gpus,
@@ -401,7 +405,7 @@ impl<'a> Engine<'a> {
                 gpu_time: rt.attained,
                 rejected: rejected.or(rt.declined),
                 deadline: j.deadline,
-                judged: rt.judged,
+                judged: world.plan_end(k as JobIdx).judged,
             })
             .collect();
         let mut out = RunOutcome {
