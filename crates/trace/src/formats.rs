@@ -1,6 +1,6 @@
 //! Format detection and one row parser per format.
 
-use crate::fields::{Parsed, RowAt, check_header, column, optional_column, stage_fits};
+use crate::fields::{Parsed, RowAt, column, optional_column, stage_fits};
 use crate::open::{first_line, open};
 use crate::split::Fields;
 use crate::{ReadOptions, Trace, TraceError};
@@ -77,6 +77,12 @@ impl Format {
             Format::Philly | Format::Gavel | Format::Gavel10 => None,
             _ => Some("job_id"),
         }
+    }
+
+    /// Whether a row's job depends on its text and line number alone, so that pieces of
+    /// a file can be parsed apart. Gavel's rows are numbered by the jobs before them.
+    pub(crate) fn rows_independent(self) -> bool {
+        !matches!(self, Format::Gavel | Format::Gavel10)
     }
 
     /// Recognises a format from a file's first line.
@@ -236,43 +242,43 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
             file: file.clone(),
             source,
         })?;
-    let tab = matches!(format, Format::Gavel | Format::Gavel10);
-    let mut rows = Rows {
-        file: &file,
-        format,
+    read_bytes(
+        data,
+        &file,
         path,
+        format,
         opts,
-        parser: None,
-        expected: 0,
-        ids: format.id_field().map(crate::ids::Ids::new),
-        // At most one job per line; a file of millions of blank lines reserves no more
-        // than 4 M jobs (the list grows past that if they are real).
-        jobs: Vec::with_capacity((memchr::memchr_iter(b'\n', &data).count() + 1).min(1 << 22)),
-        skipped: 0,
-        first_skip: None,
-        excluded: BTreeMap::new(),
-    };
+        crate::rows::Pieces::for_this_machine(),
+    )
+}
+
+/// Reads a delimited trace's bytes: the quick path when the text is plain, else the
+/// CSV reader; then Philly's clock and the submission order.
+pub(crate) fn read_bytes(
+    data: Vec<u8>,
+    file: &str,
+    path: &Path,
+    format: Format,
+    opts: &ReadOptions,
+    pieces: crate::rows::Pieces,
+) -> Result<Trace, TraceError> {
+    let tab = matches!(format, Format::Gavel | Format::Gavel10);
+    // At most one job per line; a file of millions of blank lines reserves no more
+    // than 4 M jobs (the list grows past that if they are real).
+    let capacity = (memchr::memchr_iter(b'\n', &data).count() + 1).min(1 << 22);
+    let mut rows = crate::rows::Rows::new(file, format, path, opts, capacity);
     if tab {
         rows.header(&StringRecord::new())?;
     }
     let mut spans = Vec::new();
     if let Some(text) = crate::split::plain_text(&data, !tab) {
         let delimiter = if tab { b'\t' } else { b',' };
-        crate::split::for_each_record(text, delimiter, &mut spans, |line, f| {
-            if rows.parser.is_none() {
-                rows.header(&crate::split::header(f))
-            } else {
-                rows.row(line, f)
-            }
-        })?;
-        if rows.parser.is_none() {
-            rows.header(&StringRecord::new())?;
-        }
+        rows.plain(text, delimiter, &mut spans, pieces)?;
     } else {
         rows.csv(&data, tab, &mut spans)?;
     }
     drop(data);
-    let Rows {
+    let crate::rows::Rows {
         mut jobs,
         skipped,
         first_skip,
@@ -295,139 +301,12 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         jobs,
         format,
         skipped,
-        first_skip,
+        first_skip: first_skip.map(|(_, e)| e),
         excluded: excluded
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
     })
-}
-
-/// What reading a file has gathered so far, and what turns its records into jobs: the
-/// same for the quick path and the CSV reader's.
-struct Rows<'a> {
-    file: &'a str,
-    format: Format,
-    path: &'a Path,
-    opts: &'a ReadOptions,
-    /// Set once the header is read.
-    parser: Option<Parser>,
-    /// Fields every record must have (0: any number; the format checks).
-    expected: usize,
-    /// Formats that number their rows have unique ids by construction.
-    ids: Option<crate::ids::Ids>,
-    jobs: Vec<Job>,
-    skipped: u64,
-    first_skip: Option<String>,
-    excluded: BTreeMap<&'static str, u64>,
-}
-
-impl Rows<'_> {
-    fn header(&mut self, h: &StringRecord) -> Result<(), TraceError> {
-        check_header(h, self.file)?;
-        self.expected = h.len();
-        self.parser = Some(make_parser(
-            self.format,
-            h,
-            self.file,
-            self.path,
-            self.opts,
-        )?);
-        Ok(())
-    }
-
-    /// A record that could not be read at all: an error, or a skip when asked for.
-    fn bad(&mut self, e: TraceError) -> Result<(), TraceError> {
-        if !self.opts.skip_bad_rows {
-            return Err(e);
-        }
-        self.skipped += 1;
-        self.first_skip.get_or_insert(e.to_string());
-        Ok(())
-    }
-
-    fn row(&mut self, line: u64, f: &Fields<'_>) -> Result<(), TraceError> {
-        if f.is_blank() {
-            return Ok(());
-        }
-        let cx = RowAt {
-            file: self.file,
-            line,
-        };
-        // Both paths read the header before any row.
-        let Some(parser) = self.parser.as_mut() else {
-            return Ok(());
-        };
-        let res = if self.expected > 0 && f.len() != self.expected {
-            Err(cx.err(
-                "record",
-                format!("expected {} fields, found {}", self.expected, f.len()),
-            ))
-        } else {
-            parser(&cx, f).and_then(|row| match (row, &mut self.ids) {
-                (Parsed::Job(j), Some(ids)) => ids
-                    .check(self.file, line, &j.id, &self.jobs)
-                    .map(|()| Parsed::Job(j)),
-                (other, _) => Ok(other),
-            })
-        };
-        match res {
-            Ok(Parsed::Job(j)) => self.jobs.push(j),
-            Ok(Parsed::Excluded(why)) => *self.excluded.entry(why).or_default() += 1,
-            Err(e) => self.bad(e)?,
-        }
-        Ok(())
-    }
-
-    /// Reads `data` with the CSV reader: quoted fields, lone `\r`s, bad encodings.
-    fn csv(
-        &mut self,
-        data: &[u8],
-        tab: bool,
-        spans: &mut Vec<(usize, usize)>,
-    ) -> Result<(), TraceError> {
-        let file = self.file;
-        let (counted, mut lines) = crate::open::LineCount::new(crate::open::CrlfToLf::new(data));
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(!tab)
-            .delimiter(if tab { b'\t' } else { b',' })
-            .flexible(true)
-            .quoting(!tab)
-            .from_reader(counted);
-        if !tab {
-            let h = rdr
-                .headers()
-                .map_err(|e| TraceError::Row {
-                    file: file.to_string(),
-                    line: 1,
-                    field: "header".into(),
-                    message: e.to_string(),
-                })?
-                .clone();
-            self.header(&h)?;
-        }
-        let mut rec = StringRecord::new();
-        let mut line = if tab { 0 } else { 1 };
-        loop {
-            match rdr.read_record(&mut rec) {
-                Ok(true) => {}
-                Ok(false) => return Ok(()),
-                Err(e) => {
-                    let at = e.position().map_or(line + 1, |p| lines.line_of(p.byte()));
-                    self.bad(TraceError::Row {
-                        file: file.to_string(),
-                        line: at,
-                        field: "record".into(),
-                        message: e.to_string(),
-                    })?;
-                    line += 1;
-                    continue;
-                }
-            }
-            line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
-            self.row(line, &Fields::of_record(&rec, spans))?;
-        }
-    }
 }
 
 /// ElasticFlow's throughput tables for the GPU type asked for (A100 by default, the
@@ -478,9 +357,9 @@ fn attach_scaling(
     Ok(())
 }
 
-type Parser = Box<dyn FnMut(&RowAt<'_>, &Fields<'_>) -> Result<Parsed, TraceError>>;
+pub(crate) type Parser = Box<dyn FnMut(&RowAt<'_>, &Fields<'_>) -> Result<Parsed, TraceError>>;
 
-fn make_parser(
+pub(crate) fn make_parser(
     format: Format,
     h: &StringRecord,
     file: &str,

@@ -18,6 +18,7 @@ mod formats;
 mod ids;
 mod open;
 pub mod pollux;
+mod rows;
 pub mod speed;
 mod split;
 pub mod synth;

@@ -66,18 +66,41 @@ pub(crate) fn plain_text(data: &[u8], quoting: bool) -> Option<&str> {
     std::str::from_utf8(data).ok()
 }
 
+/// The first record of a plain text: its line number, and the offset just past its
+/// line (where the next record's text starts). `None` when every line is empty.
+pub(crate) fn first_record(text: &str) -> Option<(u64, usize)> {
+    let bytes = text.as_bytes();
+    let (mut line, mut start) = (1u64, 0usize);
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        let content = if end > start && bytes[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        if content > start {
+            return Some((line, (end + 1).min(bytes.len())));
+        }
+        line += 1;
+        start = end + 1;
+    }
+    None
+}
+
 /// Calls `row` with each record of a plain text (see [`plain_text`]): each non-empty
 /// line (the CSV reader skips empty ones; a line of spaces is a record), its 1-based
-/// number and its fields split at `delimiter`. One pass finds every delimiter and line
-/// end, which costs less than finding lines and then fields in each.
+/// number (the text's first line being `first_line`) and its fields split at
+/// `delimiter`. One pass finds every delimiter and line end, which costs less than
+/// finding lines and then fields in each.
 pub(crate) fn for_each_record<E>(
     text: &str,
+    first_line: u64,
     delimiter: u8,
     spans: &mut Vec<(usize, usize)>,
     mut row: impl FnMut(u64, &Fields<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     let bytes = text.as_bytes();
-    let (mut line, mut line_start, mut field_start) = (1u64, 0usize, 0usize);
+    let (mut line, mut line_start, mut field_start) = (first_line, 0usize, 0usize);
     spans.clear();
     let ends = Boundaries::new(bytes, delimiter, b'\n').chain(std::iter::once(bytes.len()));
     for at in ends {
@@ -200,7 +223,7 @@ mod tests {
         }
         let fast = plain_text(data, true).map(|text| {
             let mut v = Vec::new();
-            for_each_record(text, b',', &mut spans, |n, f| {
+            for_each_record(text, 1, b',', &mut spans, |n, f| {
                 v.push((
                     n,
                     (0..f.len())
@@ -272,7 +295,7 @@ mod tests {
     #[test]
     fn blank_rows_are_those_of_whitespace_only() {
         let mut blank = Vec::new();
-        for_each_record(" , \t,\n ,x,\n", b',', &mut Vec::new(), |_, f| {
+        for_each_record(" , \t,\n ,x,\n", 1, b',', &mut Vec::new(), |_, f| {
             blank.push(f.is_blank());
             Ok::<_, ()>(())
         })

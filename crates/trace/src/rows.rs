@@ -1,0 +1,516 @@
+//! Turning a file's records into jobs, on one thread or several. A plain text file (see
+//! [`crate::split::plain_text`]) whose rows parse independently is cut at line ends into
+//! one piece per core; each piece is parsed on its own thread, and the pieces are joined
+//! in file order, their ids checked in that order, and their first error or first skip
+//! chosen by line. The result is the one a single pass gives, whatever the number of
+//! pieces: the same jobs in the same order, the same error for a bad file, the same
+//! counts. Parsing is four fifths of reading a trace, and every row is independent of
+//! the others, so the pieces are the plainest way past one core's speed.
+
+use crate::fields::{Parsed, RowAt, check_header};
+use crate::formats::{Format, Parser, make_parser};
+use crate::split::Fields;
+use crate::{ReadOptions, TraceError};
+use apiary_model::Job;
+use csv::StringRecord;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// How a plain file is cut: at most `threads` pieces of at least `min_bytes` each.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pieces {
+    pub(crate) threads: usize,
+    pub(crate) min_bytes: usize,
+}
+
+impl Pieces {
+    /// One piece per core, none under 256 KiB: below that a thread's start costs more
+    /// than the rows it parses.
+    pub(crate) fn for_this_machine() -> Pieces {
+        Pieces {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(16)),
+            min_bytes: 256 << 10,
+        }
+    }
+}
+
+/// What reading a file has gathered so far, and what turns its records into jobs: the
+/// same for the quick path and the CSV reader's, and for each piece of a cut file.
+pub(crate) struct Rows<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) format: Format,
+    pub(crate) path: &'a Path,
+    pub(crate) opts: &'a ReadOptions,
+    /// The header, once read (pieces build their own parsers from it).
+    header: Option<StringRecord>,
+    /// Set once the header is read.
+    parser: Option<Parser>,
+    /// Fields every record must have (0: any number; the format checks).
+    expected: usize,
+    /// Formats that number their rows have unique ids by construction.
+    ids: Option<crate::ids::Ids>,
+    /// In a piece of a file whose ids are checked: each job's line, for the check made
+    /// when the pieces are joined.
+    lines: Option<Vec<u64>>,
+    pub(crate) jobs: Vec<Job>,
+    pub(crate) skipped: u64,
+    /// The first skipped row's line and error.
+    pub(crate) first_skip: Option<(u64, String)>,
+    pub(crate) excluded: BTreeMap<&'static str, u64>,
+}
+
+impl<'a> Rows<'a> {
+    pub(crate) fn new(
+        file: &'a str,
+        format: Format,
+        path: &'a Path,
+        opts: &'a ReadOptions,
+        capacity: usize,
+    ) -> Self {
+        Rows {
+            file,
+            format,
+            path,
+            opts,
+            header: None,
+            parser: None,
+            expected: 0,
+            ids: format.id_field().map(crate::ids::Ids::new),
+            lines: None,
+            jobs: Vec::with_capacity(capacity),
+            skipped: 0,
+            first_skip: None,
+            excluded: BTreeMap::new(),
+        }
+    }
+
+    pub(crate) fn header(&mut self, h: &StringRecord) -> Result<(), TraceError> {
+        check_header(h, self.file)?;
+        self.expected = h.len();
+        self.parser = Some(make_parser(
+            self.format,
+            h,
+            self.file,
+            self.path,
+            self.opts,
+        )?);
+        self.header = Some(h.clone());
+        Ok(())
+    }
+
+    /// A record that could not be read at all: an error, or a skip when asked for.
+    fn bad(&mut self, line: u64, e: TraceError) -> Result<(), TraceError> {
+        if !self.opts.skip_bad_rows {
+            return Err(e);
+        }
+        self.skipped += 1;
+        if self.first_skip.as_ref().is_none_or(|(at, _)| line < *at) {
+            self.first_skip = Some((line, e.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Keeps a parsed job, checking its id where the format has them.
+    fn keep(&mut self, line: u64, j: Job) -> Result<(), TraceError> {
+        if let Some(ids) = &mut self.ids
+            && let Err(e) = ids.check(self.file, line, &j.id, &self.jobs)
+        {
+            return self.bad(line, e);
+        }
+        if let Some(lines) = &mut self.lines {
+            lines.push(line);
+        }
+        self.jobs.push(j);
+        Ok(())
+    }
+
+    pub(crate) fn row(&mut self, line: u64, f: &Fields<'_>) -> Result<(), TraceError> {
+        if f.is_blank() {
+            return Ok(());
+        }
+        let cx = RowAt {
+            file: self.file,
+            line,
+        };
+        // Both paths read the header before any row.
+        let Some(parser) = self.parser.as_mut() else {
+            return Ok(());
+        };
+        let res = if self.expected > 0 && f.len() != self.expected {
+            Err(cx.err(
+                "record",
+                format!("expected {} fields, found {}", self.expected, f.len()),
+            ))
+        } else {
+            parser(&cx, f)
+        };
+        match res {
+            Ok(Parsed::Job(j)) => self.keep(line, j)?,
+            Ok(Parsed::Excluded(why)) => *self.excluded.entry(why).or_default() += 1,
+            Err(e) => self.bad(line, e)?,
+        }
+        Ok(())
+    }
+
+    /// Reads a plain text (see [`crate::split::plain_text`]): its header, then its rows,
+    /// cut into `pieces` where the format's rows parse independently.
+    pub(crate) fn plain(
+        &mut self,
+        text: &str,
+        delimiter: u8,
+        spans: &mut Vec<(usize, usize)>,
+        pieces: Pieces,
+    ) -> Result<(), TraceError> {
+        let (mut body, mut first_line) = (text, 1);
+        if self.parser.is_none() {
+            match crate::split::first_record(text) {
+                Some((line, end)) => {
+                    let head = &text[..end];
+                    crate::split::for_each_record(head, 1, delimiter, spans, |_, f| {
+                        self.header(&crate::split::header(f))
+                    })?;
+                    (body, first_line) = (&text[end..], line + 1);
+                }
+                None => return self.header(&StringRecord::new()),
+            }
+        }
+        let cuts = cut(body, pieces, self.format.rows_independent());
+        if cuts.len() <= 2 {
+            return crate::split::for_each_record(body, first_line, delimiter, spans, |line, f| {
+                self.row(line, f)
+            });
+        }
+        let header = self.header.clone().unwrap_or_default();
+        let checked = self.ids.is_some();
+        // Each piece's first line number, and its line count (at most one job each).
+        let bytes = body.as_bytes();
+        let mut starts = vec![(first_line, 0usize)];
+        for w in cuts.windows(2) {
+            let n = memchr::memchr_iter(b'\n', &bytes[w[0]..w[1]]).count();
+            let (line, _) = starts[starts.len() - 1];
+            starts.push((line + n as u64, n + 1));
+        }
+        let (file, format, path, opts) = (self.file, self.format, self.path, self.opts);
+        let (own, parts) = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..cuts.len() - 1)
+                .map(|k| {
+                    let piece = &body[cuts[k]..cuts[k + 1]];
+                    let (line, capacity) = (starts[k].0, starts[k + 1].1);
+                    let header = &header;
+                    s.spawn(move || {
+                        let mut part = Rows::new(file, format, path, opts, capacity);
+                        part.ids = None;
+                        part.lines = checked.then(|| Vec::with_capacity(capacity));
+                        let res = part.header(header).and_then(|()| {
+                            let mut spans = Vec::new();
+                            crate::split::for_each_record(
+                                piece,
+                                line,
+                                delimiter,
+                                &mut spans,
+                                |l, f| part.row(l, f),
+                            )
+                        });
+                        (Piece::of(part), res)
+                    })
+                })
+                .collect();
+            // The first piece is this thread's, straight into the file's own list.
+            let own = crate::split::for_each_record(
+                &body[..cuts[1]],
+                first_line,
+                delimiter,
+                spans,
+                |line, f| self.row(line, f),
+            );
+            let parts: Vec<(Piece, Result<(), TraceError>)> = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect();
+            (own, parts)
+        });
+        own?;
+        for (part, res) in parts {
+            self.join(part)?;
+            res?;
+        }
+        Ok(())
+    }
+
+    /// Takes a piece's jobs and counts after this one's, checking its ids in file order.
+    fn join(&mut self, mut part: Piece) -> Result<(), TraceError> {
+        match part.lines.take() {
+            Some(lines) if self.ids.is_some() => {
+                self.jobs.reserve(part.jobs.len());
+                for (j, line) in part.jobs.drain(..).zip(lines) {
+                    self.keep(line, j)?;
+                }
+            }
+            _ => self.jobs.append(&mut part.jobs),
+        }
+        self.skipped += part.skipped;
+        if let Some((line, e)) = part.first_skip
+            && self.first_skip.as_ref().is_none_or(|(at, _)| line < *at)
+        {
+            self.first_skip = Some((line, e));
+        }
+        for (why, n) in part.excluded {
+            *self.excluded.entry(why).or_default() += n;
+        }
+        Ok(())
+    }
+
+    /// Reads `data` with the CSV reader: quoted fields, lone `\r`s, bad encodings.
+    pub(crate) fn csv(
+        &mut self,
+        data: &[u8],
+        tab: bool,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<(), TraceError> {
+        let file = self.file;
+        let (counted, mut lines) = crate::open::LineCount::new(crate::open::CrlfToLf::new(data));
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(!tab)
+            .delimiter(if tab { b'\t' } else { b',' })
+            .flexible(true)
+            .quoting(!tab)
+            .from_reader(counted);
+        if !tab {
+            let h = rdr
+                .headers()
+                .map_err(|e| TraceError::Row {
+                    file: file.to_string(),
+                    line: 1,
+                    field: "header".into(),
+                    message: e.to_string(),
+                })?
+                .clone();
+            self.header(&h)?;
+        }
+        let mut rec = StringRecord::new();
+        let mut line = if tab { 0 } else { 1 };
+        loop {
+            match rdr.read_record(&mut rec) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) => {
+                    let at = e.position().map_or(line + 1, |p| lines.line_of(p.byte()));
+                    self.bad(
+                        at,
+                        TraceError::Row {
+                            file: file.to_string(),
+                            line: at,
+                            field: "record".into(),
+                            message: e.to_string(),
+                        },
+                    )?;
+                    line += 1;
+                    continue;
+                }
+            }
+            line = rec.position().map_or(line + 1, |p| lines.line_of(p.byte()));
+            self.row(line, &Fields::of_record(&rec, spans))?;
+        }
+    }
+}
+
+/// What a piece's thread hands back: its rows' outcome without its parser.
+struct Piece {
+    jobs: Vec<Job>,
+    lines: Option<Vec<u64>>,
+    skipped: u64,
+    first_skip: Option<(u64, String)>,
+    excluded: BTreeMap<&'static str, u64>,
+}
+
+impl Piece {
+    fn of(r: Rows<'_>) -> Piece {
+        Piece {
+            jobs: r.jobs,
+            lines: r.lines,
+            skipped: r.skipped,
+            first_skip: r.first_skip,
+            excluded: r.excluded,
+        }
+    }
+}
+
+/// Where to cut `body` into pieces: offsets just past a line end (and 0 and the end), at
+/// most `pieces.threads` pieces of at least `pieces.min_bytes`; `[0, len]` when the
+/// format's rows must be read in order.
+fn cut(body: &str, pieces: Pieces, independent: bool) -> Vec<usize> {
+    let len = body.len();
+    let n = if independent {
+        pieces.threads.min(len / pieces.min_bytes.max(1)).max(1)
+    } else {
+        1
+    };
+    let mut cuts = vec![0];
+    for k in 1..n {
+        let from = (len * k / n).max(*cuts.last().unwrap_or(&0));
+        match memchr::memchr(b'\n', &body.as_bytes()[from..]) {
+            Some(i) if from + i + 1 < len => cuts.push(from + i + 1),
+            _ => break,
+        }
+    }
+    cuts.push(len);
+    cuts.dedup();
+    cuts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::read_bytes;
+    use apiary_model::rng::Rng;
+
+    /// A random file of `format` (ITP raw, whose ids are checked, or Philly, numbered by
+    /// line) with bad numbers, repeated ids, wrong field counts, blank and
+    /// whitespace-only lines mixed in when `faults`.
+    fn file(rng: &mut Rng, format: Format, rows: usize, faults: bool) -> String {
+        let mut s = match format {
+            Format::Philly => "timestamp,duration,num_gpus,gpu_time,cluster\n",
+            _ => "job_id,submission_time,duration,num_gpu\n",
+        }
+        .to_string();
+        if faults && rng.below(3) == 0 {
+            s.insert(0, '\n');
+        }
+        for i in 0..rows {
+            let fault = if faults { rng.below(40) } else { 99 };
+            let gpus = 1 << rng.below(4);
+            let (t, d) = (rng.below(100_000), rng.below(50_000));
+            let line = match (format, fault) {
+                (_, 0) => String::new(),
+                (_, 1) => "  ".to_string(),
+                (_, 2) => "1,2\r".to_string(),
+                (Format::Philly, 3) => format!("2017-10-09 07:0x:55,{d}.0,{gpus},0,vc"),
+                (Format::Philly, _) => format!(
+                    "2017-10-{:02} {:02}:{:02}:{:02},{d}.0,{gpus},{d}.0,vc{}",
+                    1 + t % 28,
+                    t % 24,
+                    t % 60,
+                    d % 60,
+                    t % 5
+                ),
+                (_, 3) => format!("j{i},{t},x{d},{gpus}"),
+                (_, 4) => format!("j{},{t},{d},{gpus}", rng.below(i as u64 + 1)),
+                (_, 5) => format!(",{t},{d},{gpus}"),
+                _ => format!("j{i},{t},{d},{gpus}"),
+            };
+            s.push_str(&line);
+            s.push('\n');
+        }
+        s
+    }
+
+    fn outcome(text: &str, format: Format, skip: bool, pieces: Pieces) -> String {
+        let opts = ReadOptions {
+            format: Some(format),
+            skip_bad_rows: skip,
+            ..ReadOptions::default()
+        };
+        let p = Path::new("t.csv");
+        match read_bytes(text.as_bytes().to_vec(), "t.csv", p, format, &opts, pieces) {
+            Ok(t) => format!(
+                "{:?} {} {:?} {:?}",
+                t.jobs, t.skipped, t.first_skip, t.excluded
+            ),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    /// Cut into any number of pieces, a file reads as it does in one pass: the same
+    /// jobs, counts and first skip, or the same error (the earliest in the file, a
+    /// repeated id in one piece coming before a bad row in a later one).
+    #[test]
+    fn pieces_read_as_one_pass_does() {
+        let mut rng = Rng::new(7);
+        let one = Pieces {
+            threads: 1,
+            min_bytes: 1,
+        };
+        let mut errors = 0;
+        for case in 0..300 {
+            let format = if case % 2 == 0 {
+                Format::Itp
+            } else {
+                Format::Philly
+            };
+            let rows = 1 + rng.below(60) as usize;
+            let text = file(&mut rng, format, rows, case % 5 != 0);
+            for skip in [false, true] {
+                let want = outcome(&text, format, skip, one);
+                errors += usize::from(want.starts_with("error"));
+                for threads in [2, 3, 7] {
+                    let pieces = Pieces {
+                        threads,
+                        min_bytes: 1 + rng.below(64) as usize,
+                    };
+                    assert_eq!(
+                        outcome(&text, format, skip, pieces),
+                        want,
+                        "case {case}, skip {skip}, {pieces:?}:\n{text}"
+                    );
+                }
+            }
+        }
+        // The faults do reach the comparison.
+        assert!(errors > 50, "{errors}");
+    }
+
+    #[test]
+    fn cuts_fall_just_past_line_ends_and_cover_the_text() {
+        let body = "a,1\nbb,22\nccc,333\nd,4\n";
+        for threads in 1..8 {
+            let c = cut(
+                body,
+                Pieces {
+                    threads,
+                    min_bytes: 1,
+                },
+                true,
+            );
+            assert_eq!(c.first(), Some(&0));
+            assert_eq!(c.last(), Some(&body.len()));
+            assert!(c.windows(2).all(|w| w[0] < w[1]), "{c:?}");
+            for &x in &c[1..c.len() - 1] {
+                assert_eq!(body.as_bytes()[x - 1], b'\n', "{c:?}");
+            }
+            assert!(c.len() - 1 <= threads);
+        }
+        assert_eq!(
+            cut(
+                body,
+                Pieces {
+                    threads: 8,
+                    min_bytes: 1
+                },
+                false
+            ),
+            vec![0, body.len()]
+        );
+        assert_eq!(
+            cut(
+                body,
+                Pieces {
+                    threads: 8,
+                    min_bytes: 100
+                },
+                true
+            ),
+            vec![0, body.len()]
+        );
+        assert_eq!(
+            cut(
+                "",
+                Pieces {
+                    threads: 8,
+                    min_bytes: 1
+                },
+                true
+            ),
+            vec![0]
+        );
+    }
+}
