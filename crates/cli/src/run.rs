@@ -130,6 +130,7 @@ pub(crate) fn read_opts(a: &ReadArgs) -> Result<ReadOptions> {
         gavel_worker: None,
         muri_itertime_factor: a.muri_itertime_factor,
         elasticflow_gpu: a.elasticflow_gpu.clone(),
+        threads: None,
     })
 }
 

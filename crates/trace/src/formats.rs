@@ -248,7 +248,7 @@ pub(crate) fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError>
         path,
         format,
         opts,
-        crate::rows::Pieces::for_this_machine(),
+        crate::rows::Pieces::for_this_machine(opts.threads),
     )
 }
 

@@ -100,6 +100,9 @@ pub struct ReadOptions {
     /// GPU type whose ElasticFlow throughput tables turn iterations into time for
     /// ElasticFlow traces (`A100`, the default, or `T4`).
     pub elasticflow_gpu: Option<String>,
+    /// Threads that parse pieces of a large plain file at once (default: one per core;
+    /// 1 reads it in one pass). The jobs, counts and errors are the same for any number.
+    pub threads: Option<usize>,
 }
 
 /// A loaded trace.

@@ -16,20 +16,26 @@ use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// How a plain file is cut: at most `threads` pieces of at least `min_bytes` each.
+/// How a plain file is cut: pieces of `min_bytes` to `max_bytes`, parsed `threads` at
+/// a time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pieces {
     pub(crate) threads: usize,
     pub(crate) min_bytes: usize,
+    pub(crate) max_bytes: usize,
 }
 
 impl Pieces {
-    /// One piece per core, none under 256 KiB: below that a thread's start costs more
-    /// than the rows it parses.
-    pub(crate) fn for_this_machine() -> Pieces {
+    /// `threads` (default one per core), on pieces of 256 KiB to 4 MiB: below that a
+    /// thread's start costs more than the rows it parses; above it the jobs parsed ahead
+    /// of joining (about six times their text) would add to a large trace's peak memory.
+    pub(crate) fn for_this_machine(threads: Option<usize>) -> Pieces {
         Pieces {
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(16)),
+            threads: threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+            }),
             min_bytes: 256 << 10,
+            max_bytes: 4 << 20,
         }
     }
 }
@@ -191,48 +197,53 @@ impl<'a> Rows<'a> {
             starts.push((line + n as u64, n + 1));
         }
         let (file, format, path, opts) = (self.file, self.format, self.path, self.opts);
-        let (own, parts) = std::thread::scope(|s| {
-            let handles: Vec<_> = (1..cuts.len() - 1)
-                .map(|k| {
-                    let piece = &body[cuts[k]..cuts[k + 1]];
-                    let (line, capacity) = (starts[k].0, starts[k + 1].1);
-                    let header = &header;
-                    s.spawn(move || {
-                        let mut part = Rows::new(file, format, path, opts, capacity);
-                        part.ids = None;
-                        part.lines = checked.then(|| Vec::with_capacity(capacity));
-                        let res = part.header(header).and_then(|()| {
-                            let mut spans = Vec::new();
-                            crate::split::for_each_record(
-                                piece,
-                                line,
-                                delimiter,
-                                &mut spans,
-                                |l, f| part.row(l, f),
-                            )
-                        });
-                        (Piece::of(part), res)
+        let count = cuts.len() - 1;
+        // Rounds of one piece per thread: at most a round's pieces wait to be joined.
+        for first in (0..count).step_by(pieces.threads.max(1)) {
+            let last = (first + pieces.threads).min(count);
+            let (own, parts) = std::thread::scope(|s| {
+                let handles: Vec<_> = (first + 1..last)
+                    .map(|k| {
+                        let piece = &body[cuts[k]..cuts[k + 1]];
+                        let (line, capacity) = (starts[k].0, starts[k + 1].1);
+                        let header = &header;
+                        s.spawn(move || {
+                            let mut part = Rows::new(file, format, path, opts, capacity);
+                            part.ids = None;
+                            part.lines = checked.then(|| Vec::with_capacity(capacity));
+                            let res = part.header(header).and_then(|()| {
+                                let mut spans = Vec::new();
+                                crate::split::for_each_record(
+                                    piece,
+                                    line,
+                                    delimiter,
+                                    &mut spans,
+                                    |l, f| part.row(l, f),
+                                )
+                            });
+                            (Piece::of(part), res)
+                        })
                     })
-                })
-                .collect();
-            // The first piece is this thread's, straight into the file's own list.
-            let own = crate::split::for_each_record(
-                &body[..cuts[1]],
-                first_line,
-                delimiter,
-                spans,
-                |line, f| self.row(line, f),
-            );
-            let parts: Vec<(Piece, Result<(), TraceError>)> = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect();
-            (own, parts)
-        });
-        own?;
-        for (part, res) in parts {
-            self.join(part)?;
-            res?;
+                    .collect();
+                // The round's first piece is this thread's, straight into the list.
+                let own = crate::split::for_each_record(
+                    &body[cuts[first]..cuts[first + 1]],
+                    starts[first].0,
+                    delimiter,
+                    spans,
+                    |line, f| self.row(line, f),
+                );
+                let parts: Vec<(Piece, Result<(), TraceError>)> = handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect();
+                (own, parts)
+            });
+            own?;
+            for (part, res) in parts {
+                self.join(part)?;
+                res?;
+            }
         }
         Ok(())
     }
@@ -335,26 +346,29 @@ impl Piece {
     }
 }
 
-/// Where to cut `body` into pieces: offsets just past a line end (and 0 and the end), at
-/// most `pieces.threads` pieces of at least `pieces.min_bytes`; `[0, len]` when the
-/// format's rows must be read in order.
+/// Where to cut `body` into pieces: offsets just past a line end (and 0 and the end),
+/// one piece per thread unless that makes them smaller than `pieces.min_bytes` or
+/// larger than `pieces.max_bytes`; `[0, len]` when the format's rows must be read in
+/// order.
 fn cut(body: &str, pieces: Pieces, independent: bool) -> Vec<usize> {
     let len = body.len();
-    let n = if independent {
-        pieces.threads.min(len / pieces.min_bytes.max(1)).max(1)
-    } else {
-        1
-    };
+    if !independent || pieces.threads < 2 {
+        return vec![0, len];
+    }
+    let size = (len / pieces.threads)
+        .min(pieces.max_bytes)
+        .max(pieces.min_bytes)
+        .max(1);
     let mut cuts = vec![0];
-    for k in 1..n {
-        let from = (len * k / n).max(*cuts.last().unwrap_or(&0));
+    let mut from = size;
+    while from < len {
         match memchr::memchr(b'\n', &body.as_bytes()[from..]) {
             Some(i) if from + i + 1 < len => cuts.push(from + i + 1),
             _ => break,
         }
+        from = cuts[cuts.len() - 1] + size;
     }
     cuts.push(len);
-    cuts.dedup();
     cuts
 }
 
@@ -420,15 +434,17 @@ mod tests {
         }
     }
 
-    /// Cut into any number of pieces, a file reads as it does in one pass: the same
-    /// jobs, counts and first skip, or the same error (the earliest in the file, a
-    /// repeated id in one piece coming before a bad row in a later one).
+    /// Cut into any number of pieces, read in any number of rounds, a file reads as it
+    /// does in one pass: the same jobs, counts and first skip, or the same error (the
+    /// earliest in the file, a repeated id in one piece coming before a bad row in a
+    /// later one).
     #[test]
     fn pieces_read_as_one_pass_does() {
         let mut rng = Rng::new(7);
         let one = Pieces {
             threads: 1,
             min_bytes: 1,
+            max_bytes: usize::MAX,
         };
         let mut errors = 0;
         for case in 0..300 {
@@ -443,9 +459,11 @@ mod tests {
                 let want = outcome(&text, format, skip, one);
                 errors += usize::from(want.starts_with("error"));
                 for threads in [2, 3, 7] {
+                    let min_bytes = 1 + rng.below(64) as usize;
                     let pieces = Pieces {
                         threads,
-                        min_bytes: 1 + rng.below(64) as usize,
+                        min_bytes,
+                        max_bytes: min_bytes + rng.below(400) as usize,
                     };
                     assert_eq!(
                         outcome(&text, format, skip, pieces),
@@ -462,55 +480,29 @@ mod tests {
     #[test]
     fn cuts_fall_just_past_line_ends_and_cover_the_text() {
         let body = "a,1\nbb,22\nccc,333\nd,4\n";
+        let pieces = |threads, min_bytes, max_bytes| Pieces {
+            threads,
+            min_bytes,
+            max_bytes,
+        };
         for threads in 1..8 {
-            let c = cut(
-                body,
-                Pieces {
-                    threads,
-                    min_bytes: 1,
-                },
-                true,
-            );
-            assert_eq!(c.first(), Some(&0));
-            assert_eq!(c.last(), Some(&body.len()));
-            assert!(c.windows(2).all(|w| w[0] < w[1]), "{c:?}");
-            for &x in &c[1..c.len() - 1] {
-                assert_eq!(body.as_bytes()[x - 1], b'\n', "{c:?}");
+            for max in [1, 5, 100] {
+                let c = cut(body, pieces(threads, 1, max), true);
+                assert_eq!(c.first(), Some(&0));
+                assert_eq!(c.last(), Some(&body.len()));
+                assert!(c.windows(2).all(|w| w[0] < w[1]), "{c:?}");
+                for &x in &c[1..c.len() - 1] {
+                    assert_eq!(body.as_bytes()[x - 1], b'\n', "{c:?}");
+                }
+                if max == 100 {
+                    assert!(c.len() - 1 <= threads, "{c:?}");
+                }
             }
-            assert!(c.len() - 1 <= threads);
         }
-        assert_eq!(
-            cut(
-                body,
-                Pieces {
-                    threads: 8,
-                    min_bytes: 1
-                },
-                false
-            ),
-            vec![0, body.len()]
-        );
-        assert_eq!(
-            cut(
-                body,
-                Pieces {
-                    threads: 8,
-                    min_bytes: 100
-                },
-                true
-            ),
-            vec![0, body.len()]
-        );
-        assert_eq!(
-            cut(
-                "",
-                Pieces {
-                    threads: 8,
-                    min_bytes: 1
-                },
-                true
-            ),
-            vec![0]
-        );
+        // One line a piece when pieces may be a byte long.
+        assert_eq!(cut(body, pieces(2, 1, 1), true), vec![0, 4, 10, 18, 22]);
+        assert_eq!(cut(body, pieces(8, 1, 9), false), vec![0, body.len()]);
+        assert_eq!(cut(body, pieces(8, 100, 200), true), vec![0, body.len()]);
+        assert_eq!(cut("", pieces(8, 1, 1), true), vec![0, 0]);
     }
 }

@@ -322,16 +322,17 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
         );
     }
     println!(
-        "{:<50} {:>10} {:>9} {:>12} {:>9} {:>8}",
-        "trace read (best of 5)", "jobs", "wall s", "MB/s", "limit", "vs last"
+        "{:<50} {:>10} {:>9} {:>12} {:>9} {:>9} {:>8}",
+        "trace read (best of 5)", "jobs", "wall s", "MB/s", "1 thread", "limit", "vs last"
     );
     for r in &reads {
         println!(
-            "{:<50} {:>10} {:>9.4} {:>12.0} {:>9.0} {:>8}",
+            "{:<50} {:>10} {:>9.4} {:>12.0} {:>9.0} {:>9.0} {:>8}",
             r.case,
             r.jobs,
             r.best_s,
             r.mb_per_s,
+            r.one_thread_mb_per_s,
             r.scan_mb_per_s,
             history::change(r.best_s, history::figure(last, "parse", &r.case, "best_s"))
         );

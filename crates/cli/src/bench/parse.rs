@@ -21,6 +21,8 @@ pub struct ParseFigure {
     pub best_s: f64,
     /// `bytes` over `best_s`, MB/s.
     pub mb_per_s: f64,
+    /// The same read on one thread (the pieces of a large file parsed in one pass), MB/s.
+    pub one_thread_mb_per_s: f64,
     /// The limit: reading the file and counting its lines (best of the same number of
     /// tries), MB/s.
     pub scan_mb_per_s: f64,
@@ -61,16 +63,25 @@ pub fn measure(case: &str, path: &Path, tries: usize) -> Result<ParseFigure> {
     let bytes = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();
-    let mut best = f64::INFINITY;
     let mut jobs = 0;
-    for _ in 0..tries {
-        let t0 = Instant::now();
-        let t = apiary_trace::read(path, &Default::default())?;
-        best = best.min(t0.elapsed().as_secs_f64());
-        jobs = t.jobs.len();
-        // Freeing the jobs is not reading them.
-        drop(t);
-    }
+    let mut best_of = |threads| -> Result<f64> {
+        let opts = apiary_trace::ReadOptions {
+            threads,
+            ..Default::default()
+        };
+        let mut best = f64::INFINITY;
+        for _ in 0..tries {
+            let t0 = Instant::now();
+            let t = apiary_trace::read(path, &opts)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            jobs = t.jobs.len();
+            // Freeing the jobs is not reading them.
+            drop(t);
+        }
+        Ok(best)
+    };
+    let best = best_of(None)?;
+    let one = best_of(Some(1))?;
     let mut scan = f64::INFINITY;
     let mut lines = 0;
     for _ in 0..tries {
@@ -89,6 +100,7 @@ pub fn measure(case: &str, path: &Path, tries: usize) -> Result<ParseFigure> {
         jobs,
         best_s: best,
         mb_per_s: mb / best.max(1e-9),
+        one_thread_mb_per_s: mb / one.max(1e-9),
         scan_mb_per_s: mb / scan.max(1e-9),
     })
 }
