@@ -20,11 +20,6 @@ use run::{CompareArgs, SimArgs, compare, simulate};
 use std::path::{Path, PathBuf};
 use traces::{TraceCmd, trace_cmd};
 
-// Reading a trace makes a few small strings per job and a simulation frees them all
-// at its end; glibc's allocator spent a seventh of a read on them.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "apiary",
