@@ -6,7 +6,6 @@ use crate::placement::PlacementStrategy;
 use crate::spec::{Capability, PolicySpec};
 use crate::world::{Action, JobIdx, JobRt, Status, World};
 use apiary_model::{Job, Placement, Time};
-use std::collections::BTreeMap;
 
 /// Decides where a tenant's job runs when a policy is hosted inside a tenant's share of
 /// the cluster (see [`crate::vc`]): HiveD's cells, a quota, or a private partition.
@@ -41,7 +40,7 @@ pub struct Tenant {
     pub used: u64,
     running: Vec<JobIdx>,
     pending: usize,
-    pending_gpus: BTreeMap<u32, u32>,
+    pending_gpus: crate::demands::Demands,
 }
 
 impl Tenant {
@@ -55,7 +54,7 @@ impl Tenant {
     /// A job of `gpus` GPUs became pending.
     pub fn add_pending(&mut self, gpus: u32) {
         self.pending += 1;
-        *self.pending_gpus.entry(gpus).or_default() += 1;
+        self.pending_gpus.add(gpus);
     }
     /// A pending job of `gpus` GPUs left the queue without running.
     pub fn withdraw(&mut self, gpus: u32) {
@@ -63,12 +62,7 @@ impl Tenant {
     }
     fn remove_pending(&mut self, gpus: u32) {
         self.pending -= 1;
-        if let Some(c) = self.pending_gpus.get_mut(&gpus) {
-            *c -= 1;
-            if *c == 0 {
-                self.pending_gpus.remove(&gpus);
-            }
-        }
+        self.pending_gpus.remove(gpus);
     }
     /// Pending job `j` of `gpus` GPUs started.
     pub fn started(&mut self, j: JobIdx, gpus: u32) {
@@ -285,19 +279,14 @@ impl<'a> Ctx<'a> {
     /// GPUs wanted by all pending jobs together.
     pub fn pending_gpu_sum(&self) -> u64 {
         match &self.scope {
-            Some(s) => s
-                .tenant
-                .pending_gpus
-                .iter()
-                .map(|(g, c)| *g as u64 * *c as u64)
-                .sum(),
+            Some(s) => s.tenant.pending_gpus.sum(),
             None => self.w.pending_gpu_sum(),
         }
     }
     /// Smallest GPU demand among pending jobs.
     pub fn min_pending_gpus(&self) -> Option<u32> {
         match &self.scope {
-            Some(s) => s.tenant.pending_gpus.keys().next().copied(),
+            Some(s) => s.tenant.pending_gpus.min(),
             None => self.w.min_pending_gpus(),
         }
     }

@@ -13,6 +13,7 @@
 
 pub mod antman;
 pub mod ctx;
+mod demands;
 pub mod elasticflow;
 pub mod fifo;
 pub mod gandiva;

@@ -6,7 +6,6 @@
 
 use crate::placement::{self, PlacementStrategy};
 use apiary_model::{Cluster, ClusterState, Job, Placement, Time};
-use std::collections::BTreeMap;
 
 /// Dense index of a job within one run (its position in [`World::jobs`]).
 pub type JobIdx = u32;
@@ -156,7 +155,7 @@ pub struct World {
     /// Pending jobs (unordered), and each job's index in the list.
     pending: Vec<JobIdx>,
     pending_pos: Vec<u32>,
-    pending_gpus: BTreeMap<u32, u32>,
+    pending_gpus: crate::demands::Demands,
     /// Per job: the group whose GPUs it shares (its first member's index), if any.
     share: Vec<u32>,
     /// Per group: members still holding its GPUs.
@@ -214,7 +213,7 @@ impl World {
             spare: Vec::new(),
             pending: Vec::new(),
             pending_pos: vec![NOT_PENDING; n],
-            pending_gpus: BTreeMap::new(),
+            pending_gpus: crate::demands::Demands::default(),
         }
     }
 
@@ -352,22 +351,13 @@ impl World {
             }
             self.pending_pos[i as usize] = NOT_PENDING;
         }
-        let g = self.jobs[i as usize].gpus;
-        if let Some(c) = self.pending_gpus.get_mut(&g) {
-            *c -= 1;
-            if *c == 0 {
-                self.pending_gpus.remove(&g);
-            }
-        }
+        self.pending_gpus.remove(self.jobs[i as usize].gpus);
     }
 
     fn enter_pending(&mut self, i: JobIdx) {
         self.pending_pos[i as usize] = self.pending.len() as u32;
         self.pending.push(i);
-        *self
-            .pending_gpus
-            .entry(self.jobs[i as usize].gpus)
-            .or_default() += 1;
+        self.pending_gpus.add(self.jobs[i as usize].gpus);
     }
 
     fn add_running(&mut self, i: JobIdx) {
@@ -725,14 +715,11 @@ impl World {
     }
     /// Smallest GPU demand of any pending job.
     pub fn min_pending_gpus(&self) -> Option<u32> {
-        self.pending_gpus.keys().next().copied()
+        self.pending_gpus.min()
     }
     /// GPUs wanted by all pending jobs together.
     pub fn pending_gpu_sum(&self) -> u64 {
-        self.pending_gpus
-            .iter()
-            .map(|(g, c)| *g as u64 * *c as u64)
-            .sum()
+        self.pending_gpus.sum()
     }
     /// GPUs held by running jobs.
     pub fn busy_gpus(&self) -> u64 {
