@@ -26,7 +26,7 @@ pub(crate) struct Pieces {
 }
 
 impl Pieces {
-    /// `threads` (default one per core), on pieces of 256 KiB to 4 MiB: below that a
+    /// `threads` (default one per core), on pieces of 256 KiB to 1 MiB: below that a
     /// thread's start costs more than the rows it parses; above it the jobs parsed ahead
     /// of joining (about six times their text) would add to a large trace's peak memory.
     pub(crate) fn for_this_machine(threads: Option<usize>) -> Pieces {
@@ -35,7 +35,7 @@ impl Pieces {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
             }),
             min_bytes: 256 << 10,
-            max_bytes: 4 << 20,
+            max_bytes: 1 << 20,
         }
     }
 }
