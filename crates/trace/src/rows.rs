@@ -16,24 +16,29 @@ use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// How a plain file is cut: pieces of `min_bytes` to `max_bytes`, parsed `threads` at
-/// a time.
+/// How a plain file is cut: a file of at least `min_file` bytes into pieces of
+/// `min_bytes` to `max_bytes`, parsed `threads` at a time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pieces {
     pub(crate) threads: usize,
+    pub(crate) min_file: usize,
     pub(crate) min_bytes: usize,
     pub(crate) max_bytes: usize,
 }
 
 impl Pieces {
-    /// `threads` (default one per core), on pieces of 256 KiB to 1 MiB: below that a
-    /// thread's start costs more than the rows it parses; above it the jobs parsed ahead
-    /// of joining (about six times their text) would add to a large trace's peak memory.
+    /// `threads` (default one per core), on files of 8 MiB or more, in pieces of 256 KiB
+    /// to 1 MiB. Smaller files read in one pass: on Philly's 3.4 MB, threads saved
+    /// nothing on a whole run and halved the rate of repeated reads in one process
+    /// (`apiary bench`). Larger pieces
+    /// would hold more jobs parsed ahead of joining (about six times their text) and
+    /// add to a large trace's peak memory.
     pub(crate) fn for_this_machine(threads: Option<usize>) -> Pieces {
         Pieces {
             threads: threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
             }),
+            min_file: 8 << 20,
             min_bytes: 256 << 10,
             max_bytes: 1 << 20,
         }
@@ -349,10 +354,10 @@ impl Piece {
 /// Where to cut `body` into pieces: offsets just past a line end (and 0 and the end),
 /// one piece per thread unless that makes them smaller than `pieces.min_bytes` or
 /// larger than `pieces.max_bytes`; `[0, len]` when the format's rows must be read in
-/// order.
+/// order or the body is under `pieces.min_file`.
 fn cut(body: &str, pieces: Pieces, independent: bool) -> Vec<usize> {
     let len = body.len();
-    if !independent || pieces.threads < 2 {
+    if !independent || pieces.threads < 2 || len < pieces.min_file {
         return vec![0, len];
     }
     let size = (len / pieces.threads)
@@ -443,6 +448,7 @@ mod tests {
         let mut rng = Rng::new(7);
         let one = Pieces {
             threads: 1,
+            min_file: 0,
             min_bytes: 1,
             max_bytes: usize::MAX,
         };
@@ -462,6 +468,7 @@ mod tests {
                     let min_bytes = 1 + rng.below(64) as usize;
                     let pieces = Pieces {
                         threads,
+                        min_file: 0,
                         min_bytes,
                         max_bytes: min_bytes + rng.below(400) as usize,
                     };
@@ -482,6 +489,7 @@ mod tests {
         let body = "a,1\nbb,22\nccc,333\nd,4\n";
         let pieces = |threads, min_bytes, max_bytes| Pieces {
             threads,
+            min_file: 10,
             min_bytes,
             max_bytes,
         };
@@ -504,5 +512,7 @@ mod tests {
         assert_eq!(cut(body, pieces(8, 1, 9), false), vec![0, body.len()]);
         assert_eq!(cut(body, pieces(8, 100, 200), true), vec![0, body.len()]);
         assert_eq!(cut("", pieces(8, 1, 1), true), vec![0, 0]);
+        // Below the smallest file cut.
+        assert_eq!(cut("a,1\nb,2\n", pieces(8, 1, 1), true), vec![0, 8]);
     }
 }
