@@ -109,7 +109,7 @@ mod tests {
                 2 => 250 + (x >> 40) as u32 % 12,
                 _ => (x >> 40) as u32 % 100_000,
             };
-            if (x >> 20) % 2 == 0 {
+            if (x >> 20) & 1 == 0 {
                 d.add(g);
                 *m.entry(g).or_default() += 1;
             } else {
