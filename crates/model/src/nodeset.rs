@@ -80,6 +80,11 @@ impl NodeSet {
 
     /// The smallest member.
     pub fn first(&self) -> Option<u32> {
+        // An empty bucket that never held a node has no lowest word to start from, and
+        // placement asks every bucket above a job's size.
+        if self.len == 0 {
+            return None;
+        }
         let (i, &x) = self
             .words
             .iter()
@@ -91,10 +96,15 @@ impl NodeSet {
 
     /// The members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let from = if self.len == 0 {
+            self.words.len()
+        } else {
+            self.lowest
+        };
         self.words
             .iter()
             .enumerate()
-            .skip(self.lowest)
+            .skip(from)
             .flat_map(|(i, &x)| {
                 let base = (i * 64) as u32;
                 std::iter::successors((x != 0).then_some(x), |&r| {
