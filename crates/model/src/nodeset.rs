@@ -61,6 +61,11 @@ impl NodeSet {
         true
     }
 
+    /// Members `64 * i .. 64 * i + 64` as bits (0 past the words held).
+    pub fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
+    }
+
     /// Whether `n` is in the set.
     pub fn contains(&self, n: u32) -> bool {
         self.words

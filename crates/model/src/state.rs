@@ -142,6 +142,26 @@ impl ClusterState {
         static EMPTY: NodeSet = NodeSet::EMPTY;
         self.by_free.get(f as usize).unwrap_or(&EMPTY)
     }
+    /// Nodes with at least one free GPU, in index order: those outside the bucket of
+    /// nodes with none, a word of 64 nodes at a time.
+    pub fn nodes_with_free_gpus(&self) -> impl Iterator<Item = u32> + '_ {
+        let nodes = self.free_mask.len();
+        let none_free = &self.by_free[0];
+        (0..nodes.div_ceil(64)).flat_map(move |w| {
+            let tail = nodes - w * 64;
+            let valid = if tail >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << tail) - 1
+            };
+            let base = (w * 64) as u32;
+            std::iter::successors(Some(!none_free.word(w) & valid).filter(|&x| x != 0), |&r| {
+                Some(r & (r - 1)).filter(|&x| x != 0)
+            })
+            .map(move |r| base + r.trailing_zeros())
+        })
+    }
+
     /// Largest per-node GPU count.
     pub fn max_free_bucket(&self) -> u32 {
         self.by_free.len() as u32 - 1
@@ -276,5 +296,40 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    /// The nodes with free GPUs, read off the bucket of nodes with none, are the merge
+    /// of every other bucket in index order, on a cluster whose node count is not a
+    /// multiple of 64, as GPUs are taken and given back at random.
+    #[test]
+    fn nodes_with_free_gpus_are_the_other_buckets_merged() {
+        let c = ClusterSpec::preset("n130g4").unwrap().build().unwrap();
+        let mut s = ClusterState::new(&c);
+        let mut held: Vec<Placement> = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..3_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            if (x >> 33) % 3 != 0 || held.is_empty() {
+                let node = ((x >> 40) % 130) as u32;
+                let free = s.free_mask(node);
+                if free != 0 {
+                    let p = Placement {
+                        parts: vec![(node, free & free.wrapping_neg())],
+                    };
+                    s.allocate(&p).unwrap();
+                    held.push(p);
+                }
+            } else {
+                let p = held.swap_remove(((x >> 40) as usize) % held.len());
+                s.release(&p).unwrap();
+            }
+            let mut want: Vec<u32> = (1..=s.max_free_bucket())
+                .flat_map(|f| s.nodes_with_free(f).iter())
+                .collect();
+            want.sort_unstable();
+            assert_eq!(s.nodes_with_free_gpus().collect::<Vec<_>>(), want);
+        }
     }
 }

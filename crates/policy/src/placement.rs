@@ -373,28 +373,18 @@ fn tightest_node(state: &ClusterState, g: u32) -> Option<u32> {
 }
 
 fn counting(state: &ClusterState, gpus: u32, out: &mut Placement) -> bool {
-    // K-way merge of the per-free-count buckets, so nodes come in index order without
-    // scanning idle-less nodes.
-    let mut iters: Vec<_> = (1..=state.max_free_bucket())
-        .map(|f| state.nodes_with_free(f).iter().peekable())
-        .collect();
+    // Nodes with free GPUs in index order, read off the bucket of nodes with none (a
+    // merge of the per-free-count buckets allocated and compared at every start).
     let mut need = gpus;
-    while need > 0 {
-        let mut best: Option<(u32, usize)> = None;
-        for (k, it) in iters.iter_mut().enumerate() {
-            if let Some(&n) = it.peek()
-                && best.is_none_or(|(b, _)| n < b)
-            {
-                best = Some((n, k));
-            }
-        }
-        let Some((n, k)) = best else { return false };
-        iters[k].next();
+    for n in state.nodes_with_free_gpus() {
         let take = need.min(state.free_on(n));
         out.parts.push((n, low_bits(state.free_mask(n), take)));
         need -= take;
+        if need == 0 {
+            return true;
+        }
     }
-    true
+    false
 }
 
 /// Whole idle nodes of switch `s` (in order), then the remainder on one node of the same
