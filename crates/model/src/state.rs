@@ -311,7 +311,7 @@ mod tests {
             x = x
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
-            if (x >> 33) % 3 != 0 || held.is_empty() {
+            if !(x >> 33).is_multiple_of(3) || held.is_empty() {
                 let node = ((x >> 40) % 130) as u32;
                 let free = s.free_mask(node);
                 if free != 0 {
