@@ -110,15 +110,19 @@ impl NodeSet {
             .iter()
             .enumerate()
             .skip(from)
-            .flat_map(|(i, &x)| {
-                let base = (i * 64) as u32;
-                std::iter::successors((x != 0).then_some(x), |&r| {
-                    let r = r & (r - 1);
-                    (r != 0).then_some(r)
-                })
-                .map(move |r| base + r.trailing_zeros())
-            })
+            .flat_map(|(i, &x)| word_members(i, x))
     }
+}
+
+/// The nodes whose bits are set in word `i` of a node bitset (nodes `64 * i ..`), in
+/// increasing order.
+pub fn word_members(i: usize, word: u64) -> impl Iterator<Item = u32> {
+    let base = (i * 64) as u32;
+    std::iter::successors((word != 0).then_some(word), |&r| {
+        let r = r & (r - 1);
+        (r != 0).then_some(r)
+    })
+    .map(move |r| base + r.trailing_zeros())
 }
 
 #[cfg(test)]

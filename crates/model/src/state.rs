@@ -154,11 +154,7 @@ impl ClusterState {
             } else {
                 (1u64 << tail) - 1
             };
-            let base = (w * 64) as u32;
-            std::iter::successors(Some(!none_free.word(w) & valid).filter(|&x| x != 0), |&r| {
-                Some(r & (r - 1)).filter(|&x| x != 0)
-            })
-            .map(move |r| base + r.trailing_zeros())
+            crate::nodeset::word_members(w, !none_free.word(w) & valid)
         })
     }
 
