@@ -21,7 +21,10 @@ pub mod state;
 pub mod time;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switch, SwitchSpec};
-pub use job::{Job, StageTimes};
+/// Short text kept inline (up to 24 bytes) rather than on the heap: every job carries
+/// an id and usually a VC name, and allocating both was a sixth of reading a trace.
+pub use compact_str::{CompactString, ToCompactString, format_compact};
+pub use job::{Job, JobExtras, StageTimes};
 pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
 pub use rng::{PyRandom, Rng};
 pub use scaling::Scaling;

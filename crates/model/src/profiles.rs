@@ -139,7 +139,7 @@ pub fn draw(id: &str, seed: u64) -> &'static str {
 /// many jobs were given a drawn model.
 pub fn assign(jobs: &mut [Job], seed: u64) -> usize {
     let mut drawn = 0;
-    for j in jobs.iter_mut().filter(|j| j.stages.is_none()) {
+    for j in jobs.iter_mut().filter(|j| j.extras().stages.is_none()) {
         let p = j
             .model
             .as_deref()
@@ -149,7 +149,7 @@ pub fn assign(jobs: &mut [Job], seed: u64) -> usize {
                 profile(draw(&j.id, seed), j.gpus).expect("every model has every row")
             });
         j.model = Some(p.model.to_string());
-        j.stages = Some(p.stages);
+        j.extras_mut().stages = Some(p.stages);
         if j.iterations.is_none() {
             j.iterations = Some(((j.duration as f64 / p.iteration_ms).round() as u64).max(1));
         }

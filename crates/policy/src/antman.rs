@@ -380,7 +380,7 @@ impl Policy for AntMan {
             remaining: job.gpus,
             ..Reservation::default()
         };
-        self.stages[i] = job.stages.as_ref().map(|s| [s.data, s.gpu, s.net]);
+        self.stages[i] = job.extras().stages.as_ref().map(|s| [s.data, s.gpu, s.net]);
         self.solo[i] = match job.iterations {
             Some(n) if n > 0 => job.duration as f64 / n as f64,
             _ => 1.0,

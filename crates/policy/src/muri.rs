@@ -185,8 +185,10 @@ impl Muri {
             self.marked.resize(i + 1, false);
         }
         let job = ctx.job(j);
-        let (Some(st), Some(iters)) = (job.stages.as_ref(), job.iterations.filter(|&n| n > 0))
-        else {
+        let (Some(st), Some(iters)) = (
+            job.extras().stages.as_ref(),
+            job.iterations.filter(|&n| n > 0),
+        ) else {
             return;
         };
         let v = [st.data, st.gpu, st.net];

@@ -471,10 +471,10 @@ impl Policy for Pollux {
     }
 
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        if ctx.job(j).adaptive.is_none() {
+        if ctx.job(j).extras().adaptive.is_none() {
             return Err(PolicyError::Job {
                 policy: "pollux",
-                job: ctx.job(j).id.clone(),
+                job: ctx.job(j).id.to_string(),
                 reason: "it has no goodput model: Pollux schedules adaptive jobs, read from a \
                          Pollux workload (name,time,application,num_replicas,batch_size)"
                     .into(),
@@ -489,7 +489,7 @@ impl Policy for Pollux {
             .filter(|&j| matches!(ctx.status(j), Status::Pending | Status::Running))
             // Only adaptive jobs report goodput; `admit` refuses others, and
             // a live job without one is left waiting rather than guessed at.
-            .filter(|&j| ctx.job(j).adaptive.is_some())
+            .filter(|&j| ctx.job(j).extras().adaptive.is_some())
             .collect();
         if jobs.is_empty() {
             return;
@@ -518,7 +518,7 @@ impl Policy for Pollux {
         let mut penalty = Vec::with_capacity(jn);
         for &j in &jobs {
             let job = ctx.job(j);
-            let Some(adaptive) = job.adaptive.as_ref() else {
+            let Some(adaptive) = job.extras().adaptive.as_ref() else {
                 continue;
             };
             let app = &adaptive.app;

@@ -57,7 +57,7 @@ pub fn vc_rows(o: &RunOutcome, private: Option<&RunOutcome>) -> Result<Vec<VcRow
             .then_some(o.jobs.len().min(p.jobs.len()))
             .or_else(|| o.jobs.iter().zip(&p.jobs).position(|(a, b)| a.id != b.id));
         if let Some(index) = mismatch {
-            let id = |r: &RunOutcome| r.jobs.get(index).map_or("-".into(), |j| j.id.clone());
+            let id = |r: &RunOutcome| r.jobs.get(index).map_or("-".into(), |j| j.id.to_string());
             return Err(NotSameTrace {
                 a: o.policy.clone(),
                 b: p.policy.clone(),
@@ -179,11 +179,11 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, (vc, st))| JobOutcome {
-                    id: i.to_string(),
+                    id: apiary_model::format_compact!("{i}"),
                     submit: 1000,
                     gpus: 1,
                     duration: 1000,
-                    vc: Some(vc.to_string()),
+                    vc: Some((*vc).into()),
                     first_start: *st,
                     finish: st.map(|s| s + 1000),
                     preemptions: 0,

@@ -140,7 +140,7 @@ pub fn run(
 ) -> Result<RunOutcome, ReplayError> {
     if let Some(w) = jobs.windows(2).find(|w| w[1].submit < w[0].submit) {
         return Err(ReplayError::Unsorted {
-            id: w[1].id.clone(),
+            id: w[1].id.to_string(),
         });
     }
     let cfg = service_config(cluster, &jobs, policy, params)?;
@@ -263,7 +263,8 @@ pub fn run(
                 gpu_time: rt.map_or(0, |r| r.attained),
                 rejected: rejected[k]
                     .clone()
-                    .or_else(|| rt.and_then(|r| r.declined.clone())),
+                    .or_else(|| rt.and_then(|r| r.declined.clone()))
+                    .map(String::into_boxed_str),
                 deadline: j.deadline,
                 judged: live[k].and_then(|i| w.plan_end(i).judged),
             }
@@ -295,7 +296,7 @@ fn spec_of(job: &Job) -> JobSpec {
         name: None,
         gpus: job.gpus,
         gpu_type: None,
-        vc: job.vc.clone(),
+        vc: job.vc.as_deref().map(String::from),
         priority: job.priority,
         command: vec!["replay".into()],
         env: BTreeMap::new(),

@@ -24,10 +24,10 @@ impl Agents {
     /// at its application's fixed batch and tunes it, else it keeps its trace row's.
     pub(crate) fn new(world: &mut World, tunes_batch: bool, step: Time) -> Agents {
         let mut clock = Vec::new();
-        if world.jobs.iter().any(|j| j.adaptive.is_some()) {
+        if world.jobs.iter().any(|j| j.extras().adaptive.is_some()) {
             clock = vec![0; world.jobs.len()];
             for (job, rt) in world.jobs.iter().zip(world.rt.iter_mut()) {
-                if let Some(a) = &job.adaptive {
+                if let Some(a) = &job.extras().adaptive {
                     let target = if tunes_batch {
                         a.app.fixed_batch
                     } else {
@@ -154,7 +154,12 @@ impl Agents {
             return None;
         }
         self.clock[j as usize] = now;
-        let app = world.jobs[j as usize].adaptive.as_ref()?.app.clone();
+        let app = world.jobs[j as usize]
+            .extras()
+            .adaptive
+            .as_ref()?
+            .app
+            .clone();
         let agent = world.rt[j as usize].agent.as_mut()?;
         let secs = ((now - from) / apiary_model::SECOND) as u32;
         agent
@@ -166,7 +171,7 @@ impl Agents {
 /// Tells an adaptive job its new allocation (GPUs per node; empty when stopped).
 fn reallocate(world: &mut World, j: JobIdx, counts: Vec<u32>) {
     let job = &world.jobs[j as usize];
-    if let (Some(a), Some(agent)) = (&job.adaptive, world.rt[j as usize].agent.as_mut()) {
+    if let (Some(a), Some(agent)) = (&job.extras().adaptive, world.rt[j as usize].agent.as_mut()) {
         agent.reallocate(&a.app, counts);
     }
 }

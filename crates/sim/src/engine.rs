@@ -83,7 +83,7 @@ impl<'a> Engine<'a> {
         }
         if let Some(w) = jobs.windows(2).find(|w| w[1].submit < w[0].submit) {
             return Err(SimError::Unsorted {
-                id: w[1].id.clone(),
+                id: w[1].id.to_string(),
                 submit: w[1].submit,
                 prev: w[0].submit,
             });
@@ -348,7 +348,7 @@ impl<'a> Engine<'a> {
                 .rates
                 .rate(job, &rt.placement, &self.world.cluster)
                 .map_err(|source| SimError::Rate {
-                    job: job.id.clone(),
+                    job: job.id.to_string(),
                     source,
                 })?
                 * rt.speed;
@@ -403,7 +403,7 @@ impl<'a> Engine<'a> {
                 preemptions: rt.preemptions,
                 executed: rt.executed,
                 gpu_time: rt.attained,
-                rejected: rejected.or(rt.declined),
+                rejected: rejected.or(rt.declined).map(String::into_boxed_str),
                 deadline: j.deadline,
                 judged: world.plan_end(k as JobIdx).judged,
             })
@@ -437,13 +437,13 @@ fn check_job_data(policy: &dyn Policy, jobs: &[Job]) -> Result<(), SimError> {
         (
             Capability::Adaptive,
             "a goodput model",
-            |j| j.adaptive.is_some(),
+            |j| j.extras().adaptive.is_some(),
             ": read a Pollux workload (name,time,application,num_replicas,batch_size)",
         ),
         (
             Capability::Scaling,
             "a throughput table",
-            |j| j.scaling.is_some(),
+            |j| j.extras().scaling.is_some(),
             ": the itp-elasticflow and elasticflow trace formats attach one from each job's \
              model, batch_size and iterations",
         ),
@@ -456,7 +456,7 @@ fn check_job_data(policy: &dyn Policy, jobs: &[Job]) -> Result<(), SimError> {
                 policy: spec.name,
                 capability,
                 what,
-                job: j.id.clone(),
+                job: j.id.to_string(),
                 hint,
             });
         }

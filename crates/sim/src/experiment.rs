@@ -236,13 +236,13 @@ mod tests {
         let notes = complete_jobs(muri, &choice("trace"), &mut jobs, 0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("muri-s: 2 jobs"), "{notes:?}");
-        assert!(jobs.iter().all(|j| j.stages.is_some()));
+        assert!(jobs.iter().all(|j| j.extras().stages.is_some()));
         // A drawn model is a known model: its stage times need no second draw.
         let mut jobs = vec![Job::new("a", 0, 1, 1000)];
         let notes = complete_jobs(muri, &choice("comm"), &mut jobs, 0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("--speed comm: 1 jobs"), "{notes:?}");
-        assert!(jobs[0].model.is_some() && jobs[0].stages.is_some());
+        assert!(jobs[0].model.is_some() && jobs[0].extras().stages.is_some());
         let fifo = apiary_policy::registry::find("fifo").unwrap();
         let mut plain = vec![Job::new("a", 0, 1, 1000)];
         assert!(complete_jobs(fifo, &choice("trace"), &mut plain, 0).is_empty());

@@ -52,7 +52,7 @@ impl ClusterEfficiency {
 
     /// Whether the series means anything for `jobs`: some job has a throughput table.
     pub fn applies(jobs: &[Job]) -> bool {
-        jobs.iter().any(|j| j.scaling.is_some())
+        jobs.iter().any(|j| j.extras().scaling.is_some())
     }
 }
 
@@ -73,7 +73,7 @@ fn useful_gpus(world: &World) -> f64 {
         .iter()
         .map(|&j| {
             let n = world.rt[j as usize].placement.gpus();
-            match &world.jobs[j as usize].scaling {
+            match &world.jobs[j as usize].extras().scaling {
                 Some(s) => {
                     let (g0, t0) = s.levels[0];
                     s.tput(n).map_or(n as f64, |t| t / t0 * g0 as f64)

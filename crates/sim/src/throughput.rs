@@ -60,7 +60,7 @@ pub struct GpuTypes;
 
 impl Throughput for GpuTypes {
     fn rate(&self, job: &Job, placement: &Placement, cluster: &Cluster) -> Result<f64, RateError> {
-        if job.type_speeds.is_none() {
+        if job.extras().type_speeds.is_none() {
             return Ok(1.0);
         }
         Ok(placement
@@ -80,6 +80,7 @@ pub struct Scaling;
 impl Throughput for Scaling {
     fn rate(&self, job: &Job, placement: &Placement, _: &Cluster) -> Result<f64, RateError> {
         Ok(job
+            .extras()
             .scaling
             .as_ref()
             .map_or(1.0, |s| s.speedup(placement.gpus(), job.gpus)))

@@ -4,7 +4,7 @@
 
 use crate::fields::{MAX_GPUS, Parsed, RowAt, stage_fits};
 use crate::{ReadOptions, Trace, TraceError};
-use apiary_model::{Job, StageTimes, Time};
+use apiary_model::{CompactString, Job, JobExtras, StageTimes, Time};
 use csv::StringRecord;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -33,7 +33,7 @@ pub const COLUMNS: [&str; 16] = [
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Row {
-    id: String,
+    id: CompactString,
     submit: f64,
     gpus: u32,
     duration: f64,
@@ -44,7 +44,7 @@ struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     batch_size: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    vc: Option<String>,
+    vc: Option<CompactString>,
     #[serde(default)]
     priority: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,12 +81,12 @@ impl Row {
             vc: j.vc.clone(),
             priority: j.priority,
             deadline: j.deadline.map(secs),
-            stage_data_ms: j.stages.map(|s| s.data),
-            stage_gpu_ms: j.stages.map(|s| s.gpu),
-            stage_net_ms: j.stages.map(|s| s.net),
-            dataset_gb: j.dataset_gb,
+            stage_data_ms: j.extras().stages.map(|s| s.data),
+            stage_gpu_ms: j.extras().stages.map(|s| s.gpu),
+            stage_net_ms: j.extras().stages.map(|s| s.net),
+            dataset_gb: j.extras().dataset_gb,
             gpu_type: j.gpu_type.clone(),
-            type_speeds: j.type_speeds.as_ref().map(|m| {
+            type_speeds: j.extras().type_speeds.as_ref().map(|m| {
                 m.iter()
                     .map(|(k, v)| format!("{k}:{v}"))
                     .collect::<Vec<_>>()
@@ -170,23 +170,26 @@ fn to_job(r: Row) -> Result<Job, (String, String)> {
         .map(|d| ms("deadline", d))
         .transpose()
         .map_err(|m| ("deadline".into(), m))?;
-    j.stages = match (r.stage_data_ms, r.stage_gpu_ms, r.stage_net_ms) {
-        (None, None, None) => None,
-        (d, g, n) => Some(StageTimes {
-            data: d.unwrap_or(0.0),
-            gpu: g.unwrap_or(0.0),
-            net: n.unwrap_or(0.0),
-        }),
-    };
-    j.dataset_gb = r.dataset_gb;
     j.gpu_type = r.gpu_type;
-    j.type_speeds = r
-        .type_speeds
-        .as_deref()
-        .map(parse_speeds)
-        .transpose()
-        .map_err(|m| ("type_speeds".to_string(), m))?
-        .filter(|m| !m.is_empty());
+    j.set_extras(JobExtras {
+        stages: match (r.stage_data_ms, r.stage_gpu_ms, r.stage_net_ms) {
+            (None, None, None) => None,
+            (d, g, n) => Some(StageTimes {
+                data: d.unwrap_or(0.0),
+                gpu: g.unwrap_or(0.0),
+                net: n.unwrap_or(0.0),
+            }),
+        },
+        dataset_gb: r.dataset_gb,
+        type_speeds: r
+            .type_speeds
+            .as_deref()
+            .map(parse_speeds)
+            .transpose()
+            .map_err(|m| ("type_speeds".to_string(), m))?
+            .filter(|m| !m.is_empty()),
+        ..JobExtras::default()
+    });
     Ok(j)
 }
 
@@ -200,14 +203,14 @@ pub fn write_csv(jobs: &[Job], out: impl Write) -> std::io::Result<()> {
     for j in jobs {
         let r = Row::from_job(j);
         w.write_record([
-            r.id,
+            r.id.into_string(),
             format!("{:.3}", r.submit),
             r.gpus.to_string(),
             format!("{:.3}", r.duration),
             o(r.iterations.map(|x| x.to_string())),
             o(r.model),
             o(r.batch_size.map(|x| x.to_string())),
-            o(r.vc),
+            o(r.vc.map(CompactString::into_string)),
             r.priority.to_string(),
             o(r.deadline.map(|x| format!("{x:.3}"))),
             o(r.stage_data_ms.map(|x| x.to_string())),
@@ -299,7 +302,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
                 .transpose()
         };
         let row = Row {
-            id: get(0).ok_or_else(|| cx.err("id", "missing"))?.to_string(),
+            id: get(0).ok_or_else(|| cx.err("id", "missing"))?.into(),
             submit: num(1)?.ok_or_else(|| cx.err("submit", "missing"))?,
             gpus: int(2)?
                 .ok_or_else(|| cx.err("gpus", "missing"))?
@@ -311,7 +314,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             batch_size: int(6)?.map(u32::try_from).transpose().map_err(|_| {
                 cx.err("batch_size", format!("out of range (at most {})", u32::MAX))
             })?,
-            vc: get(7).map(str::to_string),
+            vc: get(7).map(CompactString::from),
             priority: match get(8) {
                 None => 0,
                 Some(v) => v

@@ -122,11 +122,17 @@ impl RowAt<'_> {
         }
         Ok(g as u32)
     }
-    pub(crate) fn opt(&self, rec: &Fields<'_>, i: Option<usize>) -> Option<String> {
+    pub(crate) fn opt<S: for<'a> From<&'a str>>(
+        &self,
+        rec: &Fields<'_>,
+        i: Option<usize>,
+    ) -> Option<S> {
+        self.opt_text(rec, i).map(S::from)
+    }
+    pub(crate) fn opt_text<'r>(&self, rec: &Fields<'r>, i: Option<usize>) -> Option<&'r str> {
         i.and_then(|i| rec.get(i))
             .map(trim)
             .filter(|s| !s.is_empty())
-            .map(str::to_string)
     }
 }
 
@@ -174,23 +180,6 @@ pub(crate) fn decimal(s: &str) -> Result<f64, std::num::ParseFloatError> {
         return s.parse();
     }
     Ok(mantissa as f64 / POW10[fraction])
-}
-
-/// `n` in decimal, without the formatting machinery (an id per row in some formats).
-pub(crate) fn decimal_id(mut n: u64) -> String {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut s = String::with_capacity(buf.len() - at);
-    s.extend(buf[at..].iter().map(|&d| char::from(d)));
-    s
 }
 
 /// Whether a stage time (ms per iteration) over every iteration stays within the
@@ -315,13 +304,6 @@ mod tests {
             "\u{7f}",
         ] {
             assert_eq!(trim(s), s.trim(), "{s:?}");
-        }
-    }
-
-    #[test]
-    fn ids_are_decimal() {
-        for n in [0, 1, 9, 10, 82_247, u64::MAX] {
-            assert_eq!(decimal_id(n), n.to_string());
         }
     }
 }

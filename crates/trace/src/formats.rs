@@ -4,7 +4,7 @@ use crate::fields::{Parsed, RowAt, column, optional_column, stage_fits};
 use crate::open::{first_line, open};
 use crate::split::Fields;
 use crate::{ReadOptions, Trace, TraceError};
-use apiary_model::{Job, StageTimes, Time};
+use apiary_model::{Job, StageTimes, Time, ToCompactString};
 use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -353,7 +353,7 @@ fn attach_scaling(
     let secs = (iters as f64 / tput).ceil();
     j.duration =
         apiary_model::time::secs_f64(secs).ok_or_else(|| cx.err("iteration", "out of range"))?;
-    j.scaling = Some(s);
+    j.extras_mut().scaling = Some(s);
     Ok(())
 }
 
@@ -413,7 +413,8 @@ pub(crate) fn make_parser(
                     ));
                 }
                 j.batch_size = Some(batch);
-                j.adaptive = Some(apiary_model::adaptive::Adaptive { app: app.clone() });
+                j.extras_mut().adaptive =
+                    Some(apiary_model::adaptive::Adaptive { app: app.clone() });
                 Ok(Parsed::Job(j))
             })
         }
@@ -428,7 +429,7 @@ pub(crate) fn make_parser(
                 let t = parse_datetime(cx.text(r, ts, "timestamp")?)
                     .map_err(|m| cx.err("timestamp", m))?;
                 let mut j = Job::new(
-                    crate::fields::decimal_id(cx.line - 1),
+                    (cx.line - 1).to_compact_string(),
                     // 9999-12-31 is 2.5e14 ms: far inside MAX_INPUT.
                     t as Time * 1000,
                     cx.gpus(r, ng, "num_gpus")?,
@@ -562,7 +563,7 @@ pub(crate) fn make_parser(
                     }
                     Ok(x)
                 };
-                j.stages = Some(StageTimes {
+                j.extras_mut().stages = Some(StageTimes {
                     data: stage(r0, "resource_time_0")?,
                     gpu: stage(r1, "resource_time_1")?,
                     net: stage(r2, "resource_time_2")?,
@@ -615,7 +616,7 @@ pub(crate) fn make_parser(
                 if g == 0 {
                     return Ok(Parsed::Excluded("CPU-only pod (num_gpu = 0)"));
                 }
-                if cx.opt(r, Some(stt)).is_none() || cx.opt(r, Some(dt)).is_none() {
+                if cx.opt_text(r, Some(stt)).is_none() || cx.opt_text(r, Some(dt)).is_none() {
                     return Ok(Parsed::Excluded(
                         "never scheduled or never deleted (empty scheduled_time or deletion_time)",
                     ));
@@ -640,13 +641,13 @@ pub(crate) fn make_parser(
                     .ok_or_else(|| cx.beyond("creation_time", &format!("{c0} s")))?;
                 let mut j = Job::new(cx.text(r, nm, "name")?, submit, g, dur);
                 j.gpu_type = cx
-                    .opt(r, Some(spec))
+                    .opt_text(r, Some(spec))
                     .map(|s| s.split('|').next().unwrap_or("").to_string());
                 if milli > 0 && milli < 1000 {
                     // Fractional pods take one whole GPU here; GPU sharing is a later model.
                     j.model = Some(format!("shared-{milli}m"));
                 }
-                j.priority = match cx.opt(r, qos).as_deref() {
+                j.priority = match cx.opt_text(r, qos) {
                     Some("LS") | Some("Guaranteed") => 1,
                     _ => 0,
                 };
@@ -704,7 +705,7 @@ pub(crate) fn make_parser(
                     .filter_map(|w| lookup(w).map(|t| (w.to_lowercase(), t / tput)))
                     .collect();
                 if !speeds.is_empty() {
-                    j.type_speeds = Some(speeds);
+                    j.extras_mut().type_speeds = Some(speeds);
                 }
                 if ten {
                     let w = cx.number(r, 7, "priority_weight")?.round();

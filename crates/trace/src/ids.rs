@@ -100,7 +100,10 @@ mod tests {
                 Err(e) => errors.push(e.to_string()),
             }
         }
-        (jobs.into_iter().map(|j| j.id).collect(), errors)
+        (
+            jobs.into_iter().map(|j| j.id.into_string()).collect(),
+            errors,
+        )
     }
 
     /// Every id hashes alike: the chain of jobs under one hash decides.

@@ -26,7 +26,7 @@ pub mod synth;
 pub use canonical::{write_csv, write_jsonl};
 pub use formats::Format;
 
-use apiary_model::Job;
+use apiary_model::{CompactString, Job, format_compact};
 use std::path::{Path, PathBuf};
 
 /// Why a trace could not be read.
@@ -162,10 +162,10 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
         let mut t = formats::read(f, opts)?;
         let vc = f
             .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
+            .map(|s| CompactString::from(s.to_string_lossy()))
             .unwrap_or_default();
         for j in &mut t.jobs {
-            j.id = format!("{vc}/{}", j.id);
+            j.id = format_compact!("{vc}/{}", j.id);
             j.vc = Some(vc.clone());
         }
         match &mut all {

@@ -101,7 +101,7 @@ pub fn generate(o: &SynthOptions) -> Vec<Job> {
             g,
             (d * 1000.0).round() as Time,
         );
-        j.vc = Some(PHILLY_VCS[vcs.weighted(&vc_w)].0.to_string());
+        j.vc = Some(PHILLY_VCS[vcs.weighted(&vc_w)].0.into());
         out.push(j);
     }
     out

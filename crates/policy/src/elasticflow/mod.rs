@@ -302,6 +302,7 @@ impl ElasticFlow {
     fn plan_job<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
         let job = ctx.job(j);
         let s = job
+            .extras()
             .scaling
             .as_ref()
             .expect("admit refuses jobs without one");
@@ -382,6 +383,7 @@ impl ElasticFlow {
                 Greedy::Throughput => {
                     let s = ctx
                         .job(j)
+                        .extras()
                         .scaling
                         .as_ref()
                         .expect("admit refuses jobs without one");
@@ -427,6 +429,7 @@ impl ElasticFlow {
         let job = PlanJob {
             scaling: ctx
                 .job(j)
+                .extras()
                 .scaling
                 .as_ref()
                 .expect("admit refuses jobs without one"),
@@ -533,6 +536,7 @@ impl ElasticFlow {
         for &j in &self.runnable {
             let s = ctx
                 .job(j)
+                .extras()
                 .scaling
                 .as_ref()
                 .expect("admit refuses jobs without one");
@@ -565,6 +569,7 @@ impl ElasticFlow {
                 self.replan_next(ctx, j, now);
                 let s = ctx
                     .job(j)
+                    .extras()
                     .scaling
                     .as_ref()
                     .expect("admit refuses jobs without one");
@@ -656,10 +661,10 @@ impl Policy for ElasticFlow {
     }
 
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        if ctx.job(j).scaling.is_none() {
+        if ctx.job(j).extras().scaling.is_none() {
             return Err(PolicyError::Job {
                 policy: self.name,
-                job: ctx.job(j).id.clone(),
+                job: ctx.job(j).id.to_string(),
                 reason: format!(
                     "it has no throughput table: {} picks GPU counts from ElasticFlow's tables, \
                      which the itp-elasticflow and elasticflow trace formats attach from each \
@@ -730,6 +735,7 @@ impl Policy for ElasticFlow {
                         let (start, iters, gpus) = e.round;
                         let s = ctx
                             .job(j)
+                            .extras()
                             .scaling
                             .as_ref()
                             .expect("admit refuses jobs without one");

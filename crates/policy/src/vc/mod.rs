@@ -360,7 +360,7 @@ impl Policy for VcSharing {
         let job = ctx.job(j);
         let refuse = |reason: String| PolicyError::Job {
             policy: self.spec.name,
-            job: job.id.clone(),
+            job: job.id.to_string(),
             reason,
         };
         let vc = job.vc.as_deref().unwrap_or(DEFAULT_VC);

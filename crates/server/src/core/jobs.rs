@@ -75,7 +75,7 @@ impl Core {
                 .map_or(UNKNOWN_DURATION_MS, |s| (s * 1000.0).round() as Time),
         );
         j.priority = spec.priority;
-        j.vc = spec.vc.clone();
+        j.vc = spec.vc.as_deref().map(Into::into);
         j.gpu_type = spec.gpu_type.clone();
         j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
         if self.policy.spec().has(Capability::Profiles) {

@@ -11,7 +11,7 @@ fn cluster_efficiency_counts_speedup_over_one_gpu() {
     // on one: useful work is 1.5 of 2 GPUs for the whole run.
     let mut j = Job::new("a", 0, 1, 300_000);
     j.deadline = Some(1_000_000);
-    j.scaling = Some(Scaling::new(vec![(1, 1.0), (2, 1.5)], 2).unwrap());
+    j.extras_mut().scaling = Some(Scaling::new(vec![(1, 1.0), (2, 1.5)], 2).unwrap());
     let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
     let mut p = registry::build("edf", &Params::default()).unwrap();
     let out = apiary_sim::run(

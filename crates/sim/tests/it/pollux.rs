@@ -34,7 +34,10 @@ fn the_workload_reads_as_adaptive_jobs() {
     assert_eq!(jobs.len(), 160);
     assert_eq!(jobs[0].id, "cifar10-0");
     assert_eq!(jobs[0].submit, 53_000);
-    assert!(jobs.iter().all(|j| j.adaptive.is_some() && j.duration == 0));
+    assert!(
+        jobs.iter()
+            .all(|j| j.extras().adaptive.is_some() && j.duration == 0)
+    );
 }
 
 #[test]

@@ -69,7 +69,7 @@ impl Policy for Checked {
                 groups.insert(g, p);
             }
             // An elastic job may hold any count its table has.
-            let wrong = match &w.jobs[j as usize].scaling {
+            let wrong = match &w.jobs[j as usize].extras().scaling {
                 Some(s) => s.tput(p.gpus()).is_none(),
                 None => p.gpus() != w.jobs[j as usize].gpus,
             };
@@ -139,7 +139,7 @@ fn run(
     }
     if ELASTIC.contains(&policy) {
         for j in &mut jobs {
-            j.scaling = Some(concave());
+            j.extras_mut().scaling = Some(concave());
         }
     }
     let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
@@ -175,7 +175,7 @@ fn deadline_jobs(w: &[(u64, u32, u64)], slack: &[f64], best_effort: &[u8]) -> Ve
         .enumerate()
         .map(|(i, &(s, g, d))| {
             let mut j = Job::new(format!("{i}"), s * 1000, g, d * 1000);
-            j.scaling = Some(table.clone());
+            j.extras_mut().scaling = Some(table.clone());
             if best_effort[i] > 0 {
                 j.deadline = Some(j.submit + (d as f64 * slack[i] * 1000.0) as u64);
             }
@@ -420,7 +420,7 @@ proptest! {
             .enumerate()
             .map(|(i, &(s, g, d))| {
                 let mut j = Job::new(format!("{i}"), s * 1000, g, d * 1000);
-                j.type_speeds = Some([("v100".to_string(), 1.0), ("k80".to_string(), slow[i])].into());
+                j.extras_mut().type_speeds = Some([("v100".to_string(), 1.0), ("k80".to_string(), slow[i])].into());
                 j
             })
             .collect();

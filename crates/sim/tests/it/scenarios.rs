@@ -109,9 +109,9 @@ fn run_scenario(text: &str) -> Compared {
                     kv["gpus"].parse().unwrap(),
                     secs(kv["duration"]),
                 );
-                j.vc = kv.get("vc").map(|v| v.to_string());
+                j.vc = kv.get("vc").map(|v| (*v).into());
                 if let Some(sp) = kv.get("speeds") {
-                    j.type_speeds = Some(
+                    j.extras_mut().type_speeds = Some(
                         sp.split(',')
                             .map(|e| {
                                 let (t, v) = e.split_once(':').unwrap();
@@ -136,14 +136,14 @@ fn run_scenario(text: &str) -> Compared {
                     if let Some(b) = kv.get("batch") {
                         table = table.with_batch(b.parse().unwrap());
                     }
-                    j.scaling = Some(table);
+                    j.extras_mut().scaling = Some(table);
                 }
                 if let Some(p) = kv.get("priority") {
                     j.priority = p.parse().unwrap();
                 }
                 if let Some(st) = kv.get("stages") {
                     let v: Vec<f64> = st.split('/').map(|x| x.parse().unwrap()).collect();
-                    j.stages = Some(apiary_model::StageTimes {
+                    j.extras_mut().stages = Some(apiary_model::StageTimes {
                         data: v[0],
                         gpu: v[1],
                         net: v[2],

@@ -99,7 +99,7 @@ fn real_traces_load_with_documented_counts() {
 fn elasticflow_traces_carry_throughput_tables() {
     if let Some(p) = real("itp/elasticflow/cluster10.csv") {
         let t = read(&p, &ReadOptions::default()).unwrap();
-        assert!(t.jobs.iter().all(|j| j.scaling.is_some()));
+        assert!(t.jobs.iter().all(|j| j.extras().scaling.is_some()));
         // bert, batch 128, 16 GPUs, 6503 iterations at 10.77 it/s: 604 s, the trace's
         // own duration.
         let j = t
@@ -108,7 +108,7 @@ fn elasticflow_traces_carry_throughput_tables() {
             .find(|j| j.id.starts_with("5dc7d9cd"))
             .unwrap();
         assert_eq!(j.duration, 604_000);
-        assert_eq!(j.scaling.as_ref().unwrap().max_gpus, 16);
+        assert_eq!(j.extras().scaling.as_ref().unwrap().max_gpus, 16);
     }
     if let Some(p) = real("peers/elasticflow/elasticVpollux_e.csv") {
         let e = read(&p, &ReadOptions::default()).unwrap_err().to_string();
@@ -150,7 +150,7 @@ fn real_trace_details() {
             (j.gpus, j.duration, j.iterations),
             (8, 10_956 * 437, Some(10_956))
         );
-        assert_eq!(j.stages.unwrap().gpu, 419.0);
+        assert_eq!(j.extras().stages.unwrap().gpu, 419.0);
         assert_eq!(
             t.jobs.iter().find(|j| j.id == "1").unwrap().submit,
             1_534_000
@@ -173,7 +173,7 @@ fn real_trace_details() {
     if let Some(p) = real("philly/pollux_workloads/workload-6.csv") {
         let t = read(&p, &ReadOptions::default()).unwrap();
         assert_eq!(t.jobs.len(), 160);
-        assert!(t.jobs.iter().all(|j| j.adaptive.is_some()));
+        assert!(t.jobs.iter().all(|j| j.extras().adaptive.is_some()));
         // An application the built-in data does not know names file, line and field.
         let dir = std::env::temp_dir().join(format!("apiary-pollux-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -558,7 +558,7 @@ fn compressed_files_and_canonical_roundtrip() {
     assert_eq!(a.jobs, b.jobs);
     assert_eq!(a.jobs[1].submit, 3_500);
     let mut a = a;
-    a.jobs[0].type_speeds = Some(
+    a.jobs[0].extras_mut().type_speeds = Some(
         [
             ("k80".to_string(), 0.140_855_503_4),
             ("v100".to_string(), 1.0),
@@ -675,7 +675,7 @@ fn a_directory_of_per_vc_files_is_one_trace_with_vcs() {
     .unwrap();
     std::fs::write(dir.join("notes.txt"), "not a trace").unwrap();
     let t = read(&dir, &ReadOptions::default()).unwrap();
-    let got: Vec<(String, Option<String>, u32)> = t
+    let got: Vec<_> = t
         .jobs
         .iter()
         .map(|j| (j.id.clone(), j.vc.clone(), j.gpus))
@@ -719,11 +719,12 @@ fn gavel_physical_trace_carries_speeds_per_gpu_type() {
     assert_eq!(j.model.as_deref(), Some("ResNet-50 (batch size 64)"));
     assert!((j.type_speed("K80") - 0.619_028_220_2 / 4.394_774_823_3).abs() < 1e-9);
     assert_eq!(j.type_speed("v100"), 1.0);
-    assert!(
-        t.jobs
-            .iter()
-            .all(|j| j.type_speeds.as_ref().is_some_and(|m| m.len() == 3))
-    );
+    assert!(t.jobs.iter().all(|j| {
+        j.extras()
+            .type_speeds
+            .as_ref()
+            .is_some_and(|m| m.len() == 3)
+    }));
 }
 
 #[test]
@@ -773,7 +774,7 @@ fn elasticflow_generator_gives_the_artifacts_fig10_trace() {
     assert!(
         t.jobs
             .iter()
-            .all(|j| j.scaling.is_some() && j.deadline.is_some())
+            .all(|j| j.extras().scaling.is_some() && j.deadline.is_some())
     );
     assert_eq!(t.jobs[0].submit, 0);
     assert_eq!(t.jobs[0].deadline, Some(5_896_000));
