@@ -104,18 +104,33 @@ static NO_EXTRAS: JobExtras = JobExtras {
 
 impl PartialEq for Job {
     fn eq(&self, o: &Job) -> bool {
-        // A job given extras and then cleared of them equals one never given any.
-        self.id == o.id
-            && self.submit == o.submit
-            && self.gpus == o.gpus
-            && self.priority == o.priority
-            && self.duration == o.duration
-            && self.iterations == o.iterations
-            && self.model == o.model
-            && self.batch_size == o.batch_size
-            && self.vc == o.vc
-            && self.deadline == o.deadline
-            && self.gpu_type == o.gpu_type
+        // Spelled out so that a new field cannot be left out of the comparison.
+        let Job {
+            id,
+            submit,
+            gpus,
+            priority,
+            duration,
+            iterations,
+            model,
+            batch_size,
+            vc,
+            deadline,
+            gpu_type,
+            extras: _,
+        } = self;
+        *id == o.id
+            && *submit == o.submit
+            && *gpus == o.gpus
+            && *priority == o.priority
+            && *duration == o.duration
+            && *iterations == o.iterations
+            && *model == o.model
+            && *batch_size == o.batch_size
+            && *vc == o.vc
+            && *deadline == o.deadline
+            && *gpu_type == o.gpu_type
+            // A job given extras and then cleared of them equals one never given any.
             && self.extras() == o.extras()
     }
 }
