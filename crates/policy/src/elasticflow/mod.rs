@@ -223,6 +223,15 @@ pub struct ElasticFlow {
 
 /// The scheduling slot in seconds: at least one, and within the 10^12 s every input
 /// time obeys.
+/// A job's throughput table (admission refuses jobs without one).
+fn table<'c>(ctx: &'c Ctx<'_>, j: JobIdx) -> &'c apiary_model::Scaling {
+    ctx.job(j)
+        .extras()
+        .scaling
+        .as_ref()
+        .expect("admit refuses jobs without one")
+}
+
 fn slot(p: &Params, spec: &ParamSpec) -> Result<u64, ParamError> {
     p.u64_in(spec, 1..=1_000_000_000_000)
 }
@@ -301,11 +310,7 @@ impl ElasticFlow {
 
     fn plan_job<'a>(&self, ctx: &'a Ctx<'_>, j: JobIdx) -> PlanJob<'a> {
         let job = ctx.job(j);
-        let s = job
-            .extras()
-            .scaling
-            .as_ref()
-            .expect("admit refuses jobs without one");
+        let s = table(ctx, j);
         let ref_tput = s.tput(job.gpus).unwrap_or(s.levels[0].1);
         // The trace reader rounds a job's run time up to whole seconds (the artifact's
         // baselines run that long); the planner counts the trace's iterations, as
@@ -381,12 +386,7 @@ impl ElasticFlow {
                     (self.next_gpu_time(ctx, j, now) - cur_time) / (next_level - num_gpu) as f64
                 }
                 Greedy::Throughput => {
-                    let s = ctx
-                        .job(j)
-                        .extras()
-                        .scaling
-                        .as_ref()
-                        .expect("admit refuses jobs without one");
+                    let s = table(ctx, j);
                     // As the planner reads the table (`num_gpu` is above 0 here).
                     let tput = |n: u32| s.tput(n).unwrap_or(s.levels[0].1);
                     (tput(next_level) - tput(num_gpu)) / (next_level - num_gpu) as f64
@@ -427,12 +427,7 @@ impl ElasticFlow {
             &mut self.without,
         );
         let job = PlanJob {
-            scaling: ctx
-                .job(j)
-                .extras()
-                .scaling
-                .as_ref()
-                .expect("admit refuses jobs without one"),
+            scaling: table(ctx, j),
             iters: e.iters,
             ddl: e.ddl,
         };
@@ -534,12 +529,7 @@ impl ElasticFlow {
         let total = ctx.total_gpus() as u32;
         let mut used = 0u32;
         for &j in &self.runnable {
-            let s = ctx
-                .job(j)
-                .extras()
-                .scaling
-                .as_ref()
-                .expect("admit refuses jobs without one");
+            let s = table(ctx, j);
             let iters = self.plan_job(ctx, j).iters;
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.iters = iters;
@@ -567,12 +557,7 @@ impl ElasticFlow {
                 }
                 // Scored on this timeline with this plan: the same plan again.
                 self.replan_next(ctx, j, now);
-                let s = ctx
-                    .job(j)
-                    .extras()
-                    .scaling
-                    .as_ref()
-                    .expect("admit refuses jobs without one");
+                let s = table(ctx, j);
                 let e = self.jobs[j as usize].as_mut().expect("runnable job");
                 allocatable -= e.next_level - e.num_gpu;
                 std::mem::swap(&mut self.timeline, &mut self.cand_tl);
@@ -733,12 +718,7 @@ impl Policy for ElasticFlow {
                         // `ef_sim_jobs` judges it there.
                         let e = self.jobs[j as usize].as_ref().expect("runnable job");
                         let (start, iters, gpus) = e.round;
-                        let s = ctx
-                            .job(j)
-                            .extras()
-                            .scaling
-                            .as_ref()
-                            .expect("admit refuses jobs without one");
+                        let s = table(ctx, j);
                         let tput = s.tput(gpus).unwrap_or(s.levels[0].1);
                         let end = start.saturating_add((iters / tput).ceil() as i64);
                         ctx.judge_deadline_at(j, (end.max(0) as Time).saturating_mul(1000));
