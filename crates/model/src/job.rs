@@ -266,6 +266,12 @@ impl Job {
         self.extras.as_deref().unwrap_or(&NO_EXTRAS)
     }
 
+    /// Whether the job carries any of the fields only some traces carry (a test that
+    /// reads no more than the job itself).
+    pub fn has_extras(&self) -> bool {
+        self.extras.is_some()
+    }
+
     /// Replaces the fields only some traces carry (kept out of line only when one is set).
     pub fn set_extras(&mut self, x: JobExtras) {
         self.extras = (!x.is_empty()).then(|| Box::new(x));

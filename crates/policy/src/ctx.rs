@@ -438,7 +438,7 @@ impl<'a> Ctx<'a> {
         if !self.allow(Capability::Declines) {
             return false;
         }
-        self.w.decline(i, reason.into())
+        self.w.decline(i, reason.into().into_boxed_str())
     }
 
     /// A running job makes no progress for `dur` from now (or from the end of a stall
@@ -468,9 +468,9 @@ impl<'a> Ctx<'a> {
             return;
         }
         let t = if t > self.w.now { t } else { 0 };
-        if self.w.rt[i as usize].hold_until != t {
+        if self.w.plan_end(i).hold_until != t {
             self.w.sync(i);
-            self.w.rt[i as usize].hold_until = t;
+            self.w.plan_end_mut(i).hold_until = t;
             self.actions.push(Action::Speed(i));
         }
     }
@@ -586,16 +586,24 @@ mod tests {
             "a hold before the work ends changes nothing"
         );
         ctx.hold_until(0, 0);
-        assert_eq!(ctx.world().rt[0].hold_until, 0, "a past time clears it");
+        assert_eq!(
+            ctx.world().plan_end(0).hold_until,
+            0,
+            "a past time clears it"
+        );
         assert_eq!(
             actions.len(),
             3,
             "each change reschedules the completion once"
         );
-        w.rt[0].hold_until = 20_000;
+        w.plan_end_mut(0).hold_until = 20_000;
         assert!(w.preempt(0));
         restart(&mut w, 0b11);
-        assert_eq!(w.rt[0].hold_until, 0, "a restart starts without a hold");
+        assert_eq!(
+            w.plan_end(0).hold_until,
+            0,
+            "a restart starts without a hold"
+        );
     }
 
     #[test]

@@ -36,9 +36,6 @@ pub struct JobRt {
     pub rate: f64,
     /// A (re)started job makes no progress before this time.
     pub overhead_until: Time,
-    /// A job whose work is done before this time keeps its GPUs and completes then
-    /// (simulators that end jobs only at their plan's slot-aligned end); 0 for none.
-    pub hold_until: Time,
     /// Attained service in GPU-ms (GPUs × time held), as of `last_update`.
     pub attained: u64,
     /// Time held GPUs, ms, as of `last_update`.
@@ -47,10 +44,6 @@ pub struct JobRt {
     pub last_update: Time,
     /// First start.
     pub first_start: Option<Time>,
-    /// Most recent start.
-    pub last_start: Time,
-    /// When it last became pending (submission or preemption).
-    pub pending_since: Time,
     /// Completion time.
     pub finish: Option<Time>,
     /// Times preempted.
@@ -61,7 +54,7 @@ pub struct JobRt {
     /// a group runs at its solo iteration time over the group's); 1 by default.
     pub speed: f64,
     /// Why admission control turned the job away, if it did.
-    pub declined: Option<String>,
+    pub declined: Option<Box<str>>,
     /// An adaptive job's own state (Pollux's jobs): its batch, epoch and what it reports
     /// to the scheduler. The driver creates and advances it.
     pub agent: Option<Box<apiary_model::adaptive::Agent>>,
@@ -75,13 +68,10 @@ impl JobRt {
             remaining: j.duration as f64,
             rate: 1.0,
             overhead_until: 0,
-            hold_until: 0,
             attained: 0,
             executed: 0,
             last_update: 0,
             first_start: None,
-            last_start: 0,
-            pending_since: j.submit,
             finish: None,
             preemptions: 0,
             generation: 0,
@@ -92,10 +82,11 @@ impl JobRt {
     }
 }
 
-/// A job's plan-end limits, which only ElasticFlow's `progress=artifact` sets
-/// ([`crate::Ctx::cap_work`], [`crate::Ctx::end_by`], [`crate::Ctx::judge_deadline_at`]).
-/// The world keeps them beside the runtime records, and only once a policy sets one,
-/// so no other run carries them (a million-job trace would carry 32 MB).
+/// A job's plan-end limits, which only ElasticFlow sets ([`crate::Ctx::hold_until`],
+/// and with `progress=artifact` [`crate::Ctx::cap_work`], [`crate::Ctx::end_by`] and
+/// [`crate::Ctx::judge_deadline_at`]). The world keeps them beside the runtime records,
+/// and only once a policy sets one, so no other run carries them (a million-job trace
+/// would carry 40 MB).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanEnd {
     /// A running job makes no progress after this time (0: none): the ElasticFlow
@@ -107,6 +98,9 @@ pub struct PlanEnd {
     /// When its deadline is judged, where not at its completion
     /// ([`apiary_model::JobOutcome::judged`]).
     pub judged: Option<Time>,
+    /// A running job whose work is done before this time keeps its GPUs and completes
+    /// then (0: none): simulators that end jobs only at their plan's slot-aligned end.
+    pub hold_until: Time,
 }
 
 /// Where a running job's progress up to `now` stops: at its work cap, if it has one
@@ -322,7 +316,7 @@ impl World {
             if end.work_until > 0 && at > end.work_until.max(from) {
                 Time::MAX
             } else {
-                at.max(rt.hold_until)
+                at.max(end.hold_until)
             }
         };
         if end.end_by > 0 {
@@ -337,7 +331,6 @@ impl World {
         let rt = &mut self.rt[i as usize];
         debug_assert_eq!(rt.status, Status::Future);
         rt.status = Status::Pending;
-        rt.pending_since = self.now;
         self.enter_pending(i);
     }
 
@@ -407,9 +400,7 @@ impl World {
         rt.status = Status::Running;
         rt.placement = p;
         rt.last_update = now;
-        rt.last_start = now;
         rt.overhead_until = now + overhead;
-        rt.hold_until = 0;
         rt.first_start.get_or_insert(now);
         if let Some(end) = self.plan_ends.get_mut(idx) {
             *end = PlanEnd::default();
@@ -544,12 +535,10 @@ impl World {
         self.release_gpus(i, &p, fence);
         self.remove_running(i);
         self.enter_pending(i);
-        let now = self.now;
         let rt = &mut self.rt[i as usize];
         rt.placement = p;
         rt.placement.clear();
         rt.status = Status::Pending;
-        rt.pending_since = now;
         rt.preemptions += 1;
         rt.generation += 1;
         true
@@ -572,7 +561,7 @@ impl World {
 
     /// Turns a pending job away for good (admission control): it never runs, and the
     /// outcome records `reason`. Returns false if it was not pending.
-    pub fn decline(&mut self, i: JobIdx, reason: String) -> bool {
+    pub fn decline(&mut self, i: JobIdx, reason: Box<str>) -> bool {
         if self.rt[i as usize].status != Status::Pending {
             return false;
         }
@@ -644,7 +633,6 @@ impl World {
             }
             return None;
         }
-        let now = self.now;
         let mut out = Vec::with_capacity(changed.len());
         for &k in &changed {
             let (i, p) = (changes[k].0, changes[k].1.clone());
@@ -656,7 +644,6 @@ impl World {
                     let rt = &mut self.rt[idx];
                     rt.placement = p;
                     rt.status = Status::Pending;
-                    rt.pending_since = now;
                     rt.preemptions += 1;
                     rt.generation += 1;
                     out.push(Action::Preempt(i));

@@ -263,8 +263,8 @@ pub fn run(
                 gpu_time: rt.map_or(0, |r| r.attained),
                 rejected: rejected[k]
                     .clone()
-                    .or_else(|| rt.and_then(|r| r.declined.clone()))
-                    .map(String::into_boxed_str),
+                    .map(String::into_boxed_str)
+                    .or_else(|| rt.and_then(|r| r.declined.clone())),
                 deadline: j.deadline,
                 judged: live[k].and_then(|i| w.plan_end(i).judged),
             }

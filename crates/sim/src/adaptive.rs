@@ -22,9 +22,15 @@ pub(crate) struct Agents {
 impl Agents {
     /// Gives each adaptive job of `world` an agent; with `tunes_batch` (Pollux) it starts
     /// at its application's fixed batch and tunes it, else it keeps its trace row's.
-    pub(crate) fn new(world: &mut World, tunes_batch: bool, step: Time) -> Agents {
+    /// `any_extras`: whether any job carries rare fields (none: no job is adaptive).
+    pub(crate) fn new(
+        world: &mut World,
+        any_extras: bool,
+        tunes_batch: bool,
+        step: Time,
+    ) -> Agents {
         let mut clock = Vec::new();
-        if world.jobs.iter().any(|j| j.extras().adaptive.is_some()) {
+        if any_extras && world.jobs.iter().any(|j| j.extras().adaptive.is_some()) {
             clock = vec![0; world.jobs.len()];
             for (job, rt) in world.jobs.iter().zip(world.rt.iter_mut()) {
                 if let Some(a) = &job.extras().adaptive {

@@ -55,8 +55,9 @@ pub struct Engine<'a> {
     wake: Option<Time>,
     /// Where the observers' last interval ended.
     observed: Time,
-    /// Jobs refused before the policy saw them (too big for the cluster).
-    rejected: Vec<Option<String>>,
+    /// Jobs refused before the policy saw them (too big for the cluster), in trace
+    /// order: few, so a list of them rather than a slot per job.
+    rejected: Vec<(JobIdx, Box<str>)>,
     /// Something changed since the policy's last pass.
     dirty: bool,
     actions: Vec<Action>,
@@ -81,12 +82,21 @@ impl<'a> Engine<'a> {
         if let Mode::Slotted(0) = cfg.mode {
             return Err(SimError::ZeroSlot);
         }
-        if let Some(w) = jobs.windows(2).find(|w| w[1].submit < w[0].submit) {
-            return Err(SimError::Unsorted {
-                id: w[1].id.to_string(),
-                submit: w[1].submit,
-                prev: w[0].submit,
-            });
+        // One walk over the jobs checks their order and whether any carries rare
+        // fields: on a million-job trace each further walk costs milliseconds, and
+        // most traces carry none, so the walks that look for them are skipped.
+        let mut any_extras = false;
+        let mut prev = 0;
+        for j in &jobs {
+            if j.submit < prev {
+                return Err(SimError::Unsorted {
+                    id: j.id.to_string(),
+                    submit: j.submit,
+                    prev,
+                });
+            }
+            prev = j.submit;
+            any_extras |= j.has_extras();
         }
         check_job_data(policy, &jobs)?;
         if let Some(t) = policy.tenancy() {
@@ -95,12 +105,12 @@ impl<'a> Engine<'a> {
         }
         policy.attach(&cluster)?;
         let start = jobs.first().map_or(0, |j| j.submit);
-        let observers = observe::standard(&jobs, start, cluster.total_gpus)
+        let with_extras = if any_extras { &jobs[..] } else { &[] };
+        let observers = observe::standard(with_extras, start, cluster.total_gpus)
             .into_iter()
             .map(|o| o as Box<dyn Observer + 'a>)
             .collect();
         let cluster_name = cluster.name.clone();
-        let n = jobs.len();
         let mut world = World::new(cluster, jobs);
         world.restart_overhead = cfg.restart_overhead;
         world.seed = cfg.seed;
@@ -121,7 +131,12 @@ impl<'a> Engine<'a> {
             Mode::Slotted(s) => s,
             Mode::EventDriven => 60 * apiary_model::SECOND,
         });
-        let agents = Agents::new(&mut world, hosting.is_some_and(|h| h.tunes_batch), step);
+        let agents = Agents::new(
+            &mut world,
+            any_extras,
+            hosting.is_some_and(|h| h.tunes_batch),
+            step,
+        );
         Ok(Engine {
             world,
             spec: policy.spec(),
@@ -137,7 +152,7 @@ impl<'a> Engine<'a> {
             cursor: 0,
             wake: None,
             observed: start,
-            rejected: vec![None; n],
+            rejected: Vec::new(),
             dirty: false,
             actions: Vec::new(),
             touched: Vec::new(),
@@ -300,15 +315,17 @@ impl<'a> Engine<'a> {
             self.events += 1;
             let gpus = self.world.jobs[j as usize].gpus;
             if gpus > total || gpus == 0 {
-                self.rejected[j as usize] =
-                    Some(format!("needs {gpus} GPUs; the cluster has {total}"));
+                self.rejected.push((
+                    j,
+                    format!("needs {gpus} GPUs; the cluster has {total}").into_boxed_str(),
+                ));
                 continue;
             }
             self.world.submit(j);
             self.dirty = true;
             let ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
             if let Err(e) = self.policy.admit(&ctx, j) {
-                self.world.decline(j, e.to_string());
+                self.world.decline(j, e.to_string().into_boxed_str());
             }
         }
     }
@@ -387,12 +404,12 @@ impl<'a> Engine<'a> {
         let trace = std::mem::take(&mut self.world.jobs);
         let rts = std::mem::take(&mut self.world.rt);
         let world = &self.world;
+        let mut refused = std::mem::take(&mut self.rejected).into_iter().peekable();
         let jobs = trace
             .into_iter()
             .zip(rts)
-            .zip(self.rejected)
             .enumerate()
-            .map(|(k, ((j, rt), rejected))| JobOutcome {
+            .map(|(k, (j, rt))| JobOutcome {
                 id: j.id,
                 submit: j.submit,
                 gpus: j.gpus,
@@ -403,7 +420,10 @@ impl<'a> Engine<'a> {
                 preemptions: rt.preemptions,
                 executed: rt.executed,
                 gpu_time: rt.attained,
-                rejected: rejected.or(rt.declined).map(String::into_boxed_str),
+                rejected: match refused.next_if(|r| r.0 as usize == k) {
+                    Some((_, why)) => Some(why),
+                    None => rt.declined,
+                },
                 deadline: j.deadline,
                 judged: world.plan_end(k as JobIdx).judged,
             })

@@ -272,7 +272,7 @@ impl Core {
             if let Err(e) = admitted {
                 // A record the policy now refuses (its VC left the config, say): it
                 // ends, with the reason, rather than waiting for ever.
-                self.world.decline(j, e.to_string());
+                self.world.decline(j, e.to_string().into_boxed_str());
                 if let Some(n) = self.active.get_mut(&self.jobs[j as usize].vc) {
                     *n = n.saturating_sub(1);
                 }
