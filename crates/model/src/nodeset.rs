@@ -8,8 +8,9 @@
 pub struct NodeSet {
     words: Vec<u64>,
     len: usize,
-    /// Every word below this one is zero (so the first member is found without
-    /// scanning the empty start of a large cluster).
+    /// The word of the smallest member, while there is one: every word below it is
+    /// zero and it is not, so the first member is one lookup (placement asks each
+    /// bucket above a job's size for it at every start).
     lowest: usize,
 }
 
@@ -40,8 +41,10 @@ impl NodeSet {
             return false;
         }
         self.words[w] |= bit;
+        if self.len == 0 || w < self.lowest {
+            self.lowest = w;
+        }
         self.len += 1;
-        self.lowest = self.lowest.min(w);
         true
     }
 
@@ -85,18 +88,12 @@ impl NodeSet {
 
     /// The smallest member.
     pub fn first(&self) -> Option<u32> {
-        // An empty bucket that never held a node has no lowest word to start from, and
-        // placement asks every bucket above a job's size.
         if self.len == 0 {
             return None;
         }
-        let (i, &x) = self
-            .words
-            .iter()
-            .enumerate()
-            .skip(self.lowest)
-            .find(|(_, x)| **x != 0)?;
-        Some((i * 64) as u32 + x.trailing_zeros())
+        let x = self.words.get(self.lowest).copied().unwrap_or(0);
+        debug_assert_ne!(x, 0, "the lowest word holds the first member");
+        Some((self.lowest * 64) as u32 + x.trailing_zeros())
     }
 
     /// The members in increasing order.
