@@ -82,6 +82,15 @@ impl UtilSeries {
         if to <= from || gpus <= 0.0 || from < self.start {
             return;
         }
+        // Most intervals (the time between two events) lie in one bucket already held:
+        // one division finds it, where the general path below takes three.
+        if to <= self.start + self.busy.len() as Time * self.width {
+            let b = ((from - self.start) / self.width) as usize;
+            if to <= self.start + (b as Time + 1) * self.width {
+                self.busy[b] += (to - from) as f64 * gpus;
+                return;
+            }
+        }
         while (to - self.start).div_ceil(self.width) as usize > MAX_BUCKETS {
             self.coarsen();
         }
@@ -177,5 +186,48 @@ mod tests {
         u.add(0, 60_000 * 5000, 1);
         assert!(u.busy.len() <= MAX_BUCKETS);
         assert_eq!(u.total_busy(), 240_000.0 + 300_000_000.0);
+    }
+
+    #[test]
+    fn intervals_within_a_bucket_add_as_the_general_path_does() {
+        // The general path alone: grow, then walk the buckets the interval spans.
+        fn general(u: &mut UtilSeries, from: Time, to: Time, gpus: f64) {
+            if to <= from || gpus <= 0.0 {
+                return;
+            }
+            while (to - u.start).div_ceil(u.width) as usize > MAX_BUCKETS {
+                u.coarsen();
+            }
+            let need = (to - u.start).div_ceil(u.width) as usize;
+            if u.busy.len() < need {
+                u.busy.resize(need, 0.0);
+            }
+            let mut t = from;
+            while t < to {
+                let b = ((t - u.start) / u.width) as usize;
+                let end = (u.start + (b as Time + 1) * u.width).min(to);
+                u.busy[b] += (end - t) as f64 * gpus;
+                t = end;
+            }
+        }
+        let (mut fast, mut slow) = (UtilSeries::new(7, 64), UtilSeries::new(7, 64));
+        let (mut t, mut x) = (7u64, 3u64);
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // Events mostly milliseconds apart, some hours, so buckets fill and coarsen.
+            let dt = if (x >> 60) == 0 {
+                (x >> 20) % 20_000_000
+            } else {
+                (x >> 30) % 5_000
+            };
+            let gpus = ((x >> 8) % 65) as f64 * 0.75;
+            fast.add_weight(t, t + dt, gpus);
+            general(&mut slow, t, t + dt, gpus);
+            t += dt;
+        }
+        assert!(fast.width > 60_000, "the run coarsened");
+        assert_eq!(fast, slow);
     }
 }
