@@ -408,10 +408,9 @@ impl<'a> Ctx<'a> {
         if !self.allow(Capability::SpeedFactors) {
             return;
         }
-        let rt = &mut self.w.rt[i as usize];
-        if factor.is_finite() && factor > 0.0 && rt.speed != factor {
-            rt.speed = factor;
-            if rt.status == Status::Running {
+        if factor.is_finite() && factor > 0.0 && self.w.speed(i) != factor {
+            self.w.set_speed(i, factor);
+            if self.w.rt[i as usize].status == Status::Running {
                 self.actions.push(Action::Speed(i));
             }
         }

@@ -522,7 +522,7 @@ impl Policy for Pollux {
                 continue;
             };
             let app = &adaptive.app;
-            let agent = ctx.rt(j).agent.as_deref();
+            let agent = ctx.world().agent(j);
             let profiled = agent.map_or(0, |a| a.max_profiled_replicas());
             // The artifact: min(max(2 · profiled, 1), 64, max batch // min per-GPU batch).
             let limit = (app.max_batch / app.min_local.max(1)).min(64);

@@ -5,7 +5,9 @@
 //! service, restarts and remaining work by one definition.
 
 use crate::placement::{self, PlacementStrategy};
+use apiary_model::adaptive::Agent;
 use apiary_model::{Cluster, ClusterState, Job, Placement, Time};
+use std::collections::BTreeMap;
 
 /// Dense index of a job within one run (its position in [`World::jobs`]).
 pub type JobIdx = u32;
@@ -50,14 +52,10 @@ pub struct JobRt {
     pub preemptions: u32,
     /// Bumped whenever a scheduled completion becomes stale.
     pub generation: u32,
-    /// The policy's factor on the throughput model's rate (Muri: a job interleaved in
-    /// a group runs at its solo iteration time over the group's); 1 by default.
-    pub speed: f64,
-    /// Why admission control turned the job away, if it did.
-    pub declined: Option<Box<str>>,
-    /// An adaptive job's own state (Pollux's jobs): its batch, epoch and what it reports
-    /// to the scheduler. The driver creates and advances it.
-    pub agent: Option<Box<apiary_model::adaptive::Agent>>,
+    /// Its index in the world's pending list while pending, in the running list while
+    /// running (kept here, in the record's padding, rather than in two lists of their
+    /// own the trace's length).
+    slot: u32,
 }
 
 impl JobRt {
@@ -75,9 +73,7 @@ impl JobRt {
             finish: None,
             preemptions: 0,
             generation: 0,
-            speed: 1.0,
-            declined: None,
-            agent: None,
+            slot: 0,
         }
     }
 }
@@ -144,12 +140,14 @@ pub struct World {
     /// Placements priced by their optimal allreduce (the topology strategy), kept for
     /// the run.
     pricer: std::sync::Mutex<apiary_comm::cluster::Pricer>,
+    /// Jobs holding GPUs (each one's index here is its record's `slot`).
     running: Vec<JobIdx>,
-    running_pos: Vec<u32>,
-    /// Pending jobs (unordered), and each job's index in the list.
+    /// Pending jobs, unordered (each one's index here is its record's `slot`).
     pending: Vec<JobIdx>,
-    pending_pos: Vec<u32>,
     pending_gpus: crate::demands::Demands,
+    /// The per-job tables below stay empty until a policy or the service first sets an
+    /// entry (most runs never do), so a large trace carries none of them.
+    ///
     /// Per job: the group whose GPUs it shares (its first member's index), if any.
     share: Vec<u32>,
     /// Per group: members still holding its GPUs.
@@ -158,6 +156,12 @@ pub struct World {
     overlay: Vec<bool>,
     /// Per job: may not start (the live service: its last attempt is still stopping).
     blocked: Vec<bool>,
+    /// Per job: the policy's factor on the throughput model's rate ([`World::speed`]).
+    speeds: Vec<f64>,
+    /// Per job: an adaptive job's own state ([`World::agent`]).
+    agents: Vec<Option<Box<Agent>>>,
+    /// Jobs admission control turned away, and why.
+    declined: BTreeMap<JobIdx, Box<str>>,
     /// Whether GPUs a policy's preemption frees stay held, for the driver to give back
     /// once the job's processes have ended (the live service); see [`World::take_fenced`].
     pub fence_preemptions: bool,
@@ -173,9 +177,21 @@ pub struct World {
     spare: Vec<Placement>,
 }
 
-const NOT_RUNNING: u32 = u32::MAX;
-const NOT_PENDING: u32 = u32::MAX;
 const NOT_SHARED: u32 = u32::MAX;
+
+/// Takes job `i` out of `list` (the pending or the running jobs), where its record's
+/// slot says it is, moving the last job into its place. False if it is not there.
+fn take_out(list: &mut Vec<JobIdx>, rt: &mut [JobRt], i: JobIdx) -> bool {
+    let p = rt[i as usize].slot as usize;
+    if list.get(p) != Some(&i) {
+        return false;
+    }
+    list.swap_remove(p);
+    if let Some(&moved) = list.get(p) {
+        rt[moved as usize].slot = p as u32;
+    }
+    true
+}
 /// Emptied placements kept for reuse at most (a burst of finishes keeps no more).
 const MAX_SPARE: usize = 1024;
 
@@ -184,7 +200,6 @@ impl World {
     pub fn new(cluster: Cluster, jobs: Vec<Job>) -> World {
         let state = ClusterState::new(&cluster);
         let rt = jobs.iter().map(JobRt::future).collect();
-        let n = jobs.len();
         World {
             cluster,
             state,
@@ -195,18 +210,19 @@ impl World {
             seed: 0,
             pricer: Default::default(),
             running: Vec::new(),
-            running_pos: vec![NOT_RUNNING; n],
-            share: vec![NOT_SHARED; n],
-            share_refs: vec![0; n],
-            overlay: vec![false; n],
-            blocked: vec![false; n],
+            share: Vec::new(),
+            share_refs: Vec::new(),
+            overlay: Vec::new(),
+            blocked: Vec::new(),
+            speeds: Vec::new(),
+            agents: Vec::new(),
+            declined: BTreeMap::new(),
             fence_preemptions: false,
             honour_gpu_types: false,
             fenced: Vec::new(),
             plan_ends: Vec::new(),
             spare: Vec::new(),
             pending: Vec::new(),
-            pending_pos: vec![NOT_PENDING; n],
             pending_gpus: crate::demands::Demands::default(),
         }
     }
@@ -217,12 +233,7 @@ impl World {
         let i = self.jobs.len() as JobIdx;
         self.rt.push(JobRt::future(&job));
         self.jobs.push(job);
-        self.running_pos.push(NOT_RUNNING);
-        self.pending_pos.push(NOT_PENDING);
-        self.share.push(NOT_SHARED);
-        self.share_refs.push(0);
-        self.overlay.push(false);
-        self.blocked.push(false);
+        self.grow_tables();
         i
     }
 
@@ -241,25 +252,103 @@ impl World {
         }
         self.jobs.pop();
         self.rt.pop();
-        self.running_pos.pop();
-        self.pending_pos.pop();
-        self.share.pop();
-        self.share_refs.pop();
-        self.overlay.pop();
-        self.blocked.pop();
+        let n = self.jobs.len();
+        self.share.truncate(n);
+        self.share_refs.truncate(n);
+        self.overlay.truncate(n);
+        self.blocked.truncate(n);
+        self.speeds.truncate(n);
+        self.agents.truncate(n);
         true
     }
 
     /// Keeps a pending job from starting (`true`) or lets it start again.
     pub fn set_blocked(&mut self, i: JobIdx, blocked: bool) {
+        if blocked && self.blocked.is_empty() {
+            self.blocked = vec![false; self.jobs.len()];
+        }
         if let Some(b) = self.blocked.get_mut(i as usize) {
             *b = blocked;
         }
     }
 
+    fn is_blocked(&self, i: JobIdx) -> bool {
+        self.blocked.get(i as usize).copied().unwrap_or(false)
+    }
+
     /// Whether a job may start now: pending and not blocked.
     fn startable(&self, i: JobIdx) -> bool {
-        self.rt[i as usize].status == Status::Pending && !self.blocked[i as usize]
+        self.rt[i as usize].status == Status::Pending && !self.is_blocked(i)
+    }
+
+    /// Keeps each per-job table that exists as long as the job list (an appended job
+    /// takes the defaults).
+    fn grow_tables(&mut self) {
+        let n = self.jobs.len();
+        if !self.share.is_empty() {
+            self.share.resize(n, NOT_SHARED);
+            self.share_refs.resize(n, 0);
+        }
+        if !self.overlay.is_empty() {
+            self.overlay.resize(n, false);
+        }
+        if !self.blocked.is_empty() {
+            self.blocked.resize(n, false);
+        }
+        if !self.speeds.is_empty() {
+            self.speeds.resize(n, 1.0);
+        }
+        if !self.agents.is_empty() {
+            self.agents.resize_with(n, || None);
+        }
+    }
+
+    /// Job `i`'s factor on the throughput model's rate, 1 unless a policy set one
+    /// (Muri: a job interleaved in a group runs at its solo iteration time over the
+    /// group's).
+    pub fn speed(&self, i: JobIdx) -> f64 {
+        self.speeds.get(i as usize).copied().unwrap_or(1.0)
+    }
+
+    pub(crate) fn set_speed(&mut self, i: JobIdx, factor: f64) {
+        if self.speeds.is_empty() {
+            self.speeds = vec![1.0; self.jobs.len()];
+        }
+        self.speeds[i as usize] = factor;
+    }
+
+    /// An adaptive job's own state (Pollux's jobs): its batch, epoch and what it reports
+    /// to the scheduler. The driver creates and advances it.
+    pub fn agent(&self, i: JobIdx) -> Option<&Agent> {
+        self.agents.get(i as usize)?.as_deref()
+    }
+
+    /// Job `i` and its agent, to advance or tell it something.
+    pub fn job_and_agent(&mut self, i: JobIdx) -> (&Job, Option<&mut Agent>) {
+        let agent = self
+            .agents
+            .get_mut(i as usize)
+            .and_then(|a| a.as_deref_mut());
+        (&self.jobs[i as usize], agent)
+    }
+
+    /// Gives job `i` an agent (the driver, for an adaptive job).
+    pub fn set_agent(&mut self, i: JobIdx, agent: Agent) {
+        if self.agents.is_empty() {
+            self.agents.resize_with(self.jobs.len(), || None);
+        }
+        self.agents[i as usize] = Some(Box::new(agent));
+    }
+
+    /// Why admission control turned job `i` away, if it did.
+    pub fn declined(&self, i: JobIdx) -> Option<&str> {
+        self.declined.get(&i).map(|r| &**r)
+    }
+
+    /// Every job admission control turned away, and why, in job order (the driver, at
+    /// the end of a run).
+    pub fn take_declined(&mut self) -> BTreeMap<JobIdx, Box<str>> {
+        std::mem::take(&mut self.declined)
     }
 
     /// GPUs held back from preempted jobs since the last call (with
@@ -335,40 +424,24 @@ impl World {
     }
 
     fn leave_pending(&mut self, i: JobIdx) {
-        let p = self.pending_pos[i as usize];
-        if p != NOT_PENDING {
-            let last = *self.pending.last().expect("pending list holds i");
-            self.pending.swap_remove(p as usize);
-            if last != i {
-                self.pending_pos[last as usize] = p;
-            }
-            self.pending_pos[i as usize] = NOT_PENDING;
+        if take_out(&mut self.pending, &mut self.rt, i) {
+            self.pending_gpus.remove(self.jobs[i as usize].gpus);
         }
-        self.pending_gpus.remove(self.jobs[i as usize].gpus);
     }
 
     fn enter_pending(&mut self, i: JobIdx) {
-        self.pending_pos[i as usize] = self.pending.len() as u32;
+        self.rt[i as usize].slot = self.pending.len() as u32;
         self.pending.push(i);
         self.pending_gpus.add(self.jobs[i as usize].gpus);
     }
 
     fn add_running(&mut self, i: JobIdx) {
-        self.running_pos[i as usize] = self.running.len() as u32;
+        self.rt[i as usize].slot = self.running.len() as u32;
         self.running.push(i);
     }
 
     fn remove_running(&mut self, i: JobIdx) {
-        let p = self.running_pos[i as usize];
-        if p == NOT_RUNNING {
-            return;
-        }
-        let last = *self.running.last().expect("running list holds i");
-        self.running.swap_remove(p as usize);
-        if last != i {
-            self.running_pos[last as usize] = p;
-        }
-        self.running_pos[i as usize] = NOT_RUNNING;
+        take_out(&mut self.running, &mut self.rt, i);
     }
 
     /// Starts a pending job on `p`. Returns false (and changes nothing) if the job is
@@ -420,6 +493,10 @@ impl World {
         {
             return false;
         }
+        if self.share.is_empty() {
+            self.share = vec![NOT_SHARED; self.jobs.len()];
+            self.share_refs = vec![0; self.jobs.len()];
+        }
         let g = if self.share[wu] == NOT_SHARED {
             self.share[wu] = with;
             self.share_refs[wu] = 1;
@@ -457,6 +534,9 @@ impl World {
         if !valid {
             return false;
         }
+        if self.overlay.is_empty() {
+            self.overlay = vec![false; self.jobs.len()];
+        }
         self.overlay[idx] = true;
         self.mark_running(i, p);
         true
@@ -464,18 +544,22 @@ impl World {
 
     /// Whether running job `i` is a guest on GPUs it does not hold.
     pub fn is_overlay(&self, i: JobIdx) -> bool {
-        self.overlay[i as usize]
+        self.overlay.get(i as usize).copied().unwrap_or(false)
+    }
+
+    fn share_of(&self, i: JobIdx) -> u32 {
+        self.share.get(i as usize).copied().unwrap_or(NOT_SHARED)
     }
 
     /// The group whose GPUs job `i` shares (named by its first member), if any.
     pub fn share_group(&self, i: JobIdx) -> Option<JobIdx> {
-        let g = self.share[i as usize];
+        let g = self.share_of(i);
         (g != NOT_SHARED).then_some(g)
     }
 
     /// How many running jobs hold job `i`'s GPUs, `i` included (1 when it shares none).
     pub fn sharing_count(&self, i: JobIdx) -> u32 {
-        match self.share[i as usize] {
+        match self.share_of(i) {
             NOT_SHARED => 1,
             g => self.share_refs[g as usize],
         }
@@ -483,24 +567,24 @@ impl World {
 
     /// The jobs sharing job `i`'s GPUs, `i` included (just `i` when it shares none).
     pub fn sharing(&self, i: JobIdx) -> Vec<JobIdx> {
-        let g = self.share[i as usize];
+        let g = self.share_of(i);
         if g == NOT_SHARED {
             return vec![i];
         }
         self.running
             .iter()
             .copied()
-            .filter(|&j| self.share[j as usize] == g)
+            .filter(|&j| self.share_of(j) == g)
             .collect()
     }
 
     /// Gives back a stopping job's GPUs, unless other jobs of its group still use them;
     /// with `fence`, they stay held and are listed for [`World::take_fenced`].
     fn release_gpus(&mut self, i: JobIdx, p: &Placement, fence: bool) {
-        if std::mem::take(&mut self.overlay[i as usize]) {
+        if self.overlay.get_mut(i as usize).is_some_and(std::mem::take) {
             return;
         }
-        let g = self.share[i as usize];
+        let g = self.share_of(i);
         if g != NOT_SHARED {
             self.share[i as usize] = NOT_SHARED;
             self.share_refs[g as usize] -= 1;
@@ -568,8 +652,8 @@ impl World {
         self.leave_pending(i);
         let rt = &mut self.rt[i as usize];
         rt.status = Status::Finished;
-        rt.declined = Some(reason);
         rt.generation += 1;
+        self.declined.insert(i, reason);
         true
     }
 
@@ -584,7 +668,7 @@ impl World {
         let mut seen = std::collections::BTreeSet::new();
         for (i, p) in changes {
             let st = self.rt[*i as usize].status;
-            let blocked = st == Status::Pending && self.blocked[*i as usize] && p.gpus() > 0;
+            let blocked = st == Status::Pending && self.is_blocked(*i) && p.gpus() > 0;
             if !matches!(st, Status::Running | Status::Pending)
                 || blocked
                 || !seen.insert(*i)

@@ -264,7 +264,7 @@ pub fn run(
                 rejected: rejected[k]
                     .clone()
                     .map(String::into_boxed_str)
-                    .or_else(|| rt.and_then(|r| r.declined.clone())),
+                    .or_else(|| live[k].and_then(|i| w.declined(i)).map(Box::from)),
                 deadline: j.deadline,
                 judged: live[k].and_then(|i| w.plan_end(i).judged),
             }

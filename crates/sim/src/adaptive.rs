@@ -32,14 +32,15 @@ impl Agents {
         let mut clock = Vec::new();
         if any_extras && world.jobs.iter().any(|j| j.extras().adaptive.is_some()) {
             clock = vec![0; world.jobs.len()];
-            for (job, rt) in world.jobs.iter().zip(world.rt.iter_mut()) {
+            for j in 0..world.jobs.len() {
+                let job = &world.jobs[j];
                 if let Some(a) = &job.extras().adaptive {
                     let target = if tunes_batch {
                         a.app.fixed_batch
                     } else {
                         job.batch_size
                     };
-                    rt.agent = Some(Box::new(Agent::new(target)));
+                    world.set_agent(j as JobIdx, Agent::new(target));
                 }
             }
         }
@@ -78,7 +79,7 @@ impl Agents {
         while k < world.running().len() {
             let j = world.running()[k];
             k += 1;
-            if world.rt[j as usize].agent.is_none() {
+            if world.agent(j).is_none() {
                 continue;
             }
             if let Some(t) = self.advance(world, j) {
@@ -99,7 +100,7 @@ impl Agents {
             Action::Start(j) | Action::Preempt(j) => j,
             Action::Speed(_) => return false,
         };
-        let Some(agent) = world.rt[j as usize].agent.as_ref() else {
+        let Some(agent) = world.agent(j) else {
             return false;
         };
         let had_gpus = !agent.placement.is_empty();
@@ -160,24 +161,21 @@ impl Agents {
             return None;
         }
         self.clock[j as usize] = now;
-        let app = world.jobs[j as usize]
-            .extras()
-            .adaptive
-            .as_ref()?
-            .app
-            .clone();
-        let agent = world.rt[j as usize].agent.as_mut()?;
+        let (job, agent) = world.job_and_agent(j);
+        let app = &job.extras().adaptive.as_ref()?.app;
+        let agent = agent?;
         let secs = ((now - from) / apiary_model::SECOND) as u32;
         agent
-            .step(&app, secs)
+            .step(app, secs)
             .map(|s| from + s as Time * apiary_model::SECOND)
     }
 }
 
 /// Tells an adaptive job its new allocation (GPUs per node; empty when stopped).
 fn reallocate(world: &mut World, j: JobIdx, counts: Vec<u32>) {
-    let job = &world.jobs[j as usize];
-    if let (Some(a), Some(agent)) = (&job.extras().adaptive, world.rt[j as usize].agent.as_mut()) {
+    if let (job, Some(agent)) = world.job_and_agent(j)
+        && let Some(a) = &job.extras().adaptive
+    {
         agent.reallocate(&a.app, counts);
     }
 }

@@ -368,7 +368,7 @@ impl<'a> Engine<'a> {
                     job: job.id.to_string(),
                     source,
                 })?
-                * rt.speed;
+                * self.world.speed(j);
             self.world.rt[j as usize].rate = rate;
             self.schedule_completion(j);
         }
@@ -403,6 +403,7 @@ impl<'a> Engine<'a> {
         // tenth of the end of a million-job run).
         let trace = std::mem::take(&mut self.world.jobs);
         let rts = std::mem::take(&mut self.world.rt);
+        let mut declined = self.world.take_declined().into_iter().peekable();
         let world = &self.world;
         let mut refused = std::mem::take(&mut self.rejected).into_iter().peekable();
         let jobs = trace
@@ -420,10 +421,10 @@ impl<'a> Engine<'a> {
                 preemptions: rt.preemptions,
                 executed: rt.executed,
                 gpu_time: rt.attained,
-                rejected: match refused.next_if(|r| r.0 as usize == k) {
-                    Some((_, why)) => Some(why),
-                    None => rt.declined,
-                },
+                rejected: refused
+                    .next_if(|r| r.0 as usize == k)
+                    .or_else(|| declined.next_if(|r| r.0 as usize == k))
+                    .map(|(_, why)| why),
                 deadline: j.deadline,
                 judged: world.plan_end(k as JobIdx).judged,
             })
