@@ -829,3 +829,58 @@ impl World {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_record_stays_small() {
+        // Every trace job has one from the start of a run: on a million-job trace each
+        // byte is a megabyte of fresh pages, which bounded the event rate.
+        assert!(
+            std::mem::size_of::<JobRt>() <= 120,
+            "JobRt grew to {} bytes: keep fields only some policies set in a table of their own",
+            std::mem::size_of::<JobRt>()
+        );
+    }
+
+    #[test]
+    fn jobs_leave_and_enter_the_pending_and_running_lists_by_their_slots() {
+        let cluster = apiary_model::ClusterSpec::preset("n1g4")
+            .unwrap()
+            .build()
+            .unwrap();
+        let jobs = (0..4)
+            .map(|k| Job::new(format!("{k}"), 0, 1, 100))
+            .collect();
+        let mut w = World::new(cluster, jobs);
+        for i in 0..4 {
+            w.submit(i);
+        }
+        assert_eq!(w.pending(), [0, 1, 2, 3]);
+        let mut p = Placement::default();
+        assert!(w.place(1, PlacementStrategy::Consolidated, &mut p));
+        assert!(w.start(1, p));
+        assert_eq!(
+            w.pending(),
+            [0, 3, 2],
+            "the last pending job took 1's place"
+        );
+        assert_eq!(w.running(), [1]);
+        let mut p = Placement::default();
+        assert!(w.place(0, PlacementStrategy::Consolidated, &mut p));
+        assert!(w.start(0, p));
+        assert_eq!(w.pending(), [2, 3]);
+        assert!(w.preempt(1));
+        assert_eq!(w.running(), [0]);
+        assert_eq!(w.pending(), [2, 3, 1]);
+        assert!(w.decline(3, "no".into()));
+        assert_eq!(w.pending(), [2, 1]);
+        assert_eq!(w.declined(3), Some("no"));
+        assert!(!w.decline(3, "again".into()), "not pending any more");
+        w.finish(0);
+        assert!(w.running().is_empty());
+        assert_eq!(w.pending_count(), 2);
+    }
+}
