@@ -83,7 +83,7 @@ impl UtilSeries {
             return;
         }
         // Most intervals (the time between two events) lie in one bucket already held:
-        // one division finds it, where the general path below takes three.
+        // one division finds it, where the general path takes three.
         if to <= self.start + self.busy.len() as Time * self.width {
             let b = ((from - self.start) / self.width) as usize;
             if to <= self.start + (b as Time + 1) * self.width {
@@ -91,6 +91,12 @@ impl UtilSeries {
                 return;
             }
         }
+        self.add_spanning(from, to, gpus);
+    }
+
+    /// The general path of [`UtilSeries::add_weight`]: grows the series to `to`, then
+    /// adds to each bucket the interval spans.
+    fn add_spanning(&mut self, from: Time, to: Time, gpus: f64) {
         while (to - self.start).div_ceil(self.width) as usize > MAX_BUCKETS {
             self.coarsen();
         }
@@ -190,26 +196,6 @@ mod tests {
 
     #[test]
     fn intervals_within_a_bucket_add_as_the_general_path_does() {
-        // The general path alone: grow, then walk the buckets the interval spans.
-        fn general(u: &mut UtilSeries, from: Time, to: Time, gpus: f64) {
-            if to <= from || gpus <= 0.0 {
-                return;
-            }
-            while (to - u.start).div_ceil(u.width) as usize > MAX_BUCKETS {
-                u.coarsen();
-            }
-            let need = (to - u.start).div_ceil(u.width) as usize;
-            if u.busy.len() < need {
-                u.busy.resize(need, 0.0);
-            }
-            let mut t = from;
-            while t < to {
-                let b = ((t - u.start) / u.width) as usize;
-                let end = (u.start + (b as Time + 1) * u.width).min(to);
-                u.busy[b] += (end - t) as f64 * gpus;
-                t = end;
-            }
-        }
         let (mut fast, mut slow) = (UtilSeries::new(7, 64), UtilSeries::new(7, 64));
         let (mut t, mut x) = (7u64, 3u64);
         for _ in 0..20_000 {
@@ -224,7 +210,9 @@ mod tests {
             };
             let gpus = ((x >> 8) % 65) as f64 * 0.75;
             fast.add_weight(t, t + dt, gpus);
-            general(&mut slow, t, t + dt, gpus);
+            if t + dt > t && gpus > 0.0 {
+                slow.add_spanning(t, t + dt, gpus);
+            }
             t += dt;
         }
         assert!(fast.width > 60_000, "the run coarsened");
