@@ -178,6 +178,25 @@ pub struct World {
 }
 
 const NOT_SHARED: u32 = u32::MAX;
+/// Emptied placements kept for reuse at most (a burst of finishes keeps no more).
+const MAX_SPARE: usize = 1024;
+
+/// A per-job table that exists only once something sets an entry: made here, as long
+/// as the job list, on first use.
+fn made<T: Clone>(table: &mut Vec<T>, jobs: usize, fill: T) -> &mut Vec<T> {
+    if table.is_empty() {
+        table.resize(jobs, fill);
+    }
+    table
+}
+
+/// Keeps a per-job table that exists as long as the job list (appended jobs take
+/// `fill`; a taken-back job's entry goes).
+fn fit<T: Clone>(table: &mut Vec<T>, jobs: usize, fill: T) {
+    if !table.is_empty() {
+        table.resize(jobs, fill);
+    }
+}
 
 /// Takes job `i` out of `list` (the pending or the running jobs), where its record's
 /// slot says it is, moving the last job into its place. False if it is not there.
@@ -192,8 +211,6 @@ fn take_out(list: &mut Vec<JobIdx>, rt: &mut [JobRt], i: JobIdx) -> bool {
     }
     true
 }
-/// Emptied placements kept for reuse at most (a burst of finishes keeps no more).
-const MAX_SPARE: usize = 1024;
 
 impl World {
     /// A world with every job in the future. `jobs` must be sorted by submit time.
@@ -233,7 +250,7 @@ impl World {
         let i = self.jobs.len() as JobIdx;
         self.rt.push(JobRt::future(&job));
         self.jobs.push(job);
-        self.grow_tables();
+        self.fit_tables();
         i
     }
 
@@ -252,22 +269,18 @@ impl World {
         }
         self.jobs.pop();
         self.rt.pop();
-        let n = self.jobs.len();
-        self.share.truncate(n);
-        self.share_refs.truncate(n);
-        self.overlay.truncate(n);
-        self.blocked.truncate(n);
-        self.speeds.truncate(n);
-        self.agents.truncate(n);
+        self.fit_tables();
         true
     }
 
     /// Keeps a pending job from starting (`true`) or lets it start again.
     pub fn set_blocked(&mut self, i: JobIdx, blocked: bool) {
-        if blocked && self.blocked.is_empty() {
-            self.blocked = vec![false; self.jobs.len()];
-        }
-        if let Some(b) = self.blocked.get_mut(i as usize) {
+        let table = if blocked {
+            made(&mut self.blocked, self.jobs.len(), false)
+        } else {
+            &mut self.blocked
+        };
+        if let Some(b) = table.get_mut(i as usize) {
             *b = blocked;
         }
     }
@@ -281,26 +294,17 @@ impl World {
         self.rt[i as usize].status == Status::Pending && !self.is_blocked(i)
     }
 
-    /// Keeps each per-job table that exists as long as the job list (an appended job
-    /// takes the defaults).
-    fn grow_tables(&mut self) {
+    /// Keeps each per-job table that exists as long as the job list, as jobs are
+    /// appended and taken back.
+    fn fit_tables(&mut self) {
         let n = self.jobs.len();
-        if !self.share.is_empty() {
-            self.share.resize(n, NOT_SHARED);
-            self.share_refs.resize(n, 0);
-        }
-        if !self.overlay.is_empty() {
-            self.overlay.resize(n, false);
-        }
-        if !self.blocked.is_empty() {
-            self.blocked.resize(n, false);
-        }
-        if !self.speeds.is_empty() {
-            self.speeds.resize(n, 1.0);
-        }
-        if !self.agents.is_empty() {
-            self.agents.resize_with(n, || None);
-        }
+        fit(&mut self.share, n, NOT_SHARED);
+        fit(&mut self.share_refs, n, 0);
+        fit(&mut self.overlay, n, false);
+        fit(&mut self.blocked, n, false);
+        fit(&mut self.speeds, n, 1.0);
+        fit(&mut self.agents, n, None);
+        fit(&mut self.plan_ends, n, PlanEnd::default());
     }
 
     /// Job `i`'s factor on the throughput model's rate, 1 unless a policy set one
@@ -311,10 +315,7 @@ impl World {
     }
 
     pub(crate) fn set_speed(&mut self, i: JobIdx, factor: f64) {
-        if self.speeds.is_empty() {
-            self.speeds = vec![1.0; self.jobs.len()];
-        }
-        self.speeds[i as usize] = factor;
+        made(&mut self.speeds, self.jobs.len(), 1.0)[i as usize] = factor;
     }
 
     /// An adaptive job's own state (Pollux's jobs): its batch, epoch and what it reports
@@ -334,10 +335,7 @@ impl World {
 
     /// Gives job `i` an agent (the driver, for an adaptive job).
     pub fn set_agent(&mut self, i: JobIdx, agent: Agent) {
-        if self.agents.is_empty() {
-            self.agents.resize_with(self.jobs.len(), || None);
-        }
-        self.agents[i as usize] = Some(Box::new(agent));
+        made(&mut self.agents, self.jobs.len(), None)[i as usize] = Some(Box::new(agent));
     }
 
     /// Why admission control turned job `i` away, if it did.
@@ -364,10 +362,7 @@ impl World {
 
     /// Job `i`'s [`PlanEnd`] to set, making the table on first use.
     pub(crate) fn plan_end_mut(&mut self, i: JobIdx) -> &mut PlanEnd {
-        if self.plan_ends.is_empty() {
-            self.plan_ends = vec![PlanEnd::default(); self.jobs.len()];
-        }
-        &mut self.plan_ends[i as usize]
+        &mut made(&mut self.plan_ends, self.jobs.len(), PlanEnd::default())[i as usize]
     }
 
     /// Brings a running job's counters up to `now`.
@@ -493,10 +488,8 @@ impl World {
         {
             return false;
         }
-        if self.share.is_empty() {
-            self.share = vec![NOT_SHARED; self.jobs.len()];
-            self.share_refs = vec![0; self.jobs.len()];
-        }
+        made(&mut self.share, self.jobs.len(), NOT_SHARED);
+        made(&mut self.share_refs, self.jobs.len(), 0);
         let g = if self.share[wu] == NOT_SHARED {
             self.share[wu] = with;
             self.share_refs[wu] = 1;
@@ -534,10 +527,7 @@ impl World {
         if !valid {
             return false;
         }
-        if self.overlay.is_empty() {
-            self.overlay = vec![false; self.jobs.len()];
-        }
-        self.overlay[idx] = true;
+        made(&mut self.overlay, self.jobs.len(), false)[idx] = true;
         self.mark_running(i, p);
         true
     }
@@ -842,6 +832,32 @@ mod tests {
             std::mem::size_of::<JobRt>() <= 120,
             "JobRt grew to {} bytes: keep fields only some policies set in a table of their own",
             std::mem::size_of::<JobRt>()
+        );
+    }
+
+    #[test]
+    fn tables_made_on_first_use_cover_jobs_appended_later() {
+        let cluster = apiary_model::ClusterSpec::preset("n1g4")
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut w = World::new(cluster, vec![Job::new("a", 0, 1, 100)]);
+        w.plan_end_mut(0).hold_until = 50;
+        w.set_speed(0, 0.5);
+        w.set_blocked(0, true);
+        let b = w.push_job(Job::new("b", 0, 1, 100));
+        assert_eq!(w.plan_end(b), PlanEnd::default());
+        w.plan_end_mut(b).hold_until = 70;
+        assert_eq!(w.plan_end(b).hold_until, 70);
+        assert_eq!(w.speed(b), 1.0);
+        w.submit(b);
+        assert!(w.startable(b), "an appended job is not blocked");
+        assert!(w.pop_job(b));
+        assert_eq!((w.plan_end(0).hold_until, w.speed(0)), (50, 0.5));
+        assert_eq!(
+            w.plan_end(b),
+            PlanEnd::default(),
+            "the taken-back job's entry went"
         );
     }
 
