@@ -363,8 +363,8 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
 }
 
 /// pymoo's one-point crossover over jobs (rows of `nodes` entries): the children swap
-/// the rows before a random job. pymoo crosses 90 % of matings; the rest pass the
-/// parents on to mutation unchanged.
+/// the rows before a random job, in [`CROSSOVER_PROB`] of matings; otherwise they are
+/// the parents, passed on to mutation unchanged.
 fn crossover(a: &[u8], b: &[u8], jobs: usize, rng: &mut Rng) -> [Vec<u8>; 2] {
     let point = rng.below(jobs as u64) as usize * (a.len() / jobs.max(1));
     let mut c1 = a.to_vec();
@@ -646,7 +646,7 @@ mod tests {
     fn crossover_swaps_leading_jobs_in_nine_matings_of_ten() {
         let (a, b) = (vec![1u8; 12], vec![2u8; 12]);
         let mut rng = Rng::stream(7, "test");
-        let (mut crossed, mut copied) = (0, 0);
+        let mut copied = 0;
         for _ in 0..10_000 {
             let [c1, c2] = crossover(&a, &b, 4, &mut rng);
             // Each child is a prefix of whole rows from one parent, the rest from the other.
@@ -656,13 +656,10 @@ mod tests {
             assert!(c2[..k].iter().all(|&v| v == 1) && c2[k..].iter().all(|&v| v == 2));
             if c1 == a && c2 == b {
                 copied += 1;
-            } else {
-                crossed += 1;
             }
         }
         // A cut before the first job swaps nothing, so copies are 10 % plus 90 % / 4.
         let expect = 10_000.0 * (0.1 + 0.9 / 4.0);
         assert!((copied as f64 - expect).abs() < 300.0, "copied {copied}");
-        assert_eq!(crossed + copied, 10_000);
     }
 }
