@@ -9,6 +9,7 @@ mod bench;
 mod comm;
 mod hived;
 mod live;
+mod llm;
 mod run;
 mod traces;
 
@@ -175,6 +176,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: comm::CommCmd,
     },
+    /// LLM inference clusters: simulate and compare request schedulers (Llumnix,
+    /// INFaaS++, round-robin) over vLLM-style instances.
+    Llm {
+        #[command(subcommand)]
+        cmd: llm::LlmCmd,
+    },
     /// Inspect, convert and generate traces.
     Trace {
         #[command(subcommand)]
@@ -294,6 +301,7 @@ fn main() {
                 }
             }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
+        Cmd::Llm { cmd } => llm::run(cmd),
         Cmd::Comm { cmd } => match cmd {
             comm::CommCmd::Plan(a) => comm::plan(&a),
             comm::CommCmd::Compare(a) => comm::compare(&a),

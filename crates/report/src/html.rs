@@ -13,14 +13,17 @@ const W: f64 = 640.0;
 const H: f64 = 300.0;
 const PAD: f64 = 50.0;
 
-fn esc(s: &str) -> String {
+/// `s` escaped for HTML text and attributes.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
-fn chart(
+/// An inline SVG line chart of `series` (name, points), drawn by hand so its bytes
+/// depend only on the numbers; `log_x` plots `log10(max(x, 1))`.
+pub fn chart(
     title: &str,
     xlabel: &str,
     ylabel: &str,
@@ -121,7 +124,8 @@ fn chart(
     o
 }
 
-fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
+/// The empirical CDF of `v`, thinned to about 400 points.
+pub fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     let step = (n / 400).max(1);

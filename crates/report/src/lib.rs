@@ -6,7 +6,7 @@
 //! selectable ([`Percentile`]). Writers emit the per-job CSV, the summary JSON, a text
 //! table, and a self-contained HTML report with inline SVG charts.
 
-mod html;
+pub mod html;
 pub mod vc;
 pub use html::html_report;
 

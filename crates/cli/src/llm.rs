@@ -1,0 +1,430 @@
+//! `apiary llm`: simulate and compare cluster schedulers for LLM inference.
+
+use anyhow::{Context, Result, bail};
+use apiary_llm::engine::{Cluster, LlmOutcome};
+use apiary_llm::hardware::{self, MemoryPlan};
+use apiary_llm::latency::{EngineKind, IterModel, LinearSource};
+use apiary_llm::metrics::{LlmSummary, Slo, table};
+use apiary_llm::policy::{self, POLICIES};
+use apiary_llm::replica::ReplicaConfig;
+use apiary_llm::workload::{self, ClipRule, Clipped, Request};
+use apiary_policy::Params;
+use clap::{Args, Subcommand};
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const SAMPLE: &str = "testdata/llm/azure-conv-sample.csv";
+const SAMPLE_TEXT: &str = include_str!("../../../testdata/llm/azure-conv-sample.csv");
+
+/// `apiary llm` subcommands.
+#[derive(Subcommand)]
+pub enum LlmCmd {
+    /// Replay requests on a cluster of inference instances under one policy.
+    Simulate(LlmArgs),
+    /// Run several policies on one workload; print a table and write an HTML report.
+    Compare {
+        #[command(flatten)]
+        run: LlmArgs,
+        /// Where the HTML report goes.
+        #[arg(long, default_value = "llm-compare.html")]
+        html: PathBuf,
+    },
+    /// List the cluster schedulers and their parameters.
+    Policies,
+    /// List the built-in models and GPUs, and what an instance of each holds.
+    Models,
+}
+
+/// What to run.
+#[derive(Args, Clone)]
+pub struct LlmArgs {
+    /// Trace file (Azure LLM 2023 CSV, ShareGPT lengths CSV, Mooncake JSONL) or
+    /// `powerlaw:IN-OUT` with IN, OUT in S, M, L (Llumnix's means 128, 256, 512) or 1024.
+    /// Default: a committed sample of the Azure conversation trace.
+    #[arg(long, short)]
+    trace: Option<String>,
+    /// Policy, or a comma-separated list for `compare`.
+    #[arg(long, short, default_value = "llumnix")]
+    policy: String,
+    /// Model (see `apiary llm models`).
+    #[arg(long, default_value = "llama-2-7b")]
+    model: String,
+    /// GPU (see `apiary llm models`).
+    #[arg(long, default_value = "A10")]
+    gpu: String,
+    /// Instances at the start.
+    #[arg(long, default_value_t = 16)]
+    instances: u32,
+    /// Tensor-parallel GPUs per instance.
+    #[arg(long, default_value_t = 1)]
+    tp: u32,
+    /// Replace arrivals by a Poisson (cv 1) or Gamma process at this many requests/s.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Coefficient of variation of the inter-arrival gaps (with --rate).
+    #[arg(long, default_value_t = 1.0)]
+    cv: f64,
+    /// Use the first N requests (synthetic workloads: generate N; default 10,000).
+    #[arg(long, short = 'n')]
+    requests: Option<usize>,
+    /// Longest request (prompt + output) in tokens; default the model's context.
+    #[arg(long)]
+    max_len: Option<u32>,
+    /// Refuse requests longer than --max-len instead of clipping them.
+    #[arg(long)]
+    refuse_long: bool,
+    /// Chunked prefill with this token budget per iteration (default: vLLM v0's
+    /// prefill-first iterations).
+    #[arg(long)]
+    chunk: Option<u32>,
+    /// Engine: vllm (parts in sequence) or nanoflow (compute, memory and network overlap).
+    #[arg(long, default_value = "vllm")]
+    engine: String,
+    /// CPU time per iteration, ms (scheduling, sampling; ~3 for CUDA-graph engines,
+    /// 10-25 for 2023-era ones).
+    #[arg(long, default_value_t = 5.0)]
+    cpu_ms: f64,
+    /// KV blocks per instance (default: what the GPU memory leaves, as vLLM sizes it).
+    #[arg(long)]
+    kv_blocks: Option<u32>,
+    /// TTFT bound of the SLO, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    slo_ttft: f64,
+    /// TPOT bound of the SLO, seconds.
+    #[arg(long, default_value_t = 0.2)]
+    slo_tpot: f64,
+    /// Seed of the generators.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Policy parameter `key=value` (see `apiary llm policies`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print the summary as JSON (one object; an array for `compare`).
+    #[arg(long)]
+    json: bool,
+    /// No progress or timing lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Runs an `apiary llm` subcommand.
+pub fn run(cmd: LlmCmd) -> Result<()> {
+    match cmd {
+        LlmCmd::Simulate(a) => {
+            if a.policy.contains(',') {
+                bail!("simulate runs one policy; use `apiary llm compare` for a list");
+            }
+            let w = Workload::load(&a)?;
+            let (sum, _) = run_policy(&a, &w, &a.policy)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&sum.to_json())?);
+            } else {
+                print!("{}", table(std::slice::from_ref(&sum)));
+                print_details(&sum);
+            }
+            Ok(())
+        }
+        LlmCmd::Compare { run, html } => {
+            let w = Workload::load(&run)?;
+            let mut out = Vec::new();
+            for p in run
+                .policy
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+            {
+                out.push(run_policy(&run, &w, p)?);
+            }
+            let sums: Vec<LlmSummary> = out.iter().map(|o| o.0.clone()).collect();
+            if run.json {
+                let v: Vec<_> = sums.iter().map(LlmSummary::to_json).collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", table(&sums));
+            }
+            let runs: Vec<(LlmSummary, &LlmOutcome)> =
+                out.iter().map(|(s, o)| (s.clone(), o)).collect();
+            let page = apiary_llm::html::report(&format!("apiary llm compare: {}", w.name), &runs);
+            std::fs::write(&html, page).with_context(|| format!("writing {}", html.display()))?;
+            if !run.quiet {
+                eprintln!("wrote {}", html.display());
+            }
+            Ok(())
+        }
+        LlmCmd::Policies => {
+            for s in POLICIES {
+                println!("{:<14} {}", s.name, s.about);
+                for p in s.params {
+                    println!(
+                        "    {:<20} {:<10} {}",
+                        p.key,
+                        format!("[{}]", p.default),
+                        p.about
+                    );
+                }
+            }
+            Ok(())
+        }
+        LlmCmd::Models => {
+            let gpus = hardware::gpus();
+            println!(
+                "models (KV blocks of 16 tokens per instance at TP 1 on: {}):",
+                gpus.iter()
+                    .map(|g| g.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for m in hardware::models() {
+                let blocks: Vec<String> = gpus
+                    .iter()
+                    .map(|g| {
+                        hardware::kv_blocks(&m, g, 1, MemoryPlan::default(), 16)
+                            .map_or("-".into(), |b| b.to_string())
+                    })
+                    .collect();
+                println!(
+                    "  {:<16} {:>3} layers, ctx {:>6}, {:>6.1} GB weights, {:>5.0} KiB KV/token; {}",
+                    m.name,
+                    m.layers,
+                    m.max_ctx,
+                    m.weight_bytes / 1e9,
+                    m.kv_bytes_per_token / 1024.0,
+                    blocks.join(" ")
+                );
+            }
+            println!("gpus:");
+            for g in gpus {
+                println!(
+                    "  {:<16} {:>4.0} GB, {:>5.0} GB/s, {:>4.0} TFLOPS, link {:>3.0} GB/s",
+                    g.name,
+                    g.mem_bytes / 1e9,
+                    g.mem_bw / 1e9,
+                    g.flops / 1e12,
+                    g.link_bw / 1e9
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+struct Workload {
+    name: String,
+    requests: Vec<Request>,
+    refused: Vec<bool>,
+    clipped: Clipped,
+    cluster: Cluster,
+}
+
+impl Workload {
+    fn load(a: &LlmArgs) -> Result<Workload> {
+        let model = hardware::model(&a.model)?;
+        let gpu = hardware::gpu(&a.gpu)?;
+        if a.tp == 0 {
+            bail!("--tp must be at least 1");
+        }
+        let (name, mut requests, timed) = match a.trace.as_deref() {
+            Some(spec) if spec.starts_with("powerlaw:") => {
+                let mix = &spec["powerlaw:".len()..];
+                let (i, o) = mix.split_once('-').unwrap_or((mix, mix));
+                let (Some(im), Some(om)) = (workload::mix_mean(i), workload::mix_mean(o)) else {
+                    bail!(
+                        "trace '{spec}': expected powerlaw:IN-OUT with IN, OUT in S, M, L, 128, 256, 512, 1024"
+                    );
+                };
+                let n = a.requests.unwrap_or(10_000);
+                (
+                    spec.to_string(),
+                    workload::power_law_requests(im, om, n, a.seed)?,
+                    false,
+                )
+            }
+            Some(path) => {
+                let t = workload::read_trace(Path::new(path))?;
+                if t.repeated_prefix_blocks > 0 && !a.quiet {
+                    eprintln!(
+                        "note: {path} shares {} prefix blocks between requests; prefix caching is not modelled, every prompt is prefilled in full",
+                        t.repeated_prefix_blocks
+                    );
+                }
+                (path.to_string(), t.requests, t.timed)
+            }
+            None => {
+                let t = workload::parse_trace(Path::new(SAMPLE), SAMPLE_TEXT)?;
+                (
+                    format!(
+                        "{SAMPLE} (2,000 requests of the Azure LLM conversation trace 2023, CC-BY-4.0, see testdata/llm/README.md)"
+                    ),
+                    t.requests,
+                    true,
+                )
+            }
+        };
+        if let Some(n) = a.requests {
+            requests.truncate(n);
+        }
+        match a.rate {
+            Some(rate) => workload::set_arrivals(&mut requests, rate, a.cv, a.seed)?,
+            None if !timed => {
+                bail!("{name} has no arrival times: give --rate (requests/s) and optionally --cv")
+            }
+            None => {}
+        }
+        let max_len = a.max_len.unwrap_or(model.max_ctx);
+        let rule = if a.refuse_long {
+            ClipRule::Refuse
+        } else {
+            ClipRule::Clip
+        };
+        let (clipped, refused) = workload::clip(&mut requests, max_len, rule);
+        let blocks = match a.kv_blocks {
+            Some(b) if b > 0 => b,
+            Some(_) => bail!("--kv-blocks must be at least 1"),
+            None => hardware::kv_blocks(&model, &gpu, a.tp, MemoryPlan::default(), 16)?,
+        };
+        let mut replica = ReplicaConfig::vllm(blocks, max_len);
+        if let Some(c) = a.chunk {
+            if c == 0 {
+                bail!("--chunk must be at least 1 token");
+            }
+            replica.chunk = Some(c);
+        }
+        let kind = match a.engine.as_str() {
+            "vllm" => EngineKind::Sequential,
+            "nanoflow" => EngineKind::Overlapped,
+            e => bail!("--engine must be vllm or nanoflow (got '{e}')"),
+        };
+        if !(a.cpu_ms.is_finite() && a.cpu_ms >= 0.0) {
+            bail!("--cpu-ms must be a non-negative number");
+        }
+        let iter = IterModel::new(&model, &gpu, a.tp, a.cpu_ms / 1e3, kind);
+        if !a.quiet {
+            let src = match iter.linear_source() {
+                LinearSource::Profiled(_) => "Vidur's profile",
+                LinearSource::Roofline => {
+                    "the roofline (no Vidur profile for this GPU, model and TP)"
+                }
+            };
+            eprintln!(
+                "{} requests from {name}; {} x {} on {} x {} ({} KV blocks of 16 each), linear layers from {src}",
+                requests.len(),
+                a.instances,
+                model.name,
+                a.tp,
+                gpu.name,
+                blocks
+            );
+            if clipped.clipped + clipped.refused > 0 {
+                eprintln!(
+                    "note: {} requests longer than {max_len} tokens were {}",
+                    clipped.clipped + clipped.refused,
+                    if a.refuse_long {
+                        "refused"
+                    } else {
+                        "clipped (prompt cut to max-len - 1, output to what is left)"
+                    }
+                );
+            }
+        }
+        Ok(Workload {
+            name,
+            requests,
+            refused,
+            clipped,
+            cluster: Cluster {
+                instances: a.instances,
+                replica,
+                model: iter,
+                kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(a.tp),
+            },
+        })
+    }
+}
+
+fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
+    let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
+    let mut p = policy::build(name, &params)?;
+    let bar = if a.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(w.requests.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} requests done",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_prefix(name.to_string());
+        b
+    };
+    let t0 = Instant::now();
+    let out = apiary_llm::simulate(
+        &w.cluster,
+        &w.requests,
+        &w.refused,
+        p.as_mut(),
+        &mut |d, _| bar.set_position(d as u64),
+    )?;
+    bar.finish_and_clear();
+    let wall = t0.elapsed().as_secs_f64();
+    let slo = Slo {
+        ttft_s: a.slo_ttft,
+        tpot_s: a.slo_tpot,
+    };
+    let sum = LlmSummary::of(name, &out, w.clipped, slo);
+    if !a.quiet {
+        eprintln!(
+            "{name}: {} requests, {} iterations, {} events in {:.3} s ({:.2} M events/s)",
+            sum.requests,
+            sum.iterations,
+            out.events,
+            wall,
+            out.events as f64 / wall.max(1e-9) / 1e6
+        );
+    }
+    Ok((sum, out))
+}
+
+fn print_details(s: &LlmSummary) {
+    println!(
+        "TTFT  mean {:.3} s  p50 {:.3}  p90 {:.3}  p99 {:.3}",
+        s.ttft.mean, s.ttft.p50, s.ttft.p90, s.ttft.p99
+    );
+    println!(
+        "TPOT  mean {:.1} ms  p50 {:.1}  p90 {:.1}  p99 {:.1}",
+        s.tpot.mean * 1e3,
+        s.tpot.p50 * 1e3,
+        s.tpot.p90 * 1e3,
+        s.tpot.p99 * 1e3
+    );
+    println!(
+        "E2E   mean {:.2} s  p99 {:.2};  normalised mean {:.3} s/token  p99 {:.3}",
+        s.e2e.mean, s.e2e.p99, s.normalised.mean, s.normalised.p99
+    );
+    println!(
+        "SLO (TTFT <= {} s, TPOT <= {} s): {:.1} %",
+        s.slo_ttft_s,
+        s.slo_tpot_s,
+        s.slo_attainment * 100.0
+    );
+    println!(
+        "preemptions {} ({} requests), loss mean {:.3} s;  migrations {} (aborted {}), downtime mean {:.1} ms",
+        s.preemptions,
+        s.preempted_requests,
+        s.preemption_loss_mean_s,
+        s.migrations,
+        s.aborted_migrations,
+        s.migration_downtime_mean_s * 1e3
+    );
+    println!(
+        "instances {:.2} on average, GPU busy {:.1} %, {:.0} output tokens/s ({:.0} in + out), span {:.1} s;  clipped {}, refused {}",
+        s.instances_mean,
+        s.gpu_util * 100.0,
+        s.tokens_per_s,
+        s.total_tokens_per_s,
+        s.span_s,
+        s.clipped,
+        s.refused
+    );
+}

@@ -1,0 +1,281 @@
+//! What a serving run is judged by (§6 of the note): time to first token (TTFT, which
+//! Llumnix calls prefill latency), time per output token (TPOT, its decode latency),
+//! end-to-end and normalised latency, SLO attainment, preemptions and their loss,
+//! migrations and their downtime, instances, GPU utilisation and throughput.
+
+use crate::engine::LlmOutcome;
+use crate::replica::{Phase, Req};
+use crate::workload::Clipped;
+
+/// Latency targets a request meets or misses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slo {
+    /// TTFT bound, seconds.
+    pub ttft_s: f64,
+    /// TPOT bound, seconds.
+    pub tpot_s: f64,
+}
+
+impl Default for Slo {
+    /// Vidur-Search's capacity targets: TTFT under 2 s, time between tokens under 200 ms.
+    fn default() -> Self {
+        Slo {
+            ttft_s: 2.0,
+            tpot_s: 0.2,
+        }
+    }
+}
+
+/// Mean and percentiles of one latency, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Dist {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// The value at nearest rank `ceil(p n)` of `sorted`.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).max(1) - 1;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+impl Dist {
+    /// Of `v` (sorted in place).
+    pub fn of(v: &mut [f64]) -> Dist {
+        v.sort_by(f64::total_cmp);
+        let n = v.len().max(1) as f64;
+        Dist {
+            mean: v.iter().sum::<f64>() / n,
+            p50: percentile(v, 0.5),
+            p90: percentile(v, 0.9),
+            p99: percentile(v, 0.99),
+        }
+    }
+}
+
+/// A run's figures.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct LlmSummary {
+    /// Policy name.
+    pub policy: String,
+    /// Requests completed.
+    pub requests: u64,
+    /// Requests shortened by the context rule.
+    pub clipped: u64,
+    /// Requests not run (context rule, or longer than an instance's KV cache).
+    pub refused: u64,
+    /// Time to first token.
+    pub ttft: Dist,
+    /// Time per output token after the first (requests of two or more tokens).
+    pub tpot: Dist,
+    /// Arrival to last token.
+    pub e2e: Dist,
+    /// End-to-end latency over output tokens.
+    pub normalised: Dist,
+    /// Share of requests meeting both SLO bounds.
+    pub slo_attainment: f64,
+    /// The bounds.
+    pub slo_ttft_s: f64,
+    /// The bounds.
+    pub slo_tpot_s: f64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Requests preempted at least once.
+    pub preempted_requests: u64,
+    /// Mean preemption loss per request, seconds.
+    pub preemption_loss_mean_s: f64,
+    /// Migrations completed.
+    pub migrations: u64,
+    /// Migrations abandoned.
+    pub aborted_migrations: u64,
+    /// Mean downtime of a completed migration, seconds.
+    pub migration_downtime_mean_s: f64,
+    /// Instances provisioned on average over the run.
+    pub instances_mean: f64,
+    /// Share of provisioned instance time spent in iterations.
+    pub gpu_util: f64,
+    /// Output tokens per second.
+    pub tokens_per_s: f64,
+    /// Input and output tokens per second.
+    pub total_tokens_per_s: f64,
+    /// First arrival to last completion, seconds.
+    pub span_s: f64,
+    /// Highest share of peak FLOP/s any instance sustained while busy.
+    pub max_flop_share: f64,
+    /// Highest share of peak bandwidth any instance sustained while busy.
+    pub max_bw_share: f64,
+    /// Engine iterations.
+    pub iterations: u64,
+}
+
+impl LlmSummary {
+    /// The figures of `o`.
+    pub fn of(policy: &str, o: &LlmOutcome, clipped: Clipped, slo: Slo) -> LlmSummary {
+        let done: Vec<&Req> = o
+            .requests
+            .iter()
+            .filter(|q| q.phase == Phase::Done)
+            .collect();
+        let refused = o
+            .requests
+            .iter()
+            .filter(|q| q.phase == Phase::Refused)
+            .count() as u64;
+        let secs = |us: u64| us as f64 / 1e6;
+        let mut ttft: Vec<f64> = done.iter().map(|q| secs(q.first - q.req.arrival)).collect();
+        let mut tpot: Vec<f64> = done
+            .iter()
+            .filter(|q| q.req.output > 1)
+            .map(|q| secs(q.done - q.first) / f64::from(q.req.output - 1))
+            .collect();
+        let mut e2e: Vec<f64> = done.iter().map(|q| secs(q.done - q.req.arrival)).collect();
+        let mut norm: Vec<f64> = done
+            .iter()
+            .map(|q| secs(q.done - q.req.arrival) / f64::from(q.req.output))
+            .collect();
+        let met = done
+            .iter()
+            .filter(|q| {
+                let t = secs(q.first - q.req.arrival);
+                let p = if q.req.output > 1 {
+                    secs(q.done - q.first) / f64::from(q.req.output - 1)
+                } else {
+                    0.0
+                };
+                t <= slo.ttft_s && p <= slo.tpot_s
+            })
+            .count();
+        let n = done.len().max(1) as f64;
+        let span = secs(o.span).max(1e-9);
+        let out_tokens: u64 = done.iter().map(|q| u64::from(q.req.output)).sum();
+        let in_tokens: u64 = done.iter().map(|q| u64::from(q.req.input)).sum();
+        let downtime: u64 = done.iter().map(|q| q.downtime).sum();
+        LlmSummary {
+            policy: policy.to_string(),
+            requests: done.len() as u64,
+            clipped: clipped.clipped,
+            refused,
+            ttft: Dist::of(&mut ttft),
+            tpot: Dist::of(&mut tpot),
+            e2e: Dist::of(&mut e2e),
+            normalised: Dist::of(&mut norm),
+            slo_attainment: met as f64 / n,
+            slo_ttft_s: slo.ttft_s,
+            slo_tpot_s: slo.tpot_s,
+            preemptions: done.iter().map(|q| u64::from(q.preemptions)).sum(),
+            preempted_requests: done.iter().filter(|q| q.preemptions > 0).count() as u64,
+            preemption_loss_mean_s: done.iter().map(|q| secs(q.loss)).sum::<f64>() / n,
+            migrations: o.migrations,
+            aborted_migrations: o.aborted_migrations,
+            migration_downtime_mean_s: if o.migrations == 0 {
+                0.0
+            } else {
+                secs(downtime) / o.migrations as f64
+            },
+            instances_mean: o.instance_secs / span,
+            gpu_util: o.busy_secs / o.instance_secs.max(1e-9),
+            tokens_per_s: out_tokens as f64 / span,
+            total_tokens_per_s: (out_tokens + in_tokens) as f64 / span,
+            span_s: span,
+            max_flop_share: o.max_flop_share,
+            max_bw_share: o.max_bw_share,
+            iterations: o.iterations,
+        }
+    }
+
+    /// The summary as flat JSON (the keys scripts read: `ttft_mean_s`, `ttft_p99_s`,
+    /// `tpot_mean_s`, `tpot_p99_s`, `e2e_p99_s`, `slo_attainment`, `preemptions`,
+    /// `migrations`, `requests`, `clipped`, and the rest).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            m.insert(k.to_string(), v);
+        };
+        put("policy", self.policy.clone().into());
+        put("requests", self.requests.into());
+        put("clipped", self.clipped.into());
+        put("refused", self.refused.into());
+        for (name, d) in [
+            ("ttft", &self.ttft),
+            ("tpot", &self.tpot),
+            ("e2e", &self.e2e),
+            ("normalised", &self.normalised),
+        ] {
+            put(&format!("{name}_mean_s"), d.mean.into());
+            put(&format!("{name}_p50_s"), d.p50.into());
+            put(&format!("{name}_p90_s"), d.p90.into());
+            put(&format!("{name}_p99_s"), d.p99.into());
+        }
+        put("slo_attainment", self.slo_attainment.into());
+        put("slo_ttft_s", self.slo_ttft_s.into());
+        put("slo_tpot_s", self.slo_tpot_s.into());
+        put("preemptions", self.preemptions.into());
+        put("preempted_requests", self.preempted_requests.into());
+        put("preemption_loss_mean_s", self.preemption_loss_mean_s.into());
+        put("migrations", self.migrations.into());
+        put("aborted_migrations", self.aborted_migrations.into());
+        put(
+            "migration_downtime_mean_s",
+            self.migration_downtime_mean_s.into(),
+        );
+        put("instances_mean", self.instances_mean.into());
+        put("gpu_util", self.gpu_util.into());
+        put("tokens_per_s", self.tokens_per_s.into());
+        put("total_tokens_per_s", self.total_tokens_per_s.into());
+        put("span_s", self.span_s.into());
+        put("max_flop_share", self.max_flop_share.into());
+        put("max_bw_share", self.max_bw_share.into());
+        put("iterations", self.iterations.into());
+        serde_json::Value::Object(m)
+    }
+}
+
+/// A side-by-side table of runs.
+pub fn table(sums: &[LlmSummary]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>6} {:>9}",
+        "policy",
+        "requests",
+        "ttft mean",
+        "ttft p99",
+        "tpot mean",
+        "tpot p99",
+        "e2e p99",
+        "slo",
+        "preempt",
+        "migrate",
+        "inst",
+        "tokens/s"
+    );
+    for m in sums {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>8} {:>8.3}s {:>8.3}s {:>7.1}ms {:>7.1}ms {:>8.2}s {:>6.1}% {:>8} {:>8} {:>6.2} {:>9.0}",
+            m.policy,
+            m.requests,
+            m.ttft.mean,
+            m.ttft.p99,
+            m.tpot.mean * 1e3,
+            m.tpot.p99 * 1e3,
+            m.e2e.p99,
+            m.slo_attainment * 100.0,
+            m.preemptions,
+            m.migrations,
+            m.instances_mean,
+            m.tokens_per_s
+        );
+    }
+    s
+}

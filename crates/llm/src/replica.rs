@@ -1,0 +1,643 @@
+//! One inference instance: continuous batching over a paged KV cache with vLLM v0's
+//! scheduling rules.
+//!
+//! Blocks hold `block_size` tokens; a prompt is admitted (FCFS) only while the free
+//! blocks after it stay above the watermark (1 % of the cache); without chunked prefill
+//! an iteration either prefills the admitted prompts or decodes every running request;
+//! when a decode step needs blocks that are not there, the most recently admitted
+//! request is preempted by recomputation: its blocks are freed and it returns to the
+//! front of the queue, to prefill its prompt and the tokens it had generated again.
+//! With chunked prefill (Sarathi-Serve, later vLLM) an iteration carries every decode
+//! plus prompt chunks up to a token budget.
+//!
+//! A decode iteration costs O(1) however many requests run: every decoding request
+//! gains one token per iteration, so its length is its length when it joined plus the
+//! iterations since, the KV tokens the batch reads are a running sum plus the count
+//! times the clock, the requests that need a fresh block this iteration are the ones in
+//! one residue class of the clock (kept as counts), and completions sit in a heap keyed
+//! by the iteration they finish on.
+
+use crate::latency::{Batch, Cost, IterModel};
+use crate::workload::{Micros, Request};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+/// How an instance schedules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// Tokens per KV block (vLLM: 16).
+    pub block_size: u32,
+    /// KV blocks of the instance.
+    pub total_blocks: u32,
+    /// Blocks a new prompt must leave free (vLLM: 1 % of the cache).
+    pub watermark: u32,
+    /// Most requests running at once (vLLM: 256).
+    pub max_seqs: u32,
+    /// Most prompt tokens one prefill iteration takes (without chunking).
+    pub max_batched_tokens: u32,
+    /// Token budget per iteration with chunked prefill; `None` runs vLLM v0's
+    /// prefill-first iterations.
+    pub chunk: Option<u32>,
+}
+
+impl ReplicaConfig {
+    /// vLLM v0's defaults for a cache of `total_blocks`, admitting prompts up to
+    /// `max_len` tokens in one iteration.
+    pub fn vllm(total_blocks: u32, max_len: u32) -> ReplicaConfig {
+        ReplicaConfig {
+            block_size: 16,
+            total_blocks,
+            watermark: total_blocks / 100,
+            max_seqs: 256,
+            max_batched_tokens: max_len.max(2048),
+            chunk: None,
+        }
+    }
+
+    /// Blocks holding `tokens`.
+    pub fn blocks(&self, tokens: u32) -> u32 {
+        tokens.div_ceil(self.block_size)
+    }
+}
+
+/// Where a request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Not arrived yet.
+    Future,
+    /// In an instance's queue.
+    Waiting,
+    /// Admitted, its prompt (or a recomputation) being prefilled.
+    Prefilling,
+    /// Generating, one token per iteration.
+    Decoding,
+    /// Stopped for the last stage of a live migration.
+    Frozen,
+    /// Finished.
+    Done,
+    /// Never run (longer than the context or the instance's cache).
+    Refused,
+}
+
+/// A request's state and its record.
+#[derive(Clone, Debug)]
+pub struct Req {
+    /// The request.
+    pub req: Request,
+    /// Where it is.
+    pub phase: Phase,
+    /// Its instance.
+    pub inst: u32,
+    /// Tokens generated so far (while decoding: as of `clock0`).
+    pub generated: u32,
+    /// KV tokens stored (while decoding: as of `clock0`).
+    pub stored: u32,
+    /// Prompt tokens prefilled in the current (chunked) prefill.
+    pub prefilled: u32,
+    /// The instance's decode clock when it joined the decoding set.
+    pub clock0: u64,
+    /// Admission order on its instance.
+    pub admitted: u64,
+    /// Bumped whenever it leaves the decoding set, to void its heap entry.
+    pub epoch: u32,
+    /// Waiting after a preemption.
+    pub preempted: bool,
+    /// Prefilling again after a preemption.
+    pub recompute: bool,
+    /// The outgoing migration it is in, if any.
+    pub migration: Option<u32>,
+    /// First token, µs (`Micros::MAX` before).
+    pub first: Micros,
+    /// Completion, µs.
+    pub done: Micros,
+    /// Times preempted.
+    pub preemptions: u32,
+    /// When last preempted.
+    pub preempted_at: Micros,
+    /// Preemption loss: time from each preemption to the end of its recomputation.
+    pub loss: Micros,
+    /// Completed migrations.
+    pub migrations: u32,
+    /// Time frozen by migrations.
+    pub downtime: Micros,
+}
+
+impl Req {
+    /// A request not yet arrived.
+    pub fn new(req: Request) -> Req {
+        Req {
+            req,
+            phase: Phase::Future,
+            inst: u32::MAX,
+            generated: 0,
+            stored: 0,
+            prefilled: 0,
+            clock0: 0,
+            admitted: 0,
+            epoch: 0,
+            preempted: false,
+            recompute: false,
+            migration: None,
+            first: Micros::MAX,
+            done: 0,
+            preemptions: 0,
+            preempted_at: 0,
+            loss: 0,
+            migrations: 0,
+            downtime: 0,
+        }
+    }
+
+    /// Tokens a (re)prefill computes: the prompt and whatever was generated before a
+    /// preemption.
+    pub fn prefill_len(&self) -> u32 {
+        self.req.input + self.generated
+    }
+}
+
+/// The load figures a cluster scheduler reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Load {
+    /// KV blocks in all.
+    pub total_blocks: u32,
+    /// Free blocks (pre-allocations for incoming migrations count as used).
+    pub free_blocks: u32,
+    /// The watermark.
+    pub watermark: u32,
+    /// Requests admitted (prefilling or decoding).
+    pub running: u32,
+    /// Requests queued.
+    pub waiting: u32,
+    /// Blocks all queued requests need.
+    pub waiting_blocks: u64,
+    /// Blocks the head of the queue needs.
+    pub head_blocks: u32,
+    /// Queued requests that were preempted.
+    pub preempted: u32,
+}
+
+/// What an iteration's end reports to the cluster.
+#[derive(Debug, Default)]
+pub struct StepOut {
+    /// Requests that finished.
+    pub finished: Vec<u32>,
+    /// Requests preempted when it started.
+    pub preempted: Vec<u32>,
+}
+
+/// One instance.
+#[derive(Debug)]
+pub struct Instance {
+    cfg: ReplicaConfig,
+    free: u32,
+    waiting: VecDeque<u32>,
+    waiting_blocks: u64,
+    preempted_waiting: u32,
+    running: BTreeSet<(u64, u32)>,
+    next_admit: u64,
+    decoding: u32,
+    residue: Vec<u32>,
+    sum_base: i64,
+    clock: u64,
+    finish_at: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    prefilling: Vec<u32>,
+    joins: Vec<u32>,
+    batch: Vec<(u32, u32)>,
+    decode_step: bool,
+    busy: bool,
+    /// Time spent in iterations, µs.
+    pub busy_us: Micros,
+    /// FLOPs and bytes of all iterations.
+    pub work: Cost,
+    /// Iterations run.
+    pub iterations: u64,
+}
+
+impl Instance {
+    /// An empty instance.
+    pub fn new(cfg: ReplicaConfig) -> Instance {
+        Instance {
+            cfg,
+            free: cfg.total_blocks,
+            waiting: VecDeque::new(),
+            waiting_blocks: 0,
+            preempted_waiting: 0,
+            running: BTreeSet::new(),
+            next_admit: 0,
+            decoding: 0,
+            residue: vec![0; cfg.block_size as usize],
+            sum_base: 0,
+            clock: 0,
+            finish_at: BinaryHeap::new(),
+            prefilling: Vec::new(),
+            joins: Vec::new(),
+            batch: Vec::new(),
+            decode_step: false,
+            busy: false,
+            busy_us: 0,
+            work: Cost::default(),
+            iterations: 0,
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &ReplicaConfig {
+        &self.cfg
+    }
+
+    /// Whether an iteration is in flight.
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// Whether it holds no request at all.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty() && self.joins.is_empty()
+    }
+
+    /// Free blocks.
+    pub fn free_blocks(&self) -> u32 {
+        self.free
+    }
+
+    /// Requests admitted (prefilling or decoding), and those about to join.
+    pub fn running(&self) -> u32 {
+        (self.running.len() + self.joins.len()) as u32
+    }
+
+    /// Its load figures.
+    pub fn load(&self, reqs: &[Req]) -> Load {
+        Load {
+            total_blocks: self.cfg.total_blocks,
+            free_blocks: self.free,
+            watermark: self.cfg.watermark,
+            running: self.running(),
+            waiting: self.waiting.len() as u32,
+            waiting_blocks: self.waiting_blocks,
+            head_blocks: self
+                .waiting
+                .front()
+                .map_or(0, |&r| self.cfg.blocks(reqs[r as usize].prefill_len())),
+            preempted: self.preempted_waiting,
+        }
+    }
+
+    /// Queues an arrived (or returned) request at the back.
+    pub fn enqueue(&mut self, r: u32, reqs: &mut [Req], id: u32) {
+        let q = &mut reqs[r as usize];
+        q.phase = Phase::Waiting;
+        q.inst = id;
+        if q.preempted {
+            self.preempted_waiting += 1;
+        }
+        self.waiting_blocks += u64::from(self.cfg.blocks(q.prefill_len()));
+        self.waiting.push_back(r);
+    }
+
+    /// Empties the queue (a draining instance hands its queued requests back).
+    pub fn take_waiting(&mut self, reqs: &mut [Req]) -> Vec<u32> {
+        self.waiting_blocks = 0;
+        self.preempted_waiting = 0;
+        let out: Vec<u32> = self.waiting.drain(..).collect();
+        for &r in &out {
+            reqs[r as usize].phase = Phase::Future;
+        }
+        out
+    }
+
+    /// A request's KV tokens and generated tokens now.
+    pub fn progress(&self, q: &Req) -> (u32, u32) {
+        if q.phase == Phase::Decoding {
+            let d = (self.clock - q.clock0) as u32;
+            (q.stored + d, q.generated + d)
+        } else {
+            (q.stored, q.generated)
+        }
+    }
+
+    fn join_decoding(&mut self, r: u32, q: &mut Req) {
+        let bs = u64::from(self.cfg.block_size);
+        q.phase = Phase::Decoding;
+        q.clock0 = self.clock;
+        let key = (self.clock % bs + bs - u64::from(q.stored) % bs) % bs;
+        self.residue[key as usize] += 1;
+        self.sum_base += i64::from(q.stored) - self.clock as i64;
+        self.decoding += 1;
+        let left = u64::from(q.req.output.saturating_sub(q.generated));
+        self.finish_at
+            .push(Reverse((self.clock + left, r, q.epoch)));
+    }
+
+    /// Takes a decoding request out of the decoding set, its progress written back; its
+    /// blocks stay held.
+    fn leave_decoding(&mut self, q: &mut Req) {
+        let bs = u64::from(self.cfg.block_size);
+        let key = (q.clock0 % bs + bs - u64::from(q.stored) % bs) % bs;
+        self.residue[key as usize] -= 1;
+        self.sum_base -= i64::from(q.stored) - q.clock0 as i64;
+        self.decoding -= 1;
+        let (stored, generated) = self.progress(q);
+        q.stored = stored;
+        q.generated = generated;
+        q.epoch = q.epoch.wrapping_add(1);
+    }
+
+    /// Takes a decoding request out for the last stage of a migration: it stops, its
+    /// blocks stay held until [`Instance::release`]. Returns its KV tokens.
+    pub fn freeze(&mut self, r: u32, reqs: &mut [Req]) -> u32 {
+        let q = &mut reqs[r as usize];
+        debug_assert_eq!(q.phase, Phase::Decoding);
+        self.leave_decoding(q);
+        self.running.remove(&(q.admitted, r));
+        q.phase = Phase::Frozen;
+        q.stored
+    }
+
+    /// Puts a frozen request back (its migration failed at the last stage).
+    pub fn unfreeze(&mut self, r: u32, reqs: &mut [Req]) {
+        let q = &mut reqs[r as usize];
+        self.running.insert((q.admitted, r));
+        self.joins.push(r);
+    }
+
+    /// Frees the blocks of `tokens` KV tokens (a migrated request's copy).
+    pub fn release(&mut self, tokens: u32) {
+        self.free += self.cfg.blocks(tokens);
+    }
+
+    /// Sets aside `blocks` for an incoming migration if that leaves the watermark free.
+    pub fn reserve(&mut self, blocks: u32) -> bool {
+        if self.free >= blocks + self.cfg.watermark {
+            self.free -= blocks;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Returns reserved blocks.
+    pub fn unreserve(&mut self, blocks: u32) {
+        self.free += blocks;
+    }
+
+    /// Takes in a migrated request whose blocks are reserved; it decodes from the next
+    /// iteration.
+    pub fn accept(&mut self, r: u32, reqs: &mut [Req], id: u32) {
+        let q = &mut reqs[r as usize];
+        q.inst = id;
+        q.admitted = self.next_admit;
+        self.next_admit += 1;
+        self.running.insert((q.admitted, r));
+        self.joins.push(r);
+    }
+
+    /// Decoding requests, newest admission first (migration candidates).
+    pub fn decoding_newest_first<'a>(&'a self, reqs: &'a [Req]) -> impl Iterator<Item = u32> + 'a {
+        self.running
+            .iter()
+            .rev()
+            .map(|&(_, r)| r)
+            .filter(move |&r| reqs[r as usize].phase == Phase::Decoding)
+    }
+
+    fn preempt(&mut self, now: Micros, r: u32, reqs: &mut [Req], out: &mut StepOut) {
+        let q = &mut reqs[r as usize];
+        if q.phase == Phase::Decoding {
+            self.leave_decoding(q);
+        } else {
+            self.prefilling.retain(|&p| p != r);
+        }
+        self.running.remove(&(q.admitted, r));
+        // Blocks held: the whole prompt's for a prefilling request, else its tokens'.
+        let held = if q.phase == Phase::Prefilling {
+            self.cfg.blocks(q.prefill_len())
+        } else {
+            self.cfg.blocks(q.stored)
+        };
+        self.free += held;
+        if q.recompute {
+            q.recompute = false;
+            q.loss += now - q.preempted_at;
+        }
+        q.stored = 0;
+        q.prefilled = 0;
+        q.phase = Phase::Waiting;
+        q.preemptions += 1;
+        q.preempted_at = now;
+        q.preempted = true;
+        self.preempted_waiting += 1;
+        self.waiting_blocks += u64::from(self.cfg.blocks(q.prefill_len()));
+        self.waiting.push_front(r);
+        out.preempted.push(r);
+    }
+
+    /// Makes room for this decode step's new blocks, preempting the newest admissions;
+    /// returns whether any was preempted.
+    fn make_room(&mut self, now: Micros, reqs: &mut [Req], out: &mut StepOut) -> bool {
+        let bs = u64::from(self.cfg.block_size);
+        let slot = (self.clock % bs) as usize;
+        let mut any = false;
+        while self.free < self.residue[slot] {
+            let Some(&(_, victim)) = self.running.iter().next_back() else {
+                break;
+            };
+            self.preempt(now, victim, reqs, out);
+            any = true;
+        }
+        let need = self.residue[slot].min(self.free);
+        self.free -= need;
+        any
+    }
+
+    /// Admits the head of the queue if it fits; returns it.
+    fn admit(&mut self, reqs: &mut [Req], tokens_left: u32, whole: bool) -> Option<u32> {
+        let &r = self.waiting.front()?;
+        let q = &mut reqs[r as usize];
+        let len = q.prefill_len();
+        let blocks = self.cfg.blocks(len);
+        if self.running.len() as u32 >= self.cfg.max_seqs
+            || self.free < blocks + self.cfg.watermark
+            || (whole && len > tokens_left)
+            || tokens_left == 0
+        {
+            return None;
+        }
+        self.waiting.pop_front();
+        self.waiting_blocks -= u64::from(blocks);
+        if q.preempted {
+            q.preempted = false;
+            q.recompute = true;
+            self.preempted_waiting -= 1;
+        }
+        self.free -= blocks;
+        q.phase = Phase::Prefilling;
+        q.prefilled = 0;
+        q.admitted = self.next_admit;
+        self.next_admit += 1;
+        self.running.insert((q.admitted, r));
+        Some(r)
+    }
+
+    /// Starts an iteration at `now`; returns its duration, or `None` when there is
+    /// nothing to run.
+    pub fn start(
+        &mut self,
+        now: Micros,
+        reqs: &mut [Req],
+        model: &IterModel,
+        out: &mut StepOut,
+    ) -> Option<Micros> {
+        debug_assert!(!self.busy);
+        for r in std::mem::take(&mut self.joins) {
+            let q = &mut reqs[r as usize];
+            self.join_decoding(r, q);
+        }
+        self.batch.clear();
+        self.decode_step = false;
+        let mut b = Batch::default();
+        match self.cfg.chunk {
+            None => {
+                let mut left = self.cfg.max_batched_tokens;
+                while let Some(r) = self.admit(reqs, left, true) {
+                    let q = &reqs[r as usize];
+                    let len = q.prefill_len();
+                    left -= len;
+                    self.batch.push((r, len));
+                    b.prefill_tokens += u64::from(len);
+                    b.prefill_pairs += f64::from(len) * (f64::from(len) + 1.0) / 2.0;
+                    b.logits += 1;
+                }
+                if self.batch.is_empty() && self.decoding > 0 {
+                    self.make_room(now, reqs, out);
+                    self.decode_step = self.decoding > 0;
+                }
+            }
+            Some(budget) => {
+                let preempted = self.decoding > 0 && self.make_room(now, reqs, out);
+                self.decode_step = self.decoding > 0;
+                let mut left = budget.saturating_sub(self.decoding);
+                for &r in &self.prefilling {
+                    if left == 0 {
+                        break;
+                    }
+                    let q = &reqs[r as usize];
+                    let c = (q.prefill_len() - q.prefilled).min(left);
+                    left -= c;
+                    self.batch.push((r, c));
+                }
+                if !preempted {
+                    while let Some(r) = self.admit(reqs, left, false) {
+                        let q = &reqs[r as usize];
+                        let c = q.prefill_len().min(left);
+                        left -= c;
+                        self.prefilling.push(r);
+                        self.batch.push((r, c));
+                    }
+                }
+                for &(r, c) in &self.batch {
+                    let q = &reqs[r as usize];
+                    b.prefill_tokens += u64::from(c);
+                    b.prefill_pairs +=
+                        f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0);
+                    if q.prefilled + c == q.prefill_len() {
+                        b.logits += 1;
+                    }
+                }
+            }
+        }
+        if self.decode_step {
+            let n = u64::from(self.decoding);
+            b.decode_seqs = n;
+            b.decode_ctx = (self.sum_base + (n * self.clock) as i64) as u64 + n;
+            b.logits += n;
+        }
+        if b.tokens() == 0 {
+            return None;
+        }
+        let cost = model.cost(&b);
+        let us = ((cost.secs * 1e6).ceil() as Micros).max(1);
+        self.busy = true;
+        self.busy_us += us;
+        self.work.flops += cost.flops;
+        self.work.bytes += cost.bytes;
+        self.work.secs += cost.secs;
+        self.iterations += 1;
+        Some(us)
+    }
+
+    /// Ends the iteration at `now`.
+    pub fn finish(&mut self, now: Micros, reqs: &mut [Req], out: &mut StepOut) {
+        debug_assert!(self.busy);
+        self.busy = false;
+        if self.decode_step {
+            self.clock += 1;
+            while let Some(&Reverse((at, r, epoch))) = self.finish_at.peek() {
+                let q = &reqs[r as usize];
+                if q.epoch != epoch || q.phase != Phase::Decoding {
+                    self.finish_at.pop();
+                    continue;
+                }
+                if at > self.clock {
+                    break;
+                }
+                self.finish_at.pop();
+                let q = &mut reqs[r as usize];
+                self.leave_decoding(q);
+                self.complete(now, r, q, out);
+            }
+        }
+        for i in 0..self.batch.len() {
+            let (r, c) = self.batch[i];
+            let q = &mut reqs[r as usize];
+            q.prefilled += c;
+            if q.prefilled < q.prefill_len() {
+                continue;
+            }
+            if self.cfg.chunk.is_some() {
+                self.prefilling.retain(|&p| p != r);
+            }
+            q.stored = q.prefill_len();
+            q.generated += 1;
+            q.prefilled = 0;
+            if q.first == Micros::MAX {
+                q.first = now;
+            }
+            if q.recompute {
+                q.recompute = false;
+                q.loss += now - q.preempted_at;
+            }
+            if q.generated >= q.req.output {
+                self.complete(now, r, q, out);
+            } else {
+                self.join_decoding(r, q);
+            }
+        }
+    }
+
+    fn complete(&mut self, now: Micros, r: u32, q: &mut Req, out: &mut StepOut) {
+        self.running.remove(&(q.admitted, r));
+        self.free += self.cfg.blocks(q.stored);
+        q.phase = Phase::Done;
+        q.done = now;
+        out.finished.push(r);
+    }
+
+    /// Blocks held by the requests it runs, recounted from their lengths (for checks):
+    /// during a decode step each decoding request already holds the block of the token
+    /// being written.
+    pub fn held_blocks(&self, reqs: &[Req]) -> u64 {
+        let stepping = self.busy && self.decode_step;
+        self.running
+            .iter()
+            .map(|&(_, r)| {
+                let q = &reqs[r as usize];
+                let tokens = match q.phase {
+                    Phase::Prefilling => q.prefill_len(),
+                    Phase::Decoding if stepping => self.progress(q).0 + 1,
+                    _ => self.progress(q).0,
+                };
+                u64::from(self.cfg.blocks(tokens))
+            })
+            .sum()
+    }
+}

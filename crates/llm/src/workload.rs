@@ -1,0 +1,622 @@
+//! Requests: readers for the public LLM traces, generators for Llumnix's power-law
+//! length mixes and for Poisson or Gamma arrivals, and the rule for requests longer than
+//! the model's context.
+//!
+//! Formats, told apart by their header (or `.jsonl`): the Azure LLM inference trace
+//! 2023 (`TIMESTAMP,ContextTokens,GeneratedTokens`), ShareGPT lengths
+//! (`num_prefill_tokens,num_decode_tokens,...`, no arrival times), and Mooncake's JSON
+//! lines (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`).
+
+use crate::LlmError;
+use apiary_model::Rng;
+use std::path::Path;
+
+/// Simulated time in microseconds.
+pub type Micros = u64;
+/// One second in [`Micros`].
+pub const SEC: Micros = 1_000_000;
+
+/// One inference request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Arrival, µs from the trace's start.
+    pub arrival: Micros,
+    /// Prompt tokens.
+    pub input: u32,
+    /// Tokens to generate (at least 1).
+    pub output: u32,
+    /// 0 is normal; higher is served first (Llumnix's high priority is 1).
+    pub priority: u8,
+}
+
+/// A trace as read: requests sorted by arrival, and whether the file had times.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// Requests, by arrival.
+    pub requests: Vec<Request>,
+    /// Whether arrivals came from the file (ShareGPT has none).
+    pub timed: bool,
+    /// Mooncake's prefix blocks (512 tokens each) referenced more than once in the
+    /// trace: what a prefix cache could reuse. Not modelled by the replicas yet.
+    pub repeated_prefix_blocks: u64,
+}
+
+fn trace_err(path: &Path, line: usize, field: &str, message: impl Into<String>) -> LlmError {
+    LlmError::Trace {
+        path: path.display().to_string(),
+        line,
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+fn count(path: &Path, line: usize, field: &str, v: &str) -> Result<u32, LlmError> {
+    let t = v.trim();
+    let n: u64 = t.parse().map_err(|_| {
+        trace_err(
+            path,
+            line,
+            field,
+            format!("'{t}' is not a non-negative integer"),
+        )
+    })?;
+    u32::try_from(n).map_err(|_| trace_err(path, line, field, format!("{n} is too large")))
+}
+
+/// Days from 1970-01-01 to the civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fraction]` as µs since 1970.
+fn parse_timestamp(s: &str) -> Option<i64> {
+    let (date, time) = s.trim().split_once([' ', 'T'])?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, mo, da) = (d.next()??, d.next()??, d.next()??);
+    if d.next().is_some() || !(1..=12).contains(&mo) || !(1..=31).contains(&da) {
+        return None;
+    }
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.split(':').map(|x| x.parse::<i64>().ok());
+    let (h, mi, se) = (t.next()??, t.next()??, t.next()??);
+    if t.next().is_some()
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&mi)
+        || !(0..=60).contains(&se)
+    {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut us = 0i64;
+    for (i, b) in frac.bytes().take(6).enumerate() {
+        us += i64::from(b - b'0') * 10i64.pow(5 - i as u32);
+    }
+    let day = days_from_civil(y, mo, da);
+    Some(((day * 86_400 + h * 3600 + mi * 60 + se) * 1_000_000) + us)
+}
+
+fn sort_and_check(path: &Path, mut requests: Vec<Request>) -> Result<Vec<Request>, LlmError> {
+    if requests.is_empty() {
+        return Err(trace_err(path, 1, "", "the trace has no requests"));
+    }
+    // Stable: equal arrivals keep file order.
+    requests.sort_by_key(|r| r.arrival);
+    Ok(requests)
+}
+
+fn read_azure(path: &Path, text: &str) -> Result<Trace, LlmError> {
+    let mut out = Vec::new();
+    let mut t0: Option<i64> = None;
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let ln = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols.len() != 3 {
+            return Err(trace_err(
+                path,
+                ln,
+                "",
+                format!("expected 3 columns, found {}", cols.len()),
+            ));
+        }
+        let ts = parse_timestamp(cols[0]).ok_or_else(|| {
+            trace_err(
+                path,
+                ln,
+                "TIMESTAMP",
+                format!("'{}' is not YYYY-MM-DD HH:MM:SS.fffffff", cols[0].trim()),
+            )
+        })?;
+        let base = *t0.get_or_insert(ts);
+        let rel = ts - base;
+        if rel < 0 {
+            return Err(trace_err(
+                path,
+                ln,
+                "TIMESTAMP",
+                "earlier than the first row (rows must be sorted)",
+            ));
+        }
+        out.push(Request {
+            arrival: rel as Micros,
+            input: count(path, ln, "ContextTokens", cols[1])?,
+            output: count(path, ln, "GeneratedTokens", cols[2])?,
+            priority: 0,
+        });
+    }
+    Ok(Trace {
+        requests: sort_and_check(path, out)?,
+        timed: true,
+        repeated_prefix_blocks: 0,
+    })
+}
+
+fn read_sharegpt(path: &Path, text: &str) -> Result<Trace, LlmError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let ln = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols.len() < 2 {
+            return Err(trace_err(
+                path,
+                ln,
+                "",
+                format!("expected at least 2 columns, found {}", cols.len()),
+            ));
+        }
+        out.push(Request {
+            arrival: 0,
+            input: count(path, ln, "num_prefill_tokens", cols[0])?,
+            output: count(path, ln, "num_decode_tokens", cols[1])?,
+            priority: 0,
+        });
+    }
+    Ok(Trace {
+        requests: sort_and_check(path, out)?,
+        timed: false,
+        repeated_prefix_blocks: 0,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct MooncakeRow {
+    timestamp: serde_json::Value,
+    input_length: serde_json::Value,
+    output_length: serde_json::Value,
+    #[serde(default)]
+    hash_ids: Vec<serde_json::Value>,
+}
+
+fn json_count(path: &Path, ln: usize, field: &str, v: &serde_json::Value) -> Result<u64, LlmError> {
+    v.as_u64().ok_or_else(|| {
+        trace_err(
+            path,
+            ln,
+            field,
+            format!("{v} is not a non-negative integer"),
+        )
+    })
+}
+
+fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeMap::<u64, u32>::new();
+    for (i, line) in text.lines().enumerate() {
+        let ln = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: MooncakeRow = serde_json::from_str(line).map_err(|e| {
+            let field = e.to_string();
+            let field = field.split('`').nth(1).unwrap_or("").to_string();
+            trace_err(path, ln, &field, format!("not a Mooncake trace row: {e}"))
+        })?;
+        let ms = json_count(path, ln, "timestamp", &row.timestamp)?;
+        if ms > apiary_model::time::MAX_INPUT {
+            return Err(trace_err(
+                path,
+                ln,
+                "timestamp",
+                format!("{ms} ms is beyond 10^15"),
+            ));
+        }
+        let input = json_count(path, ln, "input_length", &row.input_length)?;
+        let output = json_count(path, ln, "output_length", &row.output_length)?;
+        for h in &row.hash_ids {
+            *seen
+                .entry(json_count(path, ln, "hash_ids", h)?)
+                .or_default() += 1;
+        }
+        let small = |n: u64, f: &str| {
+            u32::try_from(n).map_err(|_| trace_err(path, ln, f, format!("{n} is too large")))
+        };
+        out.push(Request {
+            arrival: ms * 1000,
+            input: small(input, "input_length")?,
+            output: small(output, "output_length")?,
+            priority: 0,
+        });
+    }
+    let repeated = seen
+        .values()
+        .filter(|&&c| c > 1)
+        .map(|&c| u64::from(c - 1))
+        .sum();
+    Ok(Trace {
+        requests: sort_and_check(path, out)?,
+        timed: true,
+        repeated_prefix_blocks: repeated,
+    })
+}
+
+/// Reads a trace file in any of the supported formats.
+pub fn read_trace(path: &Path) -> Result<Trace, LlmError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LlmError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_trace(path, &text)
+}
+
+/// Parses a trace's text; `path` names it in errors and tells JSON lines by extension.
+pub fn parse_trace(path: &Path, text: &str) -> Result<Trace, LlmError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let header = text.lines().next().unwrap_or("").trim();
+    if path.extension().is_some_and(|e| e == "jsonl") || header.starts_with('{') {
+        return read_mooncake(path, text);
+    }
+    let first = header.split(',').next().unwrap_or("").trim();
+    match first {
+        "TIMESTAMP" => read_azure(path, text),
+        "num_prefill_tokens" => read_sharegpt(path, text),
+        _ => Err(trace_err(
+            path,
+            1,
+            first,
+            "unknown header: expected the Azure LLM trace (TIMESTAMP,ContextTokens,GeneratedTokens), \
+             ShareGPT lengths (num_prefill_tokens,num_decode_tokens,...) or Mooncake JSON lines",
+        )),
+    }
+}
+
+/// The exponent Llumnix's benchmark gives its Zipf rank distribution for each mean
+/// (`benchmark_serving.py`): steeper for shorter means.
+pub fn power_law_exponent(mean: u32) -> Option<f64> {
+    match mean {
+        128 => Some(2.0),
+        256 => Some(1.5),
+        512 => Some(1.15),
+        1024 => Some(1.0005),
+        _ => None,
+    }
+}
+
+/// Longest length Llumnix's power-law generator emits.
+pub const POWER_LAW_CAP: u32 = 6144;
+
+/// `n` lengths with mean `mean` from Llumnix's power-law generator: Zipf ranks over
+/// `1..=2 mean - 1` with the exponent of [`power_law_exponent`], scaled so the sample
+/// mean is `mean`, rounded up and capped at 6,144.
+pub fn power_law(mean: u32, n: usize, rng: &mut Rng) -> Result<Vec<u32>, LlmError> {
+    let alpha = power_law_exponent(mean).ok_or_else(|| LlmError::Invalid {
+        what: "power-law mean",
+        message: format!("{mean}: Llumnix's generator defines 128 (S), 256 (M), 512 (L) and 1024"),
+    })?;
+    let top = (2 * mean - 1).min(POWER_LAW_CAP) as usize;
+    let mut cdf = Vec::with_capacity(top);
+    let mut acc = 0.0;
+    for k in 1..=top {
+        acc += (k as f64).powf(-alpha);
+        cdf.push(acc);
+    }
+    let ranks: Vec<f64> = (0..n)
+        .map(|_| {
+            let u = rng.f64() * acc;
+            (cdf.partition_point(|&c| c < u) + 1) as f64
+        })
+        .collect();
+    let sample_mean = ranks.iter().sum::<f64>() / n.max(1) as f64;
+    let scale = f64::from(mean) / sample_mean;
+    Ok(ranks
+        .iter()
+        .map(|r| ((r * scale).ceil() as u32).clamp(1, POWER_LAW_CAP))
+        .collect())
+}
+
+/// Llumnix's length mixes by letter: short, medium, long.
+pub fn mix_mean(letter: &str) -> Option<u32> {
+    match letter {
+        "S" | "s" => Some(128),
+        "M" | "m" => Some(256),
+        "L" | "l" => Some(512),
+        _ => letter
+            .parse()
+            .ok()
+            .filter(|m| power_law_exponent(*m).is_some()),
+    }
+}
+
+/// `n` requests with power-law inputs and outputs of means `input` and `output`, all
+/// arriving at 0 (give them times with [`set_arrivals`]).
+pub fn power_law_requests(
+    input: u32,
+    output: u32,
+    n: usize,
+    seed: u64,
+) -> Result<Vec<Request>, LlmError> {
+    let ins = power_law(input, n, &mut Rng::stream(seed, "llm-input-lengths"))?;
+    let outs = power_law(output, n, &mut Rng::stream(seed, "llm-output-lengths"))?;
+    Ok(ins
+        .into_iter()
+        .zip(outs)
+        .map(|(input, output)| Request {
+            arrival: 0,
+            input,
+            output,
+            priority: 0,
+        })
+        .collect())
+}
+
+/// A Gamma(shape, 1) draw (Marsaglia and Tsang; shape < 1 boosted).
+fn gamma(rng: &mut Rng, shape: f64) -> f64 {
+    if shape < 1.0 {
+        let u = rng.f64().max(f64::MIN_POSITIVE);
+        return gamma(rng, shape + 1.0) * u.powf(1.0 / shape);
+    }
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = rng.normal();
+        let v = (1.0 + c * x).powi(3);
+        if v <= 0.0 {
+            continue;
+        }
+        let u = rng.f64();
+        if u < 1.0 - 0.0331 * x.powi(4)
+            || u.max(f64::MIN_POSITIVE).ln() < 0.5 * x * x + d * (1.0 - v + v.ln())
+        {
+            return d * v;
+        }
+    }
+}
+
+/// Gives the requests new arrival times: gaps with mean `1 / rate` seconds, exponential
+/// (Poisson arrivals) when `cv` is 1, else Gamma with shape `1 / cv²` (Llumnix's
+/// bursty traces). The requests keep their order.
+pub fn set_arrivals(
+    requests: &mut [Request],
+    rate: f64,
+    cv: f64,
+    seed: u64,
+) -> Result<(), LlmError> {
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(LlmError::Invalid {
+            what: "rate",
+            message: format!("{rate}: expected requests per second above 0"),
+        });
+    }
+    if !(cv.is_finite() && cv > 0.0) {
+        return Err(LlmError::Invalid {
+            what: "cv",
+            message: format!("{cv}: expected a coefficient of variation above 0"),
+        });
+    }
+    let mut rng = Rng::stream(seed, "llm-arrivals");
+    let mean_gap = 1.0 / rate;
+    let mut t = 0.0f64;
+    for r in requests.iter_mut() {
+        r.arrival = (t * 1e6).round() as Micros;
+        let gap = if cv == 1.0 {
+            rng.exp(mean_gap)
+        } else {
+            let shape = 1.0 / (cv * cv);
+            gamma(&mut rng, shape) * mean_gap * cv * cv
+        };
+        t += gap;
+    }
+    Ok(())
+}
+
+/// What to do with a request longer than the context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClipRule {
+    /// Keep the prompt's last `max_len - 1` tokens and stop generating at `max_len`, as
+    /// a vLLM client that truncates prompts sees.
+    Clip,
+    /// Refuse it (vLLM rejects a prompt over `max_model_len`); it is reported, not run.
+    Refuse,
+}
+
+/// Requests the context rule changed or refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Clipped {
+    /// Shortened.
+    pub clipped: u64,
+    /// Refused: not run.
+    pub refused: u64,
+}
+
+/// Applies `rule` for a context of `max_len` tokens; returns the count of requests it
+/// changed and marks refused ones in the returned mask.
+pub fn clip(requests: &mut [Request], max_len: u32, rule: ClipRule) -> (Clipped, Vec<bool>) {
+    let mut stats = Clipped::default();
+    let mut refused = vec![false; requests.len()];
+    let max_len = max_len.max(2);
+    for (r, refuse) in requests.iter_mut().zip(refused.iter_mut()) {
+        r.output = r.output.max(1);
+        r.input = r.input.max(1);
+        if u64::from(r.input) + u64::from(r.output) <= u64::from(max_len) {
+            continue;
+        }
+        match rule {
+            ClipRule::Clip => {
+                r.input = r.input.min(max_len - 1);
+                r.output = r.output.min(max_len - r.input);
+                stats.clipped += 1;
+            }
+            ClipRule::Refuse => {
+                *refuse = true;
+                stats.refused += 1;
+            }
+        }
+    }
+    (stats, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, body: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("apiary-llm-wl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn azure_times_are_relative_microseconds() {
+        let p = write(
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 23:59:59.5000000,10,2\n2023-11-17 00:00:00.2500001,20,3\n",
+        );
+        let t = read_trace(&p).unwrap();
+        assert!(t.timed);
+        assert_eq!(t.requests[1].arrival, 750_000);
+        assert_eq!((t.requests[1].input, t.requests[1].output), (20, 3));
+    }
+
+    #[test]
+    fn bad_rows_name_file_line_and_field() {
+        let p = write(
+            "b.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,374,44\n2023-11-16 18:15:47.1,abc,44\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("b.csv") && e.contains("line 3") && e.contains("ContextTokens"),
+            "{e}"
+        );
+        let p = write(
+            "c.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:15:46.1,374,44\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("TIMESTAMP"), "{e}");
+        let p = write(
+            "d.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": -1, \"input_length\": 5, \"output_length\": 1}\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("timestamp"), "{e}");
+        let p = write("e.jsonl", "{\"timestamp\": 0, \"output_length\": 1}\n");
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("input_length"), "{e}");
+        let p = write("f.csv", "a,b\n1,2\n");
+        assert!(
+            read_trace(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown header")
+        );
+    }
+
+    #[test]
+    fn mooncake_counts_repeated_prefix_blocks() {
+        let p = write(
+            "m.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 3, \"hash_ids\": [0, 1]}\n{\"timestamp\": 5, \"input_length\": 1500, \"output_length\": 2, \"hash_ids\": [0, 1, 2]}\n",
+        );
+        let t = read_trace(&p).unwrap();
+        assert_eq!(t.requests[1].arrival, 5_000);
+        assert_eq!(t.repeated_prefix_blocks, 2);
+    }
+
+    #[test]
+    fn power_law_mixes_have_llumnixs_means_and_skew() {
+        for (mean, p50) in [(128u32, 38u32), (256, 32), (512, 55)] {
+            let v = power_law(mean, 20_000, &mut Rng::new(7)).unwrap();
+            let m = v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+            assert!(
+                (m - f64::from(mean)).abs() / f64::from(mean) < 0.02,
+                "{mean}: {m}"
+            );
+            let mut s = v.clone();
+            s.sort_unstable();
+            let median = s[s.len() / 2];
+            // Table 1 of the paper gives the P50; the rank-1 mass sets it.
+            assert!(
+                median.abs_diff(p50) * 3 <= p50,
+                "{mean}: p50 {median} vs {p50}"
+            );
+            assert!(*s.last().unwrap() <= POWER_LAW_CAP);
+        }
+        assert!(power_law(100, 10, &mut Rng::new(1)).is_err());
+    }
+
+    #[test]
+    fn gamma_arrivals_have_the_asked_rate_and_cv() {
+        for cv in [1.0, 0.5, 4.0] {
+            let mut r = vec![
+                Request {
+                    arrival: 0,
+                    input: 1,
+                    output: 1,
+                    priority: 0
+                };
+                50_001
+            ];
+            set_arrivals(&mut r, 2.0, cv, 3).unwrap();
+            let gaps: Vec<f64> = r
+                .windows(2)
+                .map(|w| (w[1].arrival - w[0].arrival) as f64 / 1e6)
+                .collect();
+            let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            let var = gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64;
+            assert!((m - 0.5).abs() < 0.5 * 0.03, "cv {cv}: mean gap {m}");
+            assert!(
+                (var.sqrt() / m - cv).abs() < cv * 0.08,
+                "cv {cv}: {}",
+                var.sqrt() / m
+            );
+        }
+    }
+
+    #[test]
+    fn the_context_rule_clips_or_refuses() {
+        let mut r = vec![
+            Request {
+                arrival: 0,
+                input: 3000,
+                output: 100,
+                priority: 0,
+            },
+            Request {
+                arrival: 0,
+                input: 100,
+                output: 100,
+                priority: 0,
+            },
+        ];
+        let (s, refused) = clip(&mut r.clone(), 2048, ClipRule::Refuse);
+        assert_eq!((s.refused, refused), (1, vec![true, false]));
+        let (s, _) = clip(&mut r, 2048, ClipRule::Clip);
+        assert_eq!(s.clipped, 1);
+        assert_eq!((r[0].input, r[0].output), (2047, 1));
+    }
+}

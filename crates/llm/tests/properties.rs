@@ -1,0 +1,93 @@
+//! Properties of every run: blocks are never over-allocated (the engine audits each
+//! event in debug builds), every request finishes or is reported refused, no instance
+//! beats its hardware, and the same inputs give the same outputs.
+
+use apiary_llm::engine::{Cluster, LlmOutcome};
+use apiary_llm::hardware::{gpu, model};
+use apiary_llm::latency::{EngineKind, IterModel};
+use apiary_llm::policy;
+use apiary_llm::replica::{Phase, ReplicaConfig};
+use apiary_llm::workload::Request;
+use apiary_policy::Params;
+use proptest::prelude::*;
+
+fn cluster(instances: u32, blocks: u32, chunk: Option<u32>) -> Cluster {
+    let m = model("llama-7b").unwrap();
+    let g = gpu("A10").unwrap();
+    let mut replica = ReplicaConfig::vllm(blocks, 4096);
+    replica.chunk = chunk;
+    Cluster {
+        instances,
+        replica,
+        model: IterModel::new(&m, &g, 1, 0.005, EngineKind::Sequential),
+        kv_bytes_per_token_per_gpu: m.kv_bytes_per_token,
+    }
+}
+
+fn run(c: &Cluster, reqs: &[Request], policy_name: &str, set: &[&str]) -> LlmOutcome {
+    let params = Params::from_pairs(set.iter().copied()).unwrap();
+    let mut p = policy::build(policy_name, &params).unwrap();
+    apiary_llm::simulate(
+        c,
+        reqs,
+        &vec![false; reqs.len()],
+        p.as_mut(),
+        &mut |_, _| {},
+    )
+    .unwrap()
+}
+
+fn requests() -> impl Strategy<Value = Vec<Request>> {
+    prop::collection::vec((0u64..2_000_000, 1u32..900, 1u32..400), 1..120).prop_map(|v| {
+        let mut t = 0;
+        v.into_iter()
+            .map(|(gap, input, output)| {
+                t += gap / 20;
+                Request {
+                    arrival: t,
+                    input,
+                    output,
+                    priority: 0,
+                }
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn requests_finish_or_are_refused_and_blocks_balance(
+        reqs in requests(),
+        blocks in 40u32..200,
+        chunk in prop::option::of(64u32..600),
+        which in 0usize..4,
+    ) {
+        let (name, set): (&str, &[&str]) = [
+            ("round-robin", &[][..]),
+            ("infaas++", &[][..]),
+            ("llumnix", &[][..]),
+            ("llumnix", &["choice=sr", "last_stage_blocks=1", "autoscale=true", "scale_interval_s=1", "startup_s=0.5", "max_instances=5"][..]),
+        ][which];
+        let c = cluster(3, blocks, chunk);
+        let o = run(&c, &reqs, name, set);
+        let fits = u64::from(blocks - blocks / 100) * 16;
+        for (q, r) in o.requests.iter().zip(&reqs) {
+            let len = u64::from(r.input) + u64::from(r.output);
+            if len > fits {
+                prop_assert_eq!(q.phase, Phase::Refused);
+                continue;
+            }
+            prop_assert_eq!(q.phase, Phase::Done);
+            prop_assert!(q.first >= r.arrival && q.done >= q.first);
+            prop_assert_eq!(q.generated, r.output);
+        }
+        prop_assert!(o.max_flop_share <= 1.0 && o.max_bw_share <= 1.0);
+        // Determinism: the same run again gives the same records.
+        let again = run(&c, &reqs, name, set);
+        let key = |o: &LlmOutcome| o.requests.iter().map(|q| (q.first, q.done, q.preemptions, q.migrations)).collect::<Vec<_>>();
+        prop_assert_eq!(key(&o), key(&again));
+        prop_assert_eq!(o.events, again.events);
+    }
+}
