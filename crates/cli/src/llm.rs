@@ -97,7 +97,8 @@ pub struct LlmArgs {
     /// Seed of the generators.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Policy parameter `key=value` (see `apiary llm policies`); repeatable.
+    /// Policy parameter `key=value` (see `apiary llm policies`), or `policy.key=value`
+    /// for one policy of a compare; repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Print the summary as JSON (one object; an array for `compare`).
@@ -343,7 +344,18 @@ impl Workload {
 }
 
 fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
-    let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
+    // `policy.key=value` sets a key for that policy alone (a compare over policies
+    // with different parameters); a bare `key=value` is for every policy run.
+    let mine = a.set.iter().filter_map(|kv| {
+        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        match key.split_once('.') {
+            Some((p, _)) if POLICIES.iter().any(|s| s.name == p) => {
+                (p == name).then(|| &kv[p.len() + 1..])
+            }
+            _ => Some(kv.as_str()),
+        }
+    });
+    let params = Params::from_pairs(mine)?;
     let mut p = policy::build(name, &params)?;
     let bar = if a.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
@@ -374,13 +386,15 @@ fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmO
     };
     let sum = LlmSummary::of(name, &out, w.clipped, slo);
     if !a.quiet {
+        // The shape `apiary bench` parses (as `apiary simulate` prints it).
         eprintln!(
-            "{name}: {} requests, {} iterations, {} events in {:.3} s ({:.2} M events/s)",
-            sum.requests,
-            sum.iterations,
+            "{name}: {} events in {:.3} s ({:.2} M events/s), {} requests, {} iterations, peak memory {}",
             out.events,
             wall,
-            out.events as f64 / wall.max(1e-9) / 1e6
+            out.events as f64 / wall.max(1e-9) / 1e6,
+            sum.requests,
+            sum.iterations,
+            crate::run::peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
         );
     }
     Ok((sum, out))

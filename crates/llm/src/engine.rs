@@ -544,7 +544,11 @@ impl Sim<'_> {
 
     fn scale(&mut self) {
         self.refresh_view();
-        match self.policy.scale(&self.view) {
+        let max = match self.policy.scaling().map_or(0, |s| s.max) {
+            0 => self.cluster.instances,
+            m => m,
+        };
+        match self.policy.scale(&self.view, max) {
             Scale::Hold => {}
             Scale::Up(k) => {
                 let startup = self.policy.scaling().map_or(0, |s| s.startup);

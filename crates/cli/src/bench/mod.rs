@@ -226,6 +226,49 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             });
         }
     }
+    // LLM serving (`apiary llm`): the committed sample, and the hour of the Azure
+    // conversation trace and one point of Llumnix's Fig. 11 grid where the shared data is.
+    let llm = |t: Option<&str>, extra: &[&str]| {
+        let mut a = s(&["llm", "simulate", "-p", "llumnix"]);
+        if let Some(t) = t {
+            a.extend(s(&["-t", t]));
+        }
+        a.extend(s(extra));
+        a
+    };
+    cases.push(Case {
+        name: "llm sample, 2,000 requests, llumnix, 16 x Llama-2-7B on A10".into(),
+        args: llm(None, &[]),
+    });
+    let conv = shared.and_then(|d| {
+        Some(
+            d.parent()?
+                .join("llm/traces/AzureLLMInferenceTrace_conv.csv"),
+        )
+    });
+    match conv {
+        Some(p) if p.is_file() => cases.push(Case {
+            name: "llm azure conv 19,366 requests, llumnix, 16 x Llama-2-7B on A10".into(),
+            args: llm(Some(&p.display().to_string()), &[]),
+        }),
+        _ => eprintln!("note: ../shared/llm/traces not found; the Azure LLM case is skipped"),
+    }
+    cases.push(Case {
+        name: "llm powerlaw M-M 10,000 requests at 7.4/s, llumnix, 16 x LLaMA-7B on A10".into(),
+        args: llm(
+            Some("powerlaw:M-M"),
+            &[
+                "--rate",
+                "7.4",
+                "--model",
+                "llama-7b",
+                "--max-len",
+                "12288",
+                "--set",
+                "migrate_threshold=10",
+            ],
+        ),
+    });
     if full {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let synth: PathBuf = work.join("synth-1m.csv");

@@ -273,18 +273,26 @@ impl LlmPolicy for Llumnix {
         self.scaling
     }
 
-    fn scale(&mut self, view: &[InstanceView]) -> Scale {
+    fn scale(&mut self, view: &[InstanceView], max: u32) -> Scale {
         let Some(cfg) = self.scaling else {
             return Scale::Hold;
         };
-        // One change at a time: decide again once starts and drains are done.
-        if view.iter().any(|v| v.state != InstanceState::Active) {
-            return Scale::Hold;
-        }
-        let (mut room, mut reqs, mut cap) = (0.0, 0u64, 0.0);
+        // Starting instances count as the room they will bring; draining ones as gone.
+        let (mut room, mut reqs, mut cap, mut n, mut settled) = (0.0, 0u64, 0.0, 0u32, true);
         for v in view {
-            room += available(&v.load) - v.load.waiting_blocks as f64;
-            reqs += u64::from(v.load.running + v.load.waiting);
+            match v.state {
+                InstanceState::Active => {
+                    room += available(&v.load) - v.load.waiting_blocks as f64;
+                    reqs += u64::from(v.load.running + v.load.waiting);
+                    n += 1;
+                }
+                InstanceState::Starting => {
+                    room += available(&v.load);
+                    n += 1;
+                    settled = false;
+                }
+                InstanceState::Terminating => settled = false,
+            }
             cap = f64::from(v.load.total_blocks);
         }
         let avg = |room: f64| {
@@ -294,12 +302,6 @@ impl LlmPolicy for Llumnix {
                 room / reqs as f64
             }
         };
-        let n = view.len() as u32;
-        let max = if cfg.max == 0 {
-            n.max(cfg.min)
-        } else {
-            cfg.max
-        };
         if avg(room) < self.scale_up && n < max {
             let mut k = 1;
             while n + k < max && avg(room + cap * f64::from(k)) < self.scale_up {
@@ -307,9 +309,11 @@ impl LlmPolicy for Llumnix {
             }
             return Scale::Up(k);
         }
-        if n > cfg.min && avg(room - cap) > self.scale_down {
+        // Shrink one at a time, once earlier starts and drains are done.
+        if settled && n > cfg.min && avg(room - cap) > self.scale_down {
             let victim = view
                 .iter()
+                .filter(|v| v.state == InstanceState::Active)
                 .min_by_key(|v| (v.load.running + v.load.waiting, std::cmp::Reverse(v.id)))
                 .map(|v| v.id);
             if let Some(id) = victim {

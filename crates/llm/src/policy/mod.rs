@@ -74,7 +74,7 @@ pub struct ScalingConfig {
     pub interval: Micros,
     /// Fewest active instances.
     pub min: u32,
-    /// Most instances.
+    /// Most instances (0: as many as the run starts with).
     pub max: u32,
     /// Time a new instance takes to load its model, µs.
     pub startup: Micros,
@@ -115,8 +115,9 @@ pub trait LlmPolicy {
         None
     }
 
-    /// A scaling decision, every [`ScalingConfig::interval`].
-    fn scale(&mut self, _view: &[InstanceView]) -> Scale {
+    /// A scaling decision, every [`ScalingConfig::interval`], for a cluster that may hold
+    /// `max` instances (starting and draining ones included).
+    fn scale(&mut self, _view: &[InstanceView], _max: u32) -> Scale {
         Scale::Hold
     }
 }
