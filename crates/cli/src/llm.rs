@@ -10,7 +10,6 @@ use apiary_llm::replica::ReplicaConfig;
 use apiary_llm::workload::{self, ClipRule, Clipped, Request};
 use apiary_policy::Params;
 use clap::{Args, Subcommand};
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -357,19 +356,12 @@ fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmO
     });
     let params = Params::from_pairs(mine)?;
     let mut p = policy::build(name, &params)?;
-    let bar = if a.quiet || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let b = indicatif::ProgressBar::new(w.requests.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} requests done",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_prefix(name.to_string());
-        b
-    };
+    let bar = crate::run::progress_bar(
+        a.quiet,
+        w.requests.len(),
+        name,
+        "{prefix} [{bar:30}] {pos}/{len} requests done",
+    );
     let t0 = Instant::now();
     let out = apiary_llm::simulate(
         &w.cluster,

@@ -201,6 +201,25 @@ fn percentile(a: &RunArgs) -> Result<Percentile> {
     }
 }
 
+/// A progress bar on a terminal's stderr (hidden when quiet or redirected).
+pub(crate) fn progress_bar(
+    quiet: bool,
+    len: usize,
+    prefix: &str,
+    template: &str,
+) -> indicatif::ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(len as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b.set_prefix(prefix.to_string());
+    b
+}
+
 pub(crate) fn peak_rss_mb() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -229,19 +248,12 @@ fn run_one(
             eprintln!("{n}");
         }
     }
-    let bar = if a.quiet || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let b = indicatif::ProgressBar::new(jobs.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_prefix(policy.to_string());
-        b
-    };
+    let bar = progress_bar(
+        a.quiet,
+        jobs.len(),
+        policy,
+        "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
+    );
     let t0 = Instant::now();
     if !matches!(a.driver.as_str(), "sim" | "live") {
         bail!("--driver must be sim or live (got '{}')", a.driver);

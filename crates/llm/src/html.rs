@@ -4,8 +4,7 @@
 use crate::engine::LlmOutcome;
 use crate::metrics::{LlmSummary, table};
 use crate::replica::Phase;
-use apiary_report::html::{cdf, chart, esc};
-use std::fmt::Write as _;
+use apiary_report::html::{cdf, chart, page_start};
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
@@ -39,13 +38,7 @@ pub fn report(title: &str, runs: &[(LlmSummary, &LlmOutcome)]) -> String {
             })
             .collect()
     };
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n",
-        t = esc(title)
-    );
-    let _ = writeln!(h, "<pre>{}</pre>", esc(&table(&sums)));
+    let mut h = page_start(title, &table(&sums));
     h.push_str(&chart(
         "TTFT CDF",
         "time to first token (ms, log scale)",

@@ -141,6 +141,15 @@ pub fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
     out
 }
 
+/// The opening of a report page: head, title and the summary `table` as text.
+pub fn page_start(title: &str, table: &str) -> String {
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n<pre>{}</pre>\n",
+        esc(table),
+        t = esc(title)
+    )
+}
+
 /// Renders the report for several runs of one trace.
 pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
     let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
@@ -185,13 +194,7 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
         .iter()
         .filter_map(|(s, o)| Some((s.policy.clone(), over_time(o.cluster_efficiency.as_ref()?))))
         .collect();
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n",
-        t = esc(title)
-    );
-    let _ = writeln!(h, "<pre>{}</pre>", esc(&table(&sums)));
+    let mut h = page_start(title, &table(&sums));
     h.push_str(&chart(
         "JCT CDF",
         "JCT (s, log scale)",
