@@ -276,14 +276,8 @@ impl Sim<'_> {
         *next += 1;
         self.now = at;
         self.outcome.events += 1;
-        self.refresh_view();
-        let req = self.reqs[r].req;
         let pick = self
-            .policy
-            .dispatch(&req, &self.view)
-            .filter(|&i| {
-                (i as usize) < self.insts.len() && self.state[i as usize] == InstanceState::Active
-            })
+            .dispatch(r as u32)
             // A policy must pick an active instance; the first active one stands in.
             .or_else(|| {
                 (0..self.insts.len())
@@ -294,6 +288,15 @@ impl Sim<'_> {
         let inst = &mut self.insts[pick as usize];
         inst.enqueue(r as u32, &mut self.reqs, pick);
         self.kick(pick);
+    }
+
+    /// The policy's instance for request `r`, if it named an active one.
+    fn dispatch(&mut self, r: u32) -> Option<u32> {
+        self.refresh_view();
+        let req = self.reqs[r as usize].req;
+        self.policy.dispatch(&req, &self.view).filter(|&i| {
+            (i as usize) < self.insts.len() && self.state[i as usize] == InstanceState::Active
+        })
     }
 
     fn kick(&mut self, i: u32) {
@@ -588,12 +591,7 @@ impl Sim<'_> {
             // Requests that have not started go back to dispatch.
             let queued = self.insts[iu].take_waiting(&mut self.reqs);
             for r in queued {
-                self.refresh_view();
-                let req = self.reqs[r as usize].req;
-                if let Some(d) = self.policy.dispatch(&req, &self.view).filter(|&d| {
-                    (d as usize) < self.insts.len()
-                        && self.state[d as usize] == InstanceState::Active
-                }) {
+                if let Some(d) = self.dispatch(r) {
                     self.insts[d as usize].enqueue(r, &mut self.reqs, d);
                     self.kick(d);
                 } else {

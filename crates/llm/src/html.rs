@@ -24,10 +24,8 @@ pub fn report(title: &str, runs: &[(LlmSummary, &LlmOutcome)]) -> String {
             })
             .collect()
     };
-    let ttft = per_request(&|q| Some((q.first - q.req.arrival) as f64 / 1e3));
-    let tpot = per_request(&|q| {
-        (q.req.output > 1).then(|| (q.done - q.first) as f64 / 1e3 / f64::from(q.req.output - 1))
-    });
+    let ttft = per_request(&|q| Some(q.ttft_s() * 1e3));
+    let tpot = per_request(&|q| q.tpot_s().map(|t| t * 1e3));
     let over = |f: &dyn Fn(&crate::engine::Sample) -> f64| -> Series {
         runs.iter()
             .map(|(s, o)| {

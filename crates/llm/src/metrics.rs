@@ -131,28 +131,16 @@ impl LlmSummary {
             .filter(|q| q.phase == Phase::Refused)
             .count() as u64;
         let secs = |us: u64| us as f64 / 1e6;
-        let mut ttft: Vec<f64> = done.iter().map(|q| secs(q.first - q.req.arrival)).collect();
-        let mut tpot: Vec<f64> = done
-            .iter()
-            .filter(|q| q.req.output > 1)
-            .map(|q| secs(q.done - q.first) / f64::from(q.req.output - 1))
-            .collect();
-        let mut e2e: Vec<f64> = done.iter().map(|q| secs(q.done - q.req.arrival)).collect();
+        let mut ttft: Vec<f64> = done.iter().map(|q| q.ttft_s()).collect();
+        let mut tpot: Vec<f64> = done.iter().filter_map(|q| q.tpot_s()).collect();
+        let mut e2e: Vec<f64> = done.iter().map(|q| q.e2e_s()).collect();
         let mut norm: Vec<f64> = done
             .iter()
-            .map(|q| secs(q.done - q.req.arrival) / f64::from(q.req.output))
+            .map(|q| q.e2e_s() / f64::from(q.req.output))
             .collect();
         let met = done
             .iter()
-            .filter(|q| {
-                let t = secs(q.first - q.req.arrival);
-                let p = if q.req.output > 1 {
-                    secs(q.done - q.first) / f64::from(q.req.output - 1)
-                } else {
-                    0.0
-                };
-                t <= slo.ttft_s && p <= slo.tpot_s
-            })
+            .filter(|q| q.ttft_s() <= slo.ttft_s && q.tpot_s().unwrap_or(0.0) <= slo.tpot_s)
             .count();
         let n = done.len().max(1) as f64;
         let span = secs(o.span).max(1e-9);

@@ -148,6 +148,22 @@ impl Req {
         }
     }
 
+    /// Time to first token, seconds (a finished request).
+    pub fn ttft_s(&self) -> f64 {
+        (self.first - self.req.arrival) as f64 / 1e6
+    }
+
+    /// Time per output token after the first, seconds; `None` for a one-token request.
+    pub fn tpot_s(&self) -> Option<f64> {
+        (self.req.output > 1)
+            .then(|| (self.done - self.first) as f64 / 1e6 / f64::from(self.req.output - 1))
+    }
+
+    /// Arrival to last token, seconds.
+    pub fn e2e_s(&self) -> f64 {
+        (self.done - self.req.arrival) as f64 / 1e6
+    }
+
     /// Tokens a (re)prefill computes: the prompt and whatever was generated before a
     /// preemption.
     pub fn prefill_len(&self) -> u32 {

@@ -123,6 +123,14 @@ impl Params {
         }
         Ok(v)
     }
+    /// A finite number of either sign (a threshold that may be negative).
+    pub fn signed(&self, spec: &ParamSpec) -> Result<f64, ParamError> {
+        let v: f64 = self.parse(spec, "a number")?;
+        if !v.is_finite() {
+            return Err(Self::bad(spec, &v.to_string(), "expected a finite number"));
+        }
+        Ok(v)
+    }
     /// A non-negative integer.
     pub fn u64(&self, spec: &ParamSpec) -> Result<u64, ParamError> {
         self.parse(spec, "a non-negative integer")

@@ -161,34 +161,15 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
             })
         });
     Ok(Box::new(Llumnix {
-        threshold: p.f64_signed(&THRESHOLD)?,
+        threshold: p.signed(&THRESHOLD)?,
         migration,
         interval,
         scaling: scaling.transpose()?,
-        scale_up: p.f64_signed(&SCALE_UP)?,
-        scale_down: p.f64_signed(&SCALE_DOWN)?,
+        scale_up: p.signed(&SCALE_UP)?,
+        scale_down: p.signed(&SCALE_DOWN)?,
         src: Vec::new(),
         dst: Vec::new(),
     }))
-}
-
-/// Signed numbers: thresholds may be negative (the latest code's −3).
-trait Signed {
-    fn f64_signed(&self, spec: &ParamSpec) -> Result<f64, ParamError>;
-}
-
-impl Signed for Params {
-    fn f64_signed(&self, spec: &ParamSpec) -> Result<f64, ParamError> {
-        let v = self.text(spec);
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| ParamError::Bad {
-                key: spec.key.into(),
-                value: v.into(),
-                message: "expected a number".into(),
-            })
-    }
 }
 
 struct Llumnix {
