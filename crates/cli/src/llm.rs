@@ -64,6 +64,10 @@ pub struct LlmArgs {
     /// Coefficient of variation of the inter-arrival gaps (with --rate).
     #[arg(long, default_value_t = 1.0)]
     cv: f64,
+    /// Mark this share of requests high-priority, drawn at random with --seed (Llumnix
+    /// §6.5 uses 0.1).
+    #[arg(long, value_name = "SHARE")]
+    high_priority: Option<f64>,
     /// Use the first N requests (synthetic workloads: generate N; default 10,000).
     #[arg(long, short = 'n')]
     requests: Option<usize>,
@@ -271,6 +275,9 @@ impl Workload {
             }
             None => {}
         }
+        if let Some(share) = a.high_priority {
+            workload::set_priorities(&mut requests, share, a.seed)?;
+        }
         let max_len = a.max_len.unwrap_or(model.max_ctx);
         let rule = if a.refuse_long {
             ClipRule::Refuse
@@ -433,4 +440,18 @@ fn print_details(s: &LlmSummary) {
         s.clipped,
         s.refused
     );
+    for g in &s.groups {
+        println!(
+            "{:<7} {} requests: TTFT mean {:.3} s p99 {:.3};  TPOT mean {:.1} ms p99 {:.1};  E2E mean {:.2} s p99 {:.2};  SLO {:.1} %",
+            g.name,
+            g.requests,
+            g.ttft.mean,
+            g.ttft.p99,
+            g.tpot.mean * 1e3,
+            g.tpot.p99 * 1e3,
+            g.e2e.mean,
+            g.e2e.p99,
+            g.slo_attainment * 100.0
+        );
+    }
 }

@@ -121,6 +121,7 @@ pub struct LlmOutcome {
 
 struct Sim<'a> {
     cluster: &'a Cluster,
+    replica: ReplicaConfig,
     policy: &'a mut dyn LlmPolicy,
     mig_cfg: Option<MigrationConfig>,
     reqs: Vec<Req>,
@@ -162,8 +163,13 @@ pub fn simulate(
         });
     }
     let mig_cfg = policy.migration();
+    let replica = ReplicaConfig {
+        priorities: policy.priorities(),
+        ..cluster.replica
+    };
     let mut sim = Sim {
         cluster,
+        replica,
         policy,
         mig_cfg,
         reqs: requests.iter().map(|&r| Req::new(r)).collect(),
@@ -207,7 +213,7 @@ pub fn simulate(
 impl Sim<'_> {
     fn add_instance(&mut self, state: InstanceState) -> u32 {
         let id = self.insts.len() as u32;
-        self.insts.push(Instance::new(self.cluster.replica));
+        self.insts.push(Instance::new(self.replica));
         self.state.push(state);
         self.born.push(self.now);
         self.gone.push(None);
@@ -621,7 +627,24 @@ impl Sim<'_> {
                 _ => extra[mg.dst as usize] += u64::from(mg.reserved),
             }
         }
+        let mut high = vec![0u32; self.insts.len()];
+        for q in &self.reqs {
+            let on = match q.phase {
+                Phase::Waiting | Phase::Prefilling | Phase::Decoding => true,
+                // Frozen on its source until the commit clears its migration.
+                Phase::Frozen => q.migration.is_none(),
+                _ => false,
+            };
+            if on && q.req.priority > 0 {
+                high[q.inst as usize] += 1;
+            }
+        }
         for (i, inst) in self.insts.iter().enumerate() {
+            assert_eq!(
+                inst.load(&self.reqs).high,
+                high[i],
+                "instance {i} high count"
+            );
             let total = u64::from(inst.free_blocks()) + inst.held_blocks(&self.reqs) + extra[i];
             assert_eq!(
                 total,

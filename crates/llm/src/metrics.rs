@@ -62,6 +62,68 @@ impl Dist {
     }
 }
 
+/// The latency figures of one class of requests (a priority, a service).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Group {
+    /// Its name.
+    pub name: String,
+    /// Requests completed.
+    pub requests: u64,
+    /// Time to first token.
+    pub ttft: Dist,
+    /// Time per output token.
+    pub tpot: Dist,
+    /// Arrival to last token.
+    pub e2e: Dist,
+    /// End-to-end latency over output tokens.
+    pub normalised: Dist,
+    /// Share meeting both SLO bounds.
+    pub slo_attainment: f64,
+}
+
+impl Group {
+    /// The figures of the finished requests `done`, against `slo`.
+    pub fn of<'a>(name: &str, done: impl Iterator<Item = &'a Req>, slo: Slo) -> Group {
+        let (mut ttft, mut tpot, mut e2e, mut norm) = (vec![], vec![], vec![], vec![]);
+        let mut met = 0usize;
+        for q in done {
+            ttft.push(q.ttft_s());
+            if let Some(t) = q.tpot_s() {
+                tpot.push(t);
+            }
+            e2e.push(q.e2e_s());
+            norm.push(q.e2e_s() / f64::from(q.req.output));
+            if q.ttft_s() <= slo.ttft_s && q.tpot_s().unwrap_or(0.0) <= slo.tpot_s {
+                met += 1;
+            }
+        }
+        Group {
+            name: name.to_string(),
+            requests: ttft.len() as u64,
+            slo_attainment: met as f64 / ttft.len().max(1) as f64,
+            ttft: Dist::of(&mut ttft),
+            tpot: Dist::of(&mut tpot),
+            e2e: Dist::of(&mut e2e),
+            normalised: Dist::of(&mut norm),
+        }
+    }
+
+    fn put_json(&self, m: &mut serde_json::Map<String, serde_json::Value>) {
+        for (name, d) in [
+            ("ttft", &self.ttft),
+            ("tpot", &self.tpot),
+            ("e2e", &self.e2e),
+            ("normalised", &self.normalised),
+        ] {
+            m.insert(format!("{name}_mean_s"), d.mean.into());
+            m.insert(format!("{name}_p50_s"), d.p50.into());
+            m.insert(format!("{name}_p90_s"), d.p90.into());
+            m.insert(format!("{name}_p99_s"), d.p99.into());
+        }
+        m.insert("slo_attainment".into(), self.slo_attainment.into());
+    }
+}
+
 /// A run's figures.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct LlmSummary {
@@ -115,6 +177,8 @@ pub struct LlmSummary {
     pub max_bw_share: f64,
     /// Engine iterations.
     pub iterations: u64,
+    /// Per class: `high` and `normal` priority when any request is high-priority.
+    pub groups: Vec<Group>,
 }
 
 impl LlmSummary {
@@ -131,17 +195,14 @@ impl LlmSummary {
             .filter(|q| q.phase == Phase::Refused)
             .count() as u64;
         let secs = |us: u64| us as f64 / 1e6;
-        let mut ttft: Vec<f64> = done.iter().map(|q| q.ttft_s()).collect();
-        let mut tpot: Vec<f64> = done.iter().filter_map(|q| q.tpot_s()).collect();
-        let mut e2e: Vec<f64> = done.iter().map(|q| q.e2e_s()).collect();
-        let mut norm: Vec<f64> = done
-            .iter()
-            .map(|q| q.e2e_s() / f64::from(q.req.output))
-            .collect();
-        let met = done
-            .iter()
-            .filter(|q| q.ttft_s() <= slo.ttft_s && q.tpot_s().unwrap_or(0.0) <= slo.tpot_s)
-            .count();
+        let all = Group::of("all", done.iter().copied(), slo);
+        let mut groups = Vec::new();
+        if done.iter().any(|q| q.req.priority > 0) {
+            let high = done.iter().copied().filter(|q| q.req.priority > 0);
+            groups.push(Group::of("high", high, slo));
+            let normal = done.iter().copied().filter(|q| q.req.priority == 0);
+            groups.push(Group::of("normal", normal, slo));
+        }
         let n = done.len().max(1) as f64;
         let span = secs(o.span).max(1e-9);
         let out_tokens: u64 = done.iter().map(|q| u64::from(q.req.output)).sum();
@@ -152,11 +213,11 @@ impl LlmSummary {
             requests: done.len() as u64,
             clipped: clipped.clipped,
             refused,
-            ttft: Dist::of(&mut ttft),
-            tpot: Dist::of(&mut tpot),
-            e2e: Dist::of(&mut e2e),
-            normalised: Dist::of(&mut norm),
-            slo_attainment: met as f64 / n,
+            ttft: all.ttft,
+            tpot: all.tpot,
+            e2e: all.e2e,
+            normalised: all.normalised,
+            slo_attainment: all.slo_attainment,
             slo_ttft_s: slo.ttft_s,
             slo_tpot_s: slo.tpot_s,
             preemptions: done.iter().map(|q| u64::from(q.preemptions)).sum(),
@@ -177,6 +238,7 @@ impl LlmSummary {
             max_flop_share: o.max_flop_share,
             max_bw_share: o.max_bw_share,
             iterations: o.iterations,
+            groups,
         }
     }
 
@@ -223,6 +285,20 @@ impl LlmSummary {
         put("max_flop_share", self.max_flop_share.into());
         put("max_bw_share", self.max_bw_share.into());
         put("iterations", self.iterations.into());
+        if !self.groups.is_empty() {
+            let groups = self
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut o = serde_json::Map::new();
+                    o.insert("name".into(), g.name.clone().into());
+                    o.insert("requests".into(), g.requests.into());
+                    g.put_json(&mut o);
+                    serde_json::Value::Object(o)
+                })
+                .collect();
+            put("groups", serde_json::Value::Array(groups));
+        }
         serde_json::Value::Object(m)
     }
 }
@@ -264,6 +340,20 @@ pub fn table(sums: &[LlmSummary]) -> String {
             m.instances_mean,
             m.tokens_per_s
         );
+        for g in &m.groups {
+            let _ = writeln!(
+                s,
+                "{:<12} {:>8} {:>8.3}s {:>8.3}s {:>7.1}ms {:>7.1}ms {:>8.2}s {:>6.1}%",
+                format!("  {}", g.name),
+                g.requests,
+                g.ttft.mean,
+                g.ttft.p99,
+                g.tpot.mean * 1e3,
+                g.tpot.p99 * 1e3,
+                g.e2e.p99,
+                g.slo_attainment * 100.0,
+            );
+        }
     }
     s
 }

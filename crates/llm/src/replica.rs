@@ -22,6 +22,9 @@ use crate::workload::{Micros, Request};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
+/// A running request's place in the preemption order.
+type RunKey = (u8, u64, u32);
+
 /// How an instance schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplicaConfig {
@@ -38,6 +41,9 @@ pub struct ReplicaConfig {
     /// Token budget per iteration with chunked prefill; `None` runs vLLM v0's
     /// prefill-first iterations.
     pub chunk: Option<u32>,
+    /// Whether high-priority requests (priority above 0) are admitted before normal
+    /// ones and preempted after them (Llumnix's llumlet); off, the queue is FCFS.
+    pub priorities: bool,
 }
 
 impl ReplicaConfig {
@@ -51,6 +57,7 @@ impl ReplicaConfig {
             max_seqs: 256,
             max_batched_tokens: max_len.max(2048),
             chunk: None,
+            priorities: false,
         }
     }
 
@@ -190,6 +197,8 @@ pub struct Load {
     pub head_blocks: u32,
     /// Queued requests that were preempted.
     pub preempted: u32,
+    /// High-priority requests on it, queued or running.
+    pub high: u32,
 }
 
 /// What an iteration's end reports to the cluster.
@@ -209,7 +218,11 @@ pub struct Instance {
     waiting: VecDeque<u32>,
     waiting_blocks: u64,
     preempted_waiting: u32,
-    running: BTreeSet<(u64, u32)>,
+    /// High-priority requests at the front of `waiting` (with priorities on).
+    waiting_high: u32,
+    high: u32,
+    /// Keyed by (class, admission): the last entry is the next preemption victim.
+    running: BTreeSet<RunKey>,
     next_admit: u64,
     decoding: u32,
     residue: Vec<u32>,
@@ -238,6 +251,8 @@ impl Instance {
             waiting: VecDeque::new(),
             waiting_blocks: 0,
             preempted_waiting: 0,
+            waiting_high: 0,
+            high: 0,
             running: BTreeSet::new(),
             next_admit: 0,
             decoding: 0,
@@ -295,6 +310,36 @@ impl Instance {
                 .front()
                 .map_or(0, |&r| self.cfg.blocks(reqs[r as usize].prefill_len())),
             preempted: self.preempted_waiting,
+            high: self.high,
+        }
+    }
+
+    fn key(&self, q: &Req, r: u32) -> RunKey {
+        // High priority sorts first, so the newest normal request is the last entry.
+        let class = if self.cfg.priorities {
+            u8::MAX - q.req.priority
+        } else {
+            0
+        };
+        (class, q.admitted, r)
+    }
+
+    /// Puts `r` in the queue: high-priority requests (with priorities on) behind the
+    /// other high-priority ones, the rest at the back, or at the front when `front`
+    /// (a preempted request goes first within its class).
+    fn queue(&mut self, r: u32, q: &Req, front: bool) {
+        let high = self.cfg.priorities && q.req.priority > 0;
+        if high {
+            if front {
+                self.waiting.push_front(r);
+            } else {
+                self.waiting.insert(self.waiting_high as usize, r);
+            }
+            self.waiting_high += 1;
+        } else if front {
+            self.waiting.insert(self.waiting_high as usize, r);
+        } else {
+            self.waiting.push_back(r);
         }
     }
 
@@ -306,17 +351,22 @@ impl Instance {
         if q.preempted {
             self.preempted_waiting += 1;
         }
+        self.high += u32::from(q.req.priority > 0);
         self.waiting_blocks += u64::from(self.cfg.blocks(q.prefill_len()));
-        self.waiting.push_back(r);
+        let q = &reqs[r as usize];
+        self.queue(r, q, false);
     }
 
     /// Empties the queue (a draining instance hands its queued requests back).
     pub fn take_waiting(&mut self, reqs: &mut [Req]) -> Vec<u32> {
         self.waiting_blocks = 0;
         self.preempted_waiting = 0;
+        self.waiting_high = 0;
         let out: Vec<u32> = self.waiting.drain(..).collect();
         for &r in &out {
-            reqs[r as usize].phase = Phase::Future;
+            let q = &mut reqs[r as usize];
+            q.phase = Phase::Future;
+            self.high -= u32::from(q.req.priority > 0);
         }
         out
     }
@@ -364,15 +414,18 @@ impl Instance {
         let q = &mut reqs[r as usize];
         debug_assert_eq!(q.phase, Phase::Decoding);
         self.leave_decoding(q);
-        self.running.remove(&(q.admitted, r));
+        let key = self.key(q, r);
+        self.running.remove(&key);
+        self.high -= u32::from(q.req.priority > 0);
         q.phase = Phase::Frozen;
         q.stored
     }
 
     /// Puts a frozen request back (its migration failed at the last stage).
     pub fn unfreeze(&mut self, r: u32, reqs: &mut [Req]) {
-        let q = &mut reqs[r as usize];
-        self.running.insert((q.admitted, r));
+        let q = &reqs[r as usize];
+        self.running.insert(self.key(q, r));
+        self.high += u32::from(q.req.priority > 0);
         self.joins.push(r);
     }
 
@@ -403,16 +456,19 @@ impl Instance {
         q.inst = id;
         q.admitted = self.next_admit;
         self.next_admit += 1;
-        self.running.insert((q.admitted, r));
+        let q = &reqs[r as usize];
+        self.running.insert(self.key(q, r));
+        self.high += u32::from(q.req.priority > 0);
         self.joins.push(r);
     }
 
-    /// Decoding requests, newest admission first (migration candidates).
+    /// Decoding requests, newest admission first (normal priority before high with
+    /// priorities on): migration candidates.
     pub fn decoding_newest_first<'a>(&'a self, reqs: &'a [Req]) -> impl Iterator<Item = u32> + 'a {
         self.running
             .iter()
             .rev()
-            .map(|&(_, r)| r)
+            .map(|&(_, _, r)| r)
             .filter(move |&r| reqs[r as usize].phase == Phase::Decoding)
     }
 
@@ -423,7 +479,8 @@ impl Instance {
         } else {
             self.prefilling.retain(|&p| p != r);
         }
-        self.running.remove(&(q.admitted, r));
+        let key = self.key(q, r);
+        self.running.remove(&key);
         // Blocks held: the whole prompt's for a prefilling request, else its tokens'.
         let held = if q.phase == Phase::Prefilling {
             self.cfg.blocks(q.prefill_len())
@@ -443,7 +500,8 @@ impl Instance {
         q.preempted = true;
         self.preempted_waiting += 1;
         self.waiting_blocks += u64::from(self.cfg.blocks(q.prefill_len()));
-        self.waiting.push_front(r);
+        let q = &reqs[r as usize];
+        self.queue(r, q, true);
         out.preempted.push(r);
     }
 
@@ -454,7 +512,7 @@ impl Instance {
         let slot = (self.clock % bs) as usize;
         let mut any = false;
         while self.free < self.residue[slot] {
-            let Some(&(_, victim)) = self.running.iter().next_back() else {
+            let Some(&(_, _, victim)) = self.running.iter().next_back() else {
                 break;
             };
             self.preempt(now, victim, reqs, out);
@@ -479,6 +537,9 @@ impl Instance {
             return None;
         }
         self.waiting.pop_front();
+        if self.cfg.priorities && q.req.priority > 0 {
+            self.waiting_high -= 1;
+        }
         self.waiting_blocks -= u64::from(blocks);
         if q.preempted {
             q.preempted = false;
@@ -490,7 +551,8 @@ impl Instance {
         q.prefilled = 0;
         q.admitted = self.next_admit;
         self.next_admit += 1;
-        self.running.insert((q.admitted, r));
+        let q = &reqs[r as usize];
+        self.running.insert(self.key(q, r));
         Some(r)
     }
 
@@ -631,7 +693,9 @@ impl Instance {
     }
 
     fn complete(&mut self, now: Micros, r: u32, q: &mut Req, out: &mut StepOut) {
-        self.running.remove(&(q.admitted, r));
+        let key = self.key(q, r);
+        self.running.remove(&key);
+        self.high -= u32::from(q.req.priority > 0);
         self.free += self.cfg.blocks(q.stored);
         q.phase = Phase::Done;
         q.done = now;
@@ -645,7 +709,7 @@ impl Instance {
         let stepping = self.busy && self.decode_step;
         self.running
             .iter()
-            .map(|&(_, r)| {
+            .map(|&(_, _, r)| {
                 let q = &reqs[r as usize];
                 let tokens = match q.phase {
                     Phase::Prefilling => q.prefill_len(),

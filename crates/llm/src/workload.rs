@@ -431,6 +431,23 @@ pub fn set_arrivals(
     Ok(())
 }
 
+/// Marks each request high-priority (priority 1) with probability `share`, from a seeded
+/// stream of its own so that the lengths and arrivals stay those of the same seed
+/// without priorities (Llumnix §6.5 draws 10 % of requests at random).
+pub fn set_priorities(requests: &mut [Request], share: f64, seed: u64) -> Result<(), LlmError> {
+    if !(0.0..=1.0).contains(&share) {
+        return Err(LlmError::Invalid {
+            what: "high-priority",
+            message: format!("{share}: expected a share between 0 and 1"),
+        });
+    }
+    let mut rng = Rng::stream(seed, "llm-priorities");
+    for r in requests.iter_mut() {
+        r.priority = u8::from(rng.f64() < share);
+    }
+    Ok(())
+}
+
 /// What to do with a request longer than the context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClipRule {
@@ -595,6 +612,21 @@ mod tests {
                 var.sqrt() / m
             );
         }
+    }
+
+    #[test]
+    fn a_share_of_requests_is_high_priority_without_moving_the_rest() {
+        let mut reqs = power_law_requests(256, 256, 20_000, 3).unwrap();
+        let before = reqs.clone();
+        set_priorities(&mut reqs, 0.1, 3).unwrap();
+        let high = reqs.iter().filter(|r| r.priority == 1).count() as f64 / 20_000.0;
+        assert!((high - 0.1).abs() < 0.01, "{high}");
+        assert!(
+            reqs.iter()
+                .zip(&before)
+                .all(|(a, b)| (a.input, a.output) == (b.input, b.output))
+        );
+        assert!(set_priorities(&mut reqs, 1.5, 3).is_err());
     }
 
     #[test]

@@ -38,16 +38,17 @@ fn run(c: &Cluster, reqs: &[Request], policy_name: &str, set: &[&str]) -> LlmOut
 }
 
 fn requests() -> impl Strategy<Value = Vec<Request>> {
-    prop::collection::vec((0u64..2_000_000, 1u32..900, 1u32..400), 1..120).prop_map(|v| {
+    prop::collection::vec((0u64..2_000_000, 1u32..900, 1u32..400, 0u8..4), 1..120).prop_map(|v| {
         let mut t = 0;
         v.into_iter()
-            .map(|(gap, input, output)| {
+            .map(|(gap, input, output, p)| {
                 t += gap / 20;
                 Request {
                     arrival: t,
                     input,
                     output,
-                    priority: 0,
+                    // A quarter high-priority.
+                    priority: u8::from(p == 0),
                 }
             })
             .collect()
@@ -62,13 +63,14 @@ proptest! {
         reqs in requests(),
         blocks in 40u32..200,
         chunk in prop::option::of(64u32..600),
-        which in 0usize..4,
+        which in 0usize..5,
     ) {
         let (name, set): (&str, &[&str]) = [
             ("round-robin", &[][..]),
             ("infaas++", &[][..]),
             ("llumnix", &[][..]),
             ("llumnix", &["choice=sr", "last_stage_blocks=1", "autoscale=true", "scale_interval_s=1", "startup_s=0.5", "max_instances=5"][..]),
+            ("llumnix", &["headroom=0.5", "priorities=true", "migrate_threshold=10"][..]),
         ][which];
         let c = cluster(3, blocks, chunk);
         let o = run(&c, &reqs, name, set);

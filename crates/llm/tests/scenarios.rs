@@ -58,6 +58,7 @@ fn run_scenario(text: &str) -> String {
                         "at" => r.arrival = (b.parse::<f64>().unwrap() * 1e6).round() as u64,
                         "in" => r.input = b.parse().unwrap(),
                         "out" => r.output = b.parse().unwrap(),
+                        "prio" => r.priority = b.parse().unwrap(),
                         _ => panic!("unknown request field {a}"),
                     }
                 }

@@ -41,7 +41,7 @@ impl LlmPolicy for Infaas {
         if self.used_ratio {
             argmax(view, |v| -used_ratio(v))
         } else {
-            argmax(view, freeness_dispatch)
+            argmax(view, |v| freeness_dispatch(v, 0.0))
         }
     }
 }

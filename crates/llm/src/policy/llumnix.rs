@@ -7,7 +7,11 @@
 //! every queued request counts; for migration only the head of the queue counts, so an
 //! instance whose next prompt does not fit looks overloaded and sheds running requests
 //! (de-fragmentation). A terminating instance's freeness is minus infinity, so ordinary
-//! migration drains it. Defaults follow the first public release (2024-07): threshold
+//! migration drains it. High-priority requests (§4.4.3 of the paper) carry headroom: each
+//! adds a share of the cache to its instance's virtual usage, so normal requests are
+//! dispatched elsewhere and migrated off (sources send normal requests first), and its
+//! instance admits it first and preempts it last. The paper does not print the
+//! headroom; 0.1 of the cache per request is ours (docs/llm.md sweeps it). Defaults follow the first public release (2024-07): threshold
 //! 3, last-come-first-served request choice, at most 3 stages, last stage at 4 blocks,
 //! scale thresholds 10 and 60 every 10 s.
 
@@ -59,6 +63,17 @@ const INTERVAL: ParamSpec = ParamSpec {
     default: "50",
     about: "load polling and migration pairing period, ms",
 };
+const PRIORITIES: ParamSpec = ParamSpec {
+    key: "priorities",
+    default: "true",
+    about: "instances admit high-priority requests first and preempt them last; their headroom \
+            counts in the load",
+};
+const HEADROOM: ParamSpec = ParamSpec {
+    key: "headroom",
+    default: "0.1",
+    about: "virtual KV usage added per high-priority request, as a share of an instance's cache",
+};
 const AUTOSCALE: ParamSpec = ParamSpec {
     key: "autoscale",
     default: "false",
@@ -109,6 +124,8 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
         BANDWIDTH,
         OVERHEAD,
         INTERVAL,
+        PRIORITIES,
+        HEADROOM,
         AUTOSCALE,
         SCALE_UP,
         SCALE_DOWN,
@@ -160,8 +177,19 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
                 startup: ms(p, &STARTUP)?.saturating_mul(1000),
             })
         });
+    let priorities = p.bool(&PRIORITIES)?;
+    let headroom = p.f64(&HEADROOM)?;
+    if !(0.0..=100.0).contains(&headroom) {
+        return Err(ParamError::Bad {
+            key: HEADROOM.key.into(),
+            value: headroom.to_string(),
+            message: "expected a share of the cache between 0 and 100".into(),
+        });
+    }
     Ok(Box::new(Llumnix {
         threshold: p.signed(&THRESHOLD)?,
+        priorities,
+        headroom: if priorities { headroom } else { 0.0 },
         migration,
         interval,
         scaling: scaling.transpose()?,
@@ -174,6 +202,8 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
 
 struct Llumnix {
     threshold: f64,
+    priorities: bool,
+    headroom: f64,
     migration: Option<MigrationConfig>,
     interval: Micros,
     scaling: Option<ScalingConfig>,
@@ -187,8 +217,15 @@ fn available(l: &Load) -> f64 {
     f64::from(l.free_blocks) - f64::from(l.watermark)
 }
 
-/// Freeness for dispatch: every queued request's demand counts.
-pub fn freeness_dispatch(v: &InstanceView) -> f64 {
+/// Virtual usage beyond the physical: `headroom` (a share of the cache) for each
+/// high-priority request, so that instances serving them look fuller than they are.
+fn headroom_blocks(l: &Load, headroom: f64) -> f64 {
+    headroom * f64::from(l.total_blocks) * f64::from(l.high)
+}
+
+/// Freeness for dispatch: every queued request's demand counts, and `headroom` (a
+/// share of the cache) per high-priority request.
+pub fn freeness_dispatch(v: &InstanceView, headroom: f64) -> f64 {
     if v.state == InstanceState::Terminating {
         return f64::NEG_INFINITY;
     }
@@ -197,11 +234,11 @@ pub fn freeness_dispatch(v: &InstanceView) -> f64 {
     if n == 0 {
         return f64::INFINITY;
     }
-    (available(l) - l.waiting_blocks as f64) / f64::from(n)
+    (available(l) - l.waiting_blocks as f64 - headroom_blocks(l, headroom)) / f64::from(n)
 }
 
 /// Freeness for migration: only the head of the queue counts (de-fragmentation).
-pub fn freeness_migrate(v: &InstanceView) -> f64 {
+pub fn freeness_migrate(v: &InstanceView, headroom: f64) -> f64 {
     if v.state == InstanceState::Terminating {
         return f64::NEG_INFINITY;
     }
@@ -210,12 +247,16 @@ pub fn freeness_migrate(v: &InstanceView) -> f64 {
     if n == 0 {
         return f64::INFINITY;
     }
-    (available(l) - f64::from(l.head_blocks)) / f64::from(n)
+    (available(l) - f64::from(l.head_blocks) - headroom_blocks(l, headroom)) / f64::from(n)
 }
 
 impl LlmPolicy for Llumnix {
     fn dispatch(&mut self, _req: &Request, view: &[InstanceView]) -> Option<u32> {
-        argmax(view, freeness_dispatch)
+        argmax(view, |v| freeness_dispatch(v, self.headroom))
+    }
+
+    fn priorities(&self) -> bool {
+        self.priorities
     }
 
     fn interval(&self) -> Option<Micros> {
@@ -233,7 +274,7 @@ impl LlmPolicy for Llumnix {
             .iter()
             .filter(|v| !v.migrating && v.state != InstanceState::Starting)
         {
-            let f = freeness_migrate(v);
+            let f = freeness_migrate(v, self.headroom);
             if v.load.preempted > 0 || f < self.threshold {
                 // A source needs a running request to send.
                 if v.load.running > 0 {

@@ -110,6 +110,12 @@ pub trait LlmPolicy {
         None
     }
 
+    /// Whether instances admit high-priority requests first and preempt them last
+    /// (the engine sets [`ReplicaConfig::priorities`](crate::replica::ReplicaConfig)).
+    fn priorities(&self) -> bool {
+        false
+    }
+
     /// How it scales, if it does.
     fn scaling(&self) -> Option<ScalingConfig> {
         None
