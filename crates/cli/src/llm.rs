@@ -15,6 +15,8 @@ use std::time::Instant;
 
 const SAMPLE: &str = "testdata/llm/azure-conv-sample.csv";
 const SAMPLE_TEXT: &str = include_str!("../../../testdata/llm/azure-conv-sample.csv");
+const CODE_SAMPLE: &str = "testdata/llm/azure-code-sample.csv";
+const CODE_SAMPLE_TEXT: &str = include_str!("../../../testdata/llm/azure-code-sample.csv");
 
 /// `apiary llm` subcommands.
 #[derive(Subcommand)]
@@ -29,6 +31,9 @@ pub enum LlmCmd {
         #[arg(long, default_value = "llm-compare.html")]
         html: PathBuf,
     },
+    /// Several services sharing one GPU pool (SeaLLM's setting): compare the pool
+    /// policies on a mix of services.
+    Pool(crate::llm_pool::PoolArgs),
     /// List the cluster schedulers and their parameters.
     Policies,
     /// List the built-in models and GPUs, and what an instance of each holds.
@@ -38,9 +43,10 @@ pub enum LlmCmd {
 /// What to run.
 #[derive(Args, Clone)]
 pub struct LlmArgs {
-    /// Trace file (Azure LLM 2023 CSV, ShareGPT lengths CSV, Mooncake JSONL) or
-    /// `powerlaw:IN-OUT` with IN, OUT in S, M, L (Llumnix's means 128, 256, 512) or 1024.
-    /// Default: a committed sample of the Azure conversation trace.
+    /// Trace file (Azure LLM 2023 CSV, ShareGPT lengths CSV, Mooncake JSONL),
+    /// `powerlaw:IN-OUT` with IN, OUT in S, M, L (Llumnix's means 128, 256, 512) or 1024,
+    /// or `sample:conv` / `sample:code` (committed samples of the Azure traces).
+    /// Default: `sample:conv`.
     #[arg(long, short)]
     trace: Option<String>,
     /// Policy, or a comma-separated list for `compare`.
@@ -156,10 +162,11 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             }
             Ok(())
         }
+        LlmCmd::Pool(a) => crate::llm_pool::run(a),
         LlmCmd::Policies => {
-            for s in POLICIES {
-                println!("{:<14} {}", s.name, s.about);
-                for p in s.params {
+            let print = |name: &str, about: &str, params: &[apiary_policy::ParamSpec]| {
+                println!("{name:<16} {about}");
+                for p in params {
                     println!(
                         "    {:<20} {:<10} {}",
                         p.key,
@@ -167,6 +174,14 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
                         p.about
                     );
                 }
+            };
+            println!("instance schedulers (apiary llm simulate / compare):");
+            for s in POLICIES {
+                print(s.name, s.about, s.params);
+            }
+            println!("pool schedulers, several services on shared GPUs (apiary llm pool):");
+            for s in apiary_llm::policy::pool::POOL_POLICIES {
+                print(s.name, s.about, s.params);
             }
             Ok(())
         }
@@ -228,43 +243,8 @@ impl Workload {
         if a.tp == 0 {
             bail!("--tp must be at least 1");
         }
-        let (name, mut requests, timed) = match a.trace.as_deref() {
-            Some(spec) if spec.starts_with("powerlaw:") => {
-                let mix = &spec["powerlaw:".len()..];
-                let (i, o) = mix.split_once('-').unwrap_or((mix, mix));
-                let (Some(im), Some(om)) = (workload::mix_mean(i), workload::mix_mean(o)) else {
-                    bail!(
-                        "trace '{spec}': expected powerlaw:IN-OUT with IN, OUT in S, M, L, 128, 256, 512, 1024"
-                    );
-                };
-                let n = a.requests.unwrap_or(10_000);
-                (
-                    spec.to_string(),
-                    workload::power_law_requests(im, om, n, a.seed)?,
-                    false,
-                )
-            }
-            Some(path) => {
-                let t = workload::read_trace(Path::new(path))?;
-                if t.repeated_prefix_blocks > 0 && !a.quiet {
-                    eprintln!(
-                        "note: {path} shares {} prefix blocks between requests; prefix caching is not modelled, every prompt is prefilled in full",
-                        t.repeated_prefix_blocks
-                    );
-                }
-                (path.to_string(), t.requests, t.timed)
-            }
-            None => {
-                let t = workload::parse_trace(Path::new(SAMPLE), SAMPLE_TEXT)?;
-                (
-                    format!(
-                        "{SAMPLE} (2,000 requests of the Azure LLM conversation trace 2023, CC-BY-4.0, see testdata/llm/README.md)"
-                    ),
-                    t.requests,
-                    true,
-                )
-            }
-        };
+        let (name, mut requests, timed) =
+            read_requests(a.trace.as_deref(), a.requests, a.seed, a.quiet)?;
         if let Some(n) = a.requests {
             requests.truncate(n);
         }
@@ -349,19 +329,80 @@ impl Workload {
     }
 }
 
-fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
-    // `policy.key=value` sets a key for that policy alone (a compare over policies
-    // with different parameters); a bare `key=value` is for every policy run.
-    let mine = a.set.iter().filter_map(|kv| {
+/// The `--set` pairs for policy `name`: `policy.key=value` sets a key for that policy
+/// alone (a compare over policies with different parameters); a bare `key=value` is for
+/// every policy run.
+pub(crate) fn params_for(set: &[String], name: &str, known: &[&str]) -> Result<Params> {
+    let mine = set.iter().filter_map(|kv| {
         let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
         match key.split_once('.') {
-            Some((p, _)) if POLICIES.iter().any(|s| s.name == p) => {
-                (p == name).then(|| &kv[p.len() + 1..])
-            }
+            Some((p, _)) if known.contains(&p) => (p == name).then(|| &kv[p.len() + 1..]),
             _ => Some(kv.as_str()),
         }
     });
-    let params = Params::from_pairs(mine)?;
+    Ok(Params::from_pairs(mine)?)
+}
+
+/// Requests from a trace spec (a file, `powerlaw:IN-OUT`, or the committed sample when
+/// `None`): its name, the requests, and whether they carry arrival times.
+pub(crate) fn read_requests(
+    spec: Option<&str>,
+    n: Option<usize>,
+    seed: u64,
+    quiet: bool,
+) -> Result<(String, Vec<Request>, bool)> {
+    Ok(match spec {
+        Some(spec) if spec.starts_with("powerlaw:") => {
+            let mix = &spec["powerlaw:".len()..];
+            let (i, o) = mix.split_once('-').unwrap_or((mix, mix));
+            let (Some(im), Some(om)) = (workload::mix_mean(i), workload::mix_mean(o)) else {
+                bail!(
+                    "trace '{spec}': expected powerlaw:IN-OUT with IN, OUT in S, M, L, 128, 256, 512, 1024"
+                );
+            };
+            let n = n.unwrap_or(10_000);
+            (
+                spec.to_string(),
+                workload::power_law_requests(im, om, n, seed)?,
+                false,
+            )
+        }
+        Some("sample:code") => {
+            let t = workload::parse_trace(Path::new(CODE_SAMPLE), CODE_SAMPLE_TEXT)?;
+            (
+                format!(
+                    "{CODE_SAMPLE} (1,000 requests of the Azure LLM code trace 2023, CC-BY-4.0)"
+                ),
+                t.requests,
+                true,
+            )
+        }
+        Some(path) if path != "sample:conv" => {
+            let t = workload::read_trace(Path::new(path))?;
+            if t.repeated_prefix_blocks > 0 && !quiet {
+                eprintln!(
+                    "note: {path} shares {} prefix blocks between requests; prefix caching is not modelled, every prompt is prefilled in full",
+                    t.repeated_prefix_blocks
+                );
+            }
+            (path.to_string(), t.requests, t.timed)
+        }
+        _ => {
+            let t = workload::parse_trace(Path::new(SAMPLE), SAMPLE_TEXT)?;
+            (
+                format!(
+                    "{SAMPLE} (2,000 requests of the Azure LLM conversation trace 2023, CC-BY-4.0, see testdata/llm/README.md)"
+                ),
+                t.requests,
+                true,
+            )
+        }
+    })
+}
+
+fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
+    let known: Vec<&str> = POLICIES.iter().map(|s| s.name).collect();
+    let params = params_for(&a.set, name, &known)?;
     let mut p = policy::build(name, &params)?;
     let bar = crate::run::progress_bar(
         a.quiet,

@@ -10,6 +10,7 @@ mod comm;
 mod hived;
 mod live;
 mod llm;
+mod llm_pool;
 mod run;
 mod traces;
 
@@ -177,7 +178,8 @@ enum Cmd {
         cmd: comm::CommCmd,
     },
     /// LLM inference clusters: simulate and compare request schedulers (Llumnix,
-    /// INFaaS++, round-robin) over vLLM-style instances.
+    /// INFaaS++, round-robin) over vLLM-style instances, and pools shared by several
+    /// services (SeaLLM).
     Llm {
         #[command(subcommand)]
         cmd: llm::LlmCmd,

@@ -21,6 +21,7 @@ pub mod html;
 pub mod latency;
 pub mod metrics;
 pub mod policy;
+pub mod pool;
 pub mod replica;
 pub mod workload;
 

@@ -149,6 +149,9 @@ pub struct LlmSummary {
     pub slo_ttft_s: f64,
     /// The bounds.
     pub slo_tpot_s: f64,
+    /// Multi-service runs: the SLO is this many times a request's latency alone on an
+    /// idle group (the TTFT and TPOT bounds are then 0).
+    pub slo_scale: f64,
     /// Preemptions.
     pub preemptions: u64,
     /// Requests preempted at least once.
@@ -220,6 +223,7 @@ impl LlmSummary {
             slo_attainment: all.slo_attainment,
             slo_ttft_s: slo.ttft_s,
             slo_tpot_s: slo.tpot_s,
+            slo_scale: 0.0,
             preemptions: done.iter().map(|q| u64::from(q.preemptions)).sum(),
             preempted_requests: done.iter().filter(|q| q.preemptions > 0).count() as u64,
             preemption_loss_mean_s: done.iter().map(|q| secs(q.loss)).sum::<f64>() / n,
@@ -268,6 +272,9 @@ impl LlmSummary {
         put("slo_attainment", self.slo_attainment.into());
         put("slo_ttft_s", self.slo_ttft_s.into());
         put("slo_tpot_s", self.slo_tpot_s.into());
+        if self.slo_scale > 0.0 {
+            put("slo_scale", self.slo_scale.into());
+        }
         put("preemptions", self.preemptions.into());
         put("preempted_requests", self.preempted_requests.into());
         put("preemption_loss_mean_s", self.preemption_loss_mean_s.into());

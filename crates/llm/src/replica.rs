@@ -291,6 +291,26 @@ impl Instance {
         self.free
     }
 
+    /// Blocks in use (held by requests or reserved).
+    pub fn used_blocks(&self) -> u32 {
+        self.cfg.total_blocks - self.free
+    }
+
+    /// Resizes the cache to `total` blocks, keeping those in use (at most `total`): a
+    /// KV pool shared with other models' instances grants this one what is left of it
+    /// before each of its iterations.
+    pub fn set_capacity(&mut self, total: u32) {
+        let used = self.used_blocks();
+        debug_assert!(total >= used);
+        self.cfg.total_blocks = total.max(used);
+        self.free = self.cfg.total_blocks - used;
+    }
+
+    /// Requests admitted so far (a counter; it moves when a prefill admits one).
+    pub fn admissions(&self) -> u64 {
+        self.next_admit
+    }
+
     /// Requests admitted (prefilling or decoding), and those about to join.
     pub fn running(&self) -> u32 {
         (self.running.len() + self.joins.len()) as u32

@@ -269,6 +269,10 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
             ],
         ),
     });
+    cases.push(Case {
+        name: "llm pool samples, chat + code (3,000 requests), seallm, 4 x A100".into(),
+        args: s(&["llm", "pool", "-p", "seallm"]),
+    });
     if full {
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
         let synth: PathBuf = work.join("synth-1m.csv");

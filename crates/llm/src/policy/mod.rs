@@ -11,6 +11,7 @@
 
 mod infaas;
 mod llumnix;
+pub mod pool;
 mod round_robin;
 
 pub use llumnix::{freeness_dispatch, freeness_migrate};

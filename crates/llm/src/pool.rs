@@ -1,0 +1,644 @@
+//! A pool of GPU groups shared by several LLM services (SeaLLM's setting), simulated on
+//! one event queue.
+//!
+//! Each group is `tp` GPUs holding the weights of the services placed on it and one KV
+//! cache. Every service on a group is a vLLM-style [`Instance`] of its own model; the
+//! group runs one of them per iteration (models do not batch together), chosen by the
+//! pool policy at each boundary. With a unified KV cache the instances draw from the
+//! group's free memory: before an instance's iteration it is granted whatever the
+//! others do not hold, in blocks of its own model's size; without, each keeps a fixed
+//! share. Requests go to the freest group hosting their service.
+//!
+//! Services are sized from their traces before the run (the "history" placement
+//! reads): each one's load is the GPU time its requests need on an idle group at a
+//! typical batch, and its budget (SeaLLM's doubling-budget start) is what a median
+//! request of it takes alone.
+
+use crate::LlmError;
+use crate::engine::{LlmOutcome, Sample};
+use crate::hardware::{GpuSpec, MemoryPlan, ModelSpec};
+use crate::latency::{Batch, IterModel};
+use crate::metrics::{Group, LlmSummary, Slo};
+use crate::policy::pool::{PoolPolicy, ServiceDemand, SubView};
+use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
+use crate::workload::{Clipped, Micros, Request, SEC};
+use apiary_sim::EventQueue;
+
+/// One service: a model and how its instances run.
+#[derive(Clone, Debug)]
+pub struct Service {
+    /// Its name.
+    pub name: String,
+    /// The model it serves.
+    pub model: ModelSpec,
+    /// Iteration times of that model on one group.
+    pub iter: IterModel,
+    /// Longest request it admits in one prefill, tokens.
+    pub max_len: u32,
+    /// Chunked-prefill budget, if any.
+    pub chunk: Option<u32>,
+}
+
+/// The GPUs.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    /// Groups of `tp` GPUs.
+    pub groups: u32,
+    /// The GPU.
+    pub gpu: GpuSpec,
+    /// GPUs per group (tensor parallelism of every model on it).
+    pub tp: u32,
+    /// How much of each GPU the engine may use.
+    pub mem: MemoryPlan,
+}
+
+impl Pool {
+    /// Bytes of one group the engines may use for weights and KV.
+    pub fn usable_bytes(&self) -> f64 {
+        f64::from(self.tp)
+            * (self.gpu.mem_bytes * self.mem.utilisation - self.mem.activation_reserve)
+    }
+}
+
+/// Typical decode batch for load estimates.
+const TYPICAL_BATCH: u64 = 16;
+
+fn prefill_secs(iter: &IterModel, tokens: u32) -> f64 {
+    let n = u64::from(tokens.max(1));
+    iter.cost(&Batch {
+        prefill_tokens: n,
+        prefill_pairs: n as f64 * (n as f64 + 1.0) / 2.0,
+        logits: 1,
+        ..Batch::default()
+    })
+    .secs
+}
+
+fn decode_secs(iter: &IterModel, seqs: u64, ctx: u32) -> f64 {
+    iter.cost(&Batch {
+        decode_seqs: seqs,
+        decode_ctx: seqs * u64::from(ctx.max(1)),
+        logits: seqs,
+        ..Batch::default()
+    })
+    .secs
+}
+
+/// What a request of `input` and `output` tokens takes alone on an idle group, seconds.
+pub fn unloaded_secs(iter: &IterModel, input: u32, output: u32) -> f64 {
+    prefill_secs(iter, input)
+        + f64::from(output.saturating_sub(1)) * decode_secs(iter, 1, input + output / 2)
+}
+
+fn median(mut v: Vec<u32>) -> u32 {
+    if v.is_empty() {
+        return 1;
+    }
+    v.sort_unstable();
+    v[(v.len() - 1) / 2]
+}
+
+/// Each service's load and budget, from its requests.
+fn profile(
+    services: &[Service],
+    requests: &[Request],
+    service_of: &[u16],
+) -> (Vec<ServiceDemand>, Vec<Micros>) {
+    let mut demand = Vec::with_capacity(services.len());
+    let mut budgets = Vec::with_capacity(services.len());
+    for (s, svc) in services.iter().enumerate() {
+        let mine = || {
+            requests
+                .iter()
+                .zip(service_of)
+                .filter(move |&(_, &o)| o as usize == s)
+                .map(|(r, _)| r)
+        };
+        let n = mine().count().max(1) as f64;
+        let first = mine().map(|r| r.arrival).min().unwrap_or(0);
+        let last = mine().map(|r| r.arrival).max().unwrap_or(0);
+        let span = ((last - first) as f64 / 1e6).max(1.0);
+        let mean_in = mine().map(|r| f64::from(r.input)).sum::<f64>() / n;
+        let mean_out = mine().map(|r| f64::from(r.output)).sum::<f64>() / n;
+        let per_token = decode_secs(
+            &svc.iter,
+            TYPICAL_BATCH,
+            (mean_in + mean_out / 2.0).round() as u32,
+        ) / TYPICAL_BATCH as f64;
+        let work = mine()
+            .map(|r| prefill_secs(&svc.iter, r.input) + f64::from(r.output) * per_token)
+            .sum::<f64>();
+        demand.push(ServiceDemand {
+            name: svc.name.clone(),
+            load: work / span,
+        });
+        let med_in = median(mine().map(|r| r.input).collect());
+        let med_out = median(mine().map(|r| r.output).collect());
+        budgets.push((unloaded_secs(&svc.iter, med_in, med_out) * 1e6).ceil() as Micros);
+    }
+    (demand, budgets)
+}
+
+struct Sub {
+    service: u16,
+    inst: Instance,
+    block_bytes: f64,
+    /// GPU time of its iterations on this group, µs.
+    served: Micros,
+    /// `served` when it last admitted a request.
+    admit_mark: Micros,
+    /// When its last iteration ended (or it last got work after being empty).
+    last_end: Micros,
+}
+
+struct GroupRt {
+    subs: Vec<Sub>,
+    kv_bytes: f64,
+    busy: Option<usize>,
+}
+
+impl GroupRt {
+    fn used_bytes(&self) -> f64 {
+        self.subs
+            .iter()
+            .map(|s| f64::from(s.inst.used_blocks()) * s.block_bytes)
+            .sum()
+    }
+}
+
+/// What a pool run produced.
+#[derive(Debug)]
+pub struct PoolOutcome {
+    /// Requests, instances (groups), iterations and samples, as a single-model run
+    /// reports them.
+    pub outcome: LlmOutcome,
+    /// The services each group hosted.
+    pub placement: Vec<Vec<u16>>,
+    /// Each service's estimated load and name.
+    pub demand: Vec<ServiceDemand>,
+}
+
+struct Sim<'a> {
+    services: &'a [Service],
+    service_of: &'a [u16],
+    policy: &'a mut dyn PoolPolicy,
+    unified: bool,
+    budgets: Vec<Micros>,
+    groups: Vec<GroupRt>,
+    /// Per service, the (group, sub) pairs hosting it.
+    hosts: Vec<Vec<(u32, usize)>>,
+    reqs: Vec<Req>,
+    queue: EventQueue<Ev>,
+    cands: Vec<usize>,
+    views: Vec<SubView>,
+    out: StepOut,
+    now: Micros,
+    done: usize,
+    total: usize,
+    events: u64,
+    series: Vec<Sample>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    IterDone(u32),
+    Sample,
+}
+
+/// Runs `requests` (sorted by arrival; request `i` belongs to service `service_of[i]`;
+/// `refused` marks those not to run) on `pool` under `policy`.
+pub fn simulate_pool(
+    pool: &Pool,
+    services: &[Service],
+    requests: &[Request],
+    service_of: &[u16],
+    refused: &[bool],
+    policy: &mut dyn PoolPolicy,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PoolOutcome, LlmError> {
+    let invalid = |what, message: String| Err(LlmError::Invalid { what, message });
+    if services.is_empty() || services.len() > usize::from(u16::MAX) {
+        return invalid(
+            "services",
+            format!("{} services; expected 1 to 65535", services.len()),
+        );
+    }
+    if pool.groups == 0 {
+        return invalid("groups", "the pool needs at least one GPU group".into());
+    }
+    if service_of.len() != requests.len()
+        || service_of.iter().any(|&s| s as usize >= services.len())
+    {
+        return invalid(
+            "requests",
+            "every request needs a service of the run".into(),
+        );
+    }
+    if requests.windows(2).any(|w| w[1].arrival < w[0].arrival) {
+        return invalid("requests", "not sorted by arrival".into());
+    }
+    let usable = pool.usable_bytes();
+    let room = |set: &[u16]| {
+        let weights: f64 = set
+            .iter()
+            .map(|&s| services[s as usize].model.weight_bytes)
+            .sum();
+        (usable - weights) / usable
+    };
+    for svc in services {
+        if svc.model.weight_bytes >= usable {
+            return Err(LlmError::DoesNotFit {
+                model: svc.model.name.clone(),
+                gpu: pool.gpu.name.clone(),
+                tp: pool.tp,
+                weights_gb: svc.model.weight_bytes / 1e9,
+                usable_gb: usable / 1e9,
+            });
+        }
+    }
+    let (demand, budgets) = profile(services, requests, service_of);
+    let placement = policy.place(&demand, pool.groups, &room);
+    if placement.len() != pool.groups as usize {
+        return invalid(
+            "placement",
+            format!("{} groups placed of {}", placement.len(), pool.groups),
+        );
+    }
+    let unified = policy.unified_kv();
+    let mut groups = Vec::with_capacity(placement.len());
+    let mut hosts = vec![Vec::new(); services.len()];
+    for (g, set) in placement.iter().enumerate() {
+        let r = room(set);
+        if set.is_empty() || r <= 0.0 || set.iter().any(|&s| s as usize >= services.len()) {
+            return invalid(
+                "placement",
+                format!("group {g} holds services {set:?}, whose weights do not fit"),
+            );
+        }
+        let kv_bytes = r * usable;
+        let load_here: f64 = set.iter().map(|&s| demand[s as usize].load).sum();
+        let mut subs = Vec::with_capacity(set.len());
+        for &s in set {
+            let svc = &services[s as usize];
+            let block_bytes = svc.model.kv_bytes_per_token * 16.0;
+            let share = if unified || set.len() == 1 || load_here <= 0.0 {
+                1.0
+            } else {
+                demand[s as usize].load / load_here
+            };
+            let blocks = (kv_bytes * share / block_bytes)
+                .floor()
+                .min(f64::from(u32::MAX)) as u32;
+            let mut cfg = ReplicaConfig::vllm(blocks, svc.max_len);
+            cfg.chunk = svc.chunk;
+            hosts[s as usize].push((g as u32, subs.len()));
+            subs.push(Sub {
+                service: s,
+                inst: Instance::new(cfg),
+                block_bytes,
+                served: 0,
+                admit_mark: 0,
+                last_end: 0,
+            });
+        }
+        groups.push(GroupRt {
+            subs,
+            kv_bytes,
+            busy: None,
+        });
+    }
+    if let Some(s) = hosts.iter().position(Vec::is_empty) {
+        return invalid(
+            "placement",
+            format!(
+                "service '{}' is on no group (more services than groups?)",
+                services[s].name
+            ),
+        );
+    }
+    let mut reqs: Vec<Req> = requests.iter().map(|&r| Req::new(r)).collect();
+    // A request must fit every instance of its service with the watermark free.
+    for (i, q) in reqs.iter_mut().enumerate() {
+        let s = service_of[i] as usize;
+        let fits = hosts[s]
+            .iter()
+            .map(|&(g, k)| {
+                let c = groups[g as usize].subs[k].inst.config();
+                u64::from(c.total_blocks.saturating_sub(c.watermark)) * u64::from(c.block_size)
+            })
+            .min()
+            .unwrap_or(0);
+        let len = u64::from(q.req.input) + u64::from(q.req.output);
+        if refused.get(i).copied().unwrap_or(false) || len > fits || q.req.output == 0 {
+            q.phase = Phase::Refused;
+        }
+    }
+    let total = reqs.iter().filter(|q| q.phase != Phase::Refused).count();
+    let mut sim = Sim {
+        services,
+        service_of,
+        policy,
+        unified,
+        budgets,
+        groups,
+        hosts,
+        reqs,
+        queue: EventQueue::new(),
+        cands: Vec::new(),
+        views: Vec::new(),
+        out: StepOut::default(),
+        now: 0,
+        done: 0,
+        total,
+        events: 0,
+        series: Vec::new(),
+    };
+    let first = requests.first().map_or(0, |r| r.arrival);
+    sim.now = first;
+    sim.queue.push(first, Ev::Sample);
+    let mut next = 0usize;
+    let mut reported = 0;
+    while sim.done < sim.total {
+        while next < requests.len() && sim.reqs[next].phase == Phase::Refused {
+            next += 1;
+        }
+        let arrival = requests.get(next).map(|r| r.arrival);
+        let event = sim.queue.peek().map(|(t, _)| t);
+        match (arrival, event) {
+            (Some(a), e) if e.is_none_or(|e| a < e) => {
+                sim.now = a;
+                sim.events += 1;
+                sim.arrive(next as u32);
+                next += 1;
+            }
+            (_, Some(_)) => {
+                let Some((t, ev)) = sim.queue.pop_due(Micros::MAX) else {
+                    break;
+                };
+                sim.now = t;
+                sim.events += 1;
+                match ev {
+                    Ev::IterDone(g) => sim.iter_done(g),
+                    Ev::Sample => {
+                        sim.sample();
+                        if sim.done < sim.total {
+                            sim.queue.push(t + SEC, Ev::Sample);
+                        }
+                    }
+                }
+            }
+            _ => break,
+        }
+        #[cfg(debug_assertions)]
+        sim.audit();
+        if sim.done >= reported + 4096 {
+            reported = sim.done;
+            progress(sim.done, sim.total);
+        }
+    }
+    progress(sim.done, sim.total);
+    Ok(sim.finish(first, placement, demand))
+}
+
+impl Sim<'_> {
+    fn free_blocks(&self, g: usize, k: usize) -> f64 {
+        let grp = &self.groups[g];
+        let sub = &grp.subs[k];
+        if self.unified {
+            ((grp.kv_bytes - grp.used_bytes()) / sub.block_bytes).floor()
+        } else {
+            f64::from(sub.inst.free_blocks())
+        }
+    }
+
+    fn arrive(&mut self, r: u32) {
+        let s = self.service_of[r as usize] as usize;
+        // The freest instance of the service: KV room per request, as Llumnix's
+        // dispatch, counting every request on the group, since co-located services
+        // share its GPU time.
+        let mut best: Option<(f64, u32, usize)> = None;
+        for &(g, k) in &self.hosts[s] {
+            let grp = &self.groups[g as usize];
+            let l = grp.subs[k].inst.load(&self.reqs);
+            let n: u32 = grp
+                .subs
+                .iter()
+                .map(|o| o.inst.running() + o.inst.load(&self.reqs).waiting)
+                .sum();
+            let f = if n == 0 {
+                f64::INFINITY
+            } else {
+                (self.free_blocks(g as usize, k) - f64::from(l.watermark) - l.waiting_blocks as f64)
+                    / f64::from(n)
+            };
+            if best.is_none_or(|(b, _, _)| f > b) {
+                best = Some((f, g, k));
+            }
+        }
+        let Some((_, g, k)) = best else { return };
+        let sub = &mut self.groups[g as usize].subs[k];
+        if sub.inst.is_empty() {
+            sub.last_end = sub.last_end.max(self.now);
+        }
+        sub.inst.enqueue(r, &mut self.reqs, g);
+        self.try_start(g);
+    }
+
+    fn iter_done(&mut self, g: u32) {
+        let grp = &mut self.groups[g as usize];
+        let Some(k) = grp.busy.take() else { return };
+        self.out.finished.clear();
+        let sub = &mut grp.subs[k];
+        sub.inst.finish(self.now, &mut self.reqs, &mut self.out);
+        sub.last_end = self.now;
+        self.done += self.out.finished.len();
+        self.try_start(g);
+    }
+
+    /// Starts the next iteration on an idle group: the policy picks among the services
+    /// with work; one that cannot run (its queue head does not fit) is passed over.
+    fn try_start(&mut self, g: u32) {
+        let gi = g as usize;
+        if self.groups[gi].busy.is_some() {
+            return;
+        }
+        self.cands.clear();
+        self.cands.extend(
+            (0..self.groups[gi].subs.len()).filter(|&k| !self.groups[gi].subs[k].inst.is_empty()),
+        );
+        while !self.cands.is_empty() {
+            self.views.clear();
+            for &k in &self.cands {
+                let sub = &self.groups[gi].subs[k];
+                let running = sub.inst.running();
+                let l = sub.inst.load(&self.reqs);
+                self.views.push(SubView {
+                    service: sub.service,
+                    waiting: l.waiting,
+                    running,
+                    newest_attained: (running > 0).then(|| sub.served - sub.admit_mark),
+                    budget: self.budgets[sub.service as usize],
+                    idle_for: self.now.saturating_sub(sub.last_end),
+                });
+            }
+            let pick = if self.cands.len() == 1 {
+                0
+            } else {
+                self.policy.pick(g, &self.views).min(self.cands.len() - 1)
+            };
+            let k = self.cands[pick];
+            if self.unified {
+                let grp = &self.groups[gi];
+                let free = ((grp.kv_bytes - grp.used_bytes()) / grp.subs[k].block_bytes)
+                    .floor()
+                    .max(0.0);
+                let inst = &mut self.groups[gi].subs[k].inst;
+                let cap = f64::from(inst.used_blocks()) + free;
+                inst.set_capacity(cap.min(f64::from(u32::MAX)) as u32);
+            }
+            let sub = &mut self.groups[gi].subs[k];
+            let before = sub.inst.admissions();
+            let iter = &self.services[sub.service as usize].iter;
+            self.out.preempted.clear();
+            if let Some(d) = sub
+                .inst
+                .start(self.now, &mut self.reqs, iter, &mut self.out)
+            {
+                if sub.inst.admissions() != before {
+                    sub.admit_mark = sub.served;
+                }
+                sub.served += d;
+                self.groups[gi].busy = Some(k);
+                self.queue.push(self.now + d, Ev::IterDone(g));
+                return;
+            }
+            self.cands.remove(pick);
+        }
+    }
+
+    fn sample(&mut self) {
+        let mut s = Sample {
+            t: self.now as f64 / 1e6,
+            instances: self.groups.len() as u32,
+            ..Sample::default()
+        };
+        let (mut used, mut total) = (0.0, 0.0);
+        for grp in &self.groups {
+            for sub in &grp.subs {
+                let l = sub.inst.load(&self.reqs);
+                s.running += l.running;
+                s.waiting += l.waiting;
+            }
+            used += grp.used_bytes();
+            total += grp.kv_bytes;
+        }
+        s.kv_used = used / total.max(1.0);
+        self.series.push(s);
+    }
+
+    /// Every instance's blocks add up, and a group's instances together hold no more
+    /// than its KV memory.
+    #[cfg(debug_assertions)]
+    fn audit(&self) {
+        for (g, grp) in self.groups.iter().enumerate() {
+            for sub in &grp.subs {
+                assert_eq!(
+                    u64::from(sub.inst.free_blocks()) + sub.inst.held_blocks(&self.reqs),
+                    u64::from(sub.inst.config().total_blocks),
+                    "group {g} service {} at {} µs",
+                    sub.service,
+                    self.now
+                );
+            }
+            assert!(
+                grp.used_bytes() <= grp.kv_bytes * (1.0 + 1e-9),
+                "group {g} holds {} of {} KV bytes at {} µs",
+                grp.used_bytes(),
+                grp.kv_bytes,
+                self.now
+            );
+        }
+    }
+
+    fn finish(
+        self,
+        first: Micros,
+        placement: Vec<Vec<u16>>,
+        demand: Vec<ServiceDemand>,
+    ) -> PoolOutcome {
+        let span = self.now.saturating_sub(first);
+        let mut o = LlmOutcome {
+            events: self.events,
+            span,
+            series: self.series,
+            instance_secs: self.groups.len() as f64 * span as f64 / 1e6,
+            peak_flops: self.services[0].iter.peak_flops(),
+            peak_bw: self.services[0].iter.peak_bw(),
+            ..LlmOutcome::default()
+        };
+        for grp in &self.groups {
+            let (mut busy, mut flops, mut bytes) = (0.0, 0.0, 0.0);
+            for sub in &grp.subs {
+                busy += sub.inst.busy_us as f64 / 1e6;
+                flops += sub.inst.work.flops;
+                bytes += sub.inst.work.bytes;
+                o.iterations += sub.inst.iterations;
+            }
+            o.busy_secs += busy;
+            o.flops += flops;
+            o.bytes += bytes;
+            if busy > 0.0 {
+                o.max_flop_share = o.max_flop_share.max(flops / busy / o.peak_flops);
+                o.max_bw_share = o.max_bw_share.max(bytes / busy / o.peak_bw);
+            }
+        }
+        o.requests = self.reqs;
+        PoolOutcome {
+            outcome: o,
+            placement,
+            demand,
+        }
+    }
+}
+
+/// The summary of a pool run: latency figures overall and per service (its `groups`),
+/// with SLO attainment per request against `slo_scale` times what the request takes
+/// alone on an idle group (SeaLLM's and vLLM's normalisation).
+pub fn summary(
+    policy: &str,
+    run: &PoolOutcome,
+    services: &[Service],
+    service_of: &[u16],
+    clipped: Clipped,
+    slo_scale: f64,
+) -> LlmSummary {
+    let o = &run.outcome;
+    let mut sum = LlmSummary::of(policy, o, clipped, Slo::default());
+    let meets = |i: usize, q: &Req| {
+        let iter = &services[service_of[i] as usize].iter;
+        q.e2e_s() <= slo_scale * unloaded_secs(iter, q.req.input, q.req.output)
+    };
+    let done = || {
+        o.requests
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.phase == Phase::Done)
+    };
+    let n = done().count().max(1) as f64;
+    sum.slo_attainment = done().filter(|&(i, q)| meets(i, q)).count() as f64 / n;
+    sum.slo_ttft_s = 0.0;
+    sum.slo_tpot_s = 0.0;
+    sum.slo_scale = slo_scale;
+    sum.groups = services
+        .iter()
+        .enumerate()
+        .map(|(s, svc)| {
+            let mine = || done().filter(move |&(i, _)| service_of[i] as usize == s);
+            let mut g = Group::of(&svc.name, mine().map(|(_, q)| q), Slo::default());
+            let k = mine().count().max(1) as f64;
+            g.slo_attainment = mine().filter(|&(i, q)| meets(i, q)).count() as f64 / k;
+            g
+        })
+        .collect();
+    sum
+}

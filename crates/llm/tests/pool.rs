@@ -1,0 +1,198 @@
+//! Properties of shared-pool runs (several services on one pool of GPU groups): every
+//! request finishes or is reported refused, a group's instances never hold more KV
+//! memory than it has (the engine audits each event in debug builds), runs repeat
+//! exactly, and a unified KV cache lets a service use memory a fixed split would not.
+
+use apiary_llm::hardware::{GpuSpec, MemoryPlan, gpu, model};
+use apiary_llm::latency::{EngineKind, IterModel};
+use apiary_llm::policy::pool;
+use apiary_llm::pool::{Pool, PoolOutcome, Service, simulate_pool};
+use apiary_llm::replica::Phase;
+use apiary_llm::workload::Request;
+use apiary_policy::Params;
+use proptest::prelude::*;
+
+fn service(name: &str, model_name: &str, g: &GpuSpec) -> Service {
+    let m = model(model_name).unwrap();
+    Service {
+        name: name.into(),
+        iter: IterModel::new(&m, g, 1, 0.005, EngineKind::Sequential),
+        max_len: m.max_ctx,
+        model: m,
+        chunk: None,
+    }
+}
+
+fn run(
+    pool_: &Pool,
+    services: &[Service],
+    reqs: &[Request],
+    of: &[u16],
+    name: &str,
+    set: &[&str],
+) -> Result<PoolOutcome, apiary_llm::LlmError> {
+    let params = Params::from_pairs(set.iter().copied()).unwrap();
+    let mut p = pool::build(name, &params).unwrap();
+    simulate_pool(
+        pool_,
+        services,
+        reqs,
+        of,
+        &vec![false; reqs.len()],
+        p.as_mut(),
+        &mut |_, _| {},
+    )
+}
+
+/// An A100 with `gb` of memory, so that KV runs short.
+fn small_a100(gb: f64) -> GpuSpec {
+    let mut g = gpu("a100").unwrap();
+    g.mem_bytes = gb * 1e9;
+    g
+}
+
+fn requests() -> impl Strategy<Value = Vec<(Request, u16)>> {
+    prop::collection::vec((0u64..2_000_000, 1u32..900, 1u32..400, 0u16..3), 1..150).prop_map(|v| {
+        let mut t = 0;
+        v.into_iter()
+            .map(|(gap, input, output, s)| {
+                t += gap / 20;
+                (
+                    Request {
+                        arrival: t,
+                        input,
+                        output,
+                        priority: 0,
+                    },
+                    s,
+                )
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn pool_requests_finish_or_are_refused_and_memory_balances(
+        tagged in requests(),
+        groups in 3u32..6,
+        which in 0usize..5,
+    ) {
+        let g = small_a100(40.0);
+        let services = [
+            service("a", "llama-2-7b", &g),
+            service("b", "llama-3-8b", &g),
+            service("c", "llama-2-7b", &g),
+        ];
+        let pool_ = Pool { groups, gpu: g, tp: 1, mem: MemoryPlan::default() };
+        let reqs: Vec<Request> = tagged.iter().map(|t| t.0).collect();
+        let of: Vec<u16> = tagged.iter().map(|t| t.1).collect();
+        let (name, set): (&str, &[&str]) = [
+            ("dedicated", &[][..]),
+            ("static-partition", &[][..]),
+            ("seallm", &["min_kv_share=0.05"][..]),
+            ("seallm", &["min_kv_share=0.05", "sched=rr"][..]),
+            ("seallm", &["min_kv_share=0.05", "unified_kv=false", "max_wait_ms=0"][..]),
+        ][which];
+        let o = run(&pool_, &services, &reqs, &of, name, set).unwrap();
+        for (q, r) in o.outcome.requests.iter().zip(&reqs) {
+            if q.phase == Phase::Refused {
+                continue;
+            }
+            prop_assert_eq!(q.phase, Phase::Done);
+            prop_assert!(q.first >= r.arrival && q.done >= q.first);
+            prop_assert_eq!(q.generated, r.output);
+        }
+        // Requests this small fit any instance: none is refused.
+        prop_assert!(o.outcome.requests.iter().all(|q| q.phase == Phase::Done));
+        prop_assert!(o.outcome.max_flop_share <= 1.0 && o.outcome.max_bw_share <= 1.0);
+        let again = run(&pool_, &services, &reqs, &of, name, set).unwrap();
+        let key = |o: &PoolOutcome| o.outcome.requests.iter().map(|q| (q.first, q.done, q.preemptions)).collect::<Vec<_>>();
+        prop_assert_eq!(key(&o), key(&again));
+        prop_assert_eq!(o.placement, again.placement);
+    }
+}
+
+#[test]
+fn a_unified_cache_runs_what_a_fixed_split_refuses() {
+    // One group holding a 7B and a 13B model with about 2.1 GB of KV between them.
+    let seven = model("llama-2-7b").unwrap();
+    let thirteen = model("llama-2-13b").unwrap();
+    let plan = MemoryPlan::default();
+    let weights = seven.weight_bytes + thirteen.weight_bytes;
+    let gb = (weights + 2.1e9 + plan.activation_reserve) / plan.utilisation / 1e9;
+    let g = small_a100(gb);
+    let services = [
+        service("chat", "llama-2-7b", &g),
+        service("code", "llama-2-13b", &g),
+    ];
+    let pool_ = Pool {
+        groups: 1,
+        gpu: g,
+        tp: 1,
+        mem: plan,
+    };
+    // A fixed split by load leaves the 13B service under 1,700 tokens of the ~2,560 the
+    // cache holds in its units; its request needs 1,800.
+    let reqs = [
+        Request {
+            arrival: 0,
+            input: 1500,
+            output: 300,
+            priority: 0,
+        },
+        Request {
+            arrival: 0,
+            input: 1500,
+            output: 300,
+            priority: 0,
+        },
+    ];
+    let of = [1u16, 0];
+    let split = run(
+        &pool_,
+        &services,
+        &reqs,
+        &of,
+        "seallm",
+        &["min_kv_share=0", "unified_kv=false"],
+    )
+    .unwrap();
+    assert_eq!(split.outcome.requests[0].phase, Phase::Refused);
+    let unified = run(&pool_, &services, &reqs, &of, "seallm", &["min_kv_share=0"]).unwrap();
+    assert!(
+        unified
+            .outcome
+            .requests
+            .iter()
+            .all(|q| q.phase == Phase::Done)
+    );
+    assert_eq!(unified.placement, vec![vec![0, 1]]);
+}
+
+#[test]
+fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
+    let g = gpu("a100").unwrap();
+    let services = [
+        service("a", "llama-2-7b", &g),
+        service("b", "llama-2-7b", &g),
+    ];
+    let pool_ = Pool {
+        groups: 1,
+        gpu: g,
+        tp: 1,
+        mem: MemoryPlan::default(),
+    };
+    let reqs = [Request {
+        arrival: 0,
+        input: 10,
+        output: 10,
+        priority: 0,
+    }];
+    let e = run(&pool_, &services, &reqs, &[1], "dedicated", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("service 'b' is on no group"), "{e}");
+}
