@@ -314,12 +314,15 @@ impl Sim<'_> {
         if let Some(d) = inst.start(self.now, &mut self.reqs, &self.cluster.model, &mut self.out) {
             self.queue.push(self.now + d, Ev::IterDone(i));
         }
-        for k in 0..self.out.preempted.len() {
-            let r = self.out.preempted[k];
+        // An abort kicks its destination, which may preempt in turn: that kick gets a
+        // list of its own.
+        let preempted = std::mem::take(&mut self.out.preempted);
+        for &r in &preempted {
             if let Some(m) = self.reqs[r as usize].migration {
                 self.abort(m);
             }
         }
+        self.out.preempted = preempted;
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -549,6 +552,8 @@ impl Sim<'_> {
         self.mig_of[mg.src as usize] = None;
         self.mig_of[mg.dst as usize] = None;
         self.outcome.aborted_migrations += 1;
+        // The blocks it held back may admit the destination's queue.
+        self.kick(mg.dst);
     }
 
     fn scale(&mut self) {

@@ -576,6 +576,20 @@ impl Instance {
         Some(r)
     }
 
+    /// Admits whole prompts from the head of the queue up to the token budget (vLLM v0's
+    /// prefill iterations).
+    fn admit_prompts(&mut self, reqs: &mut [Req], b: &mut Batch) {
+        let mut left = self.cfg.max_batched_tokens;
+        while let Some(r) = self.admit(reqs, left, true) {
+            let len = reqs[r as usize].prefill_len();
+            left -= len;
+            self.batch.push((r, len));
+            b.prefill_tokens += u64::from(len);
+            b.prefill_pairs += f64::from(len) * (f64::from(len) + 1.0) / 2.0;
+            b.logits += 1;
+        }
+    }
+
     /// Starts an iteration at `now`; returns its duration, or `None` when there is
     /// nothing to run.
     pub fn start(
@@ -595,19 +609,15 @@ impl Instance {
         let mut b = Batch::default();
         match self.cfg.chunk {
             None => {
-                let mut left = self.cfg.max_batched_tokens;
-                while let Some(r) = self.admit(reqs, left, true) {
-                    let q = &reqs[r as usize];
-                    let len = q.prefill_len();
-                    left -= len;
-                    self.batch.push((r, len));
-                    b.prefill_tokens += u64::from(len);
-                    b.prefill_pairs += f64::from(len) * (f64::from(len) + 1.0) / 2.0;
-                    b.logits += 1;
-                }
+                self.admit_prompts(reqs, &mut b);
                 if self.batch.is_empty() && self.decoding > 0 {
                     self.make_room(now, reqs, out);
                     self.decode_step = self.decoding > 0;
+                    if !self.decode_step {
+                        // Every decoding request was preempted (the blocks were held
+                        // by a migration): the queue's head may fit now.
+                        self.admit_prompts(reqs, &mut b);
+                    }
                 }
             }
             Some(budget) => {
@@ -623,7 +633,9 @@ impl Instance {
                     left -= c;
                     self.batch.push((r, c));
                 }
-                if !preempted {
+                // vLLM admits no prompt in an iteration that preempted, unless nothing
+                // is left to decode.
+                if !preempted || !self.decode_step {
                     while let Some(r) = self.admit(reqs, left, false) {
                         let q = &reqs[r as usize];
                         let c = q.prefill_len().min(left);
