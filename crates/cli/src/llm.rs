@@ -426,18 +426,23 @@ fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmO
     };
     let sum = LlmSummary::of(name, &out, w.clipped, slo);
     if !a.quiet {
-        // The shape `apiary bench` parses (as `apiary simulate` prints it).
-        eprintln!(
-            "{name}: {} events in {:.3} s ({:.2} M events/s), {} requests, {} iterations, peak memory {}",
-            out.events,
-            wall,
-            out.events as f64 / wall.max(1e-9) / 1e6,
-            sum.requests,
-            sum.iterations,
-            crate::run::peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
-        );
+        print_timing(name, out.events, wall, &sum);
     }
     Ok((sum, out))
+}
+
+/// The timing line of one run, in the shape `apiary bench` parses (as `apiary simulate`
+/// prints it).
+pub(crate) fn print_timing(name: &str, events: u64, wall: f64, sum: &LlmSummary) {
+    eprintln!(
+        "{name}: {} events in {:.3} s ({:.2} M events/s), {} requests, {} iterations, peak memory {}",
+        events,
+        wall,
+        events as f64 / wall.max(1e-9) / 1e6,
+        sum.requests,
+        sum.iterations,
+        crate::run::peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
+    );
 }
 
 fn print_details(s: &LlmSummary) {

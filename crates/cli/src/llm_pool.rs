@@ -1,7 +1,7 @@
 //! `apiary llm pool`: several LLM services sharing one GPU pool (SeaLLM's setting)
 //! under the pool policies.
 
-use crate::llm::{params_for, read_requests};
+use crate::llm::{params_for, print_timing, read_requests};
 use anyhow::{Context, Result, bail};
 use apiary_llm::LlmOutcome;
 use apiary_llm::hardware::{self, MemoryPlan};
@@ -255,15 +255,7 @@ fn run_one(a: &PoolArgs, m: &Mix, name: &str) -> Result<(LlmSummary, PoolOutcome
             placed.join(", "),
             loads.join(", ")
         );
-        eprintln!(
-            "{name}: {} events in {:.3} s ({:.2} M events/s), {} requests, {} iterations, peak memory {}",
-            out.outcome.events,
-            wall,
-            out.outcome.events as f64 / wall.max(1e-9) / 1e6,
-            sum.requests,
-            sum.iterations,
-            crate::run::peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))
-        );
+        print_timing(name, out.outcome.events, wall, &sum);
     }
     Ok((sum, out))
 }

@@ -330,36 +330,48 @@ pub fn table(sums: &[LlmSummary]) -> String {
         "inst",
         "tokens/s"
     );
+    // The latency columns, shared by a run's row and its groups' rows.
+    let latency = |name: &str, requests: u64, ttft: &Dist, tpot: &Dist, e2e: &Dist, slo: f64| {
+        format!(
+            "{:<12} {:>8} {:>8.3}s {:>8.3}s {:>7.1}ms {:>7.1}ms {:>8.2}s {:>6.1}%",
+            name,
+            requests,
+            ttft.mean,
+            ttft.p99,
+            tpot.mean * 1e3,
+            tpot.p99 * 1e3,
+            e2e.p99,
+            slo * 100.0
+        )
+    };
     for m in sums {
         let _ = writeln!(
             s,
-            "{:<12} {:>8} {:>8.3}s {:>8.3}s {:>7.1}ms {:>7.1}ms {:>8.2}s {:>6.1}% {:>8} {:>8} {:>6.2} {:>9.0}",
-            m.policy,
-            m.requests,
-            m.ttft.mean,
-            m.ttft.p99,
-            m.tpot.mean * 1e3,
-            m.tpot.p99 * 1e3,
-            m.e2e.p99,
-            m.slo_attainment * 100.0,
+            "{} {:>8} {:>8} {:>6.2} {:>9.0}",
+            latency(
+                &m.policy,
+                m.requests,
+                &m.ttft,
+                &m.tpot,
+                &m.e2e,
+                m.slo_attainment
+            ),
             m.preemptions,
             m.migrations,
             m.instances_mean,
             m.tokens_per_s
         );
         for g in &m.groups {
-            let _ = writeln!(
-                s,
-                "{:<12} {:>8} {:>8.3}s {:>8.3}s {:>7.1}ms {:>7.1}ms {:>8.2}s {:>6.1}%",
-                format!("  {}", g.name),
+            let name = format!("  {}", g.name);
+            let row = latency(
+                &name,
                 g.requests,
-                g.ttft.mean,
-                g.ttft.p99,
-                g.tpot.mean * 1e3,
-                g.tpot.p99 * 1e3,
-                g.e2e.p99,
-                g.slo_attainment * 100.0,
+                &g.ttft,
+                &g.tpot,
+                &g.e2e,
+                g.slo_attainment,
             );
+            let _ = writeln!(s, "{row}");
         }
     }
     s

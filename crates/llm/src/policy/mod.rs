@@ -147,22 +147,31 @@ pub const POLICIES: &[LlmPolicySpec] = &[round_robin::SPEC, infaas::SPEC, llumni
 
 /// The policy called `name`, built with `params` (unknown keys are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn LlmPolicy>, crate::LlmError> {
-    let spec =
-        POLICIES
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| crate::LlmError::Unknown {
-                what: "LLM policy",
-                name: name.to_string(),
-                known: POLICIES
-                    .iter()
-                    .map(|s| s.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-    let keys: Vec<&str> = spec.params.iter().map(|p| p.key).collect();
-    params.check_known(spec.name, &keys)?;
+    let spec = find_spec(POLICIES, "LLM policy", name, params, |s| (s.name, s.params))?;
     Ok((spec.build)(params)?)
+}
+
+/// The spec called `name` among `specs` (whose name and parameters `of` reads), with
+/// `params` checked against its keys: the lookup both policy registries share.
+pub(crate) fn find_spec<'a, S>(
+    specs: &'a [S],
+    what: &'static str,
+    name: &str,
+    params: &Params,
+    of: impl Fn(&S) -> (&'static str, &'static [ParamSpec]),
+) -> Result<&'a S, crate::LlmError> {
+    let spec = specs
+        .iter()
+        .find(|s| of(s).0 == name)
+        .ok_or_else(|| crate::LlmError::Unknown {
+            what,
+            name: name.to_string(),
+            known: specs.iter().map(|s| of(s).0).collect::<Vec<_>>().join(", "),
+        })?;
+    let (name, specs) = of(spec);
+    let keys: Vec<&str> = specs.iter().map(|p| p.key).collect();
+    params.check_known(name, &keys)?;
+    Ok(spec)
 }
 
 /// The active instance with the highest `score`, ties to the lowest index.

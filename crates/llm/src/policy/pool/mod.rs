@@ -89,20 +89,9 @@ pub const POOL_POLICIES: &[PoolPolicySpec] = &[
 
 /// The pool policy called `name`, built with `params` (unknown keys are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn PoolPolicy>, crate::LlmError> {
-    let spec = POOL_POLICIES
-        .iter()
-        .find(|s| s.name == name)
-        .ok_or_else(|| crate::LlmError::Unknown {
-            what: "pool policy",
-            name: name.to_string(),
-            known: POOL_POLICIES
-                .iter()
-                .map(|s| s.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-    let keys: Vec<&str> = spec.params.iter().map(|p| p.key).collect();
-    params.check_known(spec.name, &keys)?;
+    let spec = super::find_spec(POOL_POLICIES, "pool policy", name, params, |s| {
+        (s.name, s.params)
+    })?;
     Ok((spec.build)(params)?)
 }
 
