@@ -7,10 +7,11 @@ use apiary_llm::latency::{EngineKind, IterModel, LinearSource};
 use apiary_llm::metrics::{LlmSummary, Slo, table};
 use apiary_llm::policy::{self, POLICIES};
 use apiary_llm::replica::ReplicaConfig;
-use apiary_llm::workload::{self, ClipRule, Clipped, Request};
+use apiary_llm::workload::{self, ClipRule, Clipped, Request, Trace};
 use apiary_policy::Params;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 const SAMPLE: &str = "testdata/llm/azure-conv-sample.csv";
@@ -97,6 +98,11 @@ pub struct LlmArgs {
     /// KV blocks per instance (default: what the GPU memory leaves, as vLLM sizes it).
     #[arg(long)]
     kv_blocks: Option<u32>,
+    /// Automatic prefix caching (vLLM's APC): a prompt skips the prefill of leading
+    /// blocks its instance has cached, named by the trace's block hashes (Mooncake's
+    /// `hash_ids`).
+    #[arg(long)]
+    prefix_cache: bool,
     /// TTFT bound of the SLO, seconds.
     #[arg(long, default_value_t = 2.0)]
     slo_ttft: f64,
@@ -243,8 +249,23 @@ impl Workload {
         if a.tp == 0 {
             bail!("--tp must be at least 1");
         }
-        let (name, mut requests, timed) =
-            read_requests(a.trace.as_deref(), a.requests, a.seed, a.quiet)?;
+        let (name, trace) = read_requests(a.trace.as_deref(), a.requests, a.seed)?;
+        let Trace {
+            mut requests,
+            timed,
+            repeated_prefix_blocks,
+            prefixes,
+        } = trace;
+        if a.prefix_cache && prefixes.hashes.is_empty() {
+            bail!(
+                "--prefix-cache needs a trace that names its prompts' blocks (Mooncake's hash_ids); {name} does not"
+            );
+        }
+        if repeated_prefix_blocks > 0 && !a.prefix_cache && !a.quiet {
+            eprintln!(
+                "note: {name} shares {repeated_prefix_blocks} prefix blocks between requests; every prompt is prefilled in full unless --prefix-cache is given"
+            );
+        }
         if let Some(n) = a.requests {
             requests.truncate(n);
         }
@@ -324,6 +345,7 @@ impl Workload {
                 replica,
                 model: iter,
                 kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(a.tp),
+                prefix_cache: a.prefix_cache.then(|| Arc::new(prefixes)),
             },
         })
     }
@@ -349,8 +371,7 @@ pub(crate) fn read_requests(
     spec: Option<&str>,
     n: Option<usize>,
     seed: u64,
-    quiet: bool,
-) -> Result<(String, Vec<Request>, bool)> {
+) -> Result<(String, Trace)> {
     Ok(match spec {
         Some(spec) if spec.starts_with("powerlaw:") => {
             let mix = &spec["powerlaw:".len()..];
@@ -363,8 +384,10 @@ pub(crate) fn read_requests(
             let n = n.unwrap_or(10_000);
             (
                 spec.to_string(),
-                workload::power_law_requests(im, om, n, seed)?,
-                false,
+                Trace {
+                    requests: workload::power_law_requests(im, om, n, seed)?,
+                    ..Trace::default()
+                },
             )
         }
         Some("sample:code") => {
@@ -373,19 +396,11 @@ pub(crate) fn read_requests(
                 format!(
                     "{CODE_SAMPLE} (1,000 requests of the Azure LLM code trace 2023, CC-BY-4.0)"
                 ),
-                t.requests,
-                true,
+                t,
             )
         }
         Some(path) if path != "sample:conv" => {
-            let t = workload::read_trace(Path::new(path))?;
-            if t.repeated_prefix_blocks > 0 && !quiet {
-                eprintln!(
-                    "note: {path} shares {} prefix blocks between requests; prefix caching is not modelled, every prompt is prefilled in full",
-                    t.repeated_prefix_blocks
-                );
-            }
-            (path.to_string(), t.requests, t.timed)
+            (path.to_string(), workload::read_trace(Path::new(path))?)
         }
         _ => {
             let t = workload::parse_trace(Path::new(SAMPLE), SAMPLE_TEXT)?;
@@ -393,8 +408,7 @@ pub(crate) fn read_requests(
                 format!(
                     "{SAMPLE} (2,000 requests of the Azure LLM conversation trace 2023, CC-BY-4.0, see testdata/llm/README.md)"
                 ),
-                t.requests,
-                true,
+                t,
             )
         }
     })
@@ -486,6 +500,15 @@ fn print_details(s: &LlmSummary) {
         s.clipped,
         s.refused
     );
+    if let Some(p) = &s.prefix {
+        println!(
+            "prefix cache: {:.1} % of prompt tokens served from cache ({} of {}), {} blocks evicted",
+            p.hit_rate() * 100.0,
+            p.hit_tokens,
+            p.prompt_tokens,
+            p.evictions
+        );
+    }
     for g in &s.groups {
         println!(
             "{:<7} {} requests: TTFT mean {:.3} s p99 {:.3};  TPOT mean {:.1} ms p99 {:.1};  E2E mean {:.2} s p99 {:.2};  SLO {:.1} %",

@@ -137,7 +137,14 @@ fn load(a: &PoolArgs) -> Result<Mix> {
         let model = hardware::model(&model_name)?;
         // Each service draws its own streams: seed + its position.
         let seed = a.seed.wrapping_add(i as u64);
-        let (tname, mut reqs, timed) = read_requests(Some(&trace), a.requests, seed, a.quiet)?;
+        let (tname, t) = read_requests(Some(&trace), a.requests, seed)?;
+        if t.repeated_prefix_blocks > 0 && !a.quiet {
+            eprintln!(
+                "note: {tname} shares {} prefix blocks between requests; pools do not cache prefixes, every prompt is prefilled in full",
+                t.repeated_prefix_blocks
+            );
+        }
+        let (mut reqs, timed) = (t.requests, t.timed);
         if let Some(n) = a.requests {
             reqs.truncate(n);
         }

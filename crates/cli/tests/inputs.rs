@@ -131,6 +131,10 @@ fn flags_out_of_range_are_refused() {
     refused(
         &["simulate", "-q", "-p", "gavel", "--set", "round=1e300"],
         &["parameter 'round'"],
+    ); // Prefix caching needs block hashes the trace does not have.
+    refused(
+        &["llm", "simulate", "-q", "--prefix-cache"],
+        &["--prefix-cache", "hash_ids", "azure-conv-sample.csv"],
     );
 }
 

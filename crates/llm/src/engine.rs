@@ -16,9 +16,11 @@ use crate::latency::IterModel;
 use crate::policy::{
     InstanceState, InstanceView, LlmPolicy, MigrationChoice, MigrationConfig, Scale,
 };
+use crate::prefix::Prefixes;
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
 use crate::workload::{Micros, Request, SEC};
 use apiary_sim::EventQueue;
+use std::sync::Arc;
 
 /// The instances of a run.
 #[derive(Clone, Debug)]
@@ -31,6 +33,9 @@ pub struct Cluster {
     pub model: IterModel,
     /// KV bytes of one token on one GPU of an instance (migration copies them).
     pub kv_bytes_per_token_per_gpu: f64,
+    /// Automatic prefix caching over these block hashes of the requests' prompts;
+    /// `None` prefills every prompt in full.
+    pub prefix_cache: Option<Arc<Prefixes>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -117,6 +122,20 @@ pub struct LlmOutcome {
     pub scaled_up: u32,
     /// Instances released.
     pub scaled_down: u32,
+    /// With prefix caching: prompt tokens the prefills covered, and those served from
+    /// the cache.
+    pub prefix: Option<PrefixStats>,
+}
+
+/// What the prefix caches did over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixStats {
+    /// Prompt tokens (recomputations included) the prefills covered.
+    pub prompt_tokens: u64,
+    /// Of those, tokens whose KV was cached.
+    pub hit_tokens: u64,
+    /// Cached blocks evicted.
+    pub evictions: u64,
 }
 
 struct Sim<'a> {
@@ -213,7 +232,10 @@ pub fn simulate(
 impl Sim<'_> {
     fn add_instance(&mut self, state: InstanceState) -> u32 {
         let id = self.insts.len() as u32;
-        self.insts.push(Instance::new(self.replica));
+        self.insts.push(match &self.cluster.prefix_cache {
+            Some(t) => Instance::with_prefix_cache(self.replica, Arc::clone(t)),
+            None => Instance::new(self.replica),
+        });
         self.state.push(state);
         self.born.push(self.now);
         self.gone.push(None);
@@ -232,6 +254,7 @@ impl Sim<'_> {
                 state: self.state[i],
                 load: inst.load(&self.reqs),
                 migrating: self.mig_of[i].is_some(),
+                cached_tokens: 0,
             });
         }
     }
@@ -299,7 +322,16 @@ impl Sim<'_> {
     /// The policy's instance for request `r`, if it named an active one.
     fn dispatch(&mut self, r: u32) -> Option<u32> {
         self.refresh_view();
-        let req = self.reqs[r as usize].req;
+        let q = &self.reqs[r as usize];
+        if self.cluster.prefix_cache.is_some() {
+            let len = q.prefill_len();
+            for v in &mut self.view {
+                if let Some(c) = self.insts[v.id as usize].prefix_cache() {
+                    v.cached_tokens = c.lookup(&q.req, len).1;
+                }
+            }
+        }
+        let req = q.req;
         self.policy.dispatch(&req, &self.view).filter(|&i| {
             (i as usize) < self.insts.len() && self.state[i as usize] == InstanceState::Active
         })
@@ -650,6 +682,12 @@ impl Sim<'_> {
                 high[i],
                 "instance {i} high count"
             );
+            if let Some(c) = inst.prefix_cache() {
+                assert!(
+                    c.idle_blocks() <= u64::from(inst.free_blocks()),
+                    "instance {i}: cached blocks beyond the free ones"
+                );
+            }
             let total = u64::from(inst.free_blocks()) + inst.held_blocks(&self.reqs) + extra[i];
             assert_eq!(
                 total,
@@ -672,6 +710,12 @@ impl Sim<'_> {
             o.flops += inst.work.flops;
             o.bytes += inst.work.bytes;
             o.iterations += inst.iterations;
+            if let Some(c) = inst.prefix_cache() {
+                let p = o.prefix.get_or_insert_with(PrefixStats::default);
+                p.prompt_tokens += c.prompt_tokens;
+                p.hit_tokens += c.hit_tokens;
+                p.evictions += c.evictions;
+            }
             let busy = inst.busy_us as f64 / 1e6;
             if busy > 0.0 {
                 o.max_flop_share = o.max_flop_share.max(inst.work.flops / busy / o.peak_flops);

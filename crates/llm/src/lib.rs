@@ -22,6 +22,7 @@ pub mod latency;
 pub mod metrics;
 pub mod policy;
 pub mod pool;
+pub mod prefix;
 pub mod replica;
 pub mod workload;
 

@@ -3,7 +3,7 @@
 //! end-to-end and normalised latency, SLO attainment, preemptions and their loss,
 //! migrations and their downtime, instances, GPU utilisation and throughput.
 
-use crate::engine::LlmOutcome;
+use crate::engine::{LlmOutcome, PrefixStats};
 use crate::replica::{Phase, Req};
 use crate::workload::Clipped;
 
@@ -182,6 +182,16 @@ pub struct LlmSummary {
     pub iterations: u64,
     /// Per class: `high` and `normal` priority when any request is high-priority.
     pub groups: Vec<Group>,
+    /// With prefix caching: what the caches served.
+    #[serde(skip)]
+    pub prefix: Option<PrefixStats>,
+}
+
+impl PrefixStats {
+    /// Share of prompt tokens served from the cache.
+    pub fn hit_rate(&self) -> f64 {
+        self.hit_tokens as f64 / self.prompt_tokens.max(1) as f64
+    }
 }
 
 impl LlmSummary {
@@ -243,6 +253,7 @@ impl LlmSummary {
             max_bw_share: o.max_bw_share,
             iterations: o.iterations,
             groups,
+            prefix: o.prefix,
         }
     }
 
@@ -292,6 +303,12 @@ impl LlmSummary {
         put("max_flop_share", self.max_flop_share.into());
         put("max_bw_share", self.max_bw_share.into());
         put("iterations", self.iterations.into());
+        if let Some(p) = &self.prefix {
+            put("prefix_hit_rate", p.hit_rate().into());
+            put("prefix_hit_tokens", p.hit_tokens.into());
+            put("prefix_prompt_tokens", p.prompt_tokens.into());
+            put("prefix_evictions", p.evictions.into());
+        }
         if !self.groups.is_empty() {
             let groups = self
                 .groups

@@ -18,9 +18,11 @@
 //! by the iteration they finish on.
 
 use crate::latency::{Batch, Cost, IterModel};
+use crate::prefix::{PrefixCache, Prefixes};
 use crate::workload::{Micros, Request};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::sync::Arc;
 
 /// A running request's place in the preemption order.
 type RunKey = (u8, u64, u32);
@@ -127,6 +129,8 @@ pub struct Req {
     pub migrations: u32,
     /// Time frozen by migrations.
     pub downtime: Micros,
+    /// Leading prompt blocks it pins in its instance's prefix cache.
+    pub cached: u32,
 }
 
 impl Req {
@@ -152,6 +156,7 @@ impl Req {
             loss: 0,
             migrations: 0,
             downtime: 0,
+            cached: 0,
         }
     }
 
@@ -183,6 +188,8 @@ impl Req {
 pub struct Load {
     /// KV blocks in all.
     pub total_blocks: u32,
+    /// Tokens per block.
+    pub block_size: u32,
     /// Free blocks (pre-allocations for incoming migrations count as used).
     pub free_blocks: u32,
     /// The watermark.
@@ -234,6 +241,7 @@ pub struct Instance {
     batch: Vec<(u32, u32)>,
     decode_step: bool,
     busy: bool,
+    prefix: Option<PrefixCache>,
     /// Time spent in iterations, µs.
     pub busy_us: Micros,
     /// FLOPs and bytes of all iterations.
@@ -265,9 +273,47 @@ impl Instance {
             batch: Vec::new(),
             decode_step: false,
             busy: false,
+            prefix: None,
             busy_us: 0,
             work: Cost::default(),
             iterations: 0,
+        }
+    }
+
+    /// An empty instance that caches computed prompt blocks named by `table`.
+    pub fn with_prefix_cache(cfg: ReplicaConfig, table: Arc<Prefixes>) -> Instance {
+        let mut i = Instance::new(cfg);
+        i.prefix = Some(PrefixCache::new(table, cfg.block_size));
+        i
+    }
+
+    /// Its prefix cache, if it has one.
+    pub fn prefix_cache(&self) -> Option<&PrefixCache> {
+        self.prefix.as_ref()
+    }
+
+    /// Pins the prompt blocks of `q` from its `cached`-th on.
+    fn pin_prompt(&mut self, q: &mut Req) {
+        if let Some(c) = &mut self.prefix {
+            let n = c.hashes(&q.req);
+            c.acquire(&q.req, q.cached as usize, n);
+            q.cached = n as u32;
+        }
+    }
+
+    /// Unpins the prompt blocks `q` holds; call [`Instance::fit_cache`] once its
+    /// blocks are freed.
+    fn unpin_prompt(&mut self, q: &mut Req) {
+        if let Some(c) = &mut self.prefix {
+            c.release(&q.req, q.cached as usize);
+            q.cached = 0;
+        }
+    }
+
+    /// Evicts cached blocks the free blocks no longer hold.
+    fn fit_cache(&mut self) {
+        if let Some(c) = &mut self.prefix {
+            c.fit(self.free);
         }
     }
 
@@ -320,6 +366,7 @@ impl Instance {
     pub fn load(&self, reqs: &[Req]) -> Load {
         Load {
             total_blocks: self.cfg.total_blocks,
+            block_size: self.cfg.block_size,
             free_blocks: self.free,
             watermark: self.cfg.watermark,
             running: self.running(),
@@ -438,11 +485,14 @@ impl Instance {
         self.running.remove(&key);
         self.high -= u32::from(q.req.priority > 0);
         q.phase = Phase::Frozen;
+        self.unpin_prompt(q);
+        self.fit_cache();
         q.stored
     }
 
     /// Puts a frozen request back (its migration failed at the last stage).
     pub fn unfreeze(&mut self, r: u32, reqs: &mut [Req]) {
+        self.pin_prompt(&mut reqs[r as usize]);
         let q = &reqs[r as usize];
         self.running.insert(self.key(q, r));
         self.high += u32::from(q.req.priority > 0);
@@ -458,6 +508,7 @@ impl Instance {
     pub fn reserve(&mut self, blocks: u32) -> bool {
         if self.free >= blocks + self.cfg.watermark {
             self.free -= blocks;
+            self.fit_cache();
             true
         } else {
             false
@@ -476,6 +527,8 @@ impl Instance {
         q.inst = id;
         q.admitted = self.next_admit;
         self.next_admit += 1;
+        // Its prompt's KV came with it.
+        self.pin_prompt(q);
         let q = &reqs[r as usize];
         self.running.insert(self.key(q, r));
         self.high += u32::from(q.req.priority > 0);
@@ -508,6 +561,8 @@ impl Instance {
             self.cfg.blocks(q.stored)
         };
         self.free += held;
+        self.unpin_prompt(q);
+        self.fit_cache();
         if q.recompute {
             q.recompute = false;
             q.loss += now - q.preempted_at;
@@ -540,6 +595,7 @@ impl Instance {
         }
         let need = self.residue[slot].min(self.free);
         self.free -= need;
+        self.fit_cache();
         any
     }
 
@@ -549,9 +605,13 @@ impl Instance {
         let q = &mut reqs[r as usize];
         let len = q.prefill_len();
         let blocks = self.cfg.blocks(len);
+        let (hit, saved) = self
+            .prefix
+            .as_ref()
+            .map_or((0, 0), |c| c.lookup(&q.req, len));
         if self.running.len() as u32 >= self.cfg.max_seqs
             || self.free < blocks + self.cfg.watermark
-            || (whole && len > tokens_left)
+            || (whole && len - saved > tokens_left)
             || tokens_left == 0
         {
             return None;
@@ -568,9 +628,16 @@ impl Instance {
         }
         self.free -= blocks;
         q.phase = Phase::Prefilling;
-        q.prefilled = 0;
+        // The cached leading blocks count as prefilled.
+        q.prefilled = saved;
         q.admitted = self.next_admit;
         self.next_admit += 1;
+        if let Some(c) = &mut self.prefix {
+            c.count(len, saved);
+            c.acquire(&q.req, 0, hit as usize);
+            q.cached = hit;
+            c.fit(self.free);
+        }
         let q = &reqs[r as usize];
         self.running.insert(self.key(q, r));
         Some(r)
@@ -581,11 +648,16 @@ impl Instance {
     fn admit_prompts(&mut self, reqs: &mut [Req], b: &mut Batch) {
         let mut left = self.cfg.max_batched_tokens;
         while let Some(r) = self.admit(reqs, left, true) {
-            let len = reqs[r as usize].prefill_len();
-            left -= len;
-            self.batch.push((r, len));
-            b.prefill_tokens += u64::from(len);
-            b.prefill_pairs += f64::from(len) * (f64::from(len) + 1.0) / 2.0;
+            let q = &reqs[r as usize];
+            let c = q.prefill_len() - q.prefilled;
+            left -= c;
+            self.batch.push((r, c));
+            b.prefill_tokens += u64::from(c);
+            b.prefill_pairs += if q.prefilled == 0 {
+                f64::from(c) * (f64::from(c) + 1.0) / 2.0
+            } else {
+                f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0)
+            };
             b.logits += 1;
         }
     }
@@ -638,7 +710,7 @@ impl Instance {
                 if !preempted || !self.decode_step {
                     while let Some(r) = self.admit(reqs, left, false) {
                         let q = &reqs[r as usize];
-                        let c = q.prefill_len().min(left);
+                        let c = (q.prefill_len() - q.prefilled).min(left);
                         left -= c;
                         self.prefilling.push(r);
                         self.batch.push((r, c));
@@ -709,6 +781,7 @@ impl Instance {
             q.stored = q.prefill_len();
             q.generated += 1;
             q.prefilled = 0;
+            self.pin_prompt(q);
             if q.first == Micros::MAX {
                 q.first = now;
             }
@@ -729,6 +802,8 @@ impl Instance {
         self.running.remove(&key);
         self.high -= u32::from(q.req.priority > 0);
         self.free += self.cfg.blocks(q.stored);
+        self.unpin_prompt(q);
+        self.fit_cache();
         q.phase = Phase::Done;
         q.done = now;
         out.finished.push(r);

@@ -8,6 +8,7 @@
 //! lines (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`).
 
 use crate::LlmError;
+pub use crate::prefix::Prefixes;
 use apiary_model::Rng;
 use std::path::Path;
 
@@ -27,6 +28,8 @@ pub struct Request {
     pub output: u32,
     /// 0 is normal; higher is served first (Llumnix's high priority is 1).
     pub priority: u8,
+    /// Its prompt's block hashes in the trace's [`Prefixes`]: (first, count).
+    pub prefix: (u32, u32),
 }
 
 /// A trace as read: requests sorted by arrival, and whether the file had times.
@@ -37,8 +40,10 @@ pub struct Trace {
     /// Whether arrivals came from the file (ShareGPT has none).
     pub timed: bool,
     /// Mooncake's prefix blocks (512 tokens each) referenced more than once in the
-    /// trace: what a prefix cache could reuse. Not modelled by the replicas yet.
+    /// trace: what a prefix cache could reuse at most.
     pub repeated_prefix_blocks: u64,
+    /// The prompts' block hashes (empty for traces without them).
+    pub prefixes: Prefixes,
 }
 
 fn trace_err(path: &Path, line: usize, field: &str, message: impl Into<String>) -> LlmError {
@@ -152,12 +157,14 @@ fn read_azure(path: &Path, text: &str) -> Result<Trace, LlmError> {
             input: count(path, ln, "ContextTokens", cols[1])?,
             output: count(path, ln, "GeneratedTokens", cols[2])?,
             priority: 0,
+            prefix: (0, 0),
         });
     }
     Ok(Trace {
         requests: sort_and_check(path, out)?,
         timed: true,
         repeated_prefix_blocks: 0,
+        prefixes: Prefixes::default(),
     })
 }
 
@@ -182,14 +189,19 @@ fn read_sharegpt(path: &Path, text: &str) -> Result<Trace, LlmError> {
             input: count(path, ln, "num_prefill_tokens", cols[0])?,
             output: count(path, ln, "num_decode_tokens", cols[1])?,
             priority: 0,
+            prefix: (0, 0),
         });
     }
     Ok(Trace {
         requests: sort_and_check(path, out)?,
         timed: false,
         repeated_prefix_blocks: 0,
+        prefixes: Prefixes::default(),
     })
 }
+
+/// Tokens per block of Mooncake's `hash_ids`.
+pub const MOONCAKE_BLOCK_TOKENS: u32 = 512;
 
 #[derive(serde::Deserialize)]
 struct MooncakeRow {
@@ -214,6 +226,7 @@ fn json_count(path: &Path, ln: usize, field: &str, v: &serde_json::Value) -> Res
 fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeMap::<u64, u32>::new();
+    let mut hashes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let ln = i + 1;
         if line.trim().is_empty() {
@@ -235,10 +248,12 @@ fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
         }
         let input = json_count(path, ln, "input_length", &row.input_length)?;
         let output = json_count(path, ln, "output_length", &row.output_length)?;
+        let first = u32::try_from(hashes.len())
+            .map_err(|_| trace_err(path, ln, "hash_ids", "more than 2^32 block hashes in all"))?;
         for h in &row.hash_ids {
-            *seen
-                .entry(json_count(path, ln, "hash_ids", h)?)
-                .or_default() += 1;
+            let h = json_count(path, ln, "hash_ids", h)?;
+            *seen.entry(h).or_default() += 1;
+            hashes.push(h);
         }
         let small = |n: u64, f: &str| {
             u32::try_from(n).map_err(|_| trace_err(path, ln, f, format!("{n} is too large")))
@@ -248,6 +263,7 @@ fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
             input: small(input, "input_length")?,
             output: small(output, "output_length")?,
             priority: 0,
+            prefix: (first, row.hash_ids.len() as u32),
         });
     }
     let repeated = seen
@@ -259,6 +275,10 @@ fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
         requests: sort_and_check(path, out)?,
         timed: true,
         repeated_prefix_blocks: repeated,
+        prefixes: Prefixes {
+            block_tokens: MOONCAKE_BLOCK_TOKENS,
+            hashes,
+        },
     })
 }
 
@@ -367,6 +387,7 @@ pub fn power_law_requests(
             input,
             output,
             priority: 0,
+            prefix: (0, 0),
         })
         .collect())
 }
@@ -594,7 +615,8 @@ mod tests {
                     arrival: 0,
                     input: 1,
                     output: 1,
-                    priority: 0
+                    priority: 0,
+                    prefix: (0, 0),
                 };
                 50_001
             ];
@@ -637,12 +659,14 @@ mod tests {
                 input: 3000,
                 output: 100,
                 priority: 0,
+                prefix: (0, 0),
             },
             Request {
                 arrival: 0,
                 input: 100,
                 output: 100,
                 priority: 0,
+                prefix: (0, 0),
             },
         ];
         let (s, refused) = clip(&mut r.clone(), 2048, ClipRule::Refuse);

@@ -63,6 +63,7 @@ fn requests() -> impl Strategy<Value = Vec<(Request, u16)>> {
                         input,
                         output,
                         priority: 0,
+                        prefix: (0, 0),
                     },
                     s,
                 )
@@ -142,12 +143,14 @@ fn a_unified_cache_runs_what_a_fixed_split_refuses() {
             input: 1500,
             output: 300,
             priority: 0,
+            prefix: (0, 0),
         },
         Request {
             arrival: 0,
             input: 1500,
             output: 300,
             priority: 0,
+            prefix: (0, 0),
         },
     ];
     let of = [1u16, 0];
@@ -190,6 +193,7 @@ fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
         input: 10,
         output: 10,
         priority: 0,
+        prefix: (0, 0),
     }];
     let e = run(&pool_, &services, &reqs, &[1], "dedicated", &[])
         .unwrap_err()

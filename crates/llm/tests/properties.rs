@@ -6,10 +6,12 @@ use apiary_llm::engine::{Cluster, LlmOutcome};
 use apiary_llm::hardware::{gpu, model};
 use apiary_llm::latency::{EngineKind, IterModel};
 use apiary_llm::policy;
+use apiary_llm::prefix::Prefixes;
 use apiary_llm::replica::{Phase, ReplicaConfig};
 use apiary_llm::workload::Request;
 use apiary_policy::Params;
 use proptest::prelude::*;
+use std::sync::Arc;
 
 fn cluster(instances: u32, blocks: u32, chunk: Option<u32>) -> Cluster {
     let m = model("llama-7b").unwrap();
@@ -21,6 +23,7 @@ fn cluster(instances: u32, blocks: u32, chunk: Option<u32>) -> Cluster {
         replica,
         model: IterModel::new(&m, &g, 1, 0.005, EngineKind::Sequential),
         kv_bytes_per_token_per_gpu: m.kv_bytes_per_token,
+        prefix_cache: None,
     }
 }
 
@@ -37,6 +40,29 @@ fn run(c: &Cluster, reqs: &[Request], policy_name: &str, set: &[&str]) -> LlmOut
     .unwrap()
 }
 
+/// Prompt hashes in blocks of 64 tokens: requests of the same document (`doc` 1-3)
+/// share their leading blocks, as turns of one conversation do; document 0 shares
+/// nothing.
+fn with_prefixes(reqs: &mut [Request], docs: &[u8]) -> Prefixes {
+    let mut hashes = Vec::new();
+    for (i, (r, &d)) in reqs.iter_mut().zip(docs).enumerate() {
+        let n = r.input.div_ceil(64);
+        r.prefix = (hashes.len() as u32, n);
+        for j in 0..u64::from(n) {
+            let h = if d == 0 {
+                1_000_000 + i as u64 * 100 + j
+            } else {
+                u64::from(d) * 1000 + j
+            };
+            hashes.push(h);
+        }
+    }
+    Prefixes {
+        block_tokens: 64,
+        hashes,
+    }
+}
+
 fn requests() -> impl Strategy<Value = Vec<Request>> {
     prop::collection::vec((0u64..2_000_000, 1u32..900, 1u32..400, 0u8..4), 1..120).prop_map(|v| {
         let mut t = 0;
@@ -49,6 +75,7 @@ fn requests() -> impl Strategy<Value = Vec<Request>> {
                     output,
                     // A quarter high-priority.
                     priority: u8::from(p == 0),
+                    prefix: (0, 0),
                 }
             })
             .collect()
@@ -63,7 +90,9 @@ proptest! {
         reqs in requests(),
         blocks in 40u32..200,
         chunk in prop::option::of(64u32..600),
-        which in 0usize..5,
+        which in 0usize..6,
+        docs in prop::collection::vec(0u8..4, 120),
+        cache in any::<bool>(),
     ) {
         let (name, set): (&str, &[&str]) = [
             ("round-robin", &[][..]),
@@ -71,8 +100,14 @@ proptest! {
             ("llumnix", &[][..]),
             ("llumnix", &["choice=sr", "last_stage_blocks=1", "autoscale=true", "scale_interval_s=1", "startup_s=0.5", "max_instances=5"][..]),
             ("llumnix", &["headroom=0.5", "priorities=true", "migrate_threshold=10"][..]),
+            ("prefix-aware", &[][..]),
         ][which];
-        let c = cluster(3, blocks, chunk);
+        let mut reqs = reqs;
+        let mut c = cluster(3, blocks, chunk);
+        let table = with_prefixes(&mut reqs, &docs);
+        if cache {
+            c.prefix_cache = Some(Arc::new(table));
+        }
         let o = run(&c, &reqs, name, set);
         let fits = u64::from(blocks - blocks / 100) * 16;
         for (q, r) in o.requests.iter().zip(&reqs) {
@@ -86,11 +121,67 @@ proptest! {
             prop_assert_eq!(q.generated, r.output);
         }
         prop_assert!(o.max_flop_share <= 1.0 && o.max_bw_share <= 1.0);
+        prop_assert_eq!(o.prefix.is_some(), cache);
+        if let Some(p) = o.prefix {
+            prop_assert!(p.hit_tokens < p.prompt_tokens.max(1));
+        }
         // Determinism: the same run again gives the same records.
         let again = run(&c, &reqs, name, set);
         let key = |o: &LlmOutcome| o.requests.iter().map(|q| (q.first, q.done, q.preemptions, q.migrations)).collect::<Vec<_>>();
         prop_assert_eq!(key(&o), key(&again));
         prop_assert_eq!(o.events, again.events);
+        prop_assert_eq!(o.prefix, again.prefix);
+    }
+}
+
+/// Requests one at a time on one instance with room for every block: the cache serves
+/// exactly the leading blocks an earlier prompt computed (an infinite LRU), less the
+/// last token a fully cached prompt recomputes, and a served prompt starts sooner.
+#[test]
+fn sequential_prompts_reuse_exactly_what_earlier_ones_computed() {
+    let docs: Vec<u8> = (0..60u32).map(|i| (i % 4) as u8).collect();
+    let mut reqs: Vec<Request> = (0..60u32)
+        .map(|i| Request {
+            arrival: u64::from(i) * 20_000_000,
+            input: 100 + (i * 37) % 700,
+            output: 2 + i % 5,
+            priority: 0,
+            prefix: (0, 0),
+        })
+        .collect();
+    let table = with_prefixes(&mut reqs, &docs);
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut hit, mut prompt) = (0u64, 0u64);
+    for r in &reqs {
+        let hs = table.of(r);
+        let n = hs.iter().take_while(|h| seen.contains(*h)).count() as u64;
+        hit += (n * 64).min(u64::from(r.input) - 1);
+        prompt += u64::from(r.input);
+        seen.extend(hs.iter().copied());
+    }
+    let mut c = cluster(1, 4000, None);
+    let cold = run(&c, &reqs, "round-robin", &[]);
+    c.prefix_cache = Some(Arc::new(table));
+    let warm = run(&c, &reqs, "round-robin", &[]);
+    let p = warm.prefix.unwrap();
+    assert_eq!(
+        (p.hit_tokens, p.prompt_tokens, p.evictions),
+        (hit, prompt, 0)
+    );
+    assert!(hit > prompt / 3, "the workload reuses: {hit} of {prompt}");
+    for (i, (w, k)) in warm.requests.iter().zip(&cold.requests).enumerate() {
+        assert_eq!(w.phase, Phase::Done);
+        let ttft = |q: &apiary_llm::replica::Req| q.first - q.req.arrival;
+        if docs[i] != 0 && i >= 4 {
+            assert!(
+                ttft(w) < ttft(k),
+                "request {i}: {} vs {} µs",
+                ttft(w),
+                ttft(k)
+            );
+        } else if i < 4 {
+            assert_eq!(ttft(w), ttft(k), "request {i} finds nothing cached");
+        }
     }
 }
 
@@ -109,6 +200,7 @@ fn throughput_stays_under_the_ceiling_and_nanoflow_nears_it() {
             input: 1024,
             output: 512,
             priority: 0,
+            prefix: (0, 0),
         })
         .collect();
     let ceiling = g.flops / (2.0 * m.params_per_layer * f64::from(m.layers));
@@ -118,6 +210,7 @@ fn throughput_stays_under_the_ceiling_and_nanoflow_nears_it() {
             replica: ReplicaConfig::vllm(blocks, 4096),
             model: IterModel::new(&m, &g, 8, 0.003, kind),
             kv_bytes_per_token_per_gpu: m.kv_bytes_per_token / 8.0,
+            prefix_cache: None,
         };
         let o = run(&c, &reqs, "round-robin", &[]);
         assert!(o.max_flop_share <= 1.0 && o.max_bw_share <= 1.0);

@@ -51,6 +51,7 @@ fn run_scenario(text: &str) -> String {
                     input: 0,
                     output: 0,
                     priority: 0,
+                    prefix: (0, 0),
                 };
                 for kv in v.split_whitespace() {
                     let (a, b) = kv.split_once('=').unwrap();
@@ -81,6 +82,7 @@ fn run_scenario(text: &str) -> String {
         replica,
         model: IterModel::new(&model, &gpu, tp, cpu / 1e3, EngineKind::Sequential),
         kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(tp),
+        prefix_cache: None,
     };
     let params = Params::from_pairs(set.iter().map(String::as_str)).unwrap();
     let mut p = apiary_llm::policy::build(&policy, &params).unwrap();

@@ -12,6 +12,7 @@
 mod infaas;
 mod llumnix;
 pub mod pool;
+mod prefix_aware;
 mod round_robin;
 
 pub use llumnix::{freeness_dispatch, freeness_migrate};
@@ -42,6 +43,9 @@ pub struct InstanceView {
     pub load: Load,
     /// Whether a migration into or out of it is in flight.
     pub migrating: bool,
+    /// When dispatching a request with prefix caching on: the prompt tokens of that
+    /// request it has cached (else 0).
+    pub cached_tokens: u32,
 }
 
 /// Which running request a migration source sends.
@@ -143,7 +147,12 @@ pub struct LlmPolicySpec {
 }
 
 /// The built-in policies.
-pub const POLICIES: &[LlmPolicySpec] = &[round_robin::SPEC, infaas::SPEC, llumnix::SPEC];
+pub const POLICIES: &[LlmPolicySpec] = &[
+    round_robin::SPEC,
+    infaas::SPEC,
+    llumnix::SPEC,
+    prefix_aware::SPEC,
+];
 
 /// The policy called `name`, built with `params` (unknown keys are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn LlmPolicy>, crate::LlmError> {
