@@ -35,6 +35,10 @@ pub enum LlmCmd {
     /// Several services sharing one GPU pool (SeaLLM's setting): compare the pool
     /// policies on a mix of services.
     Pool(crate::llm_pool::PoolArgs),
+    /// The migration micro-benchmark (Llumnix §6.2): one request per length moved
+    /// between two idle instances by live migration, against blocking copy and
+    /// recompute.
+    Migration(MigrationArgs),
     /// List the cluster schedulers and their parameters.
     Policies,
     /// List the built-in models and GPUs, and what an instance of each holds.
@@ -124,6 +128,85 @@ pub struct LlmArgs {
     quiet: bool,
 }
 
+/// What the migration micro-benchmark moves.
+#[derive(Args, Clone)]
+pub struct MigrationArgs {
+    /// Model (see `apiary llm models`).
+    #[arg(long, default_value = "llama-7b")]
+    model: String,
+    /// GPU (see `apiary llm models`).
+    #[arg(long, default_value = "A10")]
+    gpu: String,
+    /// Tensor-parallel GPUs per instance.
+    #[arg(long, default_value_t = 1)]
+    tp: u32,
+    /// Request lengths (prompt tokens), comma-separated.
+    #[arg(long, default_value = "1024,2048,4096,8192", value_delimiter = ',')]
+    lengths: Vec<u32>,
+    /// Llumnix migration parameter `key=value` (bandwidth_gbs, stage_overhead_ms,
+    /// last_stage_blocks, max_stages; see `apiary llm policies`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print the points as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+fn migration_bench(a: &MigrationArgs) -> Result<()> {
+    let model = hardware::model(&a.model)?;
+    let gpu = hardware::gpu(&a.gpu)?;
+    if a.tp == 0 {
+        bail!("--tp must be at least 1");
+    }
+    let params = params_for(&a.set, "llumnix", &["llumnix"])?;
+    let llumnix = policy::build("llumnix", &params)?;
+    let (Some(cfg), Some(interval)) = (llumnix.migration(), llumnix.interval()) else {
+        bail!("--set migration=false leaves nothing to measure");
+    };
+    let mut points = Vec::new();
+    for &len in &a.lengths {
+        points.push(apiary_llm::migration::migration_point(
+            &model, &gpu, a.tp, len, cfg, interval,
+        )?);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&points)?);
+        return Ok(());
+    }
+    println!(
+        "{} on {} x {}, migration at {:.0} Gb/s, {} ms per stage, last stage at {} blocks",
+        model.name,
+        a.tp,
+        gpu.name,
+        cfg.bandwidth * 8.0 / 1e9,
+        cfg.stage_overhead as f64 / 1e3,
+        cfg.last_stage_blocks
+    );
+    println!(
+        "{:>7} {:>14} {:>7} {:>11} {:>14} {:>13} {:>15}",
+        "tokens",
+        "live downtime",
+        "stages",
+        "live total",
+        "blocking copy",
+        "recompute",
+        "recompute/live"
+    );
+    for p in &points {
+        println!(
+            "{:>7} {:>11.1} ms {:>7} {:>8.1} ms {:>11.1} ms {:>10.1} ms {:>14.1}x",
+            p.tokens,
+            p.live_downtime_s * 1e3,
+            p.stages,
+            p.live_total_s * 1e3,
+            p.blocking_copy_s * 1e3,
+            p.recompute_s * 1e3,
+            p.recompute_s / p.live_downtime_s.max(1e-9)
+        );
+    }
+    Ok(())
+}
+
 /// Runs an `apiary llm` subcommand.
 pub fn run(cmd: LlmCmd) -> Result<()> {
     match cmd {
@@ -169,6 +252,7 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             Ok(())
         }
         LlmCmd::Pool(a) => crate::llm_pool::run(a),
+        LlmCmd::Migration(a) => migration_bench(&a),
         LlmCmd::Policies => {
             let print = |name: &str, about: &str, params: &[apiary_policy::ParamSpec]| {
                 println!("{name:<16} {about}");

@@ -60,6 +60,7 @@ enum MigState {
 #[derive(Clone, Copy, Debug)]
 struct Migration {
     req: u32,
+    started: Micros,
     src: u32,
     dst: u32,
     stage: u32,
@@ -92,6 +93,10 @@ pub struct LlmOutcome {
     pub migrations: u64,
     /// Migrations abandoned.
     pub aborted_migrations: u64,
+    /// Copy stages of the completed migrations, their stop-the-world stages included.
+    pub migration_stages: u64,
+    /// First stage to commit, summed over the completed migrations, seconds.
+    pub migration_secs: f64,
     /// Instance-seconds provisioned (starting and draining time included).
     pub instance_secs: f64,
     /// Instance-seconds spent in iterations.
@@ -461,6 +466,7 @@ impl Sim<'_> {
             let m = self.migs.len() as u32;
             self.migs.push(Migration {
                 req: r,
+                started: self.now,
                 src,
                 dst,
                 stage: 0,
@@ -568,6 +574,8 @@ impl Sim<'_> {
         self.mig_of[mg.src as usize] = None;
         self.mig_of[mg.dst as usize] = None;
         self.outcome.migrations += 1;
+        self.outcome.migration_stages += u64::from(mg.stage) + 1;
+        self.outcome.migration_secs += (self.now - mg.started) as f64 / 1e6;
         self.kick(mg.dst);
         self.kick(mg.src);
         self.maybe_release(mg.src);

@@ -20,6 +20,7 @@ pub mod hardware;
 pub mod html;
 pub mod latency;
 pub mod metrics;
+pub mod migration;
 pub mod policy;
 pub mod pool;
 pub mod prefix;
