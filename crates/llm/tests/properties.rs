@@ -90,7 +90,7 @@ proptest! {
         reqs in requests(),
         blocks in 40u32..200,
         chunk in prop::option::of(64u32..600),
-        which in 0usize..6,
+        which in 0usize..7,
         docs in prop::collection::vec(0u8..4, 120),
         cache in any::<bool>(),
     ) {
@@ -101,6 +101,7 @@ proptest! {
             ("llumnix", &["choice=sr", "last_stage_blocks=1", "autoscale=true", "scale_interval_s=1", "startup_s=0.5", "max_instances=5"][..]),
             ("llumnix", &["headroom=0.5", "priorities=true", "migrate_threshold=10"][..]),
             ("prefix-aware", &[][..]),
+            ("infaas++", &["autoscale=true", "scale_interval_s=1", "startup_s=0.5", "scale_up=20", "scale_down=40"][..]),
         ][which];
         let mut reqs = reqs;
         let mut c = cluster(3, blocks, chunk);

@@ -2,9 +2,14 @@
 //! from INFaaS. Their artifact runs it as Llumnix's own `load` dispatch (freeness,
 //! every queued request counted) with migration off (`run.sh`: `load 0 0`); the note's
 //! reading, dispatch on the used-block ratio including queued demand, is the
-//! `metric=used-ratio` option.
+//! `metric=used-ratio` option. With `autoscale=true` it scales as Llumnix does (the
+//! artifact's auto-scaling runs differ only in migration), so an instance chosen for
+//! release drains by finishing its requests instead of migrating them.
 
-use super::{InstanceView, LlmPolicy, LlmPolicySpec, argmax, freeness_dispatch};
+use super::scaling::{self, Scaler};
+use super::{
+    InstanceView, LlmPolicy, LlmPolicySpec, Scale, ScalingConfig, argmax, freeness_dispatch,
+};
 use crate::workload::Request;
 use apiary_policy::ParamSpec;
 
@@ -17,16 +22,29 @@ const METRIC: ParamSpec = ParamSpec {
 /// The spec.
 pub const SPEC: LlmPolicySpec = LlmPolicySpec {
     name: "infaas++",
-    about: "each request to the least loaded instance, queued demand counted; no migration",
-    params: &[METRIC],
+    about: "each request to the least loaded instance, queued demand counted; no migration; optional auto-scaling",
+    params: &[
+        METRIC,
+        scaling::AUTOSCALE,
+        scaling::SCALE_UP,
+        scaling::SCALE_DOWN,
+        scaling::SCALE_INTERVAL,
+        scaling::MIN_INST,
+        scaling::MAX_INST,
+        scaling::STARTUP,
+    ],
     build: |p| {
         let used_ratio = p.choice(&METRIC, &[("freeness", false), ("used-ratio", true)])?;
-        Ok(Box::new(Infaas { used_ratio }))
+        Ok(Box::new(Infaas {
+            used_ratio,
+            scaler: Scaler::from_params(p)?,
+        }))
     },
 };
 
 struct Infaas {
     used_ratio: bool,
+    scaler: Option<Scaler>,
 }
 
 /// Used and queued blocks over the total (Llumnix's `kv_blocks_ratio`).
@@ -43,5 +61,15 @@ impl LlmPolicy for Infaas {
         } else {
             argmax(view, |v| freeness_dispatch(v, 0.0))
         }
+    }
+
+    fn scaling(&self) -> Option<ScalingConfig> {
+        self.scaler.as_ref().map(|s| s.cfg)
+    }
+
+    fn scale(&mut self, view: &[InstanceView], max: u32) -> Scale {
+        self.scaler
+            .as_ref()
+            .map_or(Scale::Hold, |s| s.decide(view, max))
     }
 }

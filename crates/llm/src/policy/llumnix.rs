@@ -15,6 +15,7 @@
 //! 3, last-come-first-served request choice, at most 3 stages, last stage at 4 blocks,
 //! scale thresholds 10 and 60 every 10 s.
 
+use super::scaling::{self, Scaler, ms};
 use super::{
     InstanceState, InstanceView, LlmPolicy, LlmPolicySpec, MigrationChoice, MigrationConfig, Scale,
     ScalingConfig, argmax,
@@ -74,42 +75,6 @@ const HEADROOM: ParamSpec = ParamSpec {
     default: "0.1",
     about: "virtual KV usage added per high-priority request, as a share of an instance's cache",
 };
-const AUTOSCALE: ParamSpec = ParamSpec {
-    key: "autoscale",
-    default: "false",
-    about: "add and drain instances to keep the average freeness within [scale_up, scale_down]",
-};
-const SCALE_UP: ParamSpec = ParamSpec {
-    key: "scale_up",
-    default: "10",
-    about: "average freeness below which instances are added",
-};
-const SCALE_DOWN: ParamSpec = ParamSpec {
-    key: "scale_down",
-    default: "60",
-    about: "average freeness (with one instance fewer) above which one is drained",
-};
-const SCALE_INTERVAL: ParamSpec = ParamSpec {
-    key: "scale_interval_s",
-    default: "10",
-    about: "seconds between scaling decisions",
-};
-const MIN_INST: ParamSpec = ParamSpec {
-    key: "min_instances",
-    default: "1",
-    about: "fewest active instances under auto-scaling",
-};
-const MAX_INST: ParamSpec = ParamSpec {
-    key: "max_instances",
-    default: "0",
-    about: "most instances under auto-scaling (0: the --instances count)",
-};
-const STARTUP: ParamSpec = ParamSpec {
-    key: "startup_s",
-    default: "10",
-    about: "seconds a new instance takes to load its model",
-};
-
 /// The spec.
 pub const SPEC: LlmPolicySpec = LlmPolicySpec {
     name: "llumnix",
@@ -126,20 +91,16 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
         INTERVAL,
         PRIORITIES,
         HEADROOM,
-        AUTOSCALE,
-        SCALE_UP,
-        SCALE_DOWN,
-        SCALE_INTERVAL,
-        MIN_INST,
-        MAX_INST,
-        STARTUP,
+        scaling::AUTOSCALE,
+        scaling::SCALE_UP,
+        scaling::SCALE_DOWN,
+        scaling::SCALE_INTERVAL,
+        scaling::MIN_INST,
+        scaling::MAX_INST,
+        scaling::STARTUP,
     ],
     build,
 };
-
-fn ms(p: &Params, spec: &ParamSpec) -> Result<Micros, ParamError> {
-    Ok((p.f64(spec)? * 1e3).round() as Micros)
-}
 
 fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
     let migration = p.bool(&MIGRATE)?.then_some(MigrationConfig {
@@ -166,17 +127,6 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
         )?,
     });
     let interval = ms(p, &INTERVAL)?.max(1_000);
-    let scaling = p
-        .bool(&AUTOSCALE)?
-        .then_some(())
-        .map(|()| -> Result<_, ParamError> {
-            Ok(ScalingConfig {
-                interval: ms(p, &SCALE_INTERVAL)?.saturating_mul(1000).max(1_000),
-                min: p.u64_in(&MIN_INST, 1..=100_000)? as u32,
-                max: p.u64_in(&MAX_INST, 0..=100_000)? as u32,
-                startup: ms(p, &STARTUP)?.saturating_mul(1000),
-            })
-        });
     let priorities = p.bool(&PRIORITIES)?;
     let headroom = p.f64(&HEADROOM)?;
     if !(0.0..=100.0).contains(&headroom) {
@@ -192,9 +142,7 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
         headroom: if priorities { headroom } else { 0.0 },
         migration,
         interval,
-        scaling: scaling.transpose()?,
-        scale_up: p.signed(&SCALE_UP)?,
-        scale_down: p.signed(&SCALE_DOWN)?,
+        scaler: Scaler::from_params(p)?,
         src: Vec::new(),
         dst: Vec::new(),
     }))
@@ -206,14 +154,12 @@ struct Llumnix {
     headroom: f64,
     migration: Option<MigrationConfig>,
     interval: Micros,
-    scaling: Option<ScalingConfig>,
-    scale_up: f64,
-    scale_down: f64,
+    scaler: Option<Scaler>,
     src: Vec<(f64, u32)>,
     dst: Vec<(f64, u32)>,
 }
 
-fn available(l: &Load) -> f64 {
+pub(crate) fn available(l: &Load) -> f64 {
     f64::from(l.free_blocks) - f64::from(l.watermark)
 }
 
@@ -292,56 +238,12 @@ impl LlmPolicy for Llumnix {
     }
 
     fn scaling(&self) -> Option<ScalingConfig> {
-        self.scaling
+        self.scaler.as_ref().map(|s| s.cfg)
     }
 
     fn scale(&mut self, view: &[InstanceView], max: u32) -> Scale {
-        let Some(cfg) = self.scaling else {
-            return Scale::Hold;
-        };
-        // Starting instances count as the room they will bring; draining ones as gone.
-        let (mut room, mut reqs, mut cap, mut n, mut settled) = (0.0, 0u64, 0.0, 0u32, true);
-        for v in view {
-            match v.state {
-                InstanceState::Active => {
-                    room += available(&v.load) - v.load.waiting_blocks as f64;
-                    reqs += u64::from(v.load.running + v.load.waiting);
-                    n += 1;
-                }
-                InstanceState::Starting => {
-                    room += available(&v.load);
-                    n += 1;
-                    settled = false;
-                }
-                InstanceState::Terminating => settled = false,
-            }
-            cap = f64::from(v.load.total_blocks);
-        }
-        let avg = |room: f64| {
-            if reqs == 0 {
-                f64::INFINITY
-            } else {
-                room / reqs as f64
-            }
-        };
-        if avg(room) < self.scale_up && n < max {
-            let mut k = 1;
-            while n + k < max && avg(room + cap * f64::from(k)) < self.scale_up {
-                k += 1;
-            }
-            return Scale::Up(k);
-        }
-        // Shrink one at a time, once earlier starts and drains are done.
-        if settled && n > cfg.min && avg(room - cap) > self.scale_down {
-            let victim = view
-                .iter()
-                .filter(|v| v.state == InstanceState::Active)
-                .min_by_key(|v| (v.load.running + v.load.waiting, std::cmp::Reverse(v.id)))
-                .map(|v| v.id);
-            if let Some(id) = victim {
-                return Scale::Down(id);
-            }
-        }
-        Scale::Hold
+        self.scaler
+            .as_ref()
+            .map_or(Scale::Hold, |s| s.decide(view, max))
     }
 }

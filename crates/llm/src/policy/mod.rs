@@ -14,6 +14,7 @@ mod llumnix;
 pub mod pool;
 mod prefix_aware;
 mod round_robin;
+mod scaling;
 
 pub use llumnix::{freeness_dispatch, freeness_migrate};
 
