@@ -99,7 +99,7 @@ proptest! {
             ("infaas++", &[][..]),
             ("llumnix", &[][..]),
             ("llumnix", &["choice=sr", "last_stage_blocks=1", "autoscale=true", "scale_interval_s=1", "startup_s=0.5", "max_instances=5"][..]),
-            ("llumnix", &["headroom=0.5", "priorities=true", "migrate_threshold=10"][..]),
+            ("llumnix", &["headroom=0.5", "priorities=true", "migrate_threshold=10", "pairing=balanced"][..]),
             ("prefix-aware", &[][..]),
             ("infaas++", &["autoscale=true", "scale_interval_s=1", "startup_s=0.5", "scale_up=20", "scale_down=40"][..]),
         ][which];

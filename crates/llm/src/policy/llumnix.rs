@@ -64,6 +64,12 @@ const INTERVAL: ParamSpec = ParamSpec {
     default: "50",
     about: "load polling and migration pairing period, ms",
 };
+const PAIRING: ParamSpec = ParamSpec {
+    key: "pairing",
+    default: "defrag",
+    about: "defrag (every pair, the first release) | balanced (a pair only if moving one request narrows \
+            the freeness gap without inverting it and leaves the destination above the threshold)",
+};
 const PRIORITIES: ParamSpec = ParamSpec {
     key: "priorities",
     default: "true",
@@ -89,6 +95,7 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
         BANDWIDTH,
         OVERHEAD,
         INTERVAL,
+        PAIRING,
         PRIORITIES,
         HEADROOM,
         scaling::AUTOSCALE,
@@ -138,6 +145,7 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
     }
     Ok(Box::new(Llumnix {
         threshold: p.signed(&THRESHOLD)?,
+        balanced: p.choice(&PAIRING, &[("defrag", false), ("balanced", true)])?,
         priorities,
         headroom: if priorities { headroom } else { 0.0 },
         migration,
@@ -150,13 +158,35 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
 
 struct Llumnix {
     threshold: f64,
+    balanced: bool,
     priorities: bool,
     headroom: f64,
     migration: Option<MigrationConfig>,
     interval: Micros,
     scaler: Option<Scaler>,
-    src: Vec<(f64, u32)>,
-    dst: Vec<(f64, u32)>,
+    src: Vec<(f64, u32, Load)>,
+    dst: Vec<(f64, u32, Load)>,
+}
+
+impl Llumnix {
+    /// The `balanced` rule: after moving one request of the source's average size, the
+    /// destination stays above the threshold and is still the freer, by less.
+    fn narrows(&self, s: &(f64, u32, Load), d: &(f64, u32, Load)) -> bool {
+        let (ls, ld) = (&s.2, &d.2);
+        let used = f64::from(ls.total_blocks - ls.free_blocks);
+        let moved = used / f64::from(ls.running.max(1));
+        let after = |l: &Load, gain: f64, delta: i64| {
+            let n = i64::from(l.running) + i64::from(l.waiting > 0) + delta;
+            if n <= 0 {
+                return f64::INFINITY;
+            }
+            (available(l) + gain - f64::from(l.head_blocks) - headroom_blocks(l, self.headroom))
+                / n as f64
+        };
+        let (fs, fd) = (after(ls, moved, -1), after(ld, -moved, 1));
+        let (before, gap) = (d.0 - s.0, fd - fs);
+        fd > self.threshold && gap > 0.0 && gap < before
+    }
 }
 
 pub(crate) fn available(l: &Load) -> f64 {
@@ -224,17 +254,21 @@ impl LlmPolicy for Llumnix {
             if v.load.preempted > 0 || f < self.threshold {
                 // A source needs a running request to send.
                 if v.load.running > 0 {
-                    self.src.push((f, v.id));
+                    self.src.push((f, v.id, v.load));
                 }
             } else if f > self.threshold && v.state == InstanceState::Active {
-                self.dst.push((f, v.id));
+                self.dst.push((f, v.id, v.load));
             }
         }
         self.src
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         self.dst
             .sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        pairs.extend(self.src.iter().zip(&self.dst).map(|(s, d)| (s.1, d.1)));
+        for (s, d) in self.src.iter().zip(&self.dst) {
+            if !self.balanced || self.narrows(s, d) {
+                pairs.push((s.1, d.1));
+            }
+        }
     }
 
     fn scaling(&self) -> Option<ScalingConfig> {
