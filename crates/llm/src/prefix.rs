@@ -83,8 +83,8 @@ impl PrefixCache {
         }
     }
 
-    /// The hashes of `req`'s full prompt blocks.
-    pub fn hashes(&self, req: &Request) -> usize {
+    /// How many full prompt blocks of `req` have hashes.
+    pub fn hashed_blocks(&self, req: &Request) -> usize {
         self.table.of(req).len()
     }
 
@@ -109,8 +109,8 @@ impl PrefixCache {
 
     /// Pins blocks `from..to` of `req`'s prompt, caching those not cached yet.
     pub fn acquire(&mut self, req: &Request, from: usize, to: usize) {
-        let table = Arc::clone(&self.table);
-        for &h in &table.of(req)[from..to] {
+        // Fields borrowed apart: the table is read while the entries change.
+        for &h in &self.table.of(req)[from..to] {
             let e = self.entries.entry(h).or_insert(Entry {
                 refs: 0,
                 released: u64::MAX,
@@ -125,8 +125,7 @@ impl PrefixCache {
 
     /// Unpins the first `held` blocks of `req`'s prompt, the last first.
     pub fn release(&mut self, req: &Request, held: usize) {
-        let table = Arc::clone(&self.table);
-        for &h in table.of(req)[..held].iter().rev() {
+        for &h in self.table.of(req)[..held].iter().rev() {
             let Some(e) = self.entries.get_mut(&h) else {
                 continue;
             };

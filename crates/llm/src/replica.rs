@@ -295,7 +295,7 @@ impl Instance {
     /// Pins the prompt blocks of `q` from its `cached`-th on.
     fn pin_prompt(&mut self, q: &mut Req) {
         if let Some(c) = &mut self.prefix {
-            let n = c.hashes(&q.req);
+            let n = c.hashed_blocks(&q.req);
             c.acquire(&q.req, q.cached as usize, n);
             q.cached = n as u32;
         }
@@ -653,11 +653,7 @@ impl Instance {
             left -= c;
             self.batch.push((r, c));
             b.prefill_tokens += u64::from(c);
-            b.prefill_pairs += if q.prefilled == 0 {
-                f64::from(c) * (f64::from(c) + 1.0) / 2.0
-            } else {
-                f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0)
-            };
+            b.prefill_pairs += f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0);
             b.logits += 1;
         }
     }

@@ -18,7 +18,7 @@
 use super::scaling::{self, Scaler, ms};
 use super::{
     InstanceState, InstanceView, LlmPolicy, LlmPolicySpec, MigrationChoice, MigrationConfig, Scale,
-    ScalingConfig, argmax,
+    ScalingConfig, argmax, available,
 };
 use crate::replica::Load;
 use crate::workload::{Micros, Request};
@@ -187,10 +187,6 @@ impl Llumnix {
         let (before, gap) = (d.0 - s.0, fd - fs);
         fd > self.threshold && gap > 0.0 && gap < before
     }
-}
-
-pub(crate) fn available(l: &Load) -> f64 {
-    f64::from(l.free_blocks) - f64::from(l.watermark)
 }
 
 /// Virtual usage beyond the physical: `headroom` (a share of the cache) for each

@@ -184,6 +184,11 @@ pub(crate) fn find_spec<'a, S>(
     Ok(spec)
 }
 
+/// KV blocks free above the watermark: what freeness and the scaling rule count.
+pub(crate) fn available(l: &Load) -> f64 {
+    f64::from(l.free_blocks) - f64::from(l.watermark)
+}
+
 /// The active instance with the highest `score`, ties to the lowest index.
 fn argmax(view: &[InstanceView], score: impl Fn(&InstanceView) -> f64) -> Option<u32> {
     let mut best: Option<(f64, u32)> = None;

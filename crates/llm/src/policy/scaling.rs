@@ -5,8 +5,7 @@
 //! migration (INFaaS++ with load-aware scaling, the paper's baseline) waits for the
 //! drained instance's requests to finish. Shared by the policies that scale.
 
-use super::llumnix::available;
-use super::{InstanceState, InstanceView, Scale, ScalingConfig};
+use super::{InstanceState, InstanceView, Scale, ScalingConfig, available};
 use crate::workload::Micros;
 use apiary_policy::{ParamError, ParamSpec, Params};
 
