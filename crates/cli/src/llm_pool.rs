@@ -35,6 +35,10 @@ pub struct PoolArgs {
     /// GPUs per group (every model on a group runs at this tensor parallelism).
     #[arg(long, default_value_t = 1)]
     tp: u32,
+    /// Host-to-GPU bandwidth for loading weights when a policy re-places a model,
+    /// GB/s per GPU (PCIe 4.0 x16 from pinned memory).
+    #[arg(long, default_value_t = Pool::PCIE4_LOAD_BW / 1e9)]
+    load_gbps: f64,
     /// Coefficient of variation of the generated arrivals (with @RATE).
     #[arg(long, default_value_t = 1.0)]
     cv: f64,
@@ -114,6 +118,9 @@ fn load(a: &PoolArgs) -> Result<Mix> {
     if !(a.cpu_ms.is_finite() && a.cpu_ms >= 0.0) {
         bail!("--cpu-ms must be a non-negative number");
     }
+    if !(a.load_gbps.is_finite() && a.load_gbps > 0.0) {
+        bail!("--load-gbps must be above 0");
+    }
     if !(a.slo_scale.is_finite() && a.slo_scale > 0.0) {
         bail!("--slo-scale must be above 0");
     }
@@ -190,6 +197,7 @@ fn load(a: &PoolArgs) -> Result<Mix> {
         gpu,
         tp: a.tp,
         mem: MemoryPlan::default(),
+        load_bw: a.load_gbps * 1e9,
     };
     if !a.quiet {
         eprintln!(
@@ -242,16 +250,18 @@ fn run_one(a: &PoolArgs, m: &Mix, name: &str) -> Result<(LlmSummary, PoolOutcome
         a.slo_scale,
     );
     if !a.quiet {
-        let placed: Vec<String> = out
-            .placement
-            .iter()
-            .map(|g| {
-                g.iter()
-                    .map(|&s| m.services[s as usize].name.as_str())
-                    .collect::<Vec<_>>()
-                    .join("+")
-            })
-            .collect();
+        let names = |placement: &[Vec<u16>]| -> Vec<String> {
+            placement
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&s| m.services[s as usize].name.as_str())
+                        .collect::<Vec<_>>()
+                        .join("+")
+                })
+                .collect()
+        };
+        let placed = names(&out.placement);
         let loads: Vec<String> = out
             .demand
             .iter()
@@ -262,6 +272,14 @@ fn run_one(a: &PoolArgs, m: &Mix, name: &str) -> Result<(LlmSummary, PoolOutcome
             placed.join(", "),
             loads.join(", ")
         );
+        if let Some((_, last)) = out.replans.last() {
+            eprintln!(
+                "{name}: re-placed {} times ({} model loads), last to [{}]",
+                out.replans.len(),
+                out.model_loads,
+                names(last).join(", ")
+            );
+        }
         print_timing(name, out.outcome.events, wall, &sum);
     }
     Ok((sum, out))

@@ -13,6 +13,17 @@
 //! reads): each one's load is the GPU time its requests need on an idle group at a
 //! typical batch, and its budget (SeaLLM's doubling-budget start) is what a median
 //! request of it takes alone.
+//!
+//! A policy that re-places is offered each service's load since its last look: the
+//! GPU time of its arrivals per second (each costed at its service's mean output,
+//! since outputs are not known on arrival) plus what it still owes (its queued and
+//! running requests at their mean cost) spread over the next interval.
+//! On a group whose set changes, a service that leaves takes no new work: its queue
+//! goes to its other groups and what it admitted runs to the end before its weights
+//! are dropped. A service that joins queues work at once but runs only once its
+//! weights are in: they load from host memory at `load_bw` when the group's free
+//! memory holds them, and once no service is still leaving the others are granted no
+//! KV beyond what leaves the incoming weights room, so that room comes free.
 
 use crate::LlmError;
 use crate::engine::{LlmOutcome, Sample};
@@ -50,9 +61,15 @@ pub struct Pool {
     pub tp: u32,
     /// How much of each GPU the engine may use.
     pub mem: MemoryPlan,
+    /// Host-to-GPU bandwidth for loading a model's weights when re-placed, bytes/s per
+    /// GPU.
+    pub load_bw: f64,
 }
 
 impl Pool {
+    /// Effective PCIe 4.0 x16 host-to-device copy rate from pinned memory, bytes/s.
+    pub const PCIE4_LOAD_BW: f64 = 25e9;
+
     /// Bytes of one group the engines may use for weights and KV.
     pub fn usable_bytes(&self) -> f64 {
         f64::from(self.tp)
@@ -98,14 +115,24 @@ fn median(mut v: Vec<u32>) -> u32 {
     v[(v.len() - 1) / 2]
 }
 
+/// What the history of each service's requests says about it.
+struct Profile {
+    demand: Vec<ServiceDemand>,
+    budgets: Vec<Micros>,
+    /// GPU seconds per output token at a typical batch.
+    per_token: Vec<f64>,
+    mean_out: Vec<f64>,
+    /// GPU seconds of a mean request.
+    mean_secs: Vec<f64>,
+}
+
 /// Each service's load and budget, from its requests.
-fn profile(
-    services: &[Service],
-    requests: &[Request],
-    service_of: &[u16],
-) -> (Vec<ServiceDemand>, Vec<Micros>) {
+fn profile(services: &[Service], requests: &[Request], service_of: &[u16]) -> Profile {
     let mut demand = Vec::with_capacity(services.len());
     let mut budgets = Vec::with_capacity(services.len());
+    let mut per_tokens = Vec::with_capacity(services.len());
+    let mut mean_outs = Vec::with_capacity(services.len());
+    let mut mean_secs = Vec::with_capacity(services.len());
     for (s, svc) in services.iter().enumerate() {
         let mine = || {
             requests
@@ -135,13 +162,49 @@ fn profile(
         let med_in = median(mine().map(|r| r.input).collect());
         let med_out = median(mine().map(|r| r.output).collect());
         budgets.push((unloaded_secs(&svc.iter, med_in, med_out) * 1e6).ceil() as Micros);
+        per_tokens.push(per_token);
+        mean_outs.push(mean_out);
+        mean_secs.push(work / n);
     }
-    (demand, budgets)
+    Profile {
+        demand,
+        budgets,
+        per_token: per_tokens,
+        mean_out: mean_outs,
+        mean_secs,
+    }
+}
+
+/// Where a service stands on a group as placements change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// Its weights are in memory and it runs.
+    Active,
+    /// Placed elsewhere: it runs what it admitted until empty, then drops its weights.
+    Leaving,
+    /// Its weights are not in memory.
+    Gone,
+    /// Placed here, waiting for memory for its weights; requests may queue.
+    Joining,
+    /// Loading its weights until then.
+    Loading(Micros),
+}
+
+impl Life {
+    fn holds_weights(self) -> bool {
+        matches!(self, Life::Active | Life::Leaving | Life::Loading(_))
+    }
+
+    fn hosts(self) -> bool {
+        matches!(self, Life::Active | Life::Joining | Life::Loading(_))
+    }
 }
 
 struct Sub {
     service: u16,
     inst: Instance,
+    life: Life,
+    weight_bytes: f64,
     block_bytes: f64,
     /// GPU time of its iterations on this group, µs.
     served: Micros,
@@ -153,7 +216,12 @@ struct Sub {
 
 struct GroupRt {
     subs: Vec<Sub>,
+    /// Usable memory less the weights it holds.
     kv_bytes: f64,
+    /// KV memory not granted, kept for weights about to load.
+    reserve: f64,
+    /// Whether a service is leaving, joining or loading.
+    changing: bool,
     busy: Option<usize>,
 }
 
@@ -164,6 +232,11 @@ impl GroupRt {
             .map(|s| f64::from(s.inst.used_blocks()) * s.block_bytes)
             .sum()
     }
+
+    /// KV bytes its instances may be granted in all.
+    fn kv_limit(&self) -> f64 {
+        self.kv_bytes - self.reserve
+    }
 }
 
 /// What a pool run produced.
@@ -172,10 +245,14 @@ pub struct PoolOutcome {
     /// Requests, instances (groups), iterations and samples, as a single-model run
     /// reports them.
     pub outcome: LlmOutcome,
-    /// The services each group hosted.
+    /// The services each group hosted at the start.
     pub placement: Vec<Vec<u16>>,
     /// Each service's estimated load and name.
     pub demand: Vec<ServiceDemand>,
+    /// Each re-placement: when, and the new sets.
+    pub replans: Vec<(Micros, Vec<Vec<u16>>)>,
+    /// Model weights loaded onto groups by re-placement.
+    pub model_loads: u32,
 }
 
 struct Sim<'a> {
@@ -184,6 +261,23 @@ struct Sim<'a> {
     policy: &'a mut dyn PoolPolicy,
     unified: bool,
     budgets: Vec<Micros>,
+    per_token: Vec<f64>,
+    mean_out: Vec<f64>,
+    mean_secs: Vec<f64>,
+    /// Per service, the longest request accepted, tokens.
+    longest: Vec<u64>,
+    usable: f64,
+    /// Host-to-group weight loading, bytes/s.
+    group_load_bw: f64,
+    replan_every: Option<Micros>,
+    /// The sets the policy last placed.
+    placement: Vec<Vec<u16>>,
+    /// Per service, GPU seconds of the arrivals since the last look.
+    window: Vec<f64>,
+    window_start: Micros,
+    replans: Vec<(Micros, Vec<Vec<u16>>)>,
+    model_loads: u32,
+    moved: Vec<u32>,
     groups: Vec<GroupRt>,
     /// Per service, the (group, sub) pairs hosting it.
     hosts: Vec<Vec<(u32, usize)>>,
@@ -203,6 +297,8 @@ struct Sim<'a> {
 enum Ev {
     IterDone(u32),
     Sample,
+    Replan,
+    Ready(u32),
 }
 
 /// Runs `requests` (sorted by arrival; request `i` belongs to service `service_of[i]`;
@@ -256,7 +352,8 @@ pub fn simulate_pool(
             });
         }
     }
-    let (demand, budgets) = profile(services, requests, service_of);
+    let prof = profile(services, requests, service_of);
+    let demand = prof.demand.clone();
     let placement = policy.place(&demand, pool.groups, &room);
     if placement.len() != pool.groups as usize {
         return invalid(
@@ -295,6 +392,8 @@ pub fn simulate_pool(
             subs.push(Sub {
                 service: s,
                 inst: Instance::new(cfg),
+                life: Life::Active,
+                weight_bytes: svc.model.weight_bytes,
                 block_bytes,
                 served: 0,
                 admit_mark: 0,
@@ -304,6 +403,8 @@ pub fn simulate_pool(
         groups.push(GroupRt {
             subs,
             kv_bytes,
+            reserve: 0.0,
+            changing: false,
             busy: None,
         });
     }
@@ -334,12 +435,37 @@ pub fn simulate_pool(
         }
     }
     let total = reqs.iter().filter(|q| q.phase != Phase::Refused).count();
+    let mut longest = vec![0u64; services.len()];
+    for (q, &s) in reqs.iter().zip(service_of) {
+        if q.phase != Phase::Refused {
+            let l = &mut longest[s as usize];
+            *l = (*l).max(u64::from(q.req.input) + u64::from(q.req.output));
+        }
+    }
+    let replan_every = if unified {
+        policy.replan_every().filter(|&e| e > 0)
+    } else {
+        None
+    };
     let mut sim = Sim {
         services,
         service_of,
         policy,
         unified,
-        budgets,
+        budgets: prof.budgets,
+        per_token: prof.per_token,
+        mean_out: prof.mean_out,
+        mean_secs: prof.mean_secs,
+        longest,
+        usable,
+        group_load_bw: pool.load_bw.max(1.0) * f64::from(pool.tp),
+        replan_every,
+        placement: placement.clone(),
+        window: vec![0.0; services.len()],
+        window_start: 0,
+        replans: Vec::new(),
+        model_loads: 0,
+        moved: Vec::new(),
         groups,
         hosts,
         reqs,
@@ -356,6 +482,10 @@ pub fn simulate_pool(
     let first = requests.first().map_or(0, |r| r.arrival);
     sim.now = first;
     sim.queue.push(first, Ev::Sample);
+    sim.window_start = first;
+    if let Some(every) = replan_every {
+        sim.queue.push(first + every, Ev::Replan);
+    }
     let mut next = 0usize;
     let mut reported = 0;
     while sim.done < sim.total {
@@ -385,6 +515,13 @@ pub fn simulate_pool(
                             sim.queue.push(t + SEC, Ev::Sample);
                         }
                     }
+                    Ev::Replan => {
+                        sim.replan();
+                        if let (Some(every), true) = (sim.replan_every, sim.done < sim.total) {
+                            sim.queue.push(t + every, Ev::Replan);
+                        }
+                    }
+                    Ev::Ready(g) => sim.ready(g),
                 }
             }
             _ => break,
@@ -405,20 +542,33 @@ impl Sim<'_> {
         let grp = &self.groups[g];
         let sub = &grp.subs[k];
         if self.unified {
-            ((grp.kv_bytes - grp.used_bytes()) / sub.block_bytes).floor()
+            ((grp.kv_limit() - grp.used_bytes()) / sub.block_bytes).floor()
         } else {
             f64::from(sub.inst.free_blocks())
         }
     }
 
     fn arrive(&mut self, r: u32) {
+        if self.replan_every.is_some() {
+            let s = self.service_of[r as usize] as usize;
+            let q = &self.reqs[r as usize].req;
+            self.window[s] += prefill_secs(&self.services[s].iter, q.input)
+                + self.mean_out[s] * self.per_token[s];
+        }
+        self.dispatch(r);
+    }
+
+    /// Queues `r` on the freest group hosting its service whose model is in memory
+    /// (one still loading it only if none is).
+    fn dispatch(&mut self, r: u32) {
         let s = self.service_of[r as usize] as usize;
         // The freest instance of the service: KV room per request, as Llumnix's
         // dispatch, counting every request on the group, since co-located services
         // share its GPU time.
-        let mut best: Option<(f64, u32, usize)> = None;
+        let mut best: Option<(bool, f64, u32, usize)> = None;
         for &(g, k) in &self.hosts[s] {
             let grp = &self.groups[g as usize];
+            let active = grp.subs[k].life == Life::Active;
             let l = grp.subs[k].inst.load(&self.reqs);
             let n: u32 = grp
                 .subs
@@ -431,11 +581,11 @@ impl Sim<'_> {
                 (self.free_blocks(g as usize, k) - f64::from(l.watermark) - l.waiting_blocks as f64)
                     / f64::from(n)
             };
-            if best.is_none_or(|(b, _, _)| f > b) {
-                best = Some((f, g, k));
+            if best.is_none_or(|(ba, b, _, _)| (active, f) > (ba, b)) {
+                best = Some((active, f, g, k));
             }
         }
-        let Some((_, g, k)) = best else { return };
+        let Some((_, _, g, k)) = best else { return };
         let sub = &mut self.groups[g as usize].subs[k];
         if sub.inst.is_empty() {
             sub.last_end = sub.last_end.max(self.now);
@@ -452,6 +602,7 @@ impl Sim<'_> {
         sub.inst.finish(self.now, &mut self.reqs, &mut self.out);
         sub.last_end = self.now;
         self.done += self.out.finished.len();
+        self.settle(g);
         self.try_start(g);
     }
 
@@ -463,9 +614,11 @@ impl Sim<'_> {
             return;
         }
         self.cands.clear();
-        self.cands.extend(
-            (0..self.groups[gi].subs.len()).filter(|&k| !self.groups[gi].subs[k].inst.is_empty()),
-        );
+        self.cands
+            .extend((0..self.groups[gi].subs.len()).filter(|&k| {
+                let sub = &self.groups[gi].subs[k];
+                matches!(sub.life, Life::Active | Life::Leaving) && !sub.inst.is_empty()
+            }));
         while !self.cands.is_empty() {
             self.views.clear();
             for &k in &self.cands {
@@ -489,7 +642,7 @@ impl Sim<'_> {
             let k = self.cands[pick];
             if self.unified {
                 let grp = &self.groups[gi];
-                let free = ((grp.kv_bytes - grp.used_bytes()) / grp.subs[k].block_bytes)
+                let free = ((grp.kv_limit() - grp.used_bytes()) / grp.subs[k].block_bytes)
                     .floor()
                     .max(0.0);
                 let inst = &mut self.groups[gi].subs[k].inst;
@@ -513,6 +666,206 @@ impl Sim<'_> {
                 return;
             }
             self.cands.remove(pick);
+        }
+        // Idle: a leaving service may just have emptied, or preemption freed memory
+        // for weights waiting to load.
+        self.settle(g);
+    }
+
+    /// Moves a changing group along: empty leaving services drop their weights,
+    /// joining ones start loading where the memory holds them, and once none is
+    /// leaving, KV is held back for the weights still to come.
+    fn settle(&mut self, g: u32) {
+        let gi = g as usize;
+        if !self.groups[gi].changing {
+            return;
+        }
+        let now = self.now;
+        let grp = &mut self.groups[gi];
+        for sub in &mut grp.subs {
+            if sub.life == Life::Leaving && sub.inst.is_empty() {
+                sub.life = Life::Gone;
+            }
+        }
+        let mut held: f64 = grp
+            .subs
+            .iter()
+            .filter(|s| s.life.holds_weights())
+            .map(|s| s.weight_bytes)
+            .sum();
+        let used = grp.used_bytes();
+        for k in 0..grp.subs.len() {
+            let sub = &mut grp.subs[k];
+            if sub.life == Life::Joining && used + held + sub.weight_bytes <= self.usable {
+                let secs = sub.weight_bytes / self.group_load_bw;
+                let at = now + (secs * 1e6).ceil() as Micros;
+                sub.life = Life::Loading(at);
+                held += sub.weight_bytes;
+                self.model_loads += 1;
+                self.queue.push(at, Ev::Ready(g));
+            }
+        }
+        grp.kv_bytes = self.usable - held;
+        let leaving = grp.subs.iter().any(|s| s.life == Life::Leaving);
+        grp.reserve = if leaving {
+            0.0
+        } else {
+            grp.subs
+                .iter()
+                .filter(|s| s.life == Life::Joining)
+                .map(|s| s.weight_bytes)
+                .sum()
+        };
+        grp.changing = grp
+            .subs
+            .iter()
+            .any(|s| !matches!(s.life, Life::Active | Life::Gone));
+    }
+
+    /// Weights that finished loading: their services run.
+    fn ready(&mut self, g: u32) {
+        let now = self.now;
+        for sub in &mut self.groups[g as usize].subs {
+            if matches!(sub.life, Life::Loading(at) if at <= now) {
+                sub.life = Life::Active;
+                sub.last_end = sub.last_end.max(now);
+            }
+        }
+        self.settle(g);
+        self.try_start(g);
+    }
+
+    /// Offers the policy the load since its last look, and carries out a new
+    /// placement if it makes one.
+    fn replan(&mut self) {
+        let secs = (self.now.saturating_sub(self.window_start) as f64 / 1e6).max(1e-6);
+        let every = self.replan_every.unwrap_or(SEC) as f64 / 1e6;
+        let mut owed = vec![0.0; self.services.len()];
+        for sub in self.groups.iter().flat_map(|g| &g.subs) {
+            let s = sub.service as usize;
+            let l = sub.inst.load(&self.reqs);
+            owed[s] += f64::from(l.waiting) * self.mean_secs[s]
+                + f64::from(l.running) * self.mean_out[s] / 2.0 * self.per_token[s];
+        }
+        let demand: Vec<ServiceDemand> = self
+            .services
+            .iter()
+            .enumerate()
+            .map(|(s, svc)| ServiceDemand {
+                name: svc.name.clone(),
+                load: self.window[s] / secs + owed[s] / every,
+            })
+            .collect();
+        self.window.iter_mut().for_each(|w| *w = 0.0);
+        self.window_start = self.now;
+        let (services, longest, usable) = (self.services, &self.longest, self.usable);
+        // Room as for the first placement, but a set whose KV cannot hold a member's
+        // longest accepted request does not fit.
+        let room = |set: &[u16]| {
+            let weights: f64 = set
+                .iter()
+                .map(|&s| services[s as usize].model.weight_bytes)
+                .sum();
+            let kv = usable - weights;
+            let holds = set.iter().all(|&s| {
+                let svc = &services[s as usize];
+                let blocks = (kv / (svc.model.kv_bytes_per_token * 16.0)).max(0.0) as u32;
+                let c = ReplicaConfig::vllm(blocks, svc.max_len);
+                u64::from(blocks - c.watermark) * 16 >= longest[s as usize]
+            });
+            if holds { kv / usable } else { -1.0 }
+        };
+        let Some(new) = self
+            .policy
+            .replan(self.now, &demand, &self.placement, &room)
+        else {
+            return;
+        };
+        let valid = new.len() == self.groups.len()
+            && new.iter().all(|set| {
+                !set.is_empty()
+                    && set.iter().all(|&s| (s as usize) < services.len())
+                    && room(set) > 0.0
+            })
+            && (0..services.len() as u16).all(|s| new.iter().any(|set| set.contains(&s)));
+        if valid && new != self.placement {
+            self.apply(new);
+        }
+    }
+
+    fn apply(&mut self, new: Vec<Vec<u16>>) {
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.clear();
+        for (g, set) in new.iter().enumerate() {
+            if *set == self.placement[g] {
+                continue;
+            }
+            let grp = &mut self.groups[g];
+            grp.changing = true;
+            for sub in &mut grp.subs {
+                let inside = set.contains(&sub.service);
+                sub.life = match (sub.life, inside) {
+                    (Life::Leaving, true) => Life::Active,
+                    (Life::Gone, true) => Life::Joining,
+                    (Life::Active, false) => {
+                        moved.extend(sub.inst.take_waiting(&mut self.reqs));
+                        Life::Leaving
+                    }
+                    (Life::Joining | Life::Loading(_), false) => {
+                        moved.extend(sub.inst.take_waiting(&mut self.reqs));
+                        Life::Gone
+                    }
+                    (life, _) => life,
+                };
+            }
+            for &s in set {
+                if grp.subs.iter().any(|o| o.service == s) {
+                    continue;
+                }
+                let svc = &self.services[s as usize];
+                let block_bytes = svc.model.kv_bytes_per_token * 16.0;
+                let kv = self.usable
+                    - set
+                        .iter()
+                        .map(|&o| self.services[o as usize].model.weight_bytes)
+                        .sum::<f64>();
+                let blocks = (kv / block_bytes).floor().clamp(0.0, f64::from(u32::MAX)) as u32;
+                let mut cfg = ReplicaConfig::vllm(blocks, svc.max_len);
+                cfg.chunk = svc.chunk;
+                grp.subs.push(Sub {
+                    service: s,
+                    inst: Instance::new(cfg),
+                    life: Life::Joining,
+                    weight_bytes: svc.model.weight_bytes,
+                    block_bytes,
+                    served: 0,
+                    admit_mark: 0,
+                    last_end: self.now,
+                });
+            }
+        }
+        self.replans.push((self.now, new.clone()));
+        self.placement = new;
+        for h in &mut self.hosts {
+            h.clear();
+        }
+        for (g, grp) in self.groups.iter().enumerate() {
+            for (k, sub) in grp.subs.iter().enumerate() {
+                if sub.life.hosts() {
+                    self.hosts[sub.service as usize].push((g as u32, k));
+                }
+            }
+        }
+        for g in 0..self.groups.len() as u32 {
+            self.settle(g);
+        }
+        moved.sort_unstable();
+        for &r in &moved {
+            self.dispatch(r);
+        }
+        self.moved = moved;
+        for g in 0..self.groups.len() as u32 {
+            self.try_start(g);
         }
     }
 
@@ -597,6 +950,8 @@ impl Sim<'_> {
             outcome: o,
             placement,
             demand,
+            replans: self.replans,
+            model_loads: self.model_loads,
         }
     }
 }

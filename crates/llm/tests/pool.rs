@@ -79,7 +79,7 @@ proptest! {
     fn pool_requests_finish_or_are_refused_and_memory_balances(
         tagged in requests(),
         groups in 3u32..6,
-        which in 0usize..5,
+        which in 0usize..6,
     ) {
         let g = small_a100(40.0);
         let services = [
@@ -87,7 +87,7 @@ proptest! {
             service("b", "llama-3-8b", &g),
             service("c", "llama-2-7b", &g),
         ];
-        let pool_ = Pool { groups, gpu: g, tp: 1, mem: MemoryPlan::default() };
+        let pool_ = Pool { groups, gpu: g, tp: 1, mem: MemoryPlan::default(), load_bw: Pool::PCIE4_LOAD_BW };
         let reqs: Vec<Request> = tagged.iter().map(|t| t.0).collect();
         let of: Vec<u16> = tagged.iter().map(|t| t.1).collect();
         let (name, set): (&str, &[&str]) = [
@@ -96,6 +96,7 @@ proptest! {
             ("seallm", &["min_kv_share=0.05"][..]),
             ("seallm", &["min_kv_share=0.05", "sched=rr"][..]),
             ("seallm", &["min_kv_share=0.05", "unified_kv=false", "max_wait_ms=0"][..]),
+            ("seallm", &["min_kv_share=0.05", "replan_s=0.2", "horizon_s=0.2", "drift=0.01", "min_gain=0"][..]),
         ][which];
         let o = run(&pool_, &services, &reqs, &of, name, set).unwrap();
         for (q, r) in o.outcome.requests.iter().zip(&reqs) {
@@ -113,7 +114,76 @@ proptest! {
         let key = |o: &PoolOutcome| o.outcome.requests.iter().map(|q| (q.first, q.done, q.preemptions)).collect::<Vec<_>>();
         prop_assert_eq!(key(&o), key(&again));
         prop_assert_eq!(o.placement, again.placement);
+        prop_assert_eq!(&o.replans, &again.replans);
     }
+}
+
+/// `n` requests of `service`, one every `gap` µs from `start`.
+fn stream(service: u16, start: u64, gap: u64, n: usize) -> Vec<(Request, u16)> {
+    (0..n as u64)
+        .map(|i| {
+            let r = Request {
+                arrival: start + i * gap,
+                input: 600 + (i % 7) as u32 * 100,
+                output: 150 + (i % 5) as u32 * 50,
+                priority: 0,
+                prefix: (0, 0),
+            };
+            (r, service)
+        })
+        .collect()
+}
+
+#[test]
+fn re_placement_follows_a_shift_in_the_mix() {
+    // Two 13B services that cannot share a 40 GB GPU; the first is busy for five
+    // minutes, then the second for five.
+    let g = small_a100(40.0);
+    let services = [
+        service("early", "llama-2-13b", &g),
+        service("late", "llama-2-13b", &g),
+    ];
+    let pool_ = Pool {
+        groups: 4,
+        gpu: g,
+        tp: 1,
+        mem: MemoryPlan::default(),
+        load_bw: Pool::PCIE4_LOAD_BW,
+    };
+    let mut tagged = stream(0, 0, 200_000, 1500);
+    tagged.extend(stream(1, 300_000_000, 200_000, 1500));
+    let reqs: Vec<Request> = tagged.iter().map(|t| t.0).collect();
+    let of: Vec<u16> = tagged.iter().map(|t| t.1).collect();
+    let fixed = run(&pool_, &services, &reqs, &of, "seallm", &["replan_s=0"]).unwrap();
+    let set = ["replan_s=10", "horizon_s=30"];
+    let adaptive = run(&pool_, &services, &reqs, &of, "seallm", &set).unwrap();
+    assert_eq!(fixed.placement, vec![vec![0], vec![0], vec![1], vec![1]]);
+    assert!(fixed.replans.is_empty());
+    for o in [&fixed, &adaptive] {
+        assert!(o.outcome.requests.iter().all(|q| q.phase == Phase::Done));
+    }
+    // Both halves get three of the four groups in turn.
+    let (t1, first) = &adaptive.replans[0];
+    assert!(*t1 < 300_000_000, "{t1}");
+    assert_eq!(first.iter().filter(|s| s[..] == [0]).count(), 3);
+    assert!(
+        adaptive
+            .replans
+            .iter()
+            .any(|(t, p)| *t > 300_000_000 && p.iter().filter(|s| s[..] == [1]).count() == 3),
+        "{:?}",
+        adaptive.replans
+    );
+    assert!(adaptive.model_loads >= 2);
+    let mean_e2e = |o: &PoolOutcome| {
+        o.outcome.requests.iter().map(|q| q.e2e_s()).sum::<f64>() / o.outcome.requests.len() as f64
+    };
+    assert!(
+        mean_e2e(&adaptive) < 0.8 * mean_e2e(&fixed),
+        "adaptive {} fixed {}",
+        mean_e2e(&adaptive),
+        mean_e2e(&fixed)
+    );
 }
 
 #[test]
@@ -134,6 +204,7 @@ fn a_unified_cache_runs_what_a_fixed_split_refuses() {
         gpu: g,
         tp: 1,
         mem: plan,
+        load_bw: Pool::PCIE4_LOAD_BW,
     };
     // A fixed split by load leaves the 13B service under 1,700 tokens of the ~2,560 the
     // cache holds in its units; its request needs 1,800.
@@ -187,6 +258,7 @@ fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
         gpu: g,
         tp: 1,
         mem: MemoryPlan::default(),
+        load_bw: Pool::PCIE4_LOAD_BW,
     };
     let reqs = [Request {
         arrival: 0,

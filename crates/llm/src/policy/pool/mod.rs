@@ -5,9 +5,11 @@
 //! A group is `tp` GPUs that hold the weights of every model placed on it and one KV
 //! cache; it runs one model's iteration at a time. The engine dispatches each request
 //! to the freest group hosting its service and carries out the policy's choices; a
-//! policy decides [`place`](PoolPolicy::place) once, from each service's estimated load,
-//! and [`pick`](PoolPolicy::pick) at every iteration boundary of a group hosting more
-//! than one service with work.
+//! policy decides [`place`](PoolPolicy::place) at the start, from each service's
+//! estimated load, [`pick`](PoolPolicy::pick) at every iteration boundary of a group
+//! hosting more than one service with work, and, if it re-places, whether the load
+//! measured since its last look calls for a new placement
+//! ([`replan`](PoolPolicy::replan)).
 
 mod dedicated;
 mod seallm;
@@ -65,6 +67,63 @@ pub trait PoolPolicy {
     fn unified_kv(&self) -> bool {
         true
     }
+
+    /// How often the engine offers [`replan`](PoolPolicy::replan), µs; `None`: the
+    /// placement is fixed.
+    fn replan_every(&self) -> Option<Micros> {
+        None
+    }
+
+    /// At `now`, with `demand` measured over the interval just past (arrivals only,
+    /// each costed at its service's mean output), a new placement for the `current`
+    /// one, or `None` to keep it. `room` is as for [`place`](PoolPolicy::place) but
+    /// negative, too, where a set's KV could not hold a member's longest request.
+    fn replan(
+        &mut self,
+        _now: Micros,
+        _demand: &[ServiceDemand],
+        _current: &[Vec<u16>],
+        _room: &dyn Fn(&[u16]) -> f64,
+    ) -> Option<Vec<Vec<u16>>> {
+        None
+    }
+}
+
+/// The highest load on any group of `placement`, each service's load spread evenly
+/// over the groups hosting it: what a placement leaves the busiest group.
+pub fn peak_load(placement: &[Vec<u16>], demand: &[ServiceDemand]) -> f64 {
+    let mut hosts = vec![0u32; demand.len()];
+    for &s in placement.iter().flatten() {
+        if let Some(h) = hosts.get_mut(s as usize) {
+            *h += 1;
+        }
+    }
+    placement
+        .iter()
+        .map(|set| {
+            set.iter()
+                .filter_map(|&s| Some(demand.get(s as usize)?.load / f64::from(hosts[s as usize])))
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// `new`'s sets assigned to groups so that as many groups as possible keep what
+/// `current` gives them (each kept group is a model load saved); the rest take the
+/// remaining sets in order.
+pub fn align(current: &[Vec<u16>], new: Vec<Vec<u16>>) -> Vec<Vec<u16>> {
+    let mut left: Vec<Option<Vec<u16>>> = new.into_iter().map(Some).collect();
+    let mut out: Vec<Option<Vec<u16>>> = vec![None; current.len().max(left.len())];
+    for (g, cur) in current.iter().enumerate() {
+        if let Some(i) = left.iter().position(|s| s.as_ref() == Some(cur)) {
+            out[g] = left[i].take();
+        }
+    }
+    let mut rest = left.into_iter().flatten();
+    for slot in out.iter_mut().filter(|s| s.is_none()) {
+        *slot = rest.next();
+    }
+    out.into_iter().flatten().collect()
 }
 
 /// A pool policy's declaration, read by `apiary llm policies` and the builder.
@@ -152,5 +211,26 @@ mod tests {
         for g in 0..20 {
             assert_eq!(split(&[0.7, 2.0, 0.1], g).iter().sum::<u32>(), g);
         }
+    }
+
+    #[test]
+    fn alignment_keeps_groups_that_need_no_load() {
+        let current = vec![vec![0], vec![1], vec![0, 1], vec![2]];
+        let new = vec![vec![2], vec![0], vec![0], vec![0, 1]];
+        assert_eq!(
+            align(&current, new),
+            vec![vec![0], vec![0], vec![0, 1], vec![2]]
+        );
+    }
+
+    #[test]
+    fn peak_load_spreads_a_service_over_its_hosts() {
+        let d = |load| ServiceDemand {
+            name: String::new(),
+            load,
+        };
+        let demand = [d(2.0), d(1.0)];
+        assert_eq!(peak_load(&[vec![0], vec![0, 1]], &demand), 2.0);
+        assert_eq!(peak_load(&[vec![0], vec![0], vec![1]], &demand), 1.0);
     }
 }
