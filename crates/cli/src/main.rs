@@ -12,6 +12,7 @@ mod live;
 mod llm;
 mod llm_pool;
 mod run;
+mod sweep;
 mod traces;
 
 use agent::{AgentArgs, run_agent};
@@ -39,6 +40,12 @@ enum Cmd {
     Simulate(SimArgs),
     /// Run several policies on one trace; print a side-by-side table and write an HTML report.
     Compare(CompareArgs),
+    /// Sweeps: policy x trace x cluster x load x parameter grids over seeds, on every
+    /// core, with 95 % intervals (docs/sweep.md).
+    Sweep {
+        #[command(subcommand)]
+        cmd: sweep::SweepCmd,
+    },
     /// List the built-in policies and their parameters.
     Policies,
     /// Cluster descriptions.
@@ -304,6 +311,7 @@ fn main() {
             }),
         Cmd::Trace { cmd } => trace_cmd(cmd),
         Cmd::Llm { cmd } => llm::run(cmd),
+        Cmd::Sweep { cmd } => sweep::run(cmd),
         Cmd::Comm { cmd } => match cmd {
             comm::CommCmd::Plan(a) => comm::plan(&a),
             comm::CommCmd::Compare(a) => comm::compare(&a),

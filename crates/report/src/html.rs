@@ -231,3 +231,155 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
     h.push_str("</body></html>\n");
     h
 }
+
+/// A named line of a [`band_chart`]: points of x, mean and the half-width of its band.
+pub type Band = (String, Vec<(f64, f64, f64)>);
+
+/// An inline SVG chart of lines with 95 % bands: `series` are (name, points of x, mean,
+/// half-width). It scales to the page's width; the legend sits right of the plot, off
+/// the data; axis labels carry thousands separators.
+pub fn band_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[Band],
+) -> String {
+    const BW: f64 = 960.0;
+    const BH: f64 = 380.0;
+    const LEFT: f64 = 80.0;
+    const RIGHT: f64 = 230.0;
+    const TOP: f64 = 30.0;
+    const BOTTOM: f64 = 50.0;
+    let pts = || series.iter().flat_map(|s| s.1.iter());
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    let mut y1 = 0.0f64;
+    for &(x, m, h) in pts() {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(m + h);
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x0 == x1 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 > 0.0 { y1 * 1.05 } else { 1.0 };
+    let pw = BW - LEFT - RIGHT;
+    let ph = BH - TOP - BOTTOM;
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
+    let py = |y: f64| TOP + ph - (y / y1).clamp(0.0, 1.0) * ph;
+    let label = |v: f64| {
+        if v.abs() >= 1000.0 {
+            let s = format!("{:.0}", v.abs());
+            let mut out = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i).is_multiple_of(3) {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        } else if v.abs() >= 10.0 || v == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {BW} {BH}" font-family="sans-serif" font-size="13">"#
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="18" text-anchor="middle" font-size="15">{}</text>"#,
+        LEFT + pw / 2.0,
+        esc(title)
+    );
+    for k in 0..=5 {
+        let yv = y1 * k as f64 / 5.0;
+        let y = py(yv);
+        let _ = write!(
+            o,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + pw,
+            LEFT - 6.0,
+            y + 4.0,
+            label(yv)
+        );
+        let xv = x0 + (x1 - x0) * k as f64 / 5.0;
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            px(xv),
+            TOP + ph + 18.0,
+            label(xv)
+        );
+    }
+    let _ = write!(
+        o,
+        r#"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        LEFT + pw / 2.0,
+        BH - 10.0,
+        esc(xlabel)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">{}</text>"#,
+        TOP + ph / 2.0,
+        TOP + ph / 2.0,
+        esc(ylabel)
+    );
+    for (i, (name, p)) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        if p.iter().any(|q| q.2 > 0.0) {
+            let upper = p
+                .iter()
+                .map(|&(x, m, h)| format!("{:.1},{:.1}", px(x), py(m + h)));
+            let lower = p
+                .iter()
+                .rev()
+                .map(|&(x, m, h)| format!("{:.1},{:.1}", px(x), py(m - h)));
+            let ring: Vec<String> = upper.chain(lower).collect();
+            let _ = write!(
+                o,
+                r#"<polygon fill="{c}" fill-opacity="0.15" stroke="none" points="{}"/>"#,
+                ring.join(" ")
+            );
+        }
+        let line: Vec<String> = p
+            .iter()
+            .map(|&(x, m, _)| format!("{:.1},{:.1}", px(x), py(m)))
+            .collect();
+        let _ = write!(
+            o,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            line.join(" ")
+        );
+        for &(x, m, _) in p {
+            let _ = write!(
+                o,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#,
+                px(x),
+                py(m)
+            );
+        }
+        let ly = TOP + 10.0 + 20.0 * i as f64;
+        let _ = write!(
+            o,
+            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            LEFT + pw + 14.0,
+            LEFT + pw + 34.0,
+            LEFT + pw + 40.0,
+            ly + 4.0,
+            esc(name)
+        );
+    }
+    o.push_str("</svg></figure>\n");
+    o
+}

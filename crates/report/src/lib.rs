@@ -7,6 +7,7 @@
 //! table, and a self-contained HTML report with inline SVG charts.
 
 pub mod html;
+pub mod stats;
 pub mod vc;
 pub use html::html_report;
 
@@ -97,6 +98,61 @@ pub struct Summary {
     pub events: u64,
     /// Seed.
     pub seed: u64,
+}
+
+/// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
+pub const METRICS: &[(&str, &str)] = &[
+    ("jct_mean", "mean JCT of finished jobs, s"),
+    ("jct_median", "median JCT, s"),
+    ("jct_p95", "95th percentile JCT, s"),
+    ("jct_p99", "99th percentile JCT, s"),
+    ("queue_mean", "mean delay before a job's first start, s"),
+    ("queue_median", "median delay before a job's first start, s"),
+    ("makespan", "last finish minus first submission, s"),
+    ("util_mean", "busy GPU time over GPUs x makespan"),
+    (
+        "ce_mean",
+        "ElasticFlow's cluster efficiency (jobs with throughput tables)",
+    ),
+    ("preemptions", "preemptions in total"),
+    (
+        "deadline_ratio",
+        "share of deadline jobs that met their deadline",
+    ),
+    (
+        "best_effort_jct_mean",
+        "mean JCT of jobs without a deadline, s",
+    ),
+    ("finished", "jobs that finished"),
+    ("unfinished", "jobs pending or running at the end"),
+    ("rejected", "jobs refused because they can never fit"),
+    ("events", "events processed"),
+];
+
+impl Summary {
+    /// The value of metric `name` (one of [`METRICS`]); `None` for an unknown name or a
+    /// metric this run has no value for.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        Some(match name {
+            "jct_mean" => self.jct_mean,
+            "jct_median" => self.jct_median,
+            "jct_p95" => self.jct_p95,
+            "jct_p99" => self.jct_p99,
+            "queue_mean" => self.queue_mean,
+            "queue_median" => self.queue_median,
+            "makespan" => self.makespan,
+            "util_mean" => self.util_mean,
+            "ce_mean" => self.ce_mean?,
+            "preemptions" => self.preemptions as f64,
+            "deadline_ratio" => self.deadline_ratio?,
+            "best_effort_jct_mean" => self.best_effort_jct_mean?,
+            "finished" => self.finished as f64,
+            "unfinished" => self.unfinished as f64,
+            "rejected" => self.rejected as f64,
+            "events" => self.events as f64,
+            _ => return None,
+        })
+    }
 }
 
 fn s(ms: Time) -> f64 {
@@ -460,5 +516,34 @@ mod tests {
             Percentile::NearestRank,
         );
         assert_eq!((s.deadline_ratio, s.best_effort_jct_mean), (None, None));
+    }
+
+    #[test]
+    fn every_listed_metric_reads_its_summary_field() {
+        let s = Summary::of(
+            &outcome(vec![
+                job("met", 0, Some(10_000), Some(10_000)),
+                job("be", 0, Some(4_000), None),
+            ]),
+            Percentile::NearestRank,
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        for &(name, _) in METRICS {
+            let field = json.get(name).and_then(serde_json::Value::as_f64);
+            if name == "ce_mean" {
+                assert_eq!(s.metric(name), None);
+                continue;
+            }
+            assert_eq!(s.metric(name), field, "{name}");
+        }
+        // Counts that are not outcomes of the policy are not metrics: every other
+        // numeric field is listed.
+        let skip = ["gpus", "jobs", "seed", "deadline_jobs", "deadline_met"];
+        for (k, v) in json.as_object().unwrap() {
+            if v.is_number() && !skip.contains(&k.as_str()) {
+                assert!(METRICS.iter().any(|m| m.0 == k), "{k} is not in METRICS");
+            }
+        }
+        assert_eq!(s.metric("nonsense"), None);
     }
 }

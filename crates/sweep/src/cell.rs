@@ -1,0 +1,190 @@
+//! Running one cell: the trace read once per (trace, cluster) and shared by every cell
+//! that needs it, drawn (`sample`) and compressed (`load`) for the cell, then one
+//! simulation under the cell's policy setting and seed.
+
+use crate::plan::Cell;
+use crate::spec::Sweep;
+use apiary_model::{Cluster, Job, Rng};
+use apiary_policy::{ParamError, Params, registry};
+use apiary_report::Summary;
+use apiary_sim::SimError;
+use apiary_sim::experiment::{self, ExperimentError, SpeedChoice};
+use apiary_trace::{Format, ReadOptions, TraceError};
+use std::sync::{Arc, OnceLock};
+
+/// Why a cell did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// The cluster could not be set up.
+    #[error("cluster: {0}")]
+    Cluster(Arc<ExperimentError>),
+    /// The speed model could not be set up.
+    #[error("speed model: {0}")]
+    Speed(#[from] ExperimentError),
+    /// The trace could not be read.
+    #[error("trace: {0}")]
+    Trace(Arc<TraceError>),
+    /// The trace's format is not one apiary reads.
+    #[error("trace format '{0}' is unknown (one of: {names})", names = Format::names())]
+    Format(String),
+    /// The policy setting does not build.
+    #[error("policy: {0}")]
+    Policy(#[from] ParamError),
+    /// The simulation failed.
+    #[error("simulation: {0}")]
+    Sim(#[from] SimError),
+}
+
+type Shared<T, E> = OnceLock<Result<Arc<T>, Arc<E>>>;
+
+/// What cells share: clusters and traces, each read the first time a cell needs it.
+pub struct Inputs<'a> {
+    sweep: &'a Sweep,
+    clusters: Vec<Shared<Cluster, ExperimentError>>,
+    /// Per trace and cluster (the cluster can change how a trace is read).
+    traces: Vec<Shared<Vec<Job>, TraceError>>,
+}
+
+impl<'a> Inputs<'a> {
+    /// Nothing read yet.
+    pub fn new(sweep: &'a Sweep) -> Inputs<'a> {
+        let n = sweep.traces.len() * sweep.clusters.len();
+        Inputs {
+            sweep,
+            clusters: (0..sweep.clusters.len()).map(|_| OnceLock::new()).collect(),
+            traces: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn cluster(&self, c: usize) -> Result<Arc<Cluster>, CellError> {
+        self.clusters[c]
+            .get_or_init(|| {
+                experiment::load_cluster(&self.sweep.clusters[c])
+                    .map(|(_, cl)| Arc::new(cl))
+                    .map_err(Arc::new)
+            })
+            .clone()
+            .map_err(CellError::Cluster)
+    }
+
+    fn jobs(&self, t: usize, c: usize, cluster: &Cluster) -> Result<Arc<Vec<Job>>, CellError> {
+        let spec = &self.sweep.traces[t];
+        let format = match &spec.format {
+            None => None,
+            Some(f) => Some(Format::parse(f).ok_or_else(|| CellError::Format(f.clone()))?),
+        };
+        self.traces[t * self.sweep.clusters.len() + c]
+            .get_or_init(|| {
+                let opts = ReadOptions {
+                    format,
+                    threads: Some(1),
+                    ..ReadOptions::default()
+                };
+                let opts = experiment::read_options_for(&opts, cluster);
+                apiary_trace::read(&spec.path, &opts)
+                    .map(|tr| Arc::new(tr.jobs))
+                    .map_err(Arc::new)
+            })
+            .clone()
+            .map_err(CellError::Trace)
+    }
+
+    /// Runs `cell` and returns its summary.
+    pub fn run(&self, cell: &Cell) -> Result<Summary, CellError> {
+        let s = self.sweep;
+        let cluster = self.cluster(cell.cluster)?;
+        let all = self.jobs(cell.trace, cell.cluster, &cluster)?;
+        let mut jobs = match s.traces[cell.trace].sample {
+            Some(n) => sample(&all, n, cell.seed),
+            None => all.as_ref().clone(),
+        };
+        compress(&mut jobs, cell.load);
+        let setting = &s.settings[cell.setting];
+        let params = Params::from_pairs(setting.params.iter().map(String::as_str))?;
+        let mut policy = registry::build(&setting.policy, &params)?;
+        let choice = SpeedChoice {
+            model: s.speed.clone(),
+            data: s.speed_data.clone(),
+            unknown: 1.0,
+        };
+        let (speed, _) =
+            experiment::throughput(&choice, Some(&s.traces[cell.trace].path), &cluster)?;
+        experiment::complete_jobs(policy.spec(), &choice, &mut jobs, cell.seed);
+        let mut cfg = s.config.clone();
+        cfg.seed = cell.seed;
+        let mut out = apiary_sim::run(
+            cluster.as_ref().clone(),
+            jobs,
+            policy.as_mut(),
+            speed.as_ref(),
+            &cfg,
+            &mut |_| {},
+        )?;
+        out.params = setting.params.clone();
+        Ok(Summary::of(&out, s.percentile))
+    }
+}
+
+/// `n` jobs of `jobs` drawn without replacement by `seed`, in trace order (all of them
+/// when `n` is at least their number).
+pub fn sample(jobs: &[Job], n: usize, seed: u64) -> Vec<Job> {
+    if n >= jobs.len() {
+        return jobs.to_vec();
+    }
+    let mut idx: Vec<usize> = (0..jobs.len()).collect();
+    Rng::stream(seed, "sweep-sample").shuffle(&mut idx);
+    idx.truncate(n);
+    idx.sort_unstable();
+    idx.into_iter().map(|i| jobs[i].clone()).collect()
+}
+
+/// Divides the time since the first submission by `load` (arrivals come `load` times
+/// as fast, as the Tiresias and Gavel papers vary load); deadlines keep their distance
+/// from submission.
+pub fn compress(jobs: &mut [Job], load: f64) {
+    if load == 1.0 {
+        return;
+    }
+    let Some(first) = jobs.iter().map(|j| j.submit).min() else {
+        return;
+    };
+    for j in jobs {
+        let submit = first + ((j.submit - first) as f64 / load).round() as u64;
+        if let Some(d) = &mut j.deadline {
+            *d = submit + d.saturating_sub(j.submit);
+        }
+        j.submit = submit;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(submit: u64) -> Job {
+        let mut j = Job::new(format!("j{submit}").as_str(), submit, 1, 1000);
+        j.deadline = Some(submit + 500);
+        j
+    }
+
+    #[test]
+    fn compression_keeps_the_first_arrival_and_relative_deadlines() {
+        let mut jobs = vec![job(100), job(300), job(1100)];
+        compress(&mut jobs, 2.0);
+        let subs: Vec<u64> = jobs.iter().map(|j| j.submit).collect();
+        assert_eq!(subs, [100, 200, 600]);
+        assert!(jobs.iter().all(|j| j.deadline == Some(j.submit + 500)));
+    }
+
+    #[test]
+    fn samples_differ_by_seed_and_keep_trace_order() {
+        let jobs: Vec<Job> = (0..100).map(|i| job(i * 10)).collect();
+        let a = sample(&jobs, 10, 1);
+        let b = sample(&jobs, 10, 2);
+        assert_eq!(a.len(), 10);
+        assert_ne!(a, b);
+        assert!(a.windows(2).all(|w| w[0].submit < w[1].submit));
+        assert_eq!(a, sample(&jobs, 10, 1));
+        assert_eq!(sample(&jobs, 500, 1).len(), 100);
+    }
+}

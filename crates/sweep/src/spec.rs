@@ -1,0 +1,490 @@
+//! The sweep file: TOML naming the traces, clusters, loads, policy settings, seeds,
+//! metrics and simulator options of a sweep. Unknown keys are errors, so a misspelt
+//! axis fails loudly instead of silently running a smaller sweep.
+
+use apiary_model::time::secs_f64;
+use apiary_policy::{Params, registry};
+use apiary_report::{METRICS, Percentile};
+use apiary_sim::{Config, Mode};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Why a sweep could not be read, planned or run.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The sweep file is not valid TOML for a sweep (the message names line and key).
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
+    /// A field of the sweep file has a value that cannot work.
+    #[error("{path}: {field}: {message}")]
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// The field, as `policy[2].grid.starvation`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A results file is not one this sweep wrote.
+    #[error("{path}:{line}: {message}")]
+    Results {
+        /// The file.
+        path: PathBuf,
+        /// Its line.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A value in a parameter grid: TOML numbers, strings and booleans all become the text
+/// `--set` would take.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum GridValue {
+    /// A number or boolean.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// Text.
+    Text(String),
+}
+
+impl GridValue {
+    fn text(&self) -> String {
+        match self {
+            GridValue::Int(i) => i.to_string(),
+            GridValue::Float(f) => f.to_string(),
+            GridValue::Bool(b) => b.to_string(),
+            GridValue::Text(s) => s.clone(),
+        }
+    }
+}
+
+/// `seeds = 5` (0 to 4) or `seeds = [0, 7, 9]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum Seeds {
+    Count(u64),
+    List(Vec<u64>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceFile {
+    path: PathBuf,
+    name: Option<String>,
+    format: Option<String>,
+    sample: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    name: String,
+    #[serde(default)]
+    set: BTreeMap<String, GridValue>,
+    #[serde(default)]
+    grid: BTreeMap<String, Vec<GridValue>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimFile {
+    mode: Option<String>,
+    restart_overhead: Option<f64>,
+    per_event_overhead: Option<bool>,
+    percentile: Option<String>,
+    speed: Option<String>,
+    speed_data: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepFile {
+    name: Option<String>,
+    seeds: Option<Seeds>,
+    loads: Option<Vec<f64>>,
+    metrics: Option<Vec<String>>,
+    baseline: Option<String>,
+    clusters: Vec<String>,
+    trace: Vec<TraceFile>,
+    policy: Vec<PolicyFile>,
+    #[serde(default)]
+    sim: SimFile,
+}
+
+/// A trace of the sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSpec {
+    /// Its label in results.
+    pub name: String,
+    /// The file, resolved against the sweep file's folder.
+    pub path: PathBuf,
+    /// Its format, when not detected.
+    pub format: Option<String>,
+    /// Jobs drawn from it per seed (without replacement, in trace order); all when
+    /// `None`.
+    pub sample: Option<usize>,
+}
+
+/// One policy with one set of parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySetting {
+    /// `policy` or `policy:key=value,key=value`, the label in results.
+    pub label: String,
+    /// The policy.
+    pub policy: String,
+    /// Its parameters, `key=value`.
+    pub params: Vec<String>,
+}
+
+/// A sweep as read and checked.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// Its name (the file's stem unless given).
+    pub name: String,
+    /// Seeds of every cell.
+    pub seeds: Vec<u64>,
+    /// Arrival-rate multipliers (submission times are divided by each).
+    pub loads: Vec<f64>,
+    /// Metrics collected, from [`METRICS`].
+    pub metrics: Vec<String>,
+    /// The setting ratios are taken against.
+    pub baseline: Option<String>,
+    /// Cluster names or files.
+    pub clusters: Vec<String>,
+    /// Traces.
+    pub traces: Vec<TraceSpec>,
+    /// Policy settings, grids expanded.
+    pub settings: Vec<PolicySetting>,
+    /// Simulator options of every cell.
+    pub config: Config,
+    /// Percentile definition.
+    pub percentile: Percentile,
+    /// Job speed model, as `apiary simulate --speed`.
+    pub speed: String,
+    /// Its data, resolved against the sweep file's folder.
+    pub speed_data: Option<PathBuf>,
+}
+
+fn field(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SweepError {
+    SweepError::Field {
+        path: path.to_path_buf(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl Sweep {
+    /// Reads and checks the sweep file at `path`.
+    pub fn load(path: &Path) -> Result<Sweep, SweepError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SweepError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let stem = path
+            .file_stem()
+            .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
+        Sweep::parse(&text, path, base, &stem)
+    }
+
+    /// Checks the sweep file `text` (read from `path`; relative trace paths resolve
+    /// against `base`).
+    pub fn parse(text: &str, path: &Path, base: &Path, stem: &str) -> Result<Sweep, SweepError> {
+        let f: SweepFile = toml::from_str(text).map_err(|e| SweepError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let seeds = match f.seeds.unwrap_or(Seeds::Count(1)) {
+            Seeds::Count(0) => return Err(field(path, "seeds", "at least one seed")),
+            Seeds::Count(n) => (0..n).collect(),
+            Seeds::List(v) if v.is_empty() => {
+                return Err(field(path, "seeds", "at least one seed"));
+            }
+            Seeds::List(v) => v,
+        };
+        let loads = f.loads.unwrap_or_else(|| vec![1.0]);
+        if loads.is_empty() {
+            return Err(field(path, "loads", "at least one load"));
+        }
+        for (i, l) in loads.iter().enumerate() {
+            if !(l.is_finite() && *l > 0.0 && *l <= 1e6) {
+                return Err(field(
+                    path,
+                    format!("loads[{i}]"),
+                    format!("{l} is not a multiplier in (0, 10^6]"),
+                ));
+            }
+        }
+        let metrics = f.metrics.unwrap_or_else(|| {
+            ["jct_mean", "queue_mean", "util_mean"]
+                .map(String::from)
+                .to_vec()
+        });
+        for (i, m) in metrics.iter().enumerate() {
+            if !METRICS.iter().any(|k| k.0 == m) {
+                let known: Vec<&str> = METRICS.iter().map(|k| k.0).collect();
+                return Err(field(
+                    path,
+                    format!("metrics[{i}]"),
+                    format!("unknown metric '{m}' (known: {})", known.join(", ")),
+                ));
+            }
+        }
+        if f.clusters.is_empty() {
+            return Err(field(path, "clusters", "at least one cluster"));
+        }
+        if f.trace.is_empty() {
+            return Err(field(path, "trace", "at least one [[trace]]"));
+        }
+        let mut traces = Vec::new();
+        for (i, t) in f.trace.into_iter().enumerate() {
+            let resolved = if t.path.is_absolute() {
+                t.path.clone()
+            } else {
+                base.join(&t.path)
+            };
+            if t.sample == Some(0) {
+                return Err(field(path, format!("trace[{i}].sample"), "at least 1 job"));
+            }
+            let name = t.name.unwrap_or_else(|| {
+                t.path
+                    .file_stem()
+                    .map_or(format!("trace{i}"), |s| s.to_string_lossy().into_owned())
+            });
+            if traces.iter().any(|o: &TraceSpec| o.name == name) {
+                return Err(field(
+                    path,
+                    format!("trace[{i}].name"),
+                    format!("'{name}' names two traces"),
+                ));
+            }
+            traces.push(TraceSpec {
+                name,
+                path: resolved,
+                format: t.format,
+                sample: t.sample,
+            });
+        }
+        let mut settings = Vec::new();
+        if f.policy.is_empty() {
+            return Err(field(path, "policy", "at least one [[policy]]"));
+        }
+        for (i, p) in f.policy.iter().enumerate() {
+            settings.extend(expand(path, i, p)?);
+        }
+        let mut labels: Vec<&str> = settings.iter().map(|s| s.label.as_str()).collect();
+        labels.sort_unstable();
+        if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
+            return Err(field(
+                path,
+                "policy",
+                format!("the setting '{}' appears twice", w[0]),
+            ));
+        }
+        if let Some(b) = &f.baseline
+            && !settings.iter().any(|s| &s.label == b)
+        {
+            let known: Vec<&str> = settings.iter().map(|s| s.label.as_str()).collect();
+            return Err(field(
+                path,
+                "baseline",
+                format!("'{b}' is none of the settings ({})", known.join(", ")),
+            ));
+        }
+        let (config, percentile) = sim_options(path, &f.sim)?;
+        Ok(Sweep {
+            name: f.name.unwrap_or_else(|| stem.to_string()),
+            seeds,
+            loads,
+            metrics,
+            baseline: f.baseline,
+            clusters: f.clusters,
+            traces,
+            settings,
+            config,
+            percentile,
+            speed: f.sim.speed.clone().unwrap_or_else(|| "trace".into()),
+            speed_data: f.sim.speed_data.as_ref().map(|p| base.join(p)),
+        })
+    }
+}
+
+/// One policy entry's settings: its fixed `set` and every combination of its `grid`.
+fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, SweepError> {
+    if registry::find(&p.name).is_none() {
+        return Err(field(
+            path,
+            format!("policy[{i}].name"),
+            format!("unknown policy '{}' (see `apiary policies`)", p.name),
+        ));
+    }
+    let fixed: Vec<String> = p
+        .set
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.text()))
+        .collect();
+    let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+    for (k, values) in &p.grid {
+        if values.is_empty() {
+            return Err(field(
+                path,
+                format!("policy[{i}].grid.{k}"),
+                "an empty list of values",
+            ));
+        }
+        combos = combos
+            .iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push(format!("{k}={}", v.text()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for c in combos {
+        let mut params = fixed.clone();
+        params.extend(c);
+        let parsed = Params::from_pairs(params.iter().map(String::as_str))
+            .and_then(|ps| registry::build(&p.name, &ps).map(|_| ()));
+        if let Err(e) = parsed {
+            return Err(field(path, format!("policy[{i}]"), e.to_string()));
+        }
+        let label = if params.is_empty() {
+            p.name.clone()
+        } else {
+            format!("{}:{}", p.name, params.join(","))
+        };
+        out.push(PolicySetting {
+            label,
+            policy: p.name.clone(),
+            params,
+        });
+    }
+    Ok(out)
+}
+
+fn sim_options(path: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepError> {
+    let mode = match s.mode.as_deref().unwrap_or("event") {
+        "event" => Mode::EventDriven,
+        m => match m
+            .strip_prefix("slot:")
+            .and_then(|x| x.parse::<f64>().ok())
+            .and_then(secs_f64)
+        {
+            Some(ms) if ms > 0 => Mode::Slotted(ms),
+            _ => {
+                return Err(field(
+                    path,
+                    "sim.mode",
+                    format!("'{m}' is not 'event' or 'slot:SECONDS'"),
+                ));
+            }
+        },
+    };
+    let Some(restart_overhead) = secs_f64(s.restart_overhead.unwrap_or(0.0)) else {
+        return Err(field(path, "sim.restart_overhead", "seconds, 0 to 10^12"));
+    };
+    let percentile = match s.percentile.as_deref().unwrap_or("nearest") {
+        "nearest" => Percentile::NearestRank,
+        "floor" => Percentile::Floor,
+        p => {
+            return Err(field(
+                path,
+                "sim.percentile",
+                format!("'{p}' is not 'nearest' or 'floor'"),
+            ));
+        }
+    };
+    Ok((
+        Config {
+            mode,
+            restart_overhead,
+            per_event_overhead: s.per_event_overhead.unwrap_or(false),
+            seed: 0,
+        },
+        percentile,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Sweep, SweepError> {
+        Sweep::parse(text, Path::new("s.toml"), Path::new("/data"), "s")
+    }
+
+    const MIN: &str = r#"
+clusters = ["n16g8"]
+[[trace]]
+path = "t.csv"
+[[policy]]
+name = "fifo"
+"#;
+
+    #[test]
+    fn defaults_and_grids_expand() {
+        let s = parse(MIN).unwrap();
+        assert_eq!(s.seeds, vec![0]);
+        assert_eq!(s.loads, vec![1.0]);
+        assert_eq!(s.traces[0].path, Path::new("/data/t.csv"));
+        assert_eq!(s.traces[0].name, "t");
+        let s = parse(&format!(
+            "{MIN}\n[[policy]]\nname = \"tiresias\"\ngrid = {{ starvation = [0, 2.5] }}\n"
+        ))
+        .unwrap();
+        let labels: Vec<&str> = s.settings.iter().map(|x| x.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["fifo", "tiresias:starvation=0", "tiresias:starvation=2.5"]
+        );
+    }
+
+    #[test]
+    fn mistakes_name_their_field() {
+        let e = parse(&MIN.replace("fifo", "fiffo"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("policy[0].name") && e.contains("fiffo"), "{e}");
+        let e = parse(&format!("loads = [1, -2]\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("loads[1]"), "{e}");
+        let e = parse(&format!("metrics = [\"jct\"]\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metrics[0]") && e.contains("jct_mean"), "{e}");
+        let e = parse(&format!("seed = 3\n{MIN}")).unwrap_err().to_string();
+        assert!(e.contains("unknown field") && e.contains("line 1"), "{e}");
+        let e = parse(&format!("{MIN}set = {{ nonsense = 1 }}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("policy[0]") && e.contains("nonsense"), "{e}");
+        let e = parse(&format!("baseline = \"srtf\"\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("baseline"), "{e}");
+    }
+}
