@@ -169,18 +169,11 @@ fn load_trace(path: Option<&Path>, opts: &ReadOptions, quiet: bool) -> Result<(S
 }
 
 fn config(a: &RunArgs) -> Result<Config> {
-    let mode = match a.mode.as_str() {
-        "event" => Mode::EventDriven,
-        m => match m
-            .strip_prefix("slot:")
-            .and_then(|s| s.parse::<f64>().ok())
-            .and_then(apiary_model::time::secs_f64)
-        {
-            Some(ms) if ms > 0 => Mode::Slotted(ms),
-            _ => bail!(
-                "--mode must be 'event' or 'slot:SECONDS' with 0.001 <= SECONDS <= 10^12 (got '{m}')"
-            ),
-        },
+    let Some(mode) = Mode::parse(&a.mode) else {
+        bail!(
+            "--mode must be 'event' or 'slot:SECONDS' with 0.001 <= SECONDS <= 10^12 (got '{}')",
+            a.mode
+        );
     };
     let Some(restart_overhead) = apiary_model::time::secs_f64(a.restart_overhead) else {
         bail!("--restart-overhead must be a number of seconds, 0 to 10^12");

@@ -232,18 +232,29 @@ pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
     h
 }
 
+/// `x` rounded to a whole number with thousands separators: `2,669,900`.
+pub fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if x <= -0.5 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A named line of a [`band_chart`]: points of x, mean and the half-width of its band.
 pub type Band = (String, Vec<(f64, f64, f64)>);
 
 /// An inline SVG chart of lines with 95 % bands: `series` are (name, points of x, mean,
 /// half-width). It scales to the page's width; the legend sits right of the plot, off
 /// the data; axis labels carry thousands separators.
-pub fn band_chart(
-    title: &str,
-    xlabel: &str,
-    ylabel: &str,
-    series: &[Band],
-) -> String {
+pub fn band_chart(title: &str, xlabel: &str, ylabel: &str, series: &[Band]) -> String {
     const BW: f64 = 960.0;
     const BH: f64 = 380.0;
     const LEFT: f64 = 80.0;
@@ -271,15 +282,7 @@ pub fn band_chart(
     let py = |y: f64| TOP + ph - (y / y1).clamp(0.0, 1.0) * ph;
     let label = |v: f64| {
         if v.abs() >= 1000.0 {
-            let s = format!("{:.0}", v.abs());
-            let mut out = String::new();
-            for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i).is_multiple_of(3) {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
+            thousands(v)
         } else if v.abs() >= 10.0 || v == 0.0 {
             format!("{v:.0}")
         } else {

@@ -12,6 +12,21 @@ pub enum Mode {
     Slotted(Time),
 }
 
+impl Mode {
+    /// `event` or `slot:SECONDS` (0.001 to 10^12), as `--mode` and sweep files write it.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "event" => Some(Mode::EventDriven),
+            m => m
+                .strip_prefix("slot:")
+                .and_then(|x| x.parse::<f64>().ok())
+                .and_then(apiary_model::time::secs_f64)
+                .filter(|&ms| ms > 0)
+                .map(Mode::Slotted),
+        }
+    }
+}
+
 /// Engine settings beyond the policy.
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -4,7 +4,7 @@
 
 use crate::results::Row;
 use crate::spec::Sweep;
-use apiary_report::html::{Band, band_chart, esc, page_start};
+use apiary_report::html::{Band, band_chart, esc, page_start, thousands};
 use apiary_report::stats::{Estimate, paired_ratio};
 use std::fmt::Write as _;
 
@@ -89,15 +89,7 @@ pub fn human(x: f64) -> String {
     }
     let a = x.abs();
     if a >= 1000.0 {
-        let s = format!("{:.0}", a);
-        let mut out = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        format!("{}{out}", if x < 0.0 { "-" } else { "" })
+        thousands(x)
     } else if a >= 10.0 {
         format!("{x:.1}")
     } else {

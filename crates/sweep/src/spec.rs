@@ -386,22 +386,13 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
 }
 
 fn sim_options(path: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepError> {
-    let mode = match s.mode.as_deref().unwrap_or("event") {
-        "event" => Mode::EventDriven,
-        m => match m
-            .strip_prefix("slot:")
-            .and_then(|x| x.parse::<f64>().ok())
-            .and_then(secs_f64)
-        {
-            Some(ms) if ms > 0 => Mode::Slotted(ms),
-            _ => {
-                return Err(field(
-                    path,
-                    "sim.mode",
-                    format!("'{m}' is not 'event' or 'slot:SECONDS'"),
-                ));
-            }
-        },
+    let text = s.mode.as_deref().unwrap_or("event");
+    let Some(mode) = Mode::parse(text) else {
+        return Err(field(
+            path,
+            "sim.mode",
+            format!("'{text}' is not 'event' or 'slot:SECONDS' (0.001 to 10^12)"),
+        ));
     };
     let Some(restart_overhead) = secs_f64(s.restart_overhead.unwrap_or(0.0)) else {
         return Err(field(path, "sim.restart_overhead", "seconds, 0 to 10^12"));
