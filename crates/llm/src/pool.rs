@@ -107,6 +107,16 @@ pub fn unloaded_secs(iter: &IterModel, input: u32, output: u32) -> f64 {
         + f64::from(output.saturating_sub(1)) * decode_secs(iter, 1, input + output / 2)
 }
 
+/// Bytes of a group's `usable` memory the weights of `set` leave for KV (negative: they
+/// do not fit).
+fn kv_bytes_beside(services: &[Service], usable: f64, set: &[u16]) -> f64 {
+    usable
+        - set
+            .iter()
+            .map(|&s| services[s as usize].model.weight_bytes)
+            .sum::<f64>()
+}
+
 fn median(mut v: Vec<u32>) -> u32 {
     if v.is_empty() {
         return 1;
@@ -334,13 +344,7 @@ pub fn simulate_pool(
         return invalid("requests", "not sorted by arrival".into());
     }
     let usable = pool.usable_bytes();
-    let room = |set: &[u16]| {
-        let weights: f64 = set
-            .iter()
-            .map(|&s| services[s as usize].model.weight_bytes)
-            .sum();
-        (usable - weights) / usable
-    };
+    let room = |set: &[u16]| kv_bytes_beside(services, usable, set) / usable;
     for svc in services {
         if svc.model.weight_bytes >= usable {
             return Err(LlmError::DoesNotFit {
@@ -352,8 +356,13 @@ pub fn simulate_pool(
             });
         }
     }
-    let prof = profile(services, requests, service_of);
-    let demand = prof.demand.clone();
+    let Profile {
+        demand,
+        budgets,
+        per_token,
+        mean_out,
+        mean_secs,
+    } = profile(services, requests, service_of);
     let placement = policy.place(&demand, pool.groups, &room);
     if placement.len() != pool.groups as usize {
         return invalid(
@@ -452,10 +461,10 @@ pub fn simulate_pool(
         service_of,
         policy,
         unified,
-        budgets: prof.budgets,
-        per_token: prof.per_token,
-        mean_out: prof.mean_out,
-        mean_secs: prof.mean_secs,
+        budgets,
+        per_token,
+        mean_out,
+        mean_secs,
         longest,
         usable,
         group_load_bw: pool.load_bw.max(1.0) * f64::from(pool.tp),
@@ -762,11 +771,7 @@ impl Sim<'_> {
         // Room as for the first placement, but a set whose KV cannot hold a member's
         // longest accepted request does not fit.
         let room = |set: &[u16]| {
-            let weights: f64 = set
-                .iter()
-                .map(|&s| services[s as usize].model.weight_bytes)
-                .sum();
-            let kv = usable - weights;
+            let kv = kv_bytes_beside(services, usable, set);
             let holds = set.iter().all(|&s| {
                 let svc = &services[s as usize];
                 let blocks = (kv / (svc.model.kv_bytes_per_token * 16.0)).max(0.0) as u32;
@@ -824,11 +829,7 @@ impl Sim<'_> {
                 }
                 let svc = &self.services[s as usize];
                 let block_bytes = svc.model.kv_bytes_per_token * 16.0;
-                let kv = self.usable
-                    - set
-                        .iter()
-                        .map(|&o| self.services[o as usize].model.weight_bytes)
-                        .sum::<f64>();
+                let kv = kv_bytes_beside(self.services, self.usable, set);
                 let blocks = (kv / block_bytes).floor().clamp(0.0, f64::from(u32::MAX)) as u32;
                 let mut cfg = ReplicaConfig::vllm(blocks, svc.max_len);
                 cfg.chunk = svc.chunk;

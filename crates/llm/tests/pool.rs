@@ -44,6 +44,17 @@ fn run(
     )
 }
 
+/// `groups` single-GPU groups of `gpu`, vLLM's memory plan, weights loaded over PCIe 4.0.
+fn groups_of_one(groups: u32, gpu: GpuSpec) -> Pool {
+    Pool {
+        groups,
+        gpu,
+        tp: 1,
+        mem: MemoryPlan::default(),
+        load_bw: Pool::PCIE4_LOAD_BW,
+    }
+}
+
 /// An A100 with `gb` of memory, so that KV runs short.
 fn small_a100(gb: f64) -> GpuSpec {
     let mut g = gpu("a100").unwrap();
@@ -87,7 +98,7 @@ proptest! {
             service("b", "llama-3-8b", &g),
             service("c", "llama-2-7b", &g),
         ];
-        let pool_ = Pool { groups, gpu: g, tp: 1, mem: MemoryPlan::default(), load_bw: Pool::PCIE4_LOAD_BW };
+        let pool_ = groups_of_one(groups, g);
         let reqs: Vec<Request> = tagged.iter().map(|t| t.0).collect();
         let of: Vec<u16> = tagged.iter().map(|t| t.1).collect();
         let (name, set): (&str, &[&str]) = [
@@ -143,13 +154,7 @@ fn re_placement_follows_a_shift_in_the_mix() {
         service("early", "llama-2-13b", &g),
         service("late", "llama-2-13b", &g),
     ];
-    let pool_ = Pool {
-        groups: 4,
-        gpu: g,
-        tp: 1,
-        mem: MemoryPlan::default(),
-        load_bw: Pool::PCIE4_LOAD_BW,
-    };
+    let pool_ = groups_of_one(4, g);
     let mut tagged = stream(0, 0, 200_000, 1500);
     tagged.extend(stream(1, 300_000_000, 200_000, 1500));
     let reqs: Vec<Request> = tagged.iter().map(|t| t.0).collect();
@@ -199,13 +204,7 @@ fn a_unified_cache_runs_what_a_fixed_split_refuses() {
         service("chat", "llama-2-7b", &g),
         service("code", "llama-2-13b", &g),
     ];
-    let pool_ = Pool {
-        groups: 1,
-        gpu: g,
-        tp: 1,
-        mem: plan,
-        load_bw: Pool::PCIE4_LOAD_BW,
-    };
+    let pool_ = groups_of_one(1, g);
     // A fixed split by load leaves the 13B service under 1,700 tokens of the ~2,560 the
     // cache holds in its units; its request needs 1,800.
     let reqs = [
@@ -253,13 +252,7 @@ fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
         service("a", "llama-2-7b", &g),
         service("b", "llama-2-7b", &g),
     ];
-    let pool_ = Pool {
-        groups: 1,
-        gpu: g,
-        tp: 1,
-        mem: MemoryPlan::default(),
-        load_bw: Pool::PCIE4_LOAD_BW,
-    };
+    let pool_ = groups_of_one(1, g);
     let reqs = [Request {
         arrival: 0,
         input: 10,

@@ -6,6 +6,7 @@ use crate::results::Row;
 use crate::spec::Sweep;
 use apiary_report::html::{Band, band_chart, esc, page_start, thousands};
 use apiary_report::stats::{Estimate, paired_ratio};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One configuration's figures.
@@ -31,50 +32,49 @@ pub struct Line {
 
 /// The aggregate of a sweep's rows, in plan order.
 pub fn aggregate(s: &Sweep, rows: &[Row], baseline: Option<&str>) -> Vec<Line> {
-    let key = |r: &Row| {
-        (
-            r.trace.clone(),
-            r.cluster.clone(),
-            r.load.to_bits(),
-            r.setting.clone(),
-        )
-    };
-    let mut keys: Vec<(String, String, u64, String)> = Vec::new();
+    type Key<'r> = (&'r str, &'r str, u64, &'r str);
+    fn key(r: &Row) -> Key<'_> {
+        (&r.trace, &r.cluster, r.load.to_bits(), &r.setting)
+    }
+    // Configurations in the order rows first show them, each with its rows: one pass.
+    let mut index: BTreeMap<Key, usize> = BTreeMap::new();
+    let mut groups: Vec<(Key, Vec<&Row>)> = Vec::new();
     for r in rows {
         let k = key(r);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
+        let i = *index.entry(k).or_insert_with(|| {
+            groups.push((k, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(r);
     }
-    let series = |k: &(String, String, u64, String), m: usize| -> Vec<(u64, f64)> {
-        rows.iter()
-            .filter(|r| &key(r) == k && r.error.is_none())
+    let series = |rs: &[&Row], m: usize| -> Vec<(u64, f64)> {
+        rs.iter()
+            .filter(|r| r.error.is_none())
             .filter_map(|r| Some((r.seed, r.values.get(m).copied().flatten()?)))
             .collect()
     };
-    keys.iter()
-        .map(|k| {
-            let mine = rows.iter().filter(|r| &key(r) == k);
-            let base_key = baseline.map(|b| (k.0.clone(), k.1.clone(), k.2, b.to_string()));
+    groups
+        .iter()
+        .map(|&(k, ref mine)| {
+            let base = baseline
+                .and_then(|b| index.get(&(k.0, k.1, k.2, b)))
+                .map(|&i| &groups[i].1);
             let stats = (0..s.metrics.len())
                 .map(|m| {
-                    let v: Vec<f64> = series(k, m).into_iter().map(|x| x.1).collect();
+                    let v: Vec<f64> = series(mine, m).into_iter().map(|x| x.1).collect();
                     Estimate::of(&v)
                 })
                 .collect();
             let ratios = (0..s.metrics.len())
-                .map(|m| {
-                    let bk = base_key.as_ref()?;
-                    paired_ratio(&series(k, m), &series(bk, m))
-                })
+                .map(|m| paired_ratio(&series(mine, m), &series(base?, m)))
                 .collect();
             Line {
-                trace: k.0.clone(),
-                cluster: k.1.clone(),
+                trace: k.0.to_string(),
+                cluster: k.1.to_string(),
                 load: f64::from_bits(k.2),
-                setting: k.3.clone(),
-                seeds: mine.clone().filter(|r| r.error.is_none()).count(),
-                failed: mine.filter(|r| r.error.is_some()).count(),
+                setting: k.3.to_string(),
+                seeds: mine.iter().filter(|r| r.error.is_none()).count(),
+                failed: mine.iter().filter(|r| r.error.is_some()).count(),
                 stats,
                 ratios,
             }
