@@ -5,37 +5,96 @@
 use anyhow::{Context, Result, bail};
 use apiary_sweep::aggregate::{aggregate, headlines, html, table};
 use apiary_sweep::cell::Inputs;
-use apiary_sweep::results::{Row, done, merge, read_rows, write_cell};
+use apiary_sweep::launch::{self, K8sOptions, Launch, SlurmOptions};
+use apiary_sweep::plan::Cell;
+use apiary_sweep::results::{Row, done, merge, ranges, read_rows, write_cell};
+use apiary_sweep::shard::{self, Planned};
 use apiary_sweep::{Sweep, plan};
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The sweep's own copy of its file, kept in its results folder.
-const KEPT: &str = "sweep.toml";
-
 #[derive(Subcommand)]
 pub enum SweepCmd {
-    /// Print the cells a sweep file expands to (trace x cluster x load x setting x seed).
+    /// Print the cells a sweep file expands to (trace x cluster x load x setting x seed);
+    /// with -o, plan them into a folder whose shards any process can run.
     Plan {
         /// Sweep file (TOML; see docs/sweep.md).
         file: PathBuf,
-    },
-    /// Run a sweep's cells on all cores; cells already done in DIR are skipped.
-    Run {
-        /// Sweep file.
-        file: PathBuf,
-        /// Results folder: one file per cell under cells/, then results.csv.
+        /// Results folder to plan into: a copy of the file and manifest.toml (cell ids,
+        /// seeds, resolved paths), for `sweep run DIR --index I` and the launchers.
         #[arg(long, short)]
-        out: PathBuf,
+        out: Option<PathBuf>,
+    },
+    /// Run a sweep's cells on all cores (cells already done are skipped): a sweep file
+    /// with -o DIR, or a folder planned by `sweep plan -o`. With a shard index (--index,
+    /// SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX) only that shard runs.
+    Run {
+        /// Sweep file, or a folder planned by `apiary sweep plan FILE -o DIR`.
+        target: PathBuf,
+        /// Results folder (with a sweep file): one file per cell under cells/, then
+        /// results.csv.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+        /// Run only shard I: cells I*K to I*K+K-1 (default: SLURM_ARRAY_TASK_ID, then
+        /// JOB_COMPLETION_INDEX, else every cell). A shard does not merge; `sweep merge`
+        /// does once every shard has run.
+        #[arg(long)]
+        index: Option<usize>,
+        /// Cells per shard (K).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        count: u64,
         /// Worker threads (default: every core). Results do not depend on it.
         #[arg(long, short = 'j')]
         threads: Option<usize>,
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Merge the cell files of a folder into results.csv, in cell order (byte-identical
+    /// whichever launcher ran the shards); exits 1 naming the cells still missing.
+    Merge {
+        /// Results folder.
+        dir: PathBuf,
+    },
+    /// Write a launcher for a planned folder's shards: a Slurm job-array script
+    /// (DIR/sweep.sbatch) and the command that submits it, or with --emit k8s a
+    /// Kubernetes Indexed Job (DIR/sweep-job.yaml).
+    Slurm {
+        /// A folder planned by `apiary sweep plan FILE -o DIR` (seen by every node).
+        dir: PathBuf,
+        /// What to write.
+        #[arg(long, value_enum, default_value_t = Emit::Slurm)]
+        emit: Emit,
+        /// Cells per shard (one array task or pod each).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        count: u64,
+        /// Threads (cores) per shard.
+        #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        threads: u64,
+        /// Shards running at once (the array's %K; the Job's parallelism). Default: all.
+        #[arg(long)]
+        parallel: Option<usize>,
+        /// The apiary the tasks run (default: this binary's path).
+        #[arg(long)]
+        apiary: Option<String>,
+        /// Slurm partition.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Slurm time limit per shard (MM, HH:MM:SS or D-HH).
+        #[arg(long)]
+        time: Option<String>,
+        /// Container image holding apiary (k8s).
+        #[arg(long, default_value = "apiary:latest")]
+        image: String,
+        /// PersistentVolumeClaim mounted at DIR's path in each pod (k8s).
+        #[arg(long)]
+        claim: Option<String>,
+        /// Retries per shard (k8s backoffLimitPerIndex).
+        #[arg(long, default_value_t = 2)]
+        retries: usize,
     },
     /// Means over seeds with 95 % intervals, ratios against a baseline, and report.html.
     Report {
@@ -47,22 +106,88 @@ pub enum SweepCmd {
     },
 }
 
+/// What `sweep slurm` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    /// A Slurm job-array script.
+    Slurm,
+    /// A Kubernetes Indexed Job.
+    K8s,
+}
+
 pub fn run(cmd: SweepCmd) -> Result<()> {
     match cmd {
-        SweepCmd::Plan { file } => plan_cmd(&file),
+        SweepCmd::Plan { file, out } => plan_cmd(&file, out.as_deref()),
         SweepCmd::Run {
-            file,
+            target,
             out,
+            index,
+            count,
             threads,
             quiet,
-        } => run_cmd(&file, &out, threads, quiet),
+        } => run_cmd(
+            &target,
+            out.as_deref(),
+            index,
+            count as usize,
+            threads,
+            quiet,
+        ),
+        SweepCmd::Merge { dir } => merge_cmd(&dir),
+        SweepCmd::Slurm {
+            dir,
+            emit,
+            count,
+            threads,
+            parallel,
+            apiary,
+            partition,
+            time,
+            image,
+            claim,
+            retries,
+        } => {
+            let l = Launch {
+                apiary: match apiary {
+                    Some(a) => a,
+                    None => std::env::current_exe()
+                        .context("finding this binary's path (give --apiary)")?
+                        .display()
+                        .to_string(),
+                },
+                count: count as usize,
+                threads: threads as usize,
+                parallel,
+            };
+            match emit {
+                Emit::Slurm => slurm_cmd(&dir, &l, &SlurmOptions { partition, time }),
+                Emit::K8s => k8s_cmd(
+                    &dir,
+                    &l,
+                    &K8sOptions {
+                        image,
+                        claim,
+                        retries,
+                    },
+                ),
+            }
+        }
         SweepCmd::Report { dir, baseline } => report_cmd(&dir, baseline),
     }
 }
 
-fn plan_cmd(file: &Path) -> Result<()> {
-    let s = Sweep::load(file)?;
-    let cells = plan(&s);
+fn plan_cmd(file: &Path, out: Option<&Path>) -> Result<()> {
+    let (s, cells) = match out {
+        Some(dir) => {
+            let p = shard::plan_into(file, dir)?;
+            (p.sweep, p.cells)
+        }
+        None => {
+            let s = Sweep::load(file)?;
+            let cells = plan(&s);
+            (s, cells)
+        }
+    };
     println!(
         "{}: {} cells = {} traces x {} clusters x {} loads x {} settings x {} seeds",
         s.name,
@@ -76,35 +201,108 @@ fn plan_cmd(file: &Path) -> Result<()> {
     for c in &cells {
         println!("{:>6}  {}", c.id, c.describe(&s));
     }
+    if let Some(dir) = out {
+        eprintln!(
+            "planned into {}: run shard I with `apiary sweep run {} --index I [--count K]`, \
+             then `apiary sweep merge {}`",
+            dir.join(shard::MANIFEST).display(),
+            dir.display(),
+            dir.display()
+        );
+    }
     Ok(())
 }
 
-/// Keeps a copy of the sweep file in `dir`, refusing a folder that holds another
-/// sweep's results.
-fn keep_file(file: &Path, dir: &Path) -> Result<()> {
-    let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let kept = dir.join(KEPT);
-    match std::fs::read(&kept) {
-        Ok(old) if old != text => bail!(
-            "{} holds the results of a different sweep file ({}); give another --out or \
-             remove it",
-            dir.display(),
-            kept.display()
-        ),
-        Ok(_) => Ok(()),
-        Err(_) => {
-            std::fs::write(&kept, &text).with_context(|| format!("writing {}", kept.display()))
+fn run_cmd(
+    target: &Path,
+    out: Option<&Path>,
+    index: Option<usize>,
+    count: usize,
+    threads: Option<usize>,
+    quiet: bool,
+) -> Result<()> {
+    let planned = if target.is_dir() {
+        if out.is_some() {
+            bail!(
+                "{} is a planned folder: run it without -o, or give a sweep file with -o",
+                target.display()
+            );
+        }
+        shard::open(target)?
+    } else {
+        let Some(dir) = out else {
+            bail!(
+                "give the results folder: apiary sweep run {} -o DIR",
+                target.display()
+            );
+        };
+        shard::plan_into(target, dir)?
+    };
+    match shard::index(index, |k| std::env::var(k).ok())? {
+        Some((i, from)) => {
+            let cells = shard::shard(&planned.cells, i, count)?;
+            let n = shard::shards(planned.cells.len(), count);
+            let r = run_cells(&planned, cells, threads, quiet)?;
+            if !quiet {
+                eprintln!(
+                    "shard {i} of {n} (from {}): cells {}: {} already done, {} run in {:.1} s, \
+                     {} failed",
+                    from.name(),
+                    ranges(&cells.iter().map(|c| c.id).collect::<Vec<_>>()),
+                    cells.len() - r.ran,
+                    r.ran,
+                    r.secs,
+                    r.failed
+                );
+            }
+            if r.failed > 0 {
+                bail!(
+                    "{} of shard {i}'s cells failed; a rerun retries them",
+                    r.failed
+                );
+            }
+            Ok(())
+        }
+        None => {
+            let r = run_cells(&planned, &planned.cells, threads, quiet)?;
+            let (dir, s) = (&planned.dir, &planned.sweep);
+            let m = merge(dir, s, &planned.cells)?;
+            if !quiet {
+                eprintln!(
+                    "{} cells run in {:.1} s; {} done, {} failed; wrote {}",
+                    r.ran,
+                    r.secs,
+                    m.done,
+                    m.failed.len(),
+                    dir.join("results.csv").display()
+                );
+            }
+            if !m.failed.is_empty() {
+                bail!(
+                    "{} of {} cells failed (their errors are in the error column of {}); a \
+                     rerun retries them",
+                    m.failed.len(),
+                    planned.cells.len(),
+                    dir.join("results.csv").display()
+                );
+            }
+            Ok(())
         }
     }
 }
 
-fn run_cmd(file: &Path, dir: &Path, threads: Option<usize>, quiet: bool) -> Result<()> {
-    let s = Sweep::load(file)?;
-    keep_file(file, dir)?;
-    let cells = plan(&s);
-    let finished = done(dir, &s, &cells);
-    let todo: Vec<_> = cells
+/// What [`run_cells`] did.
+struct Ran {
+    ran: usize,
+    failed: usize,
+    secs: f64,
+}
+
+/// Runs those of `cells` not done yet on `threads` threads, one result file each.
+fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -> Result<Ran> {
+    let (s, dir) = (&p.sweep, p.dir.as_path());
+    let finished = done(dir, s, cells);
+    let todo: Vec<Cell> = cells
         .iter()
         .zip(&finished)
         .filter(|(_, d)| !**d)
@@ -131,9 +329,9 @@ fn run_cmd(file: &Path, dir: &Path, threads: Option<usize>, quiet: bool) -> Resu
     );
     bar.enable_steady_tick(Duration::from_millis(500));
     let t0 = Instant::now();
-    let inputs = Inputs::new(&s);
+    let inputs = Inputs::new(s);
     let next = AtomicUsize::new(0);
-    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let failed = AtomicUsize::new(0);
     let write_err: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -142,16 +340,14 @@ fn run_cmd(file: &Path, dir: &Path, threads: Option<usize>, quiet: bool) -> Resu
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = todo.get(i) else { break };
                     let outcome = inputs.run(cell);
-                    let row = Row::of(&s, cell, &outcome);
+                    let row = Row::of(s, cell, &outcome);
                     if let Err(e) = &outcome {
-                        let line = format!("cell {} ({}): {e}", cell.id, cell.describe(&s));
-                        bar.suspend(|| eprintln!("failed: {line}"));
-                        failures
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(line);
+                        bar.suspend(|| {
+                            eprintln!("failed: cell {} ({}): {e}", cell.id, cell.describe(s))
+                        });
+                        failed.fetch_add(1, Ordering::Relaxed);
                     }
-                    if let Err(e) = write_cell(dir, &s, &row) {
+                    if let Err(e) = write_cell(dir, s, &row) {
                         *write_err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.into());
                         next.store(todo.len(), Ordering::Relaxed);
                     }
@@ -164,38 +360,91 @@ fn run_cmd(file: &Path, dir: &Path, threads: Option<usize>, quiet: bool) -> Resu
     if let Some(e) = write_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let m = merge(dir, &s, &cells)?;
-    if !quiet {
+    Ok(Ran {
+        ran: todo.len(),
+        failed: failed.into_inner(),
+        secs: t0.elapsed().as_secs_f64(),
+    })
+}
+
+fn merge_cmd(dir: &Path) -> Result<()> {
+    let p = shard::open(dir)?;
+    let m = merge(dir, &p.sweep, &p.cells)?;
+    let out = dir.join("results.csv");
+    eprintln!(
+        "merged {} of {} cells into {}: {} done, {} failed, {} missing",
+        p.cells.len() - m.missing.len(),
+        p.cells.len(),
+        out.display(),
+        m.done,
+        m.failed.len(),
+        m.missing.len()
+    );
+    if !m.failed.is_empty() {
         eprintln!(
-            "{} cells run in {:.1} s; {} done, {} failed; wrote {}",
-            todo.len(),
-            t0.elapsed().as_secs_f64(),
-            m.done,
-            m.failed,
-            dir.join("results.csv").display()
+            "failed cells: {} (their errors are in the error column)",
+            ranges(&m.failed)
         );
     }
-    if m.failed > 0 {
+    if !m.missing.is_empty() {
+        eprintln!("cells with no result yet: {}", ranges(&m.missing));
+    }
+    if !m.failed.is_empty() || !m.missing.is_empty() {
         bail!(
-            "{} of {} cells failed (their errors are in the error column of {}); a rerun \
-             retries them",
-            m.failed,
-            cells.len(),
-            dir.join("results.csv").display()
+            "the sweep is not complete; run the shards again (cells done are skipped), then \
+             merge"
         );
     }
     Ok(())
 }
 
+fn slurm_cmd(dir: &Path, l: &Launch, o: &SlurmOptions) -> Result<()> {
+    let p = absolute(dir)?;
+    let script = p.dir.join("sweep.sbatch");
+    let logs = p.dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    std::fs::write(&script, launch::slurm_script(&p, l, o))
+        .with_context(|| format!("writing {}", script.display()))?;
+    eprintln!(
+        "wrote {}: {} shards of {} cells; submit the array and a merge that waits for it \
+         with:",
+        script.display(),
+        l.shards(&p),
+        l.count
+    );
+    println!("{}", launch::slurm_submit(&p, l, &script));
+    Ok(())
+}
+
+fn k8s_cmd(dir: &Path, l: &Launch, o: &K8sOptions) -> Result<()> {
+    let p = absolute(dir)?;
+    let job = p.dir.join("sweep-job.yaml");
+    std::fs::write(&job, launch::k8s_job(&p, l, o))
+        .with_context(|| format!("writing {}", job.display()))?;
+    eprintln!(
+        "wrote {}: an Indexed Job of {} shards of {} cells; once it completes, run \
+         `apiary sweep merge {}`",
+        job.display(),
+        l.shards(&p),
+        l.count,
+        p.dir.display()
+    );
+    println!(
+        "kubectl apply -f {}",
+        launch::shell_quote(&job.display().to_string())
+    );
+    Ok(())
+}
+
+/// A planned folder, named by its absolute path (launched tasks start elsewhere).
+fn absolute(dir: &Path) -> Result<Planned> {
+    let abs = std::fs::canonicalize(dir).with_context(|| format!("opening {}", dir.display()))?;
+    Ok(shard::open(&abs)?)
+}
+
 fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
-    let kept = dir.join(KEPT);
-    if !kept.exists() {
-        bail!(
-            "{} has no {KEPT}: is it the --out folder of `apiary sweep run`?",
-            dir.display()
-        );
-    }
-    let s = Sweep::load(&kept)?;
+    let planned = shard::open(dir)?;
+    let s = &planned.sweep;
     let baseline = baseline.or_else(|| s.baseline.clone());
     if let Some(b) = &baseline
         && !s.settings.iter().any(|x| &x.label == b)
@@ -206,20 +455,20 @@ fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
             known.join(", ")
         );
     }
-    let rows = read_rows(&dir.join("results.csv"), &s)?;
-    let lines = aggregate(&s, &rows, baseline.as_deref());
-    print!("{}", table(&s, &lines, baseline.as_deref()));
+    let rows = read_rows(&dir.join("results.csv"), s)?;
+    let lines = aggregate(s, &rows, baseline.as_deref());
+    print!("{}", table(s, &lines, baseline.as_deref()));
     if let Some(b) = &baseline {
-        for h in headlines(&s, &lines, b) {
+        for h in headlines(s, &lines, b) {
             println!("{h}");
         }
     }
-    let missing = plan(&s).len().saturating_sub(rows.len());
+    let missing = planned.cells.len().saturating_sub(rows.len());
     if missing > 0 {
         println!("({missing} cells have no results yet: run the sweep again to finish it)");
     }
     let p = dir.join("report.html");
-    std::fs::write(&p, html(&s, &lines, baseline.as_deref()))
+    std::fs::write(&p, html(s, &lines, baseline.as_deref()))
         .with_context(|| format!("writing {}", p.display()))?;
     eprintln!("wrote {}", p.display());
     Ok(())

@@ -165,3 +165,170 @@ fn plan_lists_cells_and_bad_files_name_the_field() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+fn run_env(args: &[&str], var: &str, value: &str) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env(var, value)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn shards_from_any_launcher_merge_to_the_local_runs_bytes() {
+    let (planned, local) = (scratch("planned"), scratch("local"));
+    let dir = planned.to_str().unwrap();
+    let p = apiary(&["sweep", "plan", example().to_str().unwrap(), "-o", dir]);
+    assert!(p.status.success(), "{}", text(&p.stderr));
+    let manifest = std::fs::read_to_string(planned.join("manifest.toml")).unwrap();
+    assert_eq!(manifest.matches("[[cell]]").count(), 45);
+    // Paths in the manifest are resolved, for tasks that start in another folder.
+    assert!(
+        manifest.contains("testdata/traces/philly-sample.csv\""),
+        "{manifest}"
+    );
+    assert!(!manifest.contains("/../"), "{manifest}");
+
+    // 45 cells in shards of 4 make 12; run them in a scrambled order, as Slurm array
+    // tasks, Kubernetes pods and by hand would, half of them twice.
+    let order = [11, 3, 7, 0, 5, 9, 1, 10, 2, 8, 6, 4, 3, 0, 11, 5];
+    for (k, i) in order.iter().enumerate() {
+        let i = i.to_string();
+        let args = ["sweep", "run", dir, "--count", "4", "-q"];
+        let o = match k % 3 {
+            0 => run_env(&args, "SLURM_ARRAY_TASK_ID", &i),
+            1 => run_env(&args, "JOB_COMPLETION_INDEX", &i),
+            _ => apiary(&["sweep", "run", dir, "--count", "4", "--index", &i, "-q"]),
+        };
+        assert!(o.status.success(), "shard {i}: {}", text(&o.stderr));
+        // A shard writes its cells and does not merge.
+        assert!(!planned.join("results.csv").exists());
+    }
+    let m = apiary(&["sweep", "merge", dir]);
+    assert!(m.status.success(), "{}", text(&m.stderr));
+    assert!(
+        text(&m.stderr).contains("merged 45 of 45 cells"),
+        "{}",
+        text(&m.stderr)
+    );
+    let l = run_sweep(&example(), &local, "2");
+    assert!(l.status.success(), "{}", text(&l.stderr));
+    assert_eq!(
+        std::fs::read(planned.join("results.csv")).unwrap(),
+        std::fs::read(local.join("results.csv")).unwrap()
+    );
+
+    // A shard past the last one, and a merge with cells missing, say what is wrong.
+    let o = apiary(&["sweep", "run", dir, "--count", "4", "--index", "12"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr)
+            .contains("shard 12 does not exist: 45 cells in shards of 4 make 12 shards (0 to 11)"),
+        "{}",
+        text(&o.stderr)
+    );
+    for c in ["000004.csv", "000005.csv", "000006.csv", "000040.csv"] {
+        std::fs::remove_file(planned.join("cells").join(c)).unwrap();
+    }
+    let m = apiary(&["sweep", "merge", dir]);
+    assert_eq!(m.status.code(), Some(1));
+    assert!(
+        text(&m.stderr).contains("cells with no result yet: 4-6, 40"),
+        "{}",
+        text(&m.stderr)
+    );
+    for d in [planned, local] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn launchers_write_a_job_array_and_an_indexed_job() {
+    let planned = scratch("launch");
+    let dir = planned.to_str().unwrap();
+    let p = apiary(&["sweep", "plan", example().to_str().unwrap(), "-o", dir]);
+    assert!(p.status.success(), "{}", text(&p.stderr));
+    let args = [
+        "--count",
+        "4",
+        "--parallel",
+        "3",
+        "-j",
+        "2",
+        "--apiary",
+        "/opt/apiary",
+    ];
+    let s = apiary(&[&["sweep", "slurm", dir, "--time", "30"][..], &args].concat());
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    let script = std::fs::read_to_string(planned.join("sweep.sbatch")).unwrap();
+    let abs = std::fs::canonicalize(&planned).unwrap();
+    for line in [
+        "#SBATCH --array=0-11%3".to_string(),
+        "#SBATCH --cpus-per-task=2".into(),
+        "#SBATCH --time=30".into(),
+        format!("#SBATCH --output={}/logs/shard-%a.out", abs.display()),
+        format!(
+            "exec /opt/apiary sweep run {} --count 4 -j 2",
+            abs.display()
+        ),
+    ] {
+        assert!(
+            script.lines().any(|l| l == line),
+            "no '{line}' in:\n{script}"
+        );
+    }
+    let submit = text(&s.stdout);
+    assert!(submit.starts_with("jid=$(sbatch --parsable "), "{submit}");
+    assert!(submit.contains("--dependency=afterany:$jid"), "{submit}");
+    assert!(submit.contains("sweep merge"), "{submit}");
+
+    let k = apiary(
+        &[
+            &["sweep", "slurm", dir, "--emit", "k8s", "--claim", "sweeps"][..],
+            &args,
+        ]
+        .concat(),
+    );
+    assert!(k.status.success(), "{}", text(&k.stderr));
+    let yaml = std::fs::read_to_string(planned.join("sweep-job.yaml")).unwrap();
+    let job: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+    assert_eq!(job["apiVersion"], "batch/v1");
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(job["metadata"]["name"], "apiary-sweep-philly-load");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    assert_eq!(spec["completions"], 12);
+    assert_eq!(spec["parallelism"], 3);
+    assert_eq!(spec["backoffLimitPerIndex"], 2);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    let c = &pod["containers"][0];
+    let cmd: Vec<&str> = c["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let d = abs.display().to_string();
+    assert_eq!(
+        cmd,
+        ["/opt/apiary", "sweep", "run", &d, "--count", "4", "-j", "2"]
+    );
+    assert_eq!(c["resources"]["requests"]["cpu"], "2");
+    assert_eq!(c["volumeMounts"][0]["mountPath"], d.as_str());
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "sweeps"
+    );
+    // An unplanned folder is refused with what to do.
+    let o = apiary(&["sweep", "slurm", std::env::temp_dir().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("plan it first"),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(planned);
+}

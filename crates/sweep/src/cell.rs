@@ -59,7 +59,7 @@ impl<'a> Inputs<'a> {
     fn cluster(&self, c: usize) -> Result<Arc<Cluster>, CellError> {
         self.clusters[c]
             .get_or_init(|| {
-                experiment::load_cluster(&self.sweep.clusters[c])
+                experiment::load_cluster(&self.sweep.cluster_sources[c])
                     .map(|(_, cl)| Arc::new(cl))
                     .map_err(Arc::new)
             })

@@ -6,12 +6,16 @@
 //! file per cell (so a sweep resumes, and shards run anywhere) and merges them into
 //! `results.csv` in cell order, byte-identical whoever ran them in whatever order;
 //! [`aggregate`] turns the rows into means with intervals and ratios against a
-//! baseline. Threads, progress and launchers belong to the front end.
+//! baseline. [`shard`] plans a sweep into a folder whose shards any process can run,
+//! and [`launch`] writes the Slurm job array and Kubernetes Indexed Job that run them;
+//! threads and progress belong to the front end.
 
 pub mod aggregate;
 pub mod cell;
+pub mod launch;
 pub mod plan;
 pub mod results;
+pub mod shard;
 pub mod spec;
 
 pub use plan::{Cell, plan};

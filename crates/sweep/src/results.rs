@@ -99,7 +99,9 @@ fn to_csv(s: &Sweep, rows: &[&Row]) -> Vec<u8> {
     w.into_inner().unwrap_or_default()
 }
 
-fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), SweepError> {
+/// Writes `bytes` to `path` whole: into a temporary file renamed into place, so a
+/// killed process leaves the old file or the new one, never half of one.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), SweepError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
@@ -186,28 +188,24 @@ pub fn done(dir: &Path, s: &Sweep, cells: &[Cell]) -> Vec<bool> {
 }
 
 /// What [`merge`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Merged {
     /// Cells with results.
     pub done: usize,
     /// Cells that failed.
-    pub failed: usize,
+    pub failed: Vec<usize>,
     /// Cells with no file yet.
-    pub missing: usize,
+    pub missing: Vec<usize>,
 }
 
 /// Writes `DIR/results.csv` from the cell files of `cells`, in cell order.
 pub fn merge(dir: &Path, s: &Sweep, cells: &[Cell]) -> Result<Merged, SweepError> {
     let mut rows = Vec::with_capacity(cells.len());
-    let mut m = Merged {
-        done: 0,
-        failed: 0,
-        missing: 0,
-    };
+    let mut m = Merged::default();
     for c in cells {
         let p = cell_path(dir, c.id);
         if !p.exists() {
-            m.missing += 1;
+            m.missing.push(c.id);
             continue;
         }
         let mut r = read_rows(&p, s)?;
@@ -220,7 +218,7 @@ pub fn merge(dir: &Path, s: &Sweep, cells: &[Cell]) -> Result<Merged, SweepError
         }
         let row = r.remove(0);
         if row.error.is_some() {
-            m.failed += 1;
+            m.failed.push(c.id);
         } else {
             m.done += 1;
         }
@@ -229,4 +227,34 @@ pub fn merge(dir: &Path, s: &Sweep, cells: &[Cell]) -> Result<Merged, SweepError
     let refs: Vec<&Row> = rows.iter().collect();
     write_whole(&dir.join("results.csv"), &to_csv(s, &refs))?;
     Ok(m)
+}
+
+/// Cell ids as ranges for people: `3-5, 9`.
+pub fn ranges(ids: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ranges;
+
+    #[test]
+    fn ranges_join_runs() {
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
+    }
 }

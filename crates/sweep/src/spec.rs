@@ -39,6 +39,14 @@ pub enum SweepError {
         /// What is wrong.
         message: String,
     },
+    /// A results folder cannot be used as asked.
+    #[error("{dir}: {message}")]
+    Folder {
+        /// The folder.
+        dir: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A results file is not one this sweep wrote.
     #[error("{path}:{line}: {message}")]
     Results {
@@ -168,8 +176,11 @@ pub struct Sweep {
     pub metrics: Vec<String>,
     /// The setting ratios are taken against.
     pub baseline: Option<String>,
-    /// Cluster names or files.
+    /// Cluster names or files, as the sweep file gives them (their labels in results).
     pub clusters: Vec<String>,
+    /// What each cluster is read from: a file resolved against the sweep file's folder,
+    /// or the preset's name.
+    pub cluster_sources: Vec<String>,
     /// Traces.
     pub traces: Vec<TraceSpec>,
     /// Policy settings, grids expanded.
@@ -190,6 +201,25 @@ fn field(path: &Path, field: impl Into<String>, message: impl Into<String>) -> S
         field: field.into(),
         message: message.into(),
     }
+}
+
+/// `p` against `base`, with `.` and `..` taken out where they can be (so manifests and
+/// logs name `/data/traces/x.csv`, not `/data/sweeps/../traces/x.csv`).
+fn resolve(base: &Path, p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in base.join(p).components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 impl Sweep {
@@ -257,11 +287,7 @@ impl Sweep {
         }
         let mut traces = Vec::new();
         for (i, t) in f.trace.into_iter().enumerate() {
-            let resolved = if t.path.is_absolute() {
-                t.path.clone()
-            } else {
-                base.join(&t.path)
-            };
+            let resolved = resolve(base, &t.path);
             if t.sample == Some(0) {
                 return Err(field(path, format!("trace[{i}].sample"), "at least 1 job"));
             }
@@ -317,13 +343,25 @@ impl Sweep {
             loads,
             metrics,
             baseline: f.baseline,
+            cluster_sources: f
+                .clusters
+                .iter()
+                .map(|c| {
+                    let p = resolve(base, Path::new(c));
+                    if Path::new(c).is_relative() && p.is_file() {
+                        p.to_string_lossy().into_owned()
+                    } else {
+                        c.clone()
+                    }
+                })
+                .collect(),
             clusters: f.clusters,
             traces,
             settings,
             config,
             percentile,
             speed: f.sim.speed.clone().unwrap_or_else(|| "trace".into()),
-            speed_data: f.sim.speed_data.as_ref().map(|p| base.join(p)),
+            speed_data: f.sim.speed_data.as_ref().map(|p| resolve(base, p)),
         })
     }
 }
