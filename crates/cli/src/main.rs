@@ -12,6 +12,7 @@ mod live;
 mod llm;
 mod llm_pool;
 mod run;
+mod settings;
 mod sweep;
 mod traces;
 

@@ -2,10 +2,11 @@
 //! simulator or the live driver), and what they print and write. The setup that decides
 //! results is [`apiary_sim::experiment`].
 
+use crate::settings::{self, Setting};
 use anyhow::{Context, Result, bail};
 use apiary_model::{Cluster, Job, RunOutcome};
 use apiary_policy::{Params, registry};
-use apiary_report::{Percentile, Summary};
+use apiary_report::{Percentile, Record, Summary, TraceRecord};
 use apiary_sim::experiment::{self, SpeedChoice};
 use apiary_sim::{Config, Mode};
 use apiary_trace::{Format, ReadOptions};
@@ -221,20 +222,21 @@ pub(crate) fn peak_rss_mb() -> Option<f64> {
 }
 
 fn run_one(
-    policy: &str,
+    setting: &Setting,
+    params: &Params,
     a: &RunArgs,
     cluster: &Cluster,
     mut jobs: Vec<Job>,
     cfg: &Config,
 ) -> Result<RunOutcome> {
+    let (policy, label) = (setting.policy.as_str(), setting.label.as_str());
     let choice = SpeedChoice {
         model: a.speed.clone(),
         data: a.speed_data.clone(),
         unknown: a.speed_unknown,
     };
     let (speed, note) = experiment::throughput(&choice, a.trace.as_deref(), cluster)?;
-    let params = Params::from_pairs(a.set.iter().map(String::as_str))?;
-    let mut p = registry::build(policy, &params)?;
+    let mut p = registry::build(policy, params)?;
     let notes = experiment::complete_jobs(p.spec(), &choice, &mut jobs, cfg.seed);
     if !a.quiet {
         for n in note.iter().chain(&notes) {
@@ -244,7 +246,7 @@ fn run_one(
     let bar = progress_bar(
         a.quiet,
         jobs.len(),
-        policy,
+        label,
         "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
     );
     let t0 = Instant::now();
@@ -261,16 +263,17 @@ fn run_one(
         if cfg.mode != apiary_sim::Mode::EventDriven {
             bail!("--driver live is event-driven: drop --mode");
         }
-        apiary_server::replay::run(cluster, jobs, policy, &params, cfg.seed)?
+        apiary_server::replay::run(cluster, jobs, policy, params, cfg.seed)?
     } else {
         run_sim(cluster, jobs, cfg, p.as_mut(), speed.as_ref(), &bar, t0)?
     };
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     out.params = params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.policy = label.to_string();
     if !a.quiet {
         eprintln!(
-            "{policy}: {} events in {:.3} s ({:.2} M events/s), {} policy passes, peak memory {}",
+            "{label}: {} events in {:.3} s ({:.2} M events/s), {} policy passes, peak memory {}",
             out.events,
             wall,
             out.events as f64 / wall.max(1e-9) / 1e6,
@@ -305,7 +308,13 @@ fn run_sim(
     )?)
 }
 
-fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Result<()> {
+fn write_outputs(
+    dir: &Path,
+    name: &str,
+    sum: &Summary,
+    o: &RunOutcome,
+    record: &Record,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let f = |n: String| -> Result<std::io::BufWriter<std::fs::File>> {
         let p = dir.join(n);
@@ -314,13 +323,13 @@ fn write_outputs(dir: &Path, name: &str, sum: &Summary, o: &RunOutcome) -> Resul
         ))
     };
     apiary_report::write_jobs_csv(o, f(format!("{name}jobs.csv"))?)?;
-    apiary_report::write_summary_json(sum, o, f(format!("{name}summary.json"))?)?;
+    apiary_report::write_summary_json(sum, o, Some(record), f(format!("{name}summary.json"))?)?;
     Ok(())
 }
 
 /// The cluster, the trace (its name and jobs, read for that cluster) and the
 /// simulator options a run's flags give.
-fn setup(r: &RunArgs) -> Result<(Cluster, String, Vec<Job>, Config)> {
+fn setup(r: &RunArgs) -> Result<(Cluster, String, Vec<Job>, Config, Record)> {
     let (_, cluster) = experiment::load_cluster(&r.cluster)?;
     let (tname, jobs) = load_trace(
         r.trace.as_deref(),
@@ -328,25 +337,87 @@ fn setup(r: &RunArgs) -> Result<(Cluster, String, Vec<Job>, Config)> {
         r.quiet,
     )?;
     let cfg = config(r)?;
-    Ok((cluster, tname, jobs, cfg))
+    let record = record(r, jobs.len())?;
+    Ok((cluster, tname, jobs, cfg, record))
+}
+
+/// The record of a run with these flags, for summary.json and report.html.
+fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
+    use sha2::Digest;
+    let (path, bytes) = match &r.trace {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+        ),
+        None => (
+            format!("{SAMPLE_TRACE} (built in)"),
+            SAMPLE_TRACE_BYTES.to_vec(),
+        ),
+    };
+    let sha256: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let path_opt = |v: &Option<PathBuf>| v.as_ref().map_or("-".into(), |p| p.display().to_string());
+    let options = [
+        ("mode", r.mode.clone()),
+        ("restart-overhead", r.restart_overhead.to_string()),
+        ("per-event-overhead", r.per_event_overhead.to_string()),
+        ("speed", r.speed.clone()),
+        ("speed-data", path_opt(&r.speed_data)),
+        ("speed-unknown", r.speed_unknown.to_string()),
+        ("driver", r.driver.clone()),
+        ("percentile", r.percentile.clone()),
+        ("format", opt(&r.read.format)),
+        ("skip-bad-rows", r.read.skip_bad_rows.to_string()),
+        ("gavel-throughputs", path_opt(&r.read.gavel_throughputs)),
+        (
+            "muri-itertime-factor",
+            r.read
+                .muri_itertime_factor
+                .map_or("-".into(), |f| f.to_string()),
+        ),
+        ("elasticflow-gpu", opt(&r.read.elasticflow_gpu)),
+        ("set", r.set.join(" ")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Ok(Record {
+        command: std::env::args().collect(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        trace: TraceRecord { path, sha256, jobs },
+        cluster: r.cluster.clone(),
+        options,
+        seed: r.seed,
+    })
 }
 
 pub(crate) fn simulate(a: SimArgs) -> Result<()> {
     let r = &a.run;
-    let (cluster, tname, jobs, cfg) = setup(r)?;
+    let settings = settings::parse(&a.policy)?;
+    let [setting] = settings.as_slice() else {
+        bail!(
+            "simulate runs one policy; `apiary compare -p {}` runs several",
+            a.policy
+        );
+    };
+    let params = settings::params(setting, &r.set, &settings)?;
+    let (cluster, tname, jobs, cfg, record) = setup(r)?;
     if !r.quiet && !r.json {
         println!(
             "trace {tname}: {} jobs; cluster {}: {} GPUs; policy {}",
             jobs.len(),
             cluster.name,
             cluster.total_gpus,
-            a.policy
+            setting.label
         );
     }
-    let out = run_one(&a.policy, r, &cluster, jobs, &cfg)?;
+    let out = run_one(setting, &params, r, &cluster, jobs, &cfg)?;
     let sum = Summary::of(&out, percentile(r)?);
     if let Some(dir) = &r.out {
-        write_outputs(dir, "", &sum, &out)?;
+        write_outputs(dir, "", &sum, &out, &record)?;
     }
     if r.json {
         println!("{}", serde_json::to_string_pretty(&sum)?);
@@ -358,22 +429,13 @@ pub(crate) fn simulate(a: SimArgs) -> Result<()> {
 
 pub(crate) fn compare(a: CompareArgs) -> Result<()> {
     let r = &a.run;
-    let (cluster, tname, jobs, cfg) = setup(r)?;
+    let settings = settings::parse(&a.policies)?;
+    let params = settings
+        .iter()
+        .map(|s| settings::params(s, &r.set, &settings))
+        .collect::<Result<Vec<_>>>()?;
+    let (cluster, tname, jobs, cfg, record) = setup(r)?;
     let pct = percentile(r)?;
-    let names: Vec<&str> = a
-        .policies
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if names.is_empty() {
-        bail!("--policies is empty");
-    }
-    for n in &names {
-        if registry::find(n).is_none() {
-            bail!("unknown policy '{n}' (see `apiary policies`)");
-        }
-    }
     if !r.quiet && !r.json {
         println!(
             "trace {tname}: {} jobs; cluster {}: {} GPUs",
@@ -383,29 +445,32 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
         );
     }
     let mut runs = Vec::new();
-    for n in &names {
-        let out = run_one(n, r, &cluster, jobs.clone(), &cfg)?;
+    for (s, p) in settings.iter().zip(&params) {
+        let out = run_one(s, p, r, &cluster, jobs.clone(), &cfg)?;
         let sum = Summary::of(&out, pct);
         runs.push((sum, out));
     }
     let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
-    let vcs = vc_rows(&runs)?;
+    let vcs = vc_rows(&runs, &settings)?;
+    let tenants = (!vcs.is_empty()).then(|| apiary_report::vc::vc_html(&vcs));
     if let Some(dir) = &r.out {
+        fresh_outputs(dir, &settings)?;
         if !vcs.is_empty() {
             let p = dir.join("vcs.json");
-            std::fs::create_dir_all(dir)?;
             let m: std::collections::BTreeMap<&str, &Vec<apiary_report::vc::VcRow>> =
                 vcs.iter().map(|(n, v)| (n.as_str(), v)).collect();
             std::fs::write(&p, serde_json::to_string_pretty(&m)?)
                 .with_context(|| format!("writing {}", p.display()))?;
         }
-        for (s, o) in &runs {
-            write_outputs(dir, &format!("{}-", s.policy), s, o)?;
+        for ((s, o), setting) in runs.iter().zip(&settings) {
+            write_outputs(dir, &format!("{}-", setting.file_stem()), s, o, &record)?;
         }
         let refs: Vec<(Summary, &RunOutcome)> = runs.iter().map(|(s, o)| (s.clone(), o)).collect();
         let html = apiary_report::html_report(
             &format!("apiary compare: {tname} on {}", cluster.name),
             &refs,
+            tenants.as_deref(),
+            Some(&record),
         );
         let p = dir.join("report.html");
         std::fs::write(&p, html).with_context(|| format!("writing {}", p.display()))?;
@@ -417,9 +482,19 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&sums)?);
     } else {
         print!("{}", apiary_report::table(&sums));
+        for h in apiary_report::present::headlines(&sums) {
+            println!("{h}");
+        }
+        let named: Vec<(&str, &RunOutcome)> =
+            runs.iter().map(|(s, o)| (s.policy.as_str(), o)).collect();
+        for g in apiary_report::html::identical(&named) {
+            println!(
+                "{g} gave identical results (every job started and finished at the same times)"
+            );
+        }
         if !vcs.is_empty() {
             println!();
-            if !runs.iter().any(|r| r.0.policy == "private") {
+            if !settings.iter().any(|s| s.policy == "private") {
                 println!("(add `private` to --policies to see the sharing anomaly)");
             }
             print!("{}", apiary_report::vc::vc_table(&vcs));
@@ -428,17 +503,51 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
     Ok(())
 }
 
+/// Makes `dir` ready for a comparison's files: created if missing, and the files an
+/// earlier comparison left there (another policy's `*-jobs.csv`, `*-summary.json`, a
+/// stale `vcs.json`) removed, so the folder holds this run's outputs only. Only files
+/// apiary writes are touched.
+fn fresh_outputs(dir: &Path, settings: &[Setting]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for e in entries {
+        let e = e.with_context(|| format!("reading {}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name == "vcs.json"
+            || name == "report.html"
+            || ["-jobs.csv", "-summary.json"].iter().any(|suf| {
+                name.strip_suffix(suf).is_some_and(|stem| {
+                    let policy = stem.split('@').next().unwrap_or(stem);
+                    registry::find(policy).is_some()
+                        && !settings.iter().any(|s| s.file_stem() == stem)
+                })
+            });
+        if ours && e.path().is_file() {
+            std::fs::remove_file(e.path())
+                .with_context(|| format!("removing {}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Per-VC rows of the runs of VC-sharing policies, with the sharing anomaly against the
 /// `private` run when there is one.
-fn vc_rows(runs: &[(Summary, RunOutcome)]) -> Result<Vec<(String, Vec<apiary_report::vc::VcRow>)>> {
-    let private = runs.iter().find(|r| r.0.policy == "private").map(|r| &r.1);
+fn vc_rows(
+    runs: &[(Summary, RunOutcome)],
+    settings: &[Setting],
+) -> Result<Vec<(String, Vec<apiary_report::vc::VcRow>)>> {
+    let private = runs
+        .iter()
+        .zip(settings)
+        .find(|(_, s)| s.policy == "private")
+        .map(|(r, _)| &r.1);
     let mut out = Vec::new();
-    for (s, o) in runs {
+    for ((sum, o), s) in runs.iter().zip(settings) {
         if !apiary_policy::vc::SHARING.contains(&s.policy.as_str()) {
             continue;
         }
-        let base = private.filter(|_| s.policy != "private");
-        out.push((s.policy.clone(), apiary_report::vc::vc_rows(o, base)?));
+        let base = private.filter(|p| !std::ptr::eq(*p, o));
+        out.push((sum.policy.clone(), apiary_report::vc::vc_rows(o, base)?));
     }
     Ok(out)
 }

@@ -84,10 +84,10 @@ fn threads_do_not_change_results_and_a_rerun_resumes() {
             .count(),
         15
     );
-    assert!(out.contains("tiresias: jct_mean"), "{out}");
+    assert!(out.contains("tiresias: mean JCT "), "{out}");
     let html = std::fs::read_to_string(one.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 3);
-    assert!(html.contains("jct_mean against load"));
+    assert!(html.contains("mean JCT against load"));
     for d in [one, two] {
         let _ = std::fs::remove_dir_all(d);
     }

@@ -25,7 +25,7 @@ pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switc
 /// an id and usually a VC name, and allocating both was a sixth of reading a trace.
 pub use compact_str::{CompactString, ToCompactString, format_compact};
 pub use job::{Job, JobExtras, StageTimes};
-pub use outcome::{JobOutcome, RunOutcome, UtilSeries};
+pub use outcome::{JobOutcome, Occupancy, RunOutcome, UtilSeries};
 pub use rng::{PyRandom, Rng};
 pub use scaling::Scaling;
 pub use speed::SpreadTable;

@@ -140,6 +140,26 @@ impl UtilSeries {
     }
 }
 
+/// Job counts over time: each series holds job-ms per bucket over a "cluster" of one,
+/// so [`UtilSeries::points`] reads the mean count over each bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Occupancy {
+    /// Jobs submitted and not running (waiting for a first start or after a preemption).
+    pub pending: UtilSeries,
+    /// Jobs running.
+    pub running: UtilSeries,
+}
+
+impl Occupancy {
+    /// Starts empty at `start`.
+    pub fn new(start: Time) -> Occupancy {
+        Occupancy {
+            pending: UtilSeries::new(start, 1),
+            running: UtilSeries::new(start, 1),
+        }
+    }
+}
+
 /// Everything a run produced.
 #[derive(Clone, Debug)]
 pub struct RunOutcome {
@@ -159,6 +179,8 @@ pub struct RunOutcome {
     /// each running job counts T(n)/T(1) GPUs (its speed on its n GPUs over its speed on
     /// one), a job without a table its n.
     pub cluster_efficiency: Option<UtilSeries>,
+    /// Jobs waiting and jobs running over time, where the driver measured them.
+    pub occupancy: Option<Occupancy>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.

@@ -27,13 +27,25 @@ fn secs_at_least(key: &str, v: f64, min: f64) -> Result<Time, ParamError> {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParamError {
     /// Not a parameter of this policy.
-    #[error("policy '{policy}' has no parameter '{key}' (it takes: {known})")]
+    #[error("policy '{policy}' has no parameter '{key}'{hint} (it takes: {known})")]
     Unknown {
         /// The policy.
         policy: String,
         /// The key given.
         key: String,
+        /// ` (did you mean 'x'?)` when a known key is close, else empty.
+        hint: String,
         /// The keys it accepts.
+        known: String,
+    },
+    /// No policy has this name.
+    #[error("unknown policy '{name}'{hint} (known: {known}; see `apiary policies`)")]
+    UnknownPolicy {
+        /// The name given.
+        name: String,
+        /// ` (did you mean 'x'?)` when a known name is close, else empty.
+        hint: String,
+        /// The policies there are.
         known: String,
     },
     /// The value did not parse.
@@ -46,6 +58,44 @@ pub enum ParamError {
         /// What was expected.
         message: String,
     },
+}
+
+/// The candidate closest to `word` by edit distance, when it is close enough to be a
+/// typo of it (at most a third of its letters off, and at least one).
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let w: Vec<char> = word.to_lowercase().chars().collect();
+    let limit = (w.len() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| {
+            (
+                edit_distance(&w, &c.to_lowercase().chars().collect::<Vec<_>>()),
+                c,
+            )
+        })
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, one row at a time.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// ` (did you mean 'x'?)` for the candidate closest to `word`, or nothing.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(word, candidates).map_or(String::new(), |c| format!(" (did you mean '{c}'?)"))
 }
 
 /// One parameter of a policy: its key, its default and what it does.
@@ -212,6 +262,7 @@ impl Params {
                 return Err(ParamError::Unknown {
                     policy: policy.into(),
                     key: k.clone(),
+                    hint: did_you_mean(k, known.iter().copied()),
                     known: if known.is_empty() {
                         "nothing".into()
                     } else {

@@ -34,17 +34,19 @@ pub fn find(name: &str) -> Option<&'static PolicySpec> {
     BUILTIN.iter().find(|s| s.name == name)
 }
 
+/// The error for a name no policy has, with the closest name when one is close.
+pub fn unknown(name: &str) -> ParamError {
+    let names = || BUILTIN.iter().map(|s| s.name);
+    ParamError::UnknownPolicy {
+        name: name.into(),
+        hint: crate::params::did_you_mean(name, names()),
+        known: names().collect::<Vec<_>>().join(", "),
+    }
+}
+
 /// Builds a policy by name, rejecting unknown parameters.
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn Policy>, ParamError> {
-    let spec = find(name).ok_or_else(|| ParamError::Unknown {
-        policy: name.into(),
-        key: "(policy name)".into(),
-        known: BUILTIN
-            .iter()
-            .map(|s| s.name)
-            .collect::<Vec<_>>()
-            .join(", "),
-    })?;
+    let spec = find(name).ok_or_else(|| unknown(name))?;
     spec.build_checked(params)
 }
 
@@ -63,6 +65,17 @@ mod tests {
             ));
         }
         assert!(build("nope", &Params::default()).is_err());
+        let typo = build("tiresia", &Params::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            typo.starts_with("unknown policy 'tiresia' (did you mean 'tiresias'?)"),
+            "{typo}"
+        );
+        let knob = Params::from_pairs(["starvaton=2"]).unwrap();
+        let e = build("tiresias", &knob).err().unwrap().to_string();
+        assert!(e.contains("(did you mean 'starvation'?)"), "{e}");
         let index = include_str!("../../../docs/policies/README.md");
         for s in BUILTIN {
             assert!(

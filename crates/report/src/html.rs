@@ -2,16 +2,11 @@
 //! queueing-delay CDF, utilisation over time), no scripts, no external files.
 //! Charts are drawn by hand so the bytes depend only on the numbers.
 
-use crate::{Summary, table};
+use crate::chart::{self, Chart, Unit};
+use crate::present::{headlines, html_table};
+use crate::{Summary, pending_ms};
 use apiary_model::RunOutcome;
 use std::fmt::Write as _;
-
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
-const W: f64 = 640.0;
-const H: f64 = 300.0;
-const PAD: f64 = 50.0;
 
 /// `s` escaped for HTML text and attributes.
 pub fn esc(s: &str) -> String {
@@ -21,8 +16,8 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// An inline SVG line chart of `series` (name, points), drawn by hand so its bytes
-/// depend only on the numbers; `log_x` plots `log10(max(x, 1))`.
+/// A line chart of `series` (name, points) with plain-number axes; `log_x` plots x on a
+/// log scale. For charts with units and bands, see [`crate::chart`].
 pub fn chart(
     title: &str,
     xlabel: &str,
@@ -30,98 +25,18 @@ pub fn chart(
     log_x: bool,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> String {
-    let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
-    let tx = |x: f64| if log_x { x.max(1.0).log10() } else { x };
-    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
-    for x in xs {
-        x0 = x0.min(tx(x));
-        x1 = x1.max(tx(x));
-    }
-    if x0 >= x1 {
-        x1 = x0 + 1.0;
-    }
-    let y1 = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.1))
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let px = |x: f64| PAD + (tx(x) - x0) / (x1 - x0) * (W - 2.0 * PAD);
-    let py = |y: f64| H - PAD + -(y / y1) * (H - 2.0 * PAD);
-    let mut o = String::new();
-    let _ = write!(
-        o,
-        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        o,
-        r#"<text x="{}" y="16" text-anchor="middle" font-size="13">{}</text>"#,
-        W / 2.0,
-        esc(title)
-    );
-    let _ = write!(
-        o,
-        r#"<line x1="{PAD}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{}" stroke="black"/>"#,
-        H - PAD,
-        W - PAD,
-        H - PAD,
-        H - PAD
-    );
-    for k in 0..=4 {
-        let fx = x0 + (x1 - x0) * k as f64 / 4.0;
-        let label = if log_x {
-            format!("{:.0}", 10f64.powf(fx))
-        } else {
-            format!("{fx:.0}")
-        };
-        let xp = PAD + (W - 2.0 * PAD) * k as f64 / 4.0;
-        let _ = write!(
-            o,
-            r#"<text x="{xp:.1}" y="{}" text-anchor="middle">{label}</text>"#,
-            H - PAD + 15.0
-        );
-        let yv = y1 * k as f64 / 4.0;
-        let _ = write!(
-            o,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{yv:.2}</text>"#,
-            PAD - 4.0,
-            py(yv) + 4.0
-        );
-    }
-    let _ = write!(
-        o,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        W / 2.0,
-        H - 12.0,
-        esc(xlabel)
-    );
-    let _ = write!(
-        o,
-        r#"<text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
-        H / 2.0,
-        H / 2.0,
-        esc(ylabel)
-    );
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let path: Vec<String> = pts
-            .iter()
-            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
-            .collect();
-        let _ = write!(
-            o,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
-            path.join(" ")
-        );
-        let _ = write!(
-            o,
-            r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
-            W - PAD - 120.0,
-            PAD + 14.0 * i as f64,
-            esc(name)
-        );
-    }
-    o.push_str("</svg></figure>\n");
-    o
+    chart::draw(
+        &Chart {
+            title,
+            xlabel,
+            ylabel,
+            x: Unit::Number,
+            log_x,
+            y: Unit::Number,
+            dots: false,
+        },
+        &chart::lines(series),
+    )
 }
 
 /// The empirical CDF of `v`, thinned to about 400 points.
@@ -141,95 +56,327 @@ pub fn cdf(mut v: Vec<f64>) -> Vec<(f64, f64)> {
     out
 }
 
-/// The opening of a report page: head, title and the summary `table` as text.
-pub fn page_start(title: &str, table: &str) -> String {
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}\
+pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1.5em 0}\
+table{border-collapse:collapse;margin:1em 0}th,td{padding:.35em .8em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}\
+thead th{border-bottom:2px solid #444}tbody th{text-align:left;font-weight:normal;color:#444}\
+.ratio{color:#666;font-size:.85em;margin-left:.3em}.ratio.good{color:#1a7f37}.ratio.bad{color:#b42318}\
+.base{font-weight:normal;font-size:.8em;color:#666}table.record td{text-align:left;white-space:normal;word-break:break-all}ul.headlines li{margin:.3em 0}.note{color:#555}";
+
+/// The opening of a report page: head with the page's style, and its title.
+pub fn page_head(title: &str) -> String {
     format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{background:#f6f6f6;padding:1em}}figure{{margin:1em 0}}</style></head><body>\n<h1>{t}</h1>\n<pre>{}</pre>\n",
-        esc(table),
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
         t = esc(title)
     )
 }
 
-/// Renders the report for several runs of one trace.
-pub fn html_report(title: &str, runs: &[(Summary, &RunOutcome)]) -> String {
-    let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
-    let jct: Vec<(String, Vec<(f64, f64)>)> = runs
-        .iter()
-        .map(|(s, o)| {
-            (
-                s.policy.clone(),
-                cdf(o
-                    .jobs
-                    .iter()
-                    .filter_map(|j| j.finish.map(|f| (f - j.submit) as f64 / 1000.0))
-                    .collect()),
-            )
-        })
-        .collect();
-    let queue: Vec<(String, Vec<(f64, f64)>)> = runs
-        .iter()
-        .map(|(s, o)| {
-            (
-                s.policy.clone(),
-                cdf(o
-                    .jobs
-                    .iter()
-                    .filter_map(|j| j.first_start.map(|f| (f - j.submit) as f64 / 1000.0))
-                    .collect()),
-            )
-        })
-        .collect();
-    let over_time = |u: &apiary_model::UtilSeries| -> Vec<(f64, f64)> {
-        u.points()
-            .into_iter()
-            .map(|(t, v)| ((t - u.start) as f64 / 3.6e6, v))
-            .collect()
+/// The opening of a report page with a preformatted text table.
+pub fn page_start(title: &str, table: &str) -> String {
+    format!("{}<pre>{}</pre>\n", page_head(title), esc(table))
+}
+
+/// Groups of runs that gave the same result for every job (same first start, finish,
+/// preemptions and refusal), each as `"srtf and tiresias"`.
+pub fn identical(runs: &[(&str, &RunOutcome)]) -> Vec<String> {
+    let same = |a: &RunOutcome, b: &RunOutcome| {
+        a.jobs.len() == b.jobs.len()
+            && a.jobs.iter().zip(&b.jobs).all(|(x, y)| {
+                (x.first_start, x.finish, x.preemptions, &x.rejected)
+                    == (y.first_start, y.finish, y.preemptions, &y.rejected)
+            })
     };
-    let util: Vec<(String, Vec<(f64, f64)>)> = runs
+    let mut taken = vec![false; runs.len()];
+    let mut out = Vec::new();
+    for i in 0..runs.len() {
+        if taken[i] {
+            continue;
+        }
+        let mut group = vec![runs[i].0];
+        for j in i + 1..runs.len() {
+            if !taken[j] && same(runs[i].1, runs[j].1) {
+                taken[j] = true;
+                group.push(runs[j].0);
+            }
+        }
+        if let Some(last) = group.pop().filter(|_| !group.is_empty()) {
+            out.push(format!("{} and {last}", group.join(", ")));
+        }
+    }
+    out
+}
+
+/// The per-job CDF of `f` for each run.
+fn per_job(
+    runs: &[(Summary, &RunOutcome)],
+    f: impl Fn(&apiary_model::JobOutcome) -> Option<f64>,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    runs.iter()
+        .map(|(s, o)| {
+            (
+                s.policy.clone(),
+                cdf(o.jobs.iter().filter_map(&f).collect()),
+            )
+        })
+        .collect()
+}
+
+/// A series over time as (hours since the series' start, value).
+fn hours(u: &apiary_model::UtilSeries) -> Vec<(f64, f64)> {
+    u.points()
+        .into_iter()
+        .map(|(t, v)| ((t - u.start) as f64 / 3.6e6, v))
+        .collect()
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// A CDF over jobs with a log-scale time axis.
+fn cdf_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> String {
+    chart::draw(
+        &Chart {
+            title,
+            xlabel,
+            ylabel,
+            x: Unit::Seconds,
+            log_x: true,
+            y: Unit::Percent,
+            dots: false,
+        },
+        &chart::lines(series),
+    )
+}
+
+/// A series over the run's time, in hours or days.
+fn over_time(title: &str, ylabel: &str, y: Unit, series: &[(String, Vec<(f64, f64)>)]) -> String {
+    chart::draw(
+        &Chart {
+            title,
+            xlabel: "time since the first submission",
+            ylabel,
+            x: Unit::Hours,
+            log_x: false,
+            y,
+            dots: false,
+        },
+        &chart::lines(series),
+    )
+}
+
+/// Renders the report for several runs of one trace: the table with ratios against the
+/// first run, a headline per metric, CDFs of JCT, first-start delay and pending time,
+/// utilisation, queue length and running jobs over time, JCT per VC where the trace has
+/// VCs, and `tenants` (HTML: the per-VC table of VC-sharing policies) when given.
+pub fn html_report(
+    title: &str,
+    runs: &[(Summary, &RunOutcome)],
+    tenants: Option<&str>,
+    record: Option<&crate::Record>,
+) -> String {
+    let sums: Vec<Summary> = runs.iter().map(|r| r.0.clone()).collect();
+    let mut h = page_head(title);
+    h.push_str(&html_table(&sums));
+    let heads = headlines(&sums);
+    let named: Vec<(&str, &RunOutcome)> =
+        runs.iter().map(|(s, o)| (s.policy.as_str(), *o)).collect();
+    let same = identical(&named);
+    if !heads.is_empty() || !same.is_empty() {
+        h.push_str("<ul class=\"headlines\">\n");
+        for l in &heads {
+            let _ = writeln!(h, "<li>{}</li>", esc(l));
+        }
+        for g in &same {
+            let _ = writeln!(
+                h,
+                "<li class=\"note\">{} gave identical results: every job started and finished at the same times.</li>",
+                esc(g)
+            );
+        }
+        h.push_str("</ul>\n");
+    }
+    h.push_str(
+        "<p class=\"note\">First-start delay is the wait before a job first runs; pending time is \
+         its JCT less the time it ran, so it also counts waits after preemptions.</p>\n",
+    );
+    if let Some(t) = tenants {
+        h.push_str(t);
+    }
+    h.push_str(&cdf_chart(
+        "JCT CDF",
+        "job completion time (log scale)",
+        "fraction of jobs",
+        &per_job(runs, |j| j.finish.map(|f| secs(f - j.submit))),
+    ));
+    h.push_str(&cdf_chart(
+        "First-start delay CDF",
+        "wait before the first start (log scale; waits of 0 drawn at the smallest)",
+        "fraction of jobs",
+        &per_job(runs, |j| j.first_start.map(|f| secs(f - j.submit))),
+    ));
+    h.push_str(&cdf_chart(
+        "Pending time CDF",
+        "JCT less running time: every wait, after preemptions too (log scale)",
+        "fraction of jobs",
+        &per_job(runs, |j| {
+            j.finish.map(|f| secs(pending_ms(f - j.submit, j.executed)))
+        }),
+    ));
+    let util: Vec<_> = runs
         .iter()
-        .map(|(s, o)| (s.policy.clone(), over_time(&o.util)))
+        .map(|(s, o)| (s.policy.clone(), hours(&o.util)))
         .collect();
+    h.push_str(&over_time(
+        "GPU utilisation over time",
+        "busy GPUs",
+        Unit::Percent,
+        &util,
+    ));
+    let occ: Vec<_> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.clone(), o.occupancy.as_ref()?)))
+        .collect();
+    if !occ.is_empty() {
+        // A count series stops where its last job left; it reads 0 to the run's end.
+        let end = util
+            .iter()
+            .filter_map(|(_, p)| p.last().map(|q| q.0))
+            .fold(0.0, f64::max);
+        let padded = |u: &apiary_model::UtilSeries| {
+            let mut p = hours(u);
+            if p.last().is_none_or(|q| q.0 < end) {
+                p.push((p.last().map_or(0.0, |q| q.0), 0.0));
+                p.push((end, 0.0));
+            }
+            p
+        };
+        let pending: Vec<_> = occ
+            .iter()
+            .map(|(n, c)| (n.clone(), padded(&c.pending)))
+            .collect();
+        let running: Vec<_> = occ
+            .iter()
+            .map(|(n, c)| (n.clone(), padded(&c.running)))
+            .collect();
+        h.push_str(&over_time(
+            "Queue length over time",
+            "jobs waiting",
+            Unit::Number,
+            &pending,
+        ));
+        h.push_str(&over_time(
+            "Running jobs over time",
+            "jobs running",
+            Unit::Number,
+            &running,
+        ));
+    }
     // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
     let ce: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()
-        .filter_map(|(s, o)| Some((s.policy.clone(), over_time(o.cluster_efficiency.as_ref()?))))
+        .filter_map(|(s, o)| Some((s.policy.clone(), hours(o.cluster_efficiency.as_ref()?))))
         .collect();
-    let mut h = page_start(title, &table(&sums));
-    h.push_str(&chart(
-        "JCT CDF",
-        "JCT (s, log scale)",
-        "fraction of jobs",
-        true,
-        &jct,
-    ));
-    h.push_str(&chart(
-        "Queueing delay CDF",
-        "queueing delay + 1 (s, log scale)",
-        "fraction of jobs",
-        true,
-        &queue
-            .into_iter()
-            .map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x + 1.0, y)).collect()))
-            .collect::<Vec<_>>(),
-    ));
-    h.push_str(&chart(
-        "GPU utilisation over time",
-        "hours since first submission",
-        "utilisation",
-        false,
-        &util,
-    ));
     if !ce.is_empty() {
-        h.push_str(&chart(
+        h.push_str(&over_time(
             "Cluster efficiency over time (ElasticFlow: speed-up over one GPU per cluster GPU)",
-            "hours since first submission",
             "cluster efficiency",
-            false,
+            Unit::Percent,
             &ce,
         ));
     }
+    h.push_str(&vc_charts(runs));
+    if let Some(r) = record {
+        h.push_str(&record_html(r, runs));
+    }
     h.push_str("</body></html>\n");
     h
+}
+
+/// The record of the run, at the foot of the page.
+fn record_html(r: &crate::Record, runs: &[(Summary, &RunOutcome)]) -> String {
+    let mut o = String::from("<h2>The run</h2>\n<table class=\"record\">\n");
+    let mut row = |k: &str, v: &str| {
+        let _ = writeln!(
+            o,
+            "<tr><th>{}</th><td><code>{}</code></td></tr>",
+            esc(k),
+            esc(v)
+        );
+    };
+    row("command", &r.command.join(" "));
+    row("apiary", &r.version);
+    row("trace", &r.trace.path);
+    row("trace SHA-256", &r.trace.sha256);
+    row("jobs read", &r.trace.jobs.to_string());
+    row("cluster", &r.cluster);
+    for (k, v) in &r.options {
+        row(&format!("--{k}"), v);
+    }
+    row("seed", &r.seed.to_string());
+    for (s, _) in runs {
+        if !s.params.is_empty() {
+            row(&format!("{} parameters", s.policy), &s.params.join(" "));
+        }
+    }
+    o.push_str("</table>\n");
+    o
+}
+
+/// The most VCs that get a chart each, and the fewest jobs a VC needs for one.
+const VC_CHARTS: usize = 6;
+const VC_MIN_JOBS: usize = 20;
+
+/// A JCT CDF per VC, a line per run, where the trace's jobs carry VCs.
+fn vc_charts(runs: &[(Summary, &RunOutcome)]) -> String {
+    let Some((_, first)) = runs.first() else {
+        return String::new();
+    };
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for v in first.jobs.iter().filter_map(|j| j.vc.as_deref()) {
+        *counts.entry(v).or_default() += 1;
+    }
+    if counts.len() < 2 {
+        return String::new();
+    }
+    let mut vcs: Vec<&str> = counts
+        .iter()
+        .filter(|(_, n)| **n >= VC_MIN_JOBS)
+        .map(|(v, _)| *v)
+        .collect();
+    let mut o = String::from("<h2>Per VC</h2>\n");
+    if vcs.len() > VC_CHARTS || vcs.len() < counts.len() {
+        vcs.sort_by_key(|v| (std::cmp::Reverse(counts[v]), *v));
+        vcs.truncate(VC_CHARTS);
+        vcs.sort_unstable();
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} VCs; drawn: the {} with the most jobs (at least {VC_MIN_JOBS}).</p>",
+            counts.len(),
+            vcs.len()
+        );
+    }
+    for vc in vcs {
+        let series = per_job(runs, |j| {
+            if j.vc.as_deref() == Some(vc) {
+                j.finish.map(|f| secs(f - j.submit))
+            } else {
+                None
+            }
+        });
+        o.push_str(&cdf_chart(
+            &format!("JCT CDF in VC {vc}"),
+            "job completion time (log scale)",
+            "fraction of the VC's jobs",
+            &series,
+        ));
+    }
+    o
 }
 
 /// `x` rounded to a whole number with thousands separators: `2,669,900`.
@@ -246,143 +393,4 @@ pub fn thousands(x: f64) -> String {
         out.push(c);
     }
     out
-}
-
-/// A named line of a [`band_chart`]: points of x, mean and the half-width of its band.
-pub type Band = (String, Vec<(f64, f64, f64)>);
-
-/// An inline SVG chart of lines with 95 % bands: `series` are (name, points of x, mean,
-/// half-width). It scales to the page's width; the legend sits right of the plot, off
-/// the data; axis labels carry thousands separators.
-pub fn band_chart(title: &str, xlabel: &str, ylabel: &str, series: &[Band]) -> String {
-    const BW: f64 = 960.0;
-    const BH: f64 = 380.0;
-    const LEFT: f64 = 80.0;
-    const RIGHT: f64 = 230.0;
-    const TOP: f64 = 30.0;
-    const BOTTOM: f64 = 50.0;
-    let pts = || series.iter().flat_map(|s| s.1.iter());
-    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
-    let mut y1 = 0.0f64;
-    for &(x, m, h) in pts() {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(m + h);
-    }
-    if x0 > x1 {
-        (x0, x1) = (0.0, 1.0);
-    }
-    if x0 == x1 {
-        x1 = x0 + 1.0;
-    }
-    let y1 = if y1 > 0.0 { y1 * 1.05 } else { 1.0 };
-    let pw = BW - LEFT - RIGHT;
-    let ph = BH - TOP - BOTTOM;
-    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| TOP + ph - (y / y1).clamp(0.0, 1.0) * ph;
-    let label = |v: f64| {
-        if v.abs() >= 1000.0 {
-            thousands(v)
-        } else if v.abs() >= 10.0 || v == 0.0 {
-            format!("{v:.0}")
-        } else {
-            format!("{v:.2}")
-        }
-    };
-    let mut o = String::new();
-    let _ = write!(
-        o,
-        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {BW} {BH}" font-family="sans-serif" font-size="13">"#
-    );
-    let _ = write!(
-        o,
-        r#"<text x="{}" y="18" text-anchor="middle" font-size="15">{}</text>"#,
-        LEFT + pw / 2.0,
-        esc(title)
-    );
-    for k in 0..=5 {
-        let yv = y1 * k as f64 / 5.0;
-        let y = py(yv);
-        let _ = write!(
-            o,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + pw,
-            LEFT - 6.0,
-            y + 4.0,
-            label(yv)
-        );
-        let xv = x0 + (x1 - x0) * k as f64 / 5.0;
-        let _ = write!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            px(xv),
-            TOP + ph + 18.0,
-            label(xv)
-        );
-    }
-    let _ = write!(
-        o,
-        r#"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#
-    );
-    let _ = write!(
-        o,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + pw / 2.0,
-        BH - 10.0,
-        esc(xlabel)
-    );
-    let _ = write!(
-        o,
-        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">{}</text>"#,
-        TOP + ph / 2.0,
-        TOP + ph / 2.0,
-        esc(ylabel)
-    );
-    for (i, (name, p)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        if p.iter().any(|q| q.2 > 0.0) {
-            let upper = p
-                .iter()
-                .map(|&(x, m, h)| format!("{:.1},{:.1}", px(x), py(m + h)));
-            let lower = p
-                .iter()
-                .rev()
-                .map(|&(x, m, h)| format!("{:.1},{:.1}", px(x), py(m - h)));
-            let ring: Vec<String> = upper.chain(lower).collect();
-            let _ = write!(
-                o,
-                r#"<polygon fill="{c}" fill-opacity="0.15" stroke="none" points="{}"/>"#,
-                ring.join(" ")
-            );
-        }
-        let line: Vec<String> = p
-            .iter()
-            .map(|&(x, m, _)| format!("{:.1},{:.1}", px(x), py(m)))
-            .collect();
-        let _ = write!(
-            o,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
-            line.join(" ")
-        );
-        for &(x, m, _) in p {
-            let _ = write!(
-                o,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#,
-                px(x),
-                py(m)
-            );
-        }
-        let ly = TOP + 10.0 + 20.0 * i as f64;
-        let _ = write!(
-            o,
-            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            LEFT + pw + 14.0,
-            LEFT + pw + 34.0,
-            LEFT + pw + 40.0,
-            ly + 4.0,
-            esc(name)
-        );
-    }
-    o.push_str("</svg></figure>\n");
-    o
 }

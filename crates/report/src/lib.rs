@@ -6,14 +6,15 @@
 //! selectable ([`Percentile`]). Writers emit the per-job CSV, the summary JSON, a text
 //! table, and a self-contained HTML report with inline SVG charts.
 
+pub mod chart;
 pub mod html;
+pub mod present;
 pub mod stats;
 pub mod vc;
 pub use html::html_report;
 
 use apiary_model::{RunOutcome, Time};
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::io::Write;
 
 /// How a percentile is read off sorted values.
@@ -71,6 +72,12 @@ pub struct Summary {
     pub queue_mean: f64,
     /// Median queueing delay.
     pub queue_median: f64,
+    /// Mean pending time of finished jobs: JCT less the time they held GPUs, so every
+    /// wait counts, after preemptions too (the queueing delay counts only the wait
+    /// before the first start, which preemptive policies keep near 0).
+    pub pending_mean: f64,
+    /// Median pending time.
+    pub pending_median: f64,
     /// Last finish − first submit.
     pub makespan: f64,
     /// Busy GPU-time ÷ (GPUs × makespan).
@@ -108,6 +115,11 @@ pub const METRICS: &[(&str, &str)] = &[
     ("jct_p99", "99th percentile JCT, s"),
     ("queue_mean", "mean delay before a job's first start, s"),
     ("queue_median", "median delay before a job's first start, s"),
+    (
+        "pending_mean",
+        "mean time finished jobs spent not running (JCT less running time), s",
+    ),
+    ("pending_median", "median pending time, s"),
     ("makespan", "last finish minus first submission, s"),
     ("util_mean", "busy GPU time over GPUs x makespan"),
     (
@@ -140,6 +152,8 @@ impl Summary {
             "jct_p99" => self.jct_p99,
             "queue_mean" => self.queue_mean,
             "queue_median" => self.queue_median,
+            "pending_mean" => self.pending_mean,
+            "pending_median" => self.pending_median,
             "makespan" => self.makespan,
             "util_mean" => self.util_mean,
             "ce_mean" => self.ce_mean?,
@@ -159,11 +173,17 @@ fn s(ms: Time) -> f64 {
     ms as f64 / 1000.0
 }
 
+/// A finished job's pending time: its JCT less the time it held GPUs.
+pub fn pending_ms(jct: Time, executed: Time) -> Time {
+    jct.saturating_sub(executed)
+}
+
 impl Summary {
     /// Summarises a run.
     pub fn of(o: &RunOutcome, pct: Percentile) -> Summary {
         let mut jct: Vec<f64> = Vec::new();
         let mut queue: Vec<f64> = Vec::new();
+        let mut pending: Vec<f64> = Vec::new();
         let (mut first_submit, mut last_finish) = (Time::MAX, 0);
         let mut rejected = 0;
         let mut preemptions = 0u64;
@@ -185,6 +205,7 @@ impl Summary {
             preemptions += j.preemptions as u64;
             if let Some(f) = j.finish {
                 jct.push(s(f - j.submit));
+                pending.push(s(pending_ms(f - j.submit, j.executed)));
                 last_finish = last_finish.max(f);
             }
             if let Some(st) = j.first_start {
@@ -195,6 +216,7 @@ impl Summary {
         // gives the same sequence, without the stable sort's buffer.
         jct.sort_unstable_by(f64::total_cmp);
         queue.sort_unstable_by(f64::total_cmp);
+        pending.sort_unstable_by(f64::total_cmp);
         let mean = |v: &[f64]| {
             if v.is_empty() {
                 0.0
@@ -223,6 +245,8 @@ impl Summary {
             jct_p99: pct.at(&jct, 0.99),
             queue_mean: mean(&queue),
             queue_median: Percentile::NearestRank.at(&queue, 0.5),
+            pending_mean: mean(&pending),
+            pending_median: Percentile::NearestRank.at(&pending, 0.5),
             makespan: s(makespan),
             util_mean: util,
             ce_mean: o.cluster_efficiency.as_ref().map(|ce| {
@@ -248,7 +272,7 @@ impl Summary {
 pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
     writeln!(
         w,
-        "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,preemptions,executed,gpu_time,status"
+        "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,pending,preemptions,executed,gpu_time,status"
     )?;
     for j in &o.jobs {
         let status = if j.rejected.is_some() {
@@ -263,7 +287,7 @@ pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> 
         let vc = j.vc.as_deref().unwrap_or("");
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             Quoted(&j.id),
             Secs3(Some(j.submit)),
             j.gpus,
@@ -272,6 +296,7 @@ pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> 
             Secs3(j.finish),
             Secs3(j.finish.map(|f| f - j.submit)),
             Secs3(j.first_start.map(|st| st - j.submit)),
+            Secs3(j.finish.map(|f| pending_ms(f - j.submit, j.executed))),
             j.preemptions,
             Secs3(Some(j.executed)),
             Secs3(Some(j.gpu_time)),
@@ -313,12 +338,50 @@ impl std::fmt::Display for Quoted<'_> {
     }
 }
 
-/// Writes the summary JSON, with the utilisation series.
-pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
+/// What a run was, so a figure can be reproduced from its file: the command line,
+/// apiary's version, the trace (path, SHA-256 and jobs read), the cluster, and every
+/// simulator option, defaults included.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Record {
+    /// The command line, as given.
+    pub command: Vec<String>,
+    /// apiary's version.
+    pub version: String,
+    /// The trace.
+    pub trace: TraceRecord,
+    /// The cluster, as given (preset or file).
+    pub cluster: String,
+    /// Every simulator option, by its flag's name.
+    pub options: std::collections::BTreeMap<String, String>,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// The trace of a [`Record`].
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TraceRecord {
+    /// The file read.
+    pub path: String,
+    /// SHA-256 of its bytes, hex.
+    pub sha256: String,
+    /// Jobs read from it.
+    pub jobs: usize,
+}
+
+/// Writes the summary JSON, with the utilisation series and, when given, the record of
+/// the run.
+pub fn write_summary_json(
+    sum: &Summary,
+    o: &RunOutcome,
+    record: Option<&Record>,
+    mut w: impl Write,
+) -> std::io::Result<()> {
     #[derive(Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
         summary: &'a Summary,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run: Option<&'a Record>,
         util_bucket_s: f64,
         util_over_time: Vec<(f64, f64)>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -335,6 +398,7 @@ pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> s
         &mut w,
         &Out {
             summary: sum,
+            run: record,
             util_bucket_s: s(o.util.width),
             util_over_time: pts,
             ce_over_time: o.cluster_efficiency.as_ref().map(series),
@@ -344,73 +408,7 @@ pub fn write_summary_json(sum: &Summary, o: &RunOutcome, mut w: impl Write) -> s
     w.flush()
 }
 
-fn fmt_s(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{x:.4e}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
-type Row = (&'static str, fn(&Summary) -> String);
-
-/// A side-by-side text table of several runs.
-pub fn table(sums: &[Summary]) -> String {
-    let rows: [Row; 14] = [
-        ("jobs finished", |s| format!("{}/{}", s.finished, s.jobs)),
-        ("unfinished", |s| s.unfinished.to_string()),
-        ("rejected", |s| s.rejected.to_string()),
-        ("JCT mean (s)", |s| fmt_s(s.jct_mean)),
-        ("JCT median (s)", |s| fmt_s(s.jct_median)),
-        ("JCT p95 (s)", |s| fmt_s(s.jct_p95)),
-        ("JCT p99 (s)", |s| fmt_s(s.jct_p99)),
-        ("queueing mean (s)", |s| fmt_s(s.queue_mean)),
-        ("makespan (s)", |s| fmt_s(s.makespan)),
-        ("GPU util mean", |s| format!("{:.3}", s.util_mean)),
-        ("cluster efficiency", |s| {
-            s.ce_mean.map_or("-".into(), |c| format!("{c:.3}"))
-        }),
-        ("preemptions", |s| s.preemptions.to_string()),
-        ("deadlines met", |s| match s.deadline_ratio {
-            Some(r) => format!("{r:.3} ({}/{})", s.deadline_met, s.deadline_jobs),
-            None => "-".into(),
-        }),
-        ("best-effort JCT mean (s)", |s| {
-            s.best_effort_jct_mean.map_or("-".into(), fmt_s)
-        }),
-    ];
-    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let cells: Vec<Vec<String>> = sums
-        .iter()
-        .map(|s| rows.iter().map(|r| (r.1)(s)).collect())
-        .collect();
-    let col_w: Vec<usize> = sums
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            cells[i]
-                .iter()
-                .map(String::len)
-                .max()
-                .unwrap_or(0)
-                .max(s.policy.len())
-        })
-        .collect();
-    let mut out = String::new();
-    let _ = write!(out, "{:label_w$}", "");
-    for (i, s) in sums.iter().enumerate() {
-        let _ = write!(out, "  {:>w$}", s.policy, w = col_w[i]);
-    }
-    out.push('\n');
-    for (r, row) in rows.iter().enumerate() {
-        let _ = write!(out, "{:label_w$}", row.0);
-        for (i, c) in cells.iter().enumerate() {
-            let _ = write!(out, "  {:>w$}", c[r], w = col_w[i]);
-        }
-        out.push('\n');
-    }
-    out
-}
+pub use present::table;
 
 #[cfg(test)]
 mod tests {
@@ -488,6 +486,7 @@ mod tests {
             jobs,
             util: apiary_model::UtilSeries::new(0, 1),
             cluster_efficiency: None,
+            occupancy: None,
             events: 0,
             passes: 0,
             seed: 0,

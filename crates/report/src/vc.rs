@@ -5,6 +5,8 @@
 //! sharing anomaly when it waited longer for its first start than it did in the private
 //! run (jobs are matched by position and id; the traces must be the same).
 
+use crate::html::esc;
+use crate::present::duration;
 use apiary_model::RunOutcome;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -129,9 +131,9 @@ pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
     let _ = write!(out, "{:vw$}  {:>6}", "VC", "jobs");
     for (name, rows) in runs {
         let anomaly = rows.iter().any(|r| r.anomaly.is_some());
-        let _ = write!(out, "  | {name:>10} queue(s) {:>10}", "JCT(s)");
+        let _ = write!(out, "  | {:>19} {:>10}", format!("{name} queue"), "JCT");
         if anomaly {
-            let _ = write!(out, " {:>8} {:>12}", "anomaly", "max extra(m)");
+            let _ = write!(out, " {:>8} {:>12}", "anomaly", "max extra");
         }
     }
     out.push('\n');
@@ -146,9 +148,14 @@ pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
             let anomaly = rows.iter().any(|r| r.anomaly.is_some());
             match row {
                 Some(r) => {
-                    let _ = write!(out, "  | {:>19.1} {:>10.1}", r.queue_mean, r.jct_mean);
+                    let _ = write!(
+                        out,
+                        "  | {:>19} {:>10}",
+                        duration(r.queue_mean),
+                        duration(r.jct_mean)
+                    );
                     if let Some(a) = &r.anomaly {
-                        let _ = write!(out, " {:>8} {:>12.1}", a.jobs, a.extra_max / 60.0);
+                        let _ = write!(out, " {:>8} {:>12}", a.jobs, duration(a.extra_max));
                     } else if anomaly {
                         let _ = write!(out, " {:>8} {:>12}", "-", "-");
                     }
@@ -163,6 +170,82 @@ pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
     out
 }
 
+/// The same table as HTML, for report.html: a row per VC, per run its first-start
+/// delay and JCT, and against the private run the jobs that waited longer and the
+/// longest extra wait.
+pub fn vc_html(runs: &[(String, Vec<VcRow>)]) -> String {
+    let mut vcs: Vec<&str> = runs
+        .iter()
+        .flat_map(|r| r.1.iter().map(|v| v.vc.as_str()))
+        .collect();
+    vcs.sort_unstable();
+    vcs.dedup();
+    let anomaly = |rows: &[VcRow]| rows.iter().any(|r| r.anomaly.is_some());
+    let mut o = String::from("<h2>Tenants</h2>\n");
+    if runs.iter().any(|r| anomaly(&r.1)) {
+        o.push_str(
+            "<p class=\"note\">The sharing anomaly: jobs that waited longer for their first start \
+             than on their VC's private cluster (the <code>private</code> run), and the longest \
+             extra wait.</p>\n",
+        );
+    } else {
+        o.push_str(
+            "<p class=\"note\">Add <code>private</code> to the policies to see the sharing \
+             anomaly.</p>\n",
+        );
+    }
+    o.push_str("<table class=\"cmp\">\n<thead><tr><th></th><th></th>");
+    for (name, rows) in runs {
+        let span = if anomaly(rows) { 4 } else { 2 };
+        let _ = write!(o, "<th colspan=\"{span}\">{}</th>", esc(name));
+    }
+    o.push_str("</tr><tr><th>VC</th><th>jobs</th>");
+    for (_, rows) in runs {
+        o.push_str("<th>first-start delay</th><th>JCT</th>");
+        if anomaly(rows) {
+            o.push_str("<th>anomaly jobs</th><th>max extra wait</th>");
+        }
+    }
+    o.push_str("</tr></thead>\n<tbody>\n");
+    for vc in vcs {
+        let jobs = runs
+            .iter()
+            .find_map(|r| r.1.iter().find(|x| x.vc == vc))
+            .map_or(0, |x| x.jobs);
+        let _ = write!(o, "<tr><th>{}</th><td>{jobs}</td>", esc(vc));
+        for (_, rows) in runs {
+            let row = rows.iter().find(|x| x.vc == vc);
+            match row {
+                Some(r) => {
+                    let _ = write!(
+                        o,
+                        "<td>{}</td><td>{}</td>",
+                        duration(r.queue_mean),
+                        duration(r.jct_mean)
+                    );
+                    match &r.anomaly {
+                        Some(a) => {
+                            let _ =
+                                write!(o, "<td>{}</td><td>{}</td>", a.jobs, duration(a.extra_max));
+                        }
+                        None if anomaly(rows) => o.push_str("<td>-</td><td>-</td>"),
+                        None => {}
+                    }
+                }
+                None => {
+                    let n = if anomaly(rows) { 4 } else { 2 };
+                    for _ in 0..n {
+                        o.push_str("<td>-</td>");
+                    }
+                }
+            }
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</tbody></table>\n");
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +254,7 @@ mod tests {
     fn run(policy: &str, starts: &[(&str, Option<u64>)]) -> RunOutcome {
         RunOutcome {
             cluster_efficiency: None,
+            occupancy: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),
@@ -221,9 +305,11 @@ mod tests {
         assert_eq!((an.jobs, an.extra_total, an.extra_max), (1, 120.0, 120.0));
         assert_eq!(rows[1].anomaly.as_ref().unwrap().jobs, 0);
         assert!(vc_rows(&private, None).unwrap()[0].anomaly.is_none());
-        let table = vc_table(&[("quota".into(), rows)]);
+        let table = vc_table(&[("quota".into(), rows.clone())]);
         assert!(table.contains("anomaly"), "{table}");
-        assert!(table.lines().nth(1).unwrap().contains(" 2.0"), "{table}");
+        assert!(table.lines().nth(1).unwrap().contains("2.0 min"), "{table}");
+        let html = vc_html(&[("quota".into(), rows)]);
+        assert!(html.contains("<td>1</td><td>2.0 min</td>"), "{html}");
         let other = run("x", &[("a", Some(1000))]);
         assert!(vc_rows(&other, Some(&private)).is_err());
     }

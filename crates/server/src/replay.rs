@@ -158,8 +158,10 @@ pub fn run(
     let mut cursor = 0usize;
     // Jobs submitted through the API carry no throughput tables, so of the standard
     // series only utilisation means anything here.
-    let mut observers: Vec<Box<dyn Observer>> =
-        vec![Box::new(observe::Utilisation::new(start, total_gpus))];
+    let mut observers: Vec<Box<dyn Observer>> = vec![
+        Box::new(observe::Utilisation::new(start, total_gpus)),
+        Box::new(observe::JobCounts::new(start)),
+    ];
     let mut observed = start;
     let (mut events, mut passes) = (0u64, 0u64);
     let mut wake: Option<Time> = None;
@@ -278,6 +280,7 @@ pub fn run(
         jobs: outcome_jobs,
         util: UtilSeries::new(start, total_gpus),
         cluster_efficiency: None,
+        occupancy: None,
         events,
         passes,
         seed,

@@ -437,6 +437,7 @@ impl<'a> Engine<'a> {
             jobs,
             util: UtilSeries::new(self.observed, total_gpus),
             cluster_efficiency: None,
+            occupancy: None,
             events: self.events,
             passes: self.passes,
             seed: self.seed,

@@ -6,7 +6,7 @@
 //! writes what it measured into the run's outcome at the end. New metrics (power,
 //! carbon, cache hit rates) arrive as new observers, not as new engine code.
 
-use apiary_model::{Job, RunOutcome, Time, UtilSeries};
+use apiary_model::{Job, Occupancy, RunOutcome, Time, UtilSeries};
 use apiary_policy::World;
 
 /// Measures the cluster over the intervals between events.
@@ -34,6 +34,28 @@ impl Observer for Utilisation {
     }
     fn report(self: Box<Self>, outcome: &mut RunOutcome) {
         outcome.util = self.0;
+    }
+}
+
+/// Jobs waiting and jobs running over time: the outcome's `occupancy`, from which
+/// reports draw queue length beside utilisation.
+#[derive(Clone, Debug)]
+pub struct JobCounts(Occupancy);
+
+impl JobCounts {
+    /// Starts at `start`.
+    pub fn new(start: Time) -> JobCounts {
+        JobCounts(Occupancy::new(start))
+    }
+}
+
+impl Observer for JobCounts {
+    fn interval(&mut self, world: &World, from: Time, to: Time) {
+        self.0.pending.add(from, to, world.pending_count() as u64);
+        self.0.running.add(from, to, world.running().len() as u64);
+    }
+    fn report(self: Box<Self>, outcome: &mut RunOutcome) {
+        outcome.occupancy = Some(self.0);
     }
 }
 
@@ -87,7 +109,10 @@ fn useful_gpus(world: &World) -> f64 {
 /// The series a driver records for `jobs` by default: utilisation, and cluster
 /// efficiency where it applies.
 pub fn standard(jobs: &[Job], start: Time, total_gpus: u32) -> Vec<Box<dyn Observer>> {
-    let mut out: Vec<Box<dyn Observer>> = vec![Box::new(Utilisation::new(start, total_gpus))];
+    let mut out: Vec<Box<dyn Observer>> = vec![
+        Box::new(Utilisation::new(start, total_gpus)),
+        Box::new(JobCounts::new(start)),
+    ];
     if ClusterEfficiency::applies(jobs) {
         out.push(Box::new(ClusterEfficiency::new(start, total_gpus)));
     }

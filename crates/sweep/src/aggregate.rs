@@ -4,7 +4,9 @@
 
 use crate::results::Row;
 use crate::spec::Sweep;
-use apiary_report::html::{Band, band_chart, esc, page_start, thousands};
+use apiary_report::chart::{self, Chart, Unit};
+use apiary_report::html::{esc, page_head, thousands};
+use apiary_report::present::{Kind, compare_ratio, metric_info, show, show_pm};
 use apiary_report::stats::{Estimate, paired_ratio};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -97,11 +99,28 @@ pub fn human(x: f64) -> String {
     }
 }
 
-fn cell_text(e: Option<Estimate>) -> String {
+fn cell_text(metric: &str, e: Option<Estimate>) -> String {
+    let kind = metric_info(metric).0;
     match e {
         None => "-".into(),
-        Some(e) if e.n < 2 => human(e.mean),
-        Some(e) => format!("{} ± {}", human(e.mean), human(e.ci95)),
+        Some(e) if e.n < 2 => show(kind, e.mean),
+        Some(e) => show_pm(kind, e.mean, e.ci95),
+    }
+}
+
+fn ratio_text(e: Option<Estimate>) -> String {
+    match e {
+        Some(e) if e.n >= 2 => format!("{:.2} ± {:.2}", e.mean, e.ci95),
+        Some(e) => format!("{:.2}", e.mean),
+        None => "-".into(),
+    }
+}
+
+fn seeds_text(l: &Line) -> String {
+    if l.failed > 0 {
+        format!("{} ({} failed)", l.seeds, l.failed)
+    } else {
+        l.seeds.to_string()
     }
 }
 
@@ -128,20 +147,12 @@ pub fn table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
             l.cluster.clone(),
             l.load.to_string(),
             l.setting.clone(),
-            if l.failed > 0 {
-                format!("{} ({} failed)", l.seeds, l.failed)
-            } else {
-                l.seeds.to_string()
-            },
+            seeds_text(l),
         ];
-        for m in 0..s.metrics.len() {
-            r.push(cell_text(l.stats[m]));
+        for (m, name) in s.metrics.iter().enumerate() {
+            r.push(cell_text(name, l.stats[m]));
             if baseline.is_some() {
-                r.push(match l.ratios[m] {
-                    Some(e) if e.n >= 2 => format!("{:.2} ± {:.2}", e.mean, e.ci95),
-                    Some(e) => format!("{:.2}", e.mean),
-                    None => "-".into(),
-                });
+                r.push(ratio_text(l.ratios[m]));
             }
         }
         body.push(r);
@@ -174,24 +185,30 @@ pub fn table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
 }
 
 /// One line per metric and setting: how it compares with the baseline at the highest
-/// load, e.g. `srtf: jct_mean 0.46x fifo (± 0.03) at load 4`.
+/// load, e.g. `srtf: mean JCT 25.34x lower than fifo at load 16 on philly / n32g8
+/// (ratio 0.04 ± 0.00 over 5 seeds)`.
 pub fn headlines(s: &Sweep, lines: &[Line], baseline: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for (m, name) in s.metrics.iter().enumerate() {
-        let top = lines.iter().map(|l| l.load).fold(f64::MIN, f64::max);
+    let top = lines.iter().map(|l| l.load).fold(f64::MIN, f64::max);
+    for (m, metric) in s.metrics.iter().enumerate() {
+        let name = metric_info(metric).1;
         for l in lines
             .iter()
             .filter(|l| l.load == top && l.setting != baseline)
         {
             if let Some(r) = l.ratios[m] {
                 let ci = if r.n >= 2 {
-                    format!(" (± {:.2})", r.ci95)
+                    format!(" (ratio {:.2} ± {:.2} over {} seeds)", r.mean, r.ci95, r.n)
                 } else {
                     String::new()
                 };
                 out.push(format!(
-                    "{}: {name} {:.2}x {baseline}{ci} at load {} on {} / {}",
-                    l.setting, r.mean, l.load, l.trace, l.cluster
+                    "{}: {name} {} {baseline} at load {} on {} / {}{ci}",
+                    l.setting,
+                    compare_ratio(r.mean),
+                    l.load,
+                    l.trace,
+                    l.cluster
                 ));
             }
         }
@@ -199,15 +216,106 @@ pub fn headlines(s: &Sweep, lines: &[Line], baseline: &str) -> Vec<String> {
     out
 }
 
+/// The table as HTML: a row per configuration, per metric its mean ± 95 % half-width
+/// and the ratio to the baseline.
+fn html_table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
+    let mut o = String::from(
+        "<table class=\"cmp\">\n<thead><tr><th>trace</th><th>cluster</th><th>load</th><th>setting</th><th>seeds</th>",
+    );
+    for m in &s.metrics {
+        let _ = write!(o, "<th>{}</th>", esc(metric_info(m).1));
+        if let Some(b) = baseline {
+            let _ = write!(o, "<th>x {}</th>", esc(b));
+        }
+    }
+    o.push_str("</tr></thead>\n<tbody>\n");
+    for l in lines {
+        let _ = write!(
+            o,
+            "<tr><th>{}</th><th>{}</th><td>{}</td><th>{}</th><td>{}</td>",
+            esc(&l.trace),
+            esc(&l.cluster),
+            l.load,
+            esc(&l.setting),
+            esc(&seeds_text(l))
+        );
+        for (m, name) in s.metrics.iter().enumerate() {
+            let _ = write!(o, "<td>{}</td>", esc(&cell_text(name, l.stats[m])));
+            if baseline.is_some() {
+                let _ = write!(
+                    o,
+                    "<td><span class=\"ratio\">{}</span></td>",
+                    esc(&ratio_text(l.ratios[m]))
+                );
+            }
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</tbody></table>\n");
+    o
+}
+
+/// The chart of one metric against load for one trace and cluster: a line per setting
+/// with its 95 % band.
+pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usize) -> String {
+    let metric = &s.metrics[m];
+    let (kind, name, _) = metric_info(metric);
+    // Durations are drawn in hours, so the axis reads in hours or days.
+    let scale = if kind == Kind::Duration {
+        1.0 / 3600.0
+    } else {
+        1.0
+    };
+    let mut series: Vec<chart::Line> = Vec::new();
+    for l in lines
+        .iter()
+        .filter(|l| l.trace == trace && l.cluster == cluster)
+    {
+        let Some(e) = l.stats[m] else { continue };
+        let p = (l.load, e.mean * scale, e.ci95 * scale);
+        match series.iter_mut().find(|x| x.0 == l.setting) {
+            Some(x) => x.1.push(p),
+            None => series.push((l.setting.clone(), vec![p])),
+        }
+    }
+    for x in &mut series {
+        x.1.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let loads: Vec<f64> = series
+        .iter()
+        .flat_map(|x| x.1.iter().map(|p| p.0))
+        .collect();
+    // Loads that double (1, 2, 4, 8) read best on a log axis.
+    let lo = loads.iter().copied().fold(f64::MAX, f64::min);
+    let hi = loads.iter().copied().fold(f64::MIN, f64::max);
+    let title = format!(
+        "{name} against load, {trace} on {cluster} ({} seeds, 95 % band)",
+        s.seeds.len()
+    );
+    chart::draw(
+        &Chart {
+            title: &title,
+            xlabel: "load (x the trace's arrival rate)",
+            ylabel: name,
+            x: Unit::Number,
+            log_x: lo > 0.0 && hi / lo >= 8.0,
+            y: match kind {
+                Kind::Duration => Unit::Hours,
+                Kind::Percent => Unit::Percent,
+                Kind::Count => Unit::Number,
+            },
+            dots: true,
+        },
+        &series,
+    )
+}
+
 /// The HTML report: the table, headlines, and per trace and cluster one chart per
 /// metric of its mean against load, a line per setting with its 95 % band.
 pub fn html(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
-    let mut o = page_start(
-        &format!("apiary sweep: {}", s.name),
-        &table(s, lines, baseline),
-    );
+    let mut o = page_head(&format!("apiary sweep: {}", s.name));
     if let Some(b) = baseline {
-        o.push_str("<ul>\n");
+        o.push_str("<ul class=\"headlines\">\n");
         for h in headlines(s, lines, b) {
             let _ = writeln!(o, "<li>{}</li>", esc(&h));
         }
@@ -221,29 +329,12 @@ pub fn html(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
     }
     for (trace, cluster) in groups {
         let _ = writeln!(o, "<h2>{} on {}</h2>", esc(trace), esc(cluster));
-        for (m, name) in s.metrics.iter().enumerate() {
-            let mut series: Vec<Band> = Vec::new();
-            for l in lines
-                .iter()
-                .filter(|l| l.trace == trace && l.cluster == cluster)
-            {
-                let Some(e) = l.stats[m] else { continue };
-                match series.iter_mut().find(|x| x.0 == l.setting) {
-                    Some(x) => x.1.push((l.load, e.mean, e.ci95)),
-                    None => series.push((l.setting.clone(), vec![(l.load, e.mean, e.ci95)])),
-                }
-            }
-            for x in &mut series {
-                x.1.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-            o.push_str(&band_chart(
-                &format!("{name} against load ({} seeds, 95 % band)", s.seeds.len()),
-                "load (x the trace's arrival rate)",
-                name,
-                &series,
-            ));
+        for m in 0..s.metrics.len() {
+            o.push_str(&load_chart(s, lines, trace, cluster, m));
         }
     }
+    o.push_str("<h2>All configurations</h2>\n");
+    o.push_str(&html_table(s, lines, baseline));
     o.push_str("</body></html>\n");
     o
 }

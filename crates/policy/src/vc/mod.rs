@@ -185,11 +185,18 @@ impl VcSharing {
                 value,
                 message,
             },
-            ParamError::Unknown { policy, key, known } => ParamError::Unknown {
+            ParamError::Unknown {
+                policy,
+                key,
+                hint,
+                known,
+            } => ParamError::Unknown {
                 policy,
                 key: format!("intra.{key}"),
+                hint,
                 known,
             },
+            other => other,
         })?;
         let cells = p.text(&CELLS).to_string();
         if cells != "demand" {

@@ -1,0 +1,214 @@
+//! The reports people read, through the real binary and a real browser: `compare`'s
+//! and `sweep report`'s report.html have an HTML table with human units, ratios against
+//! the baseline, headlines, and full-width charts whose legends sit off the data; the
+//! terminal table reads the same way. Headless Chromium renders each page to a
+//! screenshot (kept under target/ to look at) and its DOM is checked.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_apiary");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("apiary-reports-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn apiary(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn chromium() -> Option<&'static str> {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if bin.is_none() {
+        assert!(std::env::var("CI").is_err(), "CI must install chromium");
+        eprintln!("note: no chromium installed; browser checks skipped");
+    }
+    bin
+}
+
+/// Renders `page` to `png` at 1200 px wide and returns the DOM Chromium built.
+fn render(bin: &str, page: &Path, png: &Path) -> String {
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let profile = scratch(&format!(
+        "profile-{}",
+        png.file_stem().unwrap().to_string_lossy()
+    ));
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ];
+    let user = format!("--user-data-dir={}", profile.display());
+    let shot = Command::new(bin)
+        .args(flags)
+        .arg(&user)
+        .arg("--window-size=1200,2400")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(&url)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(shot.status.success(), "chromium failed on {url}");
+    let png_bytes = std::fs::read(png).unwrap();
+    // A PNG of the window's size: the IHDR chunk's width and height.
+    assert_eq!(&png_bytes[1..4], b"PNG");
+    let w = u32::from_be_bytes(png_bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(png_bytes[20..24].try_into().unwrap());
+    assert_eq!((w, h), (1200, 2400));
+    // Drawn charts and a table compress far worse than a blank page (~10 KB).
+    assert!(
+        png_bytes.len() > 60_000,
+        "{} bytes: a blank page?",
+        png_bytes.len()
+    );
+    let dom = Command::new(bin)
+        .args(flags)
+        .arg(&user)
+        .arg("--dump-dom")
+        .arg(&url)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(dom.status.success());
+    let _ = std::fs::remove_dir_all(profile);
+    text(&dom.stdout)
+}
+
+/// Where screenshots are kept to be looked at.
+fn shots() -> PathBuf {
+    let d = root().join("target/report-screenshots");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn compare_report_reads_like_a_paper_table() {
+    let dir = scratch("compare");
+    let d = dir.to_str().unwrap();
+    // A file another comparison left: not mixed into this one.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gandiva-jobs.csv"), "old").unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let o = apiary(&["compare", "-q", "-p", "fifo,srtf,tiresias", "-o", d]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !dir.join("gandiva-jobs.csv").exists(),
+        "an old run's file was left"
+    );
+    assert!(
+        dir.join("notes.txt").exists(),
+        "a file apiary did not write was removed"
+    );
+    let out = text(&o.stdout);
+    // Human units and ratios against the first policy in the terminal table.
+    let jct = out.lines().find(|l| l.starts_with("JCT mean")).unwrap();
+    assert!(jct.contains(" d") && jct.contains("x)"), "{out}");
+    assert!(!out.contains("e6"), "{out}");
+    // Rows that do not apply are left out.
+    assert!(
+        !out.contains("deadlines met") && !out.contains("cluster efficiency"),
+        "{out}"
+    );
+    assert!(out.contains("pending mean"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tiresias: mean JCT ") && l.contains("x lower than fifo")),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"cmp\">"));
+    assert!(!html.contains("<pre>"), "the table is HTML, not text");
+    for title in [
+        "JCT CDF",
+        "Pending time CDF",
+        "GPU utilisation over time",
+        "Queue length over time",
+        "Running jobs over time",
+    ] {
+        assert!(
+            html.contains(&format!(">{title}</text>")),
+            "no chart '{title}'"
+        );
+    }
+    // The Philly sample's VCs each get a chart.
+    assert!(html.contains("JCT CDF in VC "), "no per-VC charts");
+    // Axes in days, not raw seconds.
+    assert!(html.contains(" d</text>"), "no axis in days");
+
+    let Some(bin) = chromium() else { return };
+    let dom = render(bin, &dir.join("report.html"), &shots().join("compare.png"));
+    assert!(dom.contains("baseline"), "{dom}");
+    assert!(dom.contains("class=\"ratio good\""), "{dom}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn tenants_and_identical_runs_are_in_the_report() {
+    let dir = scratch("tenants");
+    let d = dir.to_str().unwrap();
+    let o = apiary(&[
+        "compare",
+        "-q",
+        "-p",
+        "private,quota,hived",
+        "-c",
+        "n48g8",
+        "-o",
+        d,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("anomaly"), "{out}");
+    assert!(out.contains("gave identical results"), "{out}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Tenants</h2>"), "no tenants table");
+    assert!(html.contains("anomaly jobs"), "no sharing anomaly");
+    assert!(
+        html.contains("gave identical results"),
+        "no identical-results note"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sweep_report_has_a_table_and_charts_in_hours() {
+    let dir = scratch("sweep");
+    let d = dir.to_str().unwrap();
+    let file = root().join("testdata/sweeps/philly-load.toml");
+    let o = apiary(&["sweep", "run", file.to_str().unwrap(), "-o", d, "-q"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r = apiary(&["sweep", "report", d]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let out = text(&r.stdout);
+    assert!(out.contains(" ± ") && out.contains(" h"), "{out}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"cmp\">"));
+    assert!(html.contains(">mean JCT against load"), "{html}");
+    assert!(html.contains("x lower than fifo"), "{html}");
+    let Some(bin) = chromium() else { return };
+    let dom = render(bin, &dir.join("report.html"), &shots().join("sweep.png"));
+    assert!(dom.contains("All configurations"), "{dom}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,449 @@
+//! How a comparison is shown to people: durations in the unit a reader thinks in
+//! (`54.3 h`, not `195643.5` or `2.6699e6`), counts with thousands separators, only the
+//! rows that apply to the runs, ratios against a baseline, and a one-line headline per
+//! metric ("tiresias: mean JCT 4.24x lower than fifo"). The terminal table and the HTML
+//! report read the same rows, so they agree.
+
+use crate::Summary;
+use crate::html::{esc, thousands};
+use std::fmt::Write as _;
+
+/// A duration in seconds, in the largest unit that keeps it readable: `45.2 s`,
+/// `12.5 min`, `3.4 h`, `2.15 d`.
+pub fn duration(secs: f64) -> String {
+    let a = secs.abs();
+    if a == 0.0 {
+        "0 s".into()
+    } else if a < 1.0 {
+        format!("{secs:.3} s")
+    } else if a < 120.0 {
+        format!("{secs:.1} s")
+    } else if a < 7_200.0 {
+        format!("{:.1} min", secs / 60.0)
+    } else if a < 172_800.0 {
+        format!("{:.1} h", secs / 3_600.0)
+    } else if a < 8_640_000.0 {
+        format!("{:.2} d", secs / 86_400.0)
+    } else {
+        format!("{} d", thousands(secs / 86_400.0))
+    }
+}
+
+/// An axis tick in seconds, as short as it can be: `10 s`, `10 min`, `1 h`, `2 d`.
+pub fn duration_tick(secs: f64) -> String {
+    let (v, unit) = if secs.abs() < 60.0 {
+        (secs, "s")
+    } else if secs.abs() < 3_600.0 {
+        (secs / 60.0, "min")
+    } else if secs.abs() < 86_400.0 {
+        (secs / 3_600.0, "h")
+    } else {
+        (secs / 86_400.0, "d")
+    };
+    let n = if v.abs() >= 1000.0 {
+        thousands(v)
+    } else if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    format!("{n} {unit}")
+}
+
+/// A duration `secs` and a half-width `ci` in one unit, the one `secs` reads best in:
+/// `19.5 ± 2.1 h`.
+pub fn duration_pm(secs: f64, ci: f64) -> String {
+    let a = secs.abs();
+    let (f, unit) = if a < 120.0 {
+        (1.0, "s")
+    } else if a < 7_200.0 {
+        (60.0, "min")
+    } else if a < 172_800.0 {
+        (3_600.0, "h")
+    } else {
+        (86_400.0, "d")
+    };
+    let digits = if a / f >= 100.0 {
+        0
+    } else if a / f >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{:.d$} ± {:.d$} {unit}", secs / f, ci / f, d = digits)
+}
+
+/// How a metric of a sweep (a field of `summary.json`) reads, its name for people, and
+/// which way is better.
+pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
+    use Better::{Higher, Lower};
+    match metric {
+        "jct_mean" => (Kind::Duration, "mean JCT", Lower),
+        "jct_median" => (Kind::Duration, "median JCT", Lower),
+        "jct_p95" => (Kind::Duration, "p95 JCT", Lower),
+        "jct_p99" => (Kind::Duration, "p99 JCT", Lower),
+        "queue_mean" => (Kind::Duration, "mean first-start delay", Lower),
+        "queue_median" => (Kind::Duration, "median first-start delay", Lower),
+        "pending_mean" => (Kind::Duration, "mean pending time", Lower),
+        "pending_median" => (Kind::Duration, "median pending time", Lower),
+        "makespan" => (Kind::Duration, "makespan", Lower),
+        "best_effort_jct_mean" => (Kind::Duration, "best-effort mean JCT", Lower),
+        "util_mean" => (Kind::Percent, "GPU utilisation", Higher),
+        "ce_mean" => (Kind::Percent, "cluster efficiency", Higher),
+        "deadline_ratio" => (Kind::Percent, "deadlines met", Higher),
+        "finished" => (Kind::Count, "jobs finished", Higher),
+        "unfinished" => (Kind::Count, "jobs unfinished", Lower),
+        "rejected" => (Kind::Count, "jobs rejected", Lower),
+        "preemptions" => (Kind::Count, "preemptions", Lower),
+        _ => (Kind::Count, "events", Lower),
+    }
+}
+
+/// A mean and its 95 % half-width as `kind` reads.
+pub fn show_pm(kind: Kind, mean: f64, ci: f64) -> String {
+    match kind {
+        Kind::Duration => duration_pm(mean, ci),
+        Kind::Percent => format!("{:.1} ± {:.1} %", mean * 100.0, ci * 100.0),
+        Kind::Count if mean.abs() >= 1000.0 => format!("{} ± {}", thousands(mean), thousands(ci)),
+        Kind::Count => format!("{mean:.1} ± {ci:.1}"),
+    }
+}
+
+/// How a ratio reads in a headline: `4.24x lower than`, `1.10x higher than`, `the same
+/// as`.
+pub fn compare_ratio(r: f64) -> String {
+    if (r - 1.0).abs() < 0.005 {
+        return "the same as".into();
+    }
+    let (f, dir) = if r < 1.0 {
+        (1.0 / r, "lower")
+    } else {
+        (r, "higher")
+    };
+    if r == 0.0 || r.is_infinite() {
+        return format!("{dir} than");
+    }
+    format!("{f:.2}x {dir} than")
+}
+
+/// How a measure's values read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Seconds.
+    Duration,
+    /// A count.
+    Count,
+    /// A fraction, shown as a percentage.
+    Percent,
+}
+
+/// Which way is better, for headlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Better {
+    /// Smaller values are better (times).
+    Lower,
+    /// Larger values are better (utilisation).
+    Higher,
+}
+
+/// A row of the comparison.
+pub struct Measure {
+    /// The row's label.
+    pub label: &'static str,
+    /// Its name in a headline (`mean JCT`); rows without one get no headline.
+    pub headline: Option<(&'static str, Better)>,
+    /// How the values read.
+    pub kind: Kind,
+    /// The value of a run; `None` where the row does not apply to it.
+    pub value: fn(&Summary) -> Option<f64>,
+}
+
+/// The rows, in the order tables show them.
+pub const MEASURES: &[Measure] = &[
+    Measure {
+        label: "jobs finished",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| Some(s.finished as f64),
+    },
+    Measure {
+        label: "unfinished",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| Some(s.unfinished as f64),
+    },
+    Measure {
+        label: "rejected",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| (s.rejected > 0).then_some(s.rejected as f64),
+    },
+    Measure {
+        label: "JCT mean",
+        headline: Some(("mean JCT", Better::Lower)),
+        kind: Kind::Duration,
+        value: |s| Some(s.jct_mean),
+    },
+    Measure {
+        label: "JCT median",
+        headline: None,
+        kind: Kind::Duration,
+        value: |s| Some(s.jct_median),
+    },
+    Measure {
+        label: "JCT p95",
+        headline: None,
+        kind: Kind::Duration,
+        value: |s| Some(s.jct_p95),
+    },
+    Measure {
+        label: "JCT p99",
+        headline: Some(("p99 JCT", Better::Lower)),
+        kind: Kind::Duration,
+        value: |s| Some(s.jct_p99),
+    },
+    Measure {
+        label: "first-start delay mean",
+        headline: None,
+        kind: Kind::Duration,
+        value: |s| Some(s.queue_mean),
+    },
+    Measure {
+        label: "pending mean",
+        headline: Some(("mean pending time", Better::Lower)),
+        kind: Kind::Duration,
+        value: |s| Some(s.pending_mean),
+    },
+    Measure {
+        label: "makespan",
+        headline: Some(("makespan", Better::Lower)),
+        kind: Kind::Duration,
+        value: |s| Some(s.makespan),
+    },
+    Measure {
+        label: "GPU utilisation",
+        headline: Some(("GPU utilisation", Better::Higher)),
+        kind: Kind::Percent,
+        value: |s| Some(s.util_mean),
+    },
+    Measure {
+        label: "cluster efficiency",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.ce_mean,
+    },
+    Measure {
+        label: "preemptions",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| Some(s.preemptions as f64),
+    },
+    Measure {
+        label: "deadlines met",
+        headline: Some(("deadlines met", Better::Higher)),
+        kind: Kind::Percent,
+        value: |s| s.deadline_ratio,
+    },
+    Measure {
+        label: "best-effort JCT mean",
+        headline: None,
+        kind: Kind::Duration,
+        value: |s| s.best_effort_jct_mean,
+    },
+];
+
+/// A value as the row's kind reads.
+pub fn show(kind: Kind, v: f64) -> String {
+    match kind {
+        Kind::Duration => duration(v),
+        Kind::Count => thousands(v),
+        Kind::Percent => format!("{:.1} %", v * 100.0),
+    }
+}
+
+/// The rows that apply to some of `sums`.
+fn applying(sums: &[Summary]) -> impl Iterator<Item = &'static Measure> + '_ {
+    MEASURES
+        .iter()
+        .filter(|m| sums.iter().any(|s| (m.value)(s).is_some()))
+}
+
+/// `v` over the baseline's `b`, when both are there and the baseline is not 0.
+fn ratio(v: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (v, b) {
+        (Some(v), Some(b)) if b != 0.0 => Some(v / b),
+        (Some(0.0), Some(_)) => Some(1.0),
+        _ => None,
+    }
+}
+
+/// The cells of one row: each run's value, then its ratio to the first run's.
+fn cells(m: &Measure, sums: &[Summary]) -> Vec<(String, Option<f64>)> {
+    let base = sums.first().and_then(|s| (m.value)(s));
+    sums.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let v = (m.value)(s);
+            let text = match v {
+                Some(x) if m.label == "jobs finished" => {
+                    format!("{} / {}", thousands(x), thousands(s.jobs as f64))
+                }
+                Some(x) => show(m.kind, x),
+                None => "-".into(),
+            };
+            let shown = i > 0 && m.kind != Kind::Count;
+            (text, if shown { ratio(v, base) } else { None })
+        })
+        .collect()
+}
+
+/// A side-by-side text table of runs; with two or more, each column after the first
+/// (the baseline) shows its ratio to the baseline's value in parentheses.
+pub fn table(sums: &[Summary]) -> String {
+    let rows: Vec<(&str, Vec<String>)> = applying(sums)
+        .map(|m| {
+            let c = cells(m, sums)
+                .into_iter()
+                .map(|(t, r)| match r {
+                    Some(r) => format!("{t} ({})", ratio_text(r)),
+                    None => t,
+                })
+                .collect();
+            (m.label, c)
+        })
+        .collect();
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let col_w: Vec<usize> = sums
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            rows.iter()
+                .map(|r| r.1[i].chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(s.policy.chars().count())
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = write!(out, "{:label_w$}", "");
+    for (i, s) in sums.iter().enumerate() {
+        let _ = write!(out, "  {:>w$}", s.policy, w = col_w[i]);
+    }
+    out.push('\n');
+    for (label, c) in &rows {
+        let _ = write!(out, "{label:label_w$}");
+        for (i, v) in c.iter().enumerate() {
+            let _ = write!(out, "  {v:>w$}", w = col_w[i]);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The same table as HTML: a column per run, the first the baseline, ratios beside the
+/// others' values.
+pub fn html_table(sums: &[Summary]) -> String {
+    let mut o = String::from("<table class=\"cmp\">\n<thead><tr><th></th>");
+    for (i, s) in sums.iter().enumerate() {
+        let tag = if i == 0 && sums.len() > 1 {
+            " <span class=\"base\">baseline</span>"
+        } else {
+            ""
+        };
+        let _ = write!(o, "<th>{}{tag}</th>", esc(&s.policy));
+    }
+    o.push_str("</tr></thead>\n<tbody>\n");
+    for m in applying(sums) {
+        let _ = write!(o, "<tr><th>{}</th>", esc(m.label));
+        for (t, r) in cells(m, sums) {
+            let _ = write!(o, "<td>{}", esc(&t));
+            if let Some(r) = r {
+                let class = match m.headline.map(|h| h.1) {
+                    Some(Better::Lower) if r < 0.995 => " good",
+                    Some(Better::Lower) if r > 1.005 => " bad",
+                    Some(Better::Higher) if r > 1.005 => " good",
+                    Some(Better::Higher) if r < 0.995 => " bad",
+                    _ => "",
+                };
+                let _ = write!(
+                    o,
+                    " <span class=\"ratio{class}\">{}</span>",
+                    esc(&ratio_text(r))
+                );
+            }
+            o.push_str("</td>");
+        }
+        o.push_str("</tr>\n");
+    }
+    o.push_str("</tbody></table>\n");
+    o
+}
+
+/// A ratio as a table shows it: `0.24x`, `0.004x`.
+pub fn ratio_text(r: f64) -> String {
+    if r >= 99.5 {
+        format!("{}x", thousands(r))
+    } else if r == 0.0 || r >= 0.095 {
+        format!("{r:.2}x")
+    } else if r >= 0.000_95 {
+        format!("{r:.3}x")
+    } else {
+        "<0.001x".into()
+    }
+}
+
+/// One line per headline metric: the run after the first (the baseline) that does best
+/// on it, against the baseline, e.g. `tiresias: mean JCT 4.24x lower than fifo (12.8 h
+/// against 2.26 d)`.
+pub fn headlines(sums: &[Summary]) -> Vec<String> {
+    let Some(base) = sums.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for m in MEASURES {
+        let Some((name, better)) = m.headline else {
+            continue;
+        };
+        let Some(b) = (m.value)(base) else { continue };
+        let best = sums[1..]
+            .iter()
+            .filter_map(|s| Some((s, (m.value)(s)?)))
+            .reduce(|x, y| {
+                let y_better = match better {
+                    Better::Lower => y.1 < x.1,
+                    Better::Higher => y.1 > x.1,
+                };
+                if y_better { y } else { x }
+            });
+        let Some((s, v)) = best else { continue };
+        let vs = format!("({} against {})", show(m.kind, v), show(m.kind, b));
+        let phrase = match (b == 0.0, v == 0.0) {
+            (true, true) => "the same as".to_string(),
+            (true, false) => compare_ratio(f64::INFINITY),
+            _ => compare_ratio(v / b),
+        };
+        out.push(format!(
+            "{}: {name} {phrase} {} {vs}",
+            s.policy, base.policy
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_a_people_unit() {
+        assert_eq!(duration(0.0), "0 s");
+        assert_eq!(duration(45.23), "45.2 s");
+        assert_eq!(duration(750.0), "12.5 min");
+        assert_eq!(duration(195_643.5), "2.26 d");
+        assert_eq!(duration(12_240.0), "3.4 h");
+        assert_eq!(duration(2_669_900.0), "30.90 d");
+        assert_eq!(duration_tick(600.0), "10 min");
+        assert_eq!(duration_tick(86_400.0 * 2.5), "2.5 d");
+    }
+}
