@@ -210,8 +210,8 @@ enum HivedCmd {
         #[arg(long)]
         inspect_each_step: bool,
     },
-    /// Print physical and virtual cell status for a HiveD config (all nodes healthy).
-    /// Time HiveD's scheduling decision on a large shared cluster.
+    /// Time HiveD's scheduling decision on a large shared cluster (8-GPU nodes, equal
+    /// VCs, held near a utilisation by Philly-sized jobs).
     Bench {
         /// Cluster GPUs (8 per node).
         #[arg(long, default_value_t = 10_000)]
@@ -232,6 +232,7 @@ enum HivedCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print physical and virtual cell status for a HiveD config (all nodes healthy).
     Status {
         /// HiveD config (YAML or JSON).
         config: PathBuf,

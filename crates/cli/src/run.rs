@@ -247,8 +247,9 @@ fn run_one(
         a.quiet,
         jobs.len(),
         label,
-        "{prefix} [{bar:30}] {pos}/{len} jobs done, {msg}",
+        "{prefix} [{bar:30}] {pos}/{len} jobs done, {elapsed_precise} elapsed, ETA {eta_precise}, {msg}",
     );
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
     let t0 = Instant::now();
     if !matches!(a.driver.as_str(), "sim" | "live") {
         bail!("--driver must be sim or live (got '{}')", a.driver);
@@ -294,6 +295,7 @@ fn run_sim(
     bar: &indicatif::ProgressBar,
     t0: Instant,
 ) -> Result<RunOutcome> {
+    let mut last_message = f64::MIN;
     Ok(apiary_sim::run(
         cluster.clone(),
         jobs,
@@ -302,8 +304,16 @@ fn run_sim(
         cfg,
         &mut |pr| {
             bar.set_position(pr.finished as u64);
-            let rate = pr.events as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!("{:.2} M events/s", rate / 1e6));
+            // The message is text: build it at most a few times a second.
+            let t = t0.elapsed().as_secs_f64();
+            if t - last_message >= 0.25 {
+                last_message = t;
+                bar.set_message(format!(
+                    "{:.0} jobs/s, {:.2} M events/s",
+                    pr.finished as f64 / t,
+                    pr.events as f64 / t / 1e6
+                ));
+            }
         },
     )?)
 }

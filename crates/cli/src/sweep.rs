@@ -3,7 +3,7 @@
 //! baseline.
 
 use anyhow::{Context, Result, bail};
-use apiary_sweep::aggregate::{aggregate, headlines, html, table};
+use apiary_sweep::aggregate::{aggregate, headlines, html, load_chart, table};
 use apiary_sweep::cell::Inputs;
 use apiary_sweep::launch::{self, K8sOptions, Launch, SlurmOptions};
 use apiary_sweep::plan::Cell;
@@ -325,7 +325,7 @@ fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -
         quiet,
         todo.len(),
         "cells",
-        "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, ETA {eta_precise} ({per_sec})",
+        "{prefix} [{bar:30}] {pos}/{len} cells, {elapsed_precise} elapsed, ETA {eta_precise}, {msg}",
     );
     bar.enable_steady_tick(Duration::from_millis(500));
     let t0 = Instant::now();
@@ -352,6 +352,11 @@ fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -
                         next.store(todo.len(), Ordering::Relaxed);
                     }
                     bar.inc(1);
+                    let t = t0.elapsed().as_secs_f64();
+                    bar.set_message(format!(
+                        "{:.1} cells/s",
+                        bar.position() as f64 / t.max(1e-9)
+                    ));
                 }
             });
         }
@@ -470,6 +475,32 @@ fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
     let p = dir.join("report.html");
     std::fs::write(&p, html(s, &lines, baseline.as_deref()))
         .with_context(|| format!("writing {}", p.display()))?;
-    eprintln!("wrote {}", p.display());
+    // Each chart also as its own SVG file, for papers and docs.
+    let charts = dir.join("charts");
+    std::fs::create_dir_all(&charts).with_context(|| format!("creating {}", charts.display()))?;
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for l in &lines {
+        if !groups.contains(&(l.trace.as_str(), l.cluster.as_str())) {
+            groups.push((&l.trace, &l.cluster));
+        }
+    }
+    for (trace, cluster) in groups {
+        for (m, metric) in s.metrics.iter().enumerate() {
+            let fig = load_chart(s, &lines, trace, cluster, m);
+            let svg = fig
+                .trim_start_matches("<figure>")
+                .trim_end()
+                .trim_end_matches("</figure>");
+            let name = format!("{trace}-{cluster}-{metric}.svg").replace(['/', '\\', ' '], "_");
+            let f = charts.join(name);
+            std::fs::write(&f, format!("{svg}\n"))
+                .with_context(|| format!("writing {}", f.display()))?;
+        }
+    }
+    eprintln!(
+        "wrote {} and its charts in {}",
+        p.display(),
+        charts.display()
+    );
     Ok(())
 }

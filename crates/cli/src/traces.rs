@@ -234,6 +234,26 @@ pub(crate) fn trace_cmd(cmd: TraceCmd) -> Result<()> {
             };
             let js = apiary_trace::synth::generate(&o);
             apiary_trace::write_csv(&js, open_out(&out)?)?;
+            if out != Path::new("-") {
+                let span = js.iter().map(|j| j.submit).max().unwrap_or(0)
+                    - js.iter().map(|j| j.submit).min().unwrap_or(0);
+                let sizes: u64 = js.iter().map(|j| u64::from(j.gpus)).sum();
+                eprintln!(
+                    "wrote {}: {} jobs (seed {seed}) submitted over {}, {:.1} GPUs a job on \
+                     average, sized for {gpus} GPUs at load {load}; run it with `apiary \
+                     simulate -t {} -c {}`",
+                    out.display(),
+                    js.len(),
+                    apiary_report::present::duration(span as f64 / 1000.0),
+                    sizes as f64 / js.len().max(1) as f64,
+                    out.display(),
+                    if gpus % 8 == 0 {
+                        format!("n{}g8", gpus / 8)
+                    } else {
+                        format!("n{gpus}g1")
+                    }
+                );
+            }
             Ok(())
         }
     }

@@ -212,3 +212,55 @@ fn sweep_report_has_a_table_and_charts_in_hours() {
     assert!(dom.contains("All configurations"), "{dom}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn getting_started_commands_say_what_they_did() {
+    let dir = scratch("synth");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("synth.csv");
+    let o = apiary(&[
+        "trace",
+        "synth",
+        "--jobs",
+        "200",
+        "--gpus",
+        "64",
+        "--seed",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!("wrote {}: 200 jobs (seed 1)", out.display()))
+            && err.contains("-c n8g8"),
+        "{err}"
+    );
+    // Subcommands are described by their own help, not a neighbour's.
+    let h = text(&apiary(&["hived", "--help"]).stdout);
+    let line = |cmd: &str| {
+        h.lines()
+            .find(|l| l.trim_start().starts_with(cmd))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("status").contains("cell status"), "{h}");
+    assert!(
+        line("bench").contains("Time HiveD's scheduling decision"),
+        "{h}"
+    );
+    assert!(!line("bench").contains("cell status"), "{h}");
+    // The paper-style sweep plans to its 100 cells.
+    let paper = root().join("testdata/sweeps/philly-paper.toml");
+    let p = apiary(&["sweep", "plan", paper.to_str().unwrap()]);
+    assert!(p.status.success(), "{}", text(&p.stderr));
+    assert!(
+        text(&p.stdout).starts_with(
+            "philly-paper: 100 cells = 1 traces x 1 clusters x 5 loads x 4 settings x 5 seeds"
+        ),
+        "{}",
+        text(&p.stdout)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -178,7 +178,7 @@ pub fn draw(c: &Chart, lines: &[Line]) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
-        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {BW} {BH}" font-family="sans-serif" font-size="13">"#
+        r#"<figure><svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {BW} {BH}" font-family="sans-serif" font-size="13"><rect width="{BW}" height="{BH}" fill="white"/>"#
     );
     let _ = write!(
         o,

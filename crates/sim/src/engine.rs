@@ -270,12 +270,14 @@ impl<'a> Engine<'a> {
         self.touched.clear();
     }
 
-    /// Steps to the end, reporting progress every 65,536 events, and returns the outcome.
+    /// Steps to the end, reporting progress every 1,024 steps (often enough for a
+    /// front end to redraw every second even when each step is a long policy pass, as
+    /// Gandiva's are), and returns the outcome.
     pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> Result<RunOutcome, SimError> {
-        let mut next_progress = 1u64 << 16;
+        let mut steps = 0u32;
         while self.step()?.is_some() {
-            if self.events >= next_progress {
-                next_progress = self.events + (1 << 16);
+            steps = steps.wrapping_add(1);
+            if steps.is_multiple_of(1024) {
                 progress(self.progress());
             }
         }
