@@ -278,19 +278,7 @@ fn tokens_confine_tenants_to_their_vc_and_nodes_to_admins() {
 /// Chromium's DOM after its scripts ran, or `None` (with a notice) when no browser is
 /// installed; under CI a missing browser is a failure.
 fn browse(url: &str) -> Option<String> {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(bin) = bin else {
-        assert!(std::env::var("CI").is_err(), "CI must install chromium");
-        eprintln!("note: no chromium installed; dashboard browser test skipped");
-        return None;
-    };
+    let bin = common::chromium()?;
     let out = Command::new(bin)
         .args([
             "--headless",

@@ -4,6 +4,9 @@
 //! terminal table reads the same way. Headless Chromium renders each page to a
 //! screenshot (kept under target/ to look at) and its DOM is checked.
 
+mod common;
+
+use common::chromium;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -25,22 +28,6 @@ fn apiary(args: &[&str]) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn chromium() -> Option<&'static str> {
-    let bin = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if bin.is_none() {
-        assert!(std::env::var("CI").is_err(), "CI must install chromium");
-        eprintln!("note: no chromium installed; browser checks skipped");
-    }
-    bin
 }
 
 /// Renders `page` to `png` at 1200 px wide and returns the DOM Chromium built.

@@ -118,14 +118,20 @@ pub fn vc_rows(o: &RunOutcome, private: Option<&RunOutcome>) -> Result<Vec<VcRow
         .collect())
 }
 
-/// A text table: one line per VC, a column group per run.
-pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
+/// Every VC of `runs`, in name order.
+fn vc_names(runs: &[(String, Vec<VcRow>)]) -> Vec<&str> {
     let mut vcs: Vec<&str> = runs
         .iter()
         .flat_map(|r| r.1.iter().map(|v| v.vc.as_str()))
         .collect();
     vcs.sort_unstable();
     vcs.dedup();
+    vcs
+}
+
+/// A text table: one line per VC, a column group per run.
+pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
+    let vcs = vc_names(runs);
     let vw = vcs.iter().map(|v| v.len()).max().unwrap_or(2).max(2);
     let mut out = String::new();
     let _ = write!(out, "{:vw$}  {:>6}", "VC", "jobs");
@@ -174,12 +180,7 @@ pub fn vc_table(runs: &[(String, Vec<VcRow>)]) -> String {
 /// delay and JCT, and against the private run the jobs that waited longer and the
 /// longest extra wait.
 pub fn vc_html(runs: &[(String, Vec<VcRow>)]) -> String {
-    let mut vcs: Vec<&str> = runs
-        .iter()
-        .flat_map(|r| r.1.iter().map(|v| v.vc.as_str()))
-        .collect();
-    vcs.sort_unstable();
-    vcs.dedup();
+    let vcs = vc_names(runs);
     let anomaly = |rows: &[VcRow]| rows.iter().any(|r| r.anomaly.is_some());
     let mut o = String::from("<h2>Tenants</h2>\n");
     if runs.iter().any(|r| anomaly(&r.1)) {

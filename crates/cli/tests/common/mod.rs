@@ -405,3 +405,21 @@ pub fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -
     let v = r.body_mut().read_json().unwrap_or(Value::Null);
     (code, v)
 }
+
+/// The headless browser the page tests drive, or `None` (with a notice) when none is
+/// installed; under CI a missing browser is a failure.
+pub fn chromium() -> Option<&'static str> {
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if bin.is_none() {
+        assert!(std::env::var("CI").is_err(), "CI must install chromium");
+        eprintln!("note: no chromium installed; browser checks skipped");
+    }
+    bin
+}
