@@ -1,6 +1,7 @@
 //! `apiary serve` and the clients (`submit`, `jobs`, `job`, `cancel`, `nodes`, `cordon`,
 //! `uncordon`): the live cluster from the command line. The agent is [`crate::agent`].
 
+use crate::jobtime;
 use anyhow::{Context, Result, bail};
 use apiary_server::config::ServerConfig;
 use apiary_server::types::*;
@@ -17,8 +18,8 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
     let mut cfg = ServerConfig::parse(&text, &config.display().to_string())?;
     cfg.load_tokens(config.parent().unwrap_or(Path::new(".")))?;
     if cfg.tokens.is_empty() {
-        eprintln!(
-            "apiary serve: warning: no [[tokens]]: the API is open to anyone who can reach it"
+        apiary_server::service::log(
+            "warning: no [[tokens]]: the API is open to anyone who can reach it",
         );
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -40,10 +41,10 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
-        eprintln!(
-            "apiary serve: listening on http://{}, {desc}",
+        apiary_server::service::log(&format!(
+            "listening on http://{}, {desc}",
             listener.local_addr()?
-        );
+        ));
         let shutdown = async {
             let ctrl_c = tokio::signal::ctrl_c();
             let mut term =
@@ -53,7 +54,7 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}
             }
-            eprintln!("apiary serve: shutting down");
+            apiary_server::service::log("shutting down");
         };
         apiary_server::http::serve(listener, h, tokens, shutdown).await?;
         task.abort();
@@ -65,16 +66,53 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
 /// file (`$APIARY_CONFIG`, default `~/.config/apiary/client.toml`, with `server` and
 /// `token`), then `http://127.0.0.1:8800`.
 #[derive(clap::Args, Clone, Debug)]
-pub struct ClientArgs {
+pub struct Connection {
     /// Server URL (or APIARY_SERVER).
     #[arg(long, env = "APIARY_SERVER")]
     pub server: Option<String>,
-    /// Output: `table` or `json`.
-    #[arg(long, short, default_value = "table")]
-    pub output: String,
     /// Bearer token (or APIARY_TOKEN).
     #[arg(long, env = "APIARY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// How a client prints what it got, as kubectl's `-o`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Output {
+    /// Columns for people.
+    #[default]
+    Table,
+    /// More columns.
+    Wide,
+    /// The API's JSON, machine values (unix ms).
+    Json,
+    /// The same as YAML.
+    Yaml,
+}
+
+/// A client command's connection and output format.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+impl ClientArgs {
+    fn client(&self) -> Result<Client> {
+        self.conn.client()
+    }
+
+    /// Prints `v` as JSON or YAML when that is the output asked for; false for a table.
+    fn machine<T: Serialize>(&self, v: &T) -> Result<bool> {
+        match self.output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(v)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(v).context("writing YAML")?),
+            Output::Table | Output::Wide => return Ok(false),
+        }
+        Ok(true)
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -99,7 +137,7 @@ fn client_file() -> Result<ClientFile> {
     }
 }
 
-impl ClientArgs {
+impl Connection {
     fn client(&self) -> Result<Client> {
         let file = if self.server.is_none() || self.token.is_none() {
             client_file()?
@@ -271,21 +309,10 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         restart: RestartPolicy::default(),
     };
     let r: JobRecord = c.client()?.post("/v1/jobs", &spec)?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
+    if !c.machine(&r)? {
         println!("Submitted job {}", r.id);
     }
     Ok(())
-}
-
-fn age(now: u64, at: u64) -> String {
-    let s = now.saturating_sub(at) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        _ => format!("{}h{}m", s / 3600, s / 60 % 60),
-    }
 }
 
 fn now_ms() -> u64 {
@@ -312,15 +339,25 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
     if !all && state.is_none() {
         list.retain(|r| !r.state.terminal());
     }
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if c.machine(&list)? {
         return Ok(());
     }
     let now = now_ms();
-    println!(
-        "{:>8}  {:<12} {:<16} {:<10} {:>4}  {:>8}  NODES",
+    let wide = c.output == Output::Wide;
+    let mut head = format!(
+        "{:>8}  {:<12} {:<16} {:<10} {:>4} {:>11}",
         "JOBID", "VC", "NAME", "STATE", "GPUS", "TIME"
     );
+    if all || wide {
+        head.push_str(&format!(" {:>11} {:>6}", "ELAPSED", "EXIT"));
+    }
+    if wide {
+        head.push_str(&format!(
+            " {:>4} {:<8} {:<19}",
+            "PRIO", "GPUTYPE", "SUBMITTED"
+        ));
+    }
+    println!("{head}  NODES");
     for r in list {
         let name = r
             .spec
@@ -328,8 +365,7 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
             .clone()
             .or_else(|| r.spec.command.first().cloned())
             .unwrap_or_default();
-        let since = r.history.last().map_or(r.submitted_ms, |t| t.at_ms);
-        let nodes = if r.state == JobState::Running {
+        let nodes = if r.state == JobState::Running || (wide && !r.parts.is_empty()) {
             r.parts
                 .iter()
                 .map(|p| p.node.as_str())
@@ -338,16 +374,31 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
         } else {
             String::new()
         };
-        println!(
-            "{:>8}  {:<12} {:<16} {:<10} {:>4}  {:>8}  {}",
+        let mut line = format!(
+            "{:>8}  {:<12} {:<16} {:<10} {:>4} {:>11}",
             r.id,
             r.vc,
             name.chars().take(16).collect::<String>(),
             r.state.as_str(),
             r.spec.gpus,
-            age(now, since),
-            nodes
+            jobtime::squeue_time(jobtime::run_ms(&r, now)),
         );
+        if all || wide {
+            line.push_str(&format!(
+                " {:>11} {:>6}",
+                jobtime::elapsed_ms(&r, now).map_or("-".into(), jobtime::squeue_time),
+                jobtime::exit_text(&r)
+            ));
+        }
+        if wide {
+            line.push_str(&format!(
+                " {:>4} {:<8} {:<19}",
+                r.spec.priority,
+                r.spec.gpu_type.as_deref().unwrap_or("any"),
+                jobtime::local(r.submitted_ms)
+            ));
+        }
+        println!("{line}  {nodes}");
     }
     Ok(())
 }
@@ -355,10 +406,10 @@ pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) ->
 /// `apiary job ID`.
 pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     let r: JobRecord = c.client()?.get(&format!("/v1/jobs/{id}"))?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+    if c.machine(&r)? {
         return Ok(());
     }
+    let now = now_ms();
     println!(
         "job {}  {}  vc {}  {} GPUs  attempt {}",
         r.id,
@@ -368,6 +419,20 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         r.attempt
     );
     println!("command  {}", r.spec.command.join(" "));
+    println!(
+        "submitted {} ({})",
+        jobtime::local(r.submitted_ms),
+        jobtime::ago(now, r.submitted_ms)
+    );
+    println!(
+        "time     {} run{}, exit {}",
+        jobtime::squeue_time(jobtime::run_ms(&r, now)),
+        jobtime::elapsed_ms(&r, now).map_or(String::new(), |e| format!(
+            ", {} since its first start",
+            jobtime::squeue_time(e)
+        )),
+        jobtime::exit_text(&r)
+    );
     for p in &r.parts {
         println!(
             "part     {} GPUs {:?}{}",
@@ -377,7 +442,13 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         );
     }
     for t in &r.history {
-        println!("{:>14}  {:<10} {}", t.at_ms, t.event, t.detail);
+        println!(
+            "{}  {:>8}  {:<10} {}",
+            jobtime::local(t.at_ms),
+            jobtime::ago(now, t.at_ms),
+            t.event,
+            t.detail
+        );
     }
     Ok(())
 }
@@ -386,13 +457,12 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
 /// by the server once the processes exited).
 pub fn logs(c: &ClientArgs, id: u64) -> Result<()> {
     let r: JobRecord = c.client()?.get(&format!("/v1/jobs/{id}"))?;
-    if c.output == "json" {
-        let parts: Vec<_> = r
-            .parts
-            .iter()
-            .map(|p| serde_json::json!({"node": p.node, "exit": p.exit, "output_tail": p.output_tail}))
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&parts)?);
+    let parts: Vec<_> = r
+        .parts
+        .iter()
+        .map(|p| serde_json::json!({"node": p.node, "exit": p.exit, "output_tail": p.output_tail}))
+        .collect();
+    if c.machine(&parts)? {
         return Ok(());
     }
     if r.parts.is_empty() {
@@ -419,9 +489,7 @@ pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
     let r: JobRecord = c
         .client()?
         .post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
+    if !c.machine(&r)? {
         println!("Cancelled job {}", r.id);
     }
     Ok(())
@@ -430,8 +498,7 @@ pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
 /// `apiary nodes` (like sinfo).
 pub fn nodes(c: &ClientArgs) -> Result<()> {
     let list: Vec<NodeStatus> = c.client()?.get("/v1/nodes")?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if c.machine(&list)? {
         return Ok(());
     }
     println!(
@@ -463,7 +530,7 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
 }
 
 /// `apiary cordon|uncordon|drain NODE`.
-pub fn node_action(c: &ClientArgs, node: &str, verb: &str) -> Result<()> {
+pub fn node_action(c: &Connection, node: &str, verb: &str) -> Result<()> {
     let v: serde_json::Value = c
         .client()?
         .post(&format!("/v1/nodes/{node}/{verb}"), &serde_json::json!({}))?;
@@ -477,8 +544,7 @@ pub fn node_action(c: &ClientArgs, node: &str, verb: &str) -> Result<()> {
 /// `apiary vcs`.
 pub fn vcs(c: &ClientArgs) -> Result<()> {
     let list: Vec<serde_json::Value> = c.client()?.get("/v1/vcs")?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if c.machine(&list)? {
         return Ok(());
     }
     let num = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
@@ -508,9 +574,7 @@ pub fn quota(c: &ClientArgs, vc: &str, gpus: u64) -> Result<()> {
         &format!("/v1/vcs/{vc}"),
         &serde_json::json!({"quota_gpus": gpus}),
     )?;
-    if c.output == "json" {
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
+    if !c.machine(&v)? {
         println!("VC {vc}: quota {gpus} GPUs");
     }
     Ok(())

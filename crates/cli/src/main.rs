@@ -8,6 +8,7 @@ mod agent;
 mod bench;
 mod comm;
 mod hived;
+mod jobtime;
 mod live;
 mod llm;
 mod llm_pool;
@@ -144,7 +145,7 @@ enum Cmd {
         /// Node name.
         node: String,
         #[command(flatten)]
-        client: live::ClientArgs,
+        client: live::Connection,
     },
     /// List the virtual clusters with their quota or cells and their jobs.
     Vcs {
@@ -165,14 +166,14 @@ enum Cmd {
         /// Node name.
         node: String,
         #[command(flatten)]
-        client: live::ClientArgs,
+        client: live::Connection,
     },
     /// Place jobs on a node again.
     Uncordon {
         /// Node name.
         node: String,
         #[command(flatten)]
-        client: live::ClientArgs,
+        client: live::Connection,
     },
     /// HiveD: replay algorithm calls, print cell status.
     Hived {

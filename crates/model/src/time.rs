@@ -27,6 +27,35 @@ pub fn fmt_duration(ms: Time) -> String {
     }
 }
 
+/// Unix milliseconds as an RFC 3339 UTC timestamp: `2026-11-25T13:51:40.123Z`.
+pub fn rfc3339_utc(unix_ms: Time) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// The latest time, and the longest duration, any input may give: 10^15 ms, about
 /// 31,700 years. Readers refuse anything beyond it, so that sums of input-derived times
 /// (a submission plus its duration plus every restart) stay far from `u64::MAX` and
@@ -59,6 +88,16 @@ pub fn secs_u64(s: u64) -> Option<Time> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        // 2026-11-25 13:51:40.123 UTC.
+        assert_eq!(rfc3339_utc(1_795_614_700_123), "2026-11-25T13:51:40.123Z");
+        // A leap day.
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
     #[test]
     fn formats() {
         assert_eq!(fmt_duration(1_234), "1.234s");

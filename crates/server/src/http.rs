@@ -77,6 +77,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/policy", get(policy))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
+        .route("/", get(|| async { axum::response::Redirect::to("/ui") }))
         .route("/ui", get(crate::ui::overview))
         .route("/ui/jobs/{id}", get(crate::ui::job))
         .fallback(|| async {

@@ -303,11 +303,11 @@ pub async fn start(
     let _ = core.take_dirty();
     core.recover(records, next_id, &cordoned, now);
     persist(&store, &mut core).await?;
-    eprintln!(
-        "apiary serve: recovered {} jobs from {}",
+    log(&format!(
+        "recovered {} jobs from {}",
         core.jobs(None, None, usize::MAX).len(),
         store.describe()
-    );
+    ));
     let (tx, rx) = mpsc::channel(4096);
     let task = tokio::spawn(run(core, store, clock, rx));
     Ok((Handle { tx }, task))
@@ -338,12 +338,41 @@ async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, Servi
 }
 
 /// Logs the transitions of `changed` made at or after `since` (unix ms).
-fn log_events(format: &str, changed: &[JobRecord], since: u64) {
-    if format == "off" || changed.is_empty() {
+/// Writes one line of the service's text log to stderr: a UTC timestamp, then `msg`.
+pub fn log(msg: &str) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    eprintln!("{} apiary serve: {msg}", apiary_model::rfc3339_utc(now));
+}
+
+fn log_events(format: &str, changed: &[JobRecord], nodes: &[crate::core::NodeEvent], since: u64) {
+    if format == "off" || (changed.is_empty() && nodes.is_empty()) {
         return;
     }
     use std::io::Write as _;
     let mut err = std::io::stderr().lock();
+    for e in nodes {
+        let _ = if format == "json" {
+            writeln!(
+                err,
+                "{}",
+                serde_json::json!({
+                    "ts_ms": e.at_ms, "msg": "node", "node": e.node, "event": e.event,
+                    "detail": e.detail,
+                })
+            )
+        } else {
+            writeln!(
+                err,
+                "{} apiary serve: node {} {}: {}",
+                apiary_model::rfc3339_utc(e.at_ms),
+                e.node,
+                e.event,
+                e.detail
+            )
+        };
+    }
     for r in changed {
         for t in r.history.iter().filter(|t| t.at_ms >= since) {
             let _ = if format == "json" {
@@ -358,8 +387,13 @@ fn log_events(format: &str, changed: &[JobRecord], since: u64) {
             } else {
                 writeln!(
                     err,
-                    "apiary serve: job {} ({}) {} {}",
-                    r.id, r.vc, t.event, t.detail
+                    "{} apiary serve: job {} ({}) {}{}{}",
+                    apiary_model::rfc3339_utc(t.at_ms),
+                    r.id,
+                    r.vc,
+                    t.event,
+                    if t.detail.is_empty() { "" } else { " " },
+                    t.detail
                 )
             };
         }
@@ -417,11 +451,14 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
         core.schedule(now);
         core.observe_pass(t0.elapsed().as_secs_f64());
         match persist(&store, &mut core).await {
-            Ok(changed) => log_events(&core.config().log_format, &changed, now),
+            Ok(changed) => {
+                let nodes = core.take_node_events();
+                log_events(&core.config().log_format, &changed, &nodes, now);
+            }
             Err(e) => {
-                eprintln!(
-                    "apiary serve: cannot persist state ({e}); stopping so that a restart recovers the last durable state"
-                );
+                log(&format!(
+                    "cannot persist state ({e}); stopping so that a restart recovers the last durable state"
+                ));
                 std::process::exit(70);
             }
         }

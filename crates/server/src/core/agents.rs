@@ -172,6 +172,23 @@ impl Core {
             {
                 t.node_health(&node.name, health == NodeHealth::Up);
             }
+            if node.health != health {
+                let detail = match (node.health, health) {
+                    (_, NodeHealth::Down) => "its agent is shutting down",
+                    (NodeHealth::Down, _) => "heartbeats again",
+                    _ => "first heartbeat",
+                };
+                self.node_events.push(super::NodeEvent {
+                    at_ms: now,
+                    node: node.name.clone(),
+                    event: if health == NodeHealth::Up {
+                        "up"
+                    } else {
+                        "down"
+                    },
+                    detail: detail.into(),
+                });
+            }
             node.health = health;
         }
         for e in &hb.exited {
@@ -402,6 +419,12 @@ impl Core {
             if node.health != NodeHealth::Down && silent > timeout {
                 self.nodes[n as usize].health = NodeHealth::Down;
                 changed = true;
+                self.node_events.push(super::NodeEvent {
+                    at_ms: now,
+                    node: self.nodes[n as usize].name.clone(),
+                    event: "down",
+                    detail: format!("no heartbeat for {:.0} s", silent as f64 / 1000.0),
+                });
                 // HiveD's bad hardware: its VCs' cells there become doomed.
                 if let Some(t) = self.policy.tenancy() {
                     t.node_health(&self.nodes[n as usize].name, false);

@@ -77,6 +77,19 @@ impl Counters {
     }
 }
 
+/// A node going down or coming up, for the service's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// When, unix ms.
+    pub at_ms: u64,
+    /// The node.
+    pub node: String,
+    /// `down` or `up`.
+    pub event: &'static str,
+    /// Why.
+    pub detail: String,
+}
+
 /// The scheduler.
 pub struct Core {
     cfg: ServerConfig,
@@ -105,6 +118,8 @@ pub struct Core {
     /// Started parts whose agent reported neither running nor exited, since when (unix
     /// ms): unknown, not lost, until the node timeout and grace period have passed.
     missing: BTreeMap<(u64, u32, u32), u64>,
+    /// Nodes that went down or came up since the service last logged them.
+    node_events: Vec<NodeEvent>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -268,8 +283,14 @@ impl Core {
             util: std::collections::VecDeque::new(),
             active: BTreeMap::new(),
             missing: BTreeMap::new(),
+            node_events: Vec::new(),
         };
         Ok(core)
+    }
+
+    /// The nodes that went down or came up since the last call, oldest first.
+    pub fn take_node_events(&mut self) -> Vec<NodeEvent> {
+        std::mem::take(&mut self.node_events)
     }
 
     /// The configuration.

@@ -63,14 +63,21 @@ impl Core {
         &self.counters
     }
 
-    /// Per configured VC: its quota or cells, and its jobs queued and running.
+    /// Per configured VC, and per VC that jobs sit in without being configured (`default`,
+    /// where jobs name none): its quota or cells, and its jobs queued and running.
     pub fn vcs(&self) -> Vec<serde_json::Value> {
-        self.cfg
-            .vcs
-            .iter()
-            .map(|v| {
+        let mut names: Vec<&str> = self.cfg.vcs.iter().map(|v| v.name.as_str()).collect();
+        for r in &self.jobs {
+            if !names.contains(&r.vc.as_str()) {
+                names.push(&r.vc);
+            }
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                let conf = self.cfg.vcs.iter().find(|v| v.name == name);
                 let (mut queued, mut running, mut gpus) = (0u64, 0u64, 0u64);
-                for r in self.jobs.iter().filter(|r| r.vc == v.name) {
+                for r in self.jobs.iter().filter(|r| r.vc == name) {
                     match r.state {
                         JobState::Queued => queued += 1,
                         JobState::Running => {
@@ -81,10 +88,10 @@ impl Core {
                     }
                 }
                 serde_json::json!({
-                    "name": v.name,
+                    "name": name,
                     "sharing": self.cfg.sharing,
-                    "quota_gpus": v.quota_gpus,
-                    "nodes": v.nodes,
+                    "quota_gpus": conf.and_then(|v| v.quota_gpus),
+                    "nodes": conf.and_then(|v| v.nodes),
                     "gpus_running": gpus,
                     "queued": queued,
                     "running": running,
@@ -93,9 +100,18 @@ impl Core {
             .collect()
     }
 
-    /// Queued jobs per VC.
+    /// Queued jobs per VC: every configured VC (or `default` when none is configured)
+    /// and every VC jobs sit in, 0 where none waits, so a dashboard shows 0 rather than
+    /// no data.
     pub fn queued_by_vc(&self) -> BTreeMap<String, u64> {
-        let mut m = BTreeMap::new();
+        let mut m: BTreeMap<String, u64> =
+            self.cfg.vcs.iter().map(|v| (v.name.clone(), 0)).collect();
+        if m.is_empty() {
+            m.insert("default".into(), 0);
+        }
+        for r in &self.jobs {
+            m.entry(r.vc.clone()).or_insert(0);
+        }
         for r in &self.jobs {
             if r.state == JobState::Queued {
                 *m.entry(r.vc.clone()).or_insert(0) += 1;

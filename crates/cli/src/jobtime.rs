@@ -1,0 +1,175 @@
+//! A live job's times and outcome as Slurm users read them: TIME is the time it has run
+//! (squeue's, frozen when the job ends), ELAPSED its first start to its end (sacct's),
+//! EXIT its exit code or how it was stopped; history times are local date-times with
+//! their age, as people read a log.
+
+use apiary_server::types::{JobRecord, JobState};
+
+/// Events that leave a job running (`started`: a node reported its process up).
+fn keeps_running(event: &str) -> bool {
+    matches!(event, "running" | "started")
+}
+
+/// Milliseconds the job has run: the sum of its running spans, the open one counted to
+/// `now` only while the job is still running.
+pub fn run_ms(r: &JobRecord, now: u64) -> u64 {
+    let mut total = 0u64;
+    let mut since: Option<u64> = None;
+    for t in &r.history {
+        if t.event == "running" {
+            since.get_or_insert(t.at_ms);
+        } else if !keeps_running(&t.event)
+            && let Some(s) = since.take()
+        {
+            total += t.at_ms.saturating_sub(s);
+        }
+    }
+    if let Some(s) = since
+        && r.state == JobState::Running
+    {
+        total += now.saturating_sub(s);
+    }
+    total
+}
+
+/// When the job ended (its last event, once it is in a final state).
+pub fn ended_ms(r: &JobRecord) -> Option<u64> {
+    r.state
+        .terminal()
+        .then(|| r.history.last().map_or(r.submitted_ms, |t| t.at_ms))
+}
+
+/// Milliseconds from the job's first start to its end, or to `now` while it lasts;
+/// `None` before it ever started.
+pub fn elapsed_ms(r: &JobRecord, now: u64) -> Option<u64> {
+    let first = r.history.iter().find(|t| t.event == "running")?.at_ms;
+    Some(ended_ms(r).unwrap_or(now).saturating_sub(first))
+}
+
+/// The exit as sacct shows it: `0`, the first non-zero code, `killed` for a process
+/// ended by a signal or lost with its node; `-` while running or when it never ran.
+pub fn exit_text(r: &JobRecord) -> String {
+    if !r.state.terminal() {
+        return "-".into();
+    }
+    let codes: Vec<i32> = r.parts.iter().filter_map(|p| p.exit).collect();
+    match codes.iter().find(|&&c| c != 0) {
+        Some(-1) => "killed".into(),
+        Some(c) => c.to_string(),
+        None if codes.is_empty() => "-".into(),
+        None => "0".into(),
+    }
+}
+
+/// A duration as squeue prints TIME: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
+pub fn squeue_time(ms: u64) -> String {
+    let s = ms / 1000;
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{s:02}")
+    } else if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
+/// How long ago `at` was, for people: `12s ago`, `5m ago`, `3h ago`, `2d ago`.
+pub fn ago(now: u64, at: u64) -> String {
+    let s = now.saturating_sub(at) / 1000;
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// Unix milliseconds as a local date-time, `2026-11-25 14:51:40`, in the system's time
+/// zone (TZ, else /etc/localtime), or in UTC with a `Z` when the zone is unknown.
+pub fn local(unix_ms: u64) -> String {
+    let Ok(ts) = jiff::Timestamp::from_millisecond(unix_ms as i64) else {
+        return apiary_model::rfc3339_utc(unix_ms);
+    };
+    match jiff::tz::TimeZone::try_system() {
+        Ok(tz) => ts.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S").to_string(),
+        Err(_) => ts.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_server::types::{JobSpec, Part, RestartPolicy, Transition};
+
+    fn record(state: JobState, events: &[(u64, &str)], exits: &[Option<i32>]) -> JobRecord {
+        JobRecord {
+            schema_version: 1,
+            id: 7,
+            spec: JobSpec {
+                name: None,
+                gpus: 1,
+                gpu_type: None,
+                vc: None,
+                priority: 0,
+                command: vec!["x".into()],
+                env: Default::default(),
+                workdir: None,
+                estimated_duration_s: None,
+                deadline_unix_s: None,
+                restart: RestartPolicy::default(),
+            },
+            vc: "default".into(),
+            state,
+            submitted_ms: 0,
+            attempt: 1,
+            parts: exits
+                .iter()
+                .map(|&exit| Part {
+                    node: "n".into(),
+                    gpus: vec![0],
+                    exit,
+                    output_tail: String::new(),
+                })
+                .collect(),
+            history: events
+                .iter()
+                .map(|&(at_ms, e)| Transition {
+                    at_ms,
+                    event: e.into(),
+                    detail: String::new(),
+                })
+                .collect(),
+            stopping: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn time_is_run_time_and_freezes_when_the_job_ends() {
+        let ev = [
+            (0, "queued"),
+            (10_000, "running"),
+            (11_000, "started"),
+            (70_000, "preempted"),
+            (100_000, "running"),
+            (130_000, "succeeded"),
+        ];
+        let done = record(JobState::Succeeded, &ev, &[Some(0)]);
+        assert_eq!(run_ms(&done, 10_000_000), 90_000);
+        assert_eq!(elapsed_ms(&done, 10_000_000), Some(120_000));
+        assert_eq!(exit_text(&done), "0");
+        let running = record(JobState::Running, &ev[..5], &[None]);
+        assert_eq!(run_ms(&running, 160_000), 120_000);
+        assert_eq!(exit_text(&running), "-");
+        let killed = record(JobState::Failed, &ev, &[Some(0), Some(-1)]);
+        assert_eq!(exit_text(&killed), "killed");
+        let failed = record(JobState::Failed, &ev, &[Some(3)]);
+        assert_eq!(exit_text(&failed), "3");
+        let never = record(JobState::Cancelled, &[(0, "queued"), (5, "cancelled")], &[]);
+        assert_eq!((run_ms(&never, 99), elapsed_ms(&never, 99)), (0, None));
+        assert_eq!(squeue_time(90_000), "1:30");
+        assert_eq!(squeue_time(3_723_000), "1:02:03");
+        assert_eq!(squeue_time(90_061_000), "1-01:01:01");
+        assert_eq!(ago(100_000, 40_000), "1m ago");
+    }
+}

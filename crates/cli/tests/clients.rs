@@ -1,0 +1,157 @@
+//! The live clients as Slurm and kubectl users expect them, through the real binary on
+//! loopback: TIME is run time frozen at the end, `jobs -a` has ELAPSED and EXIT, history
+//! times read as local date-times, `-o` is checked (wide, json, yaml; an unknown value
+//! lists the valid ones; commands without output take none), `vcs` lists `default`,
+//! the metrics show an empty queue as 0, `/` leads to the dashboard, and the server's
+//! log is timestamped with nodes' comings and goings.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn cli(c: &Cluster, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("APIARY_SERVER", c.url(""))
+        .env_remove("APIARY_TOKEN")
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .output()
+        .unwrap()
+}
+
+fn out(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn clients_read_like_squeue_sacct_and_kubectl() {
+    let c = Cluster::new("clients", "fifo");
+    let ok = c
+        .submit(json!({"gpus": 1, "name": "quick", "command": sh("sleep 1.2")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let bad = c
+        .submit(json!({"gpus": 1, "name": "bad", "command": sh("exit 3")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_terminal(&[ok, bad], Duration::from_secs(20));
+
+    // TIME is the time it ran (about 1.2 s), and it stays so once the job ended.
+    let time_of = |table: &str, id: u64| -> Vec<String> {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+            .unwrap_or_else(|| panic!("no job {id} in:\n{table}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let a = out(&cli(&c, &["jobs", "-a"]));
+    let head: Vec<&str> = a.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "JOBID", "VC", "NAME", "STATE", "GPUS", "TIME", "ELAPSED", "EXIT", "NODES"
+        ],
+        "{a}"
+    );
+    let row = time_of(&a, ok);
+    assert_eq!(&row[1..4], ["default", "quick", "succeeded"], "{a}");
+    assert!(row[5] == "0:01" || row[5] == "0:02", "TIME {}: {a}", row[5]);
+    assert_eq!(row[7], "0", "{a}");
+    assert_eq!(time_of(&a, bad)[7], "3", "{a}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let later = out(&cli(&c, &["jobs", "-a"]));
+    assert_eq!(
+        time_of(&later, ok)[5],
+        row[5],
+        "TIME kept counting:\n{later}"
+    );
+
+    // History in local date-times with ages; -o json keeps unix ms.
+    let j = out(&cli(&c, &["job", &ok.to_string()]));
+    let stamped = j
+        .lines()
+        .filter(|l| {
+            let b = l.as_bytes();
+            b.len() > 19 && b[4] == b'-' && b[7] == b'-' && b[10] == b' ' && b[13] == b':'
+        })
+        .count();
+    assert!(stamped >= 3, "{j}");
+    assert!(j.contains(" ago"), "{j}");
+    let js: serde_json::Value =
+        serde_json::from_str(&out(&cli(&c, &["job", &ok.to_string(), "-o", "json"]))).unwrap();
+    assert!(js["submitted_ms"].as_u64().unwrap() > 1_700_000_000_000);
+
+    // -o yaml parses to the same record; wide adds columns; a bad value lists the good.
+    let y = out(&cli(&c, &["job", &ok.to_string(), "-o", "yaml"]));
+    let yv: serde_json::Value = serde_saphyr::from_str(&y).unwrap();
+    assert_eq!(yv["id"], js["id"]);
+    assert_eq!(yv["history"], js["history"]);
+    let w = out(&cli(&c, &["jobs", "-a", "-o", "wide"]));
+    assert!(w.lines().next().unwrap().contains("SUBMITTED"), "{w}");
+    let e = cli(&c, &["jobs", "-o", "bogus"]);
+    assert!(!e.status.success());
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        err.contains("table")
+            && err.contains("wide")
+            && err.contains("json")
+            && err.contains("yaml"),
+        "{err}"
+    );
+    let e = cli(&c, &["cordon", "n0", "-o", "json"]);
+    assert!(!e.status.success(), "cordon took -o");
+
+    // The default VC is listed once jobs sit in it.
+    let v = out(&cli(&c, &["vcs"]));
+    assert!(v.lines().any(|l| l.starts_with("default ")), "{v}");
+
+    // An empty queue is a 0 sample, not no data.
+    let m = client()
+        .get(&c.url("/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(m.contains("apiary_queue_length{vc=\"default\"} 0"), "{m}");
+
+    // `/` leads to the dashboard.
+    let no_follow = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build(),
+    );
+    let r = no_follow.get(&c.url("/")).call().unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers().get("location").unwrap(), "/ui");
+
+    // The log: timestamped lines, and nodes coming up as their own events.
+    let t0 = Instant::now();
+    let log = loop {
+        let log = std::fs::read_to_string(c.dir.join("server.log")).unwrap();
+        if log.contains("node n1 up") || t0.elapsed() > Duration::from_secs(5) {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        log.contains("apiary serve: node n0 up: first heartbeat"),
+        "{log}"
+    );
+    for line in log.lines().filter(|l| l.contains("apiary serve:")) {
+        let b = line.as_bytes();
+        assert!(
+            b.len() > 24 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z',
+            "no timestamp: {line}"
+        );
+    }
+}
