@@ -281,6 +281,11 @@ pub struct Submission {
     /// Estimated run time, seconds.
     #[arg(long = "estimate")]
     pub estimate_s: Option<f64>,
+    /// Wait until the job ends and exit with its exit code (sbatch --wait): 0 when it
+    /// succeeded, its first non-zero exit code when it failed, 1 when it was cancelled,
+    /// refused or killed.
+    #[arg(long)]
+    pub wait: bool,
     /// Program and arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -308,11 +313,54 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         deadline_unix_s: None,
         restart: RestartPolicy::default(),
     };
-    let r: JobRecord = c.client()?.post("/v1/jobs", &spec)?;
+    let client = c.client()?;
+    let r: JobRecord = client.post("/v1/jobs", &spec)?;
     if !c.machine(&r)? {
         println!("Submitted job {}", r.id);
     }
+    if s.wait {
+        let end = wait_for(&client, r.id)?;
+        let code = exit_code(&end);
+        if c.output == Output::Table || c.output == Output::Wide {
+            eprintln!(
+                "job {} {} after {} (exit {})",
+                end.id,
+                end.state.as_str(),
+                jobtime::squeue_time(jobtime::run_ms(&end, now_ms())),
+                jobtime::exit_text(&end)
+            );
+        }
+        if code != 0 {
+            std::process::exit(code);
+        }
+    }
     Ok(())
+}
+
+/// Polls job `id` until it is in a final state, easing off from 0.2 s to 2 s.
+fn wait_for(client: &Client, id: u64) -> Result<JobRecord> {
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let r: JobRecord = client.get(&format!("/v1/jobs/{id}"))?;
+        if r.state.terminal() {
+            return Ok(r);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 3 / 2).min(Duration::from_secs(2));
+    }
+}
+
+/// The exit status `submit --wait` ends with for a finished job.
+fn exit_code(r: &JobRecord) -> i32 {
+    if r.state == JobState::Succeeded {
+        return 0;
+    }
+    r.parts
+        .iter()
+        .filter_map(|p| p.exit)
+        .find(|&c| c != 0)
+        .filter(|c| (1..=255).contains(c))
+        .unwrap_or(1)
 }
 
 fn now_ms() -> u64 {
@@ -322,7 +370,41 @@ fn now_ms() -> u64 {
 }
 
 /// `apiary jobs` (like squeue).
-pub fn jobs(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -> Result<()> {
+pub fn jobs(
+    c: &ClientArgs,
+    vc: Option<&str>,
+    state: Option<&str>,
+    all: bool,
+    watch: Option<f64>,
+) -> Result<()> {
+    let Some(every) = watch else {
+        return jobs_once(c, vc, state, all);
+    };
+    if !(every.is_finite() && every >= 0.1) {
+        bail!("--watch takes seconds, at least 0.1 (got {every})");
+    }
+    use std::io::IsTerminal as _;
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        if tty {
+            // Redraw in place, as `watch` does.
+            print!("\x1b[H\x1b[2J");
+        }
+        println!(
+            "Every {every} s: apiary jobs    {}",
+            jobtime::local(now_ms())
+        );
+        jobs_once(c, vc, state, all)?;
+        if !tty {
+            println!();
+        }
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(Duration::from_secs_f64(every));
+    }
+}
+
+fn jobs_once(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -> Result<()> {
     let mut q = Vec::new();
     if let Some(v) = vc {
         q.push(format!("vc={v}"));

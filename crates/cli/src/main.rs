@@ -111,6 +111,9 @@ enum Cmd {
         /// Include finished jobs.
         #[arg(long, short)]
         all: bool,
+        /// Print the list again every SECONDS (default 2) until interrupted.
+        #[arg(long, short, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
         #[command(flatten)]
         client: live::ClientArgs,
     },
@@ -357,8 +360,9 @@ fn main() {
             vc,
             state,
             all,
+            watch,
             client,
-        } => live::jobs(&client, vc.as_deref(), state.as_deref(), all),
+        } => live::jobs(&client, vc.as_deref(), state.as_deref(), all, watch),
         Cmd::Job { id, client } => live::job(&client, id),
         Cmd::Cancel { id, client } => live::cancel(&client, id),
         Cmd::Logs { id, client } => live::logs(&client, id),

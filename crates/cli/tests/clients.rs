@@ -155,3 +155,43 @@ fn clients_read_like_squeue_sacct_and_kubectl() {
         );
     }
 }
+
+#[test]
+fn submit_waits_for_the_exit_code_and_jobs_watch_redraws() {
+    let c = Cluster::new("wait", "fifo");
+    let ok = cli(&c, &["submit", "--wait", "--", "sh", "-c", "sleep 0.3"]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&ok.stderr).contains("succeeded after"),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let bad = cli(&c, &["submit", "--wait", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(bad.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("failed after"));
+
+    // --watch prints the list again until stopped.
+    let mut w = Command::new(BIN)
+        .args(["jobs", "-a", "--watch", "0.3"])
+        .env("APIARY_SERVER", c.url(""))
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    w.kill().unwrap();
+    let o = w.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.matches("Every 0.3 s: apiary jobs").count() >= 2,
+        "{text}"
+    );
+    assert!(text.matches("JOBID").count() >= 2, "{text}");
+    let e = cli(&c, &["jobs", "--watch", "0"]);
+    assert!(!e.status.success());
+}
