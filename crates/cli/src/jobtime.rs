@@ -141,6 +141,7 @@ mod tests {
                 })
                 .collect(),
             stopping: Vec::new(),
+            reason: None,
         }
     }
 

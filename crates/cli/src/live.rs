@@ -439,7 +439,7 @@ fn jobs_once(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -
             "PRIO", "GPUTYPE", "SUBMITTED"
         ));
     }
-    println!("{head}  NODES");
+    println!("{head}  NODES(REASON)");
     for r in list {
         let name = r
             .spec
@@ -447,7 +447,9 @@ fn jobs_once(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -
             .clone()
             .or_else(|| r.spec.command.first().cloned())
             .unwrap_or_default();
-        let nodes = if r.state == JobState::Running || (wide && !r.parts.is_empty()) {
+        let nodes = if let Some(why) = &r.reason {
+            format!("({why})")
+        } else if r.state == JobState::Running || (wide && !r.parts.is_empty()) {
             r.parts
                 .iter()
                 .map(|p| p.node.as_str())
@@ -501,6 +503,9 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         r.attempt
     );
     println!("command  {}", r.spec.command.join(" "));
+    if let Some(why) = &r.reason {
+        println!("waiting  {why}");
+    }
     println!(
         "submitted {} ({})",
         jobtime::local(r.submitted_ms),

@@ -57,7 +57,15 @@ fn clients_read_like_squeue_sacct_and_kubectl() {
     assert_eq!(
         head,
         [
-            "JOBID", "VC", "NAME", "STATE", "GPUS", "TIME", "ELAPSED", "EXIT", "NODES"
+            "JOBID",
+            "VC",
+            "NAME",
+            "STATE",
+            "GPUS",
+            "TIME",
+            "ELAPSED",
+            "EXIT",
+            "NODES(REASON)"
         ],
         "{a}"
     );
@@ -194,4 +202,37 @@ fn submit_waits_for_the_exit_code_and_jobs_watch_redraws() {
     assert!(text.matches("JOBID").count() >= 2, "{text}");
     let e = cli(&c, &["jobs", "--watch", "0"]);
     assert!(!e.status.success());
+
+    // Why a job waits: in the list, the job's page, the API and the dashboard's queues.
+    let hold = c
+        .submit(json!({"gpus": 8, "command": sh("sleep 5")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(hold);
+    let big = c
+        .submit(json!({"gpus": 16, "command": sh("true")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let list = out(&cli(&c, &["jobs"]));
+    let row = list
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{big} ")))
+        .unwrap();
+    assert!(row.ends_with("(Resources)"), "{list}");
+    assert!(out(&cli(&c, &["job", &big.to_string()])).contains("waiting  Resources"));
+    assert_eq!(c.job(big)["reason"], "Resources");
+    assert_eq!(c.job(hold).get("reason"), None);
+    let ui = client()
+        .get(&c.url("/ui"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(ui.contains("Resources</span>"), "{ui}");
+    for id in [big, hold] {
+        out(&cli(&c, &["cancel", &id.to_string()]));
+    }
 }

@@ -141,7 +141,7 @@ async fn list_jobs(
         .read(move |c| {
             c.jobs(vc.as_deref(), state, limit)
                 .into_iter()
-                .cloned()
+                .map(|r| c.shown(r))
                 .collect::<Vec<_>>()
         })
         .await?;
@@ -156,7 +156,7 @@ fn id_of(s: &str) -> Result<u64, ApiError> {
 /// The job, if this caller may see it.
 async fn visible(app: &App, who: &Caller, id: u64) -> Result<JobRecord, ApiError> {
     who.user()?;
-    let r = app.h.read(move |c| c.job(id).cloned()).await??;
+    let r = app.h.read(move |c| c.job(id).map(|r| c.shown(r))).await??;
     if !who.sees(&r.vc) {
         return Err(ApiError::forbidden(format!(
             "job {id} belongs to another VC"

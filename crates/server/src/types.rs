@@ -188,6 +188,11 @@ pub struct JobRecord {
     /// GPUs stay held and the job does not start again until they are gone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopping: Vec<StoppingPart>,
+    /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
+    /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
+    /// stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A process asked to stop.

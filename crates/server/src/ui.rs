@@ -195,7 +195,9 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
         }
         b.push_str("</div>");
     }
-    b.push_str("<h2>Queues</h2><table><tr><th>VC</th><th>queued</th><th>next</th></tr>");
+    b.push_str(
+        "<h2>Queues</h2><table><tr><th>VC</th><th>queued</th><th>next, with why it waits</th></tr>",
+    );
     let mut queues: BTreeMap<String, Vec<&JobRecord>> = BTreeMap::new();
     for r in c.jobs(None, Some(JobState::Queued), usize::MAX) {
         if caller.sees(&r.vc) {
@@ -210,7 +212,13 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
         let next: Vec<String> = jobs
             .iter()
             .take(8)
-            .map(|r| format!("<a href=\"/ui/jobs/{0}\">{0}</a>", r.id))
+            .map(|r| {
+                format!(
+                    "<a href=\"/ui/jobs/{0}\">{0}</a> <span class=\"muted reason\">{1}</span>",
+                    r.id,
+                    c.reason(r).unwrap_or("")
+                )
+            })
             .collect();
         let _ = write!(
             b,

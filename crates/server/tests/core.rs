@@ -524,3 +524,51 @@ fn oversized_fields_get_a_413_naming_them_and_each_vc_has_a_job_limit() {
     c.cancel(first, 10).unwrap();
     c.submit(vc_spec(1, "x"), 20).unwrap();
 }
+
+#[test]
+fn a_queued_job_says_why_it_waits() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    for n in ["a", "b"] {
+        c.heartbeat(&hb(n, &[], &[]), 10).unwrap();
+    }
+    let a = c.submit(spec(4), 20).unwrap();
+    c.schedule(20);
+    let b = c.submit(spec(8), 30).unwrap();
+    let small = c.submit(spec(1), 30).unwrap();
+    c.schedule(30);
+    let why = |c: &Core, id: u64| c.reason(c.job(id).unwrap());
+    assert_eq!(state(&c, a), JobState::Running);
+    assert_eq!(why(&c, a), None);
+    // 4 GPUs free: not 8, so b waits for resources; FIFO keeps the 1-GPU job behind it.
+    assert_eq!(why(&c, b), Some("Resources"));
+    assert_eq!(why(&c, small), Some("Priority"));
+    // The free GPUs are on a node now cordoned.
+    let free_node = if c.job(a).unwrap().parts[0].node == "a" {
+        "b"
+    } else {
+        "a"
+    };
+    c.cordon(free_node, true).unwrap();
+    assert_eq!(why(&c, small), Some("Cordoned"));
+    assert_eq!(why(&c, b), Some("Resources"));
+    // The API shows it; the records it persists never carry it.
+    assert_eq!(
+        c.shown(c.job(small).unwrap()).reason.as_deref(),
+        Some("Cordoned")
+    );
+    assert!(c.take_dirty().jobs.iter().all(|r| r.reason.is_none()));
+
+    let quota = config_with(
+        "sharing = \"quota\"\n[[vcs]]\nname = \"x\"\nquota_gpus = 4\n",
+        "fifo",
+    );
+    let mut q = Core::new(quota, 0).unwrap();
+    for n in ["a", "b"] {
+        q.heartbeat(&hb(n, &[], &[]), 10).unwrap();
+    }
+    let x1 = q.submit(vc_spec(4, "x"), 20).unwrap();
+    let x2 = q.submit(vc_spec(2, "x"), 20).unwrap();
+    q.schedule(20);
+    assert_eq!(state(&q, x1), JobState::Running);
+    assert_eq!(why(&q, x2), Some("QuotaExceeded"));
+}

@@ -227,6 +227,7 @@ impl Core {
             parts: Vec::new(),
             history: Vec::new(),
             stopping: Vec::new(),
+            reason: None,
         };
         note(&mut rec, now, "queued", String::new());
         let vc = rec.vc.clone();

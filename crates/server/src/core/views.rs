@@ -1,7 +1,7 @@
 //! Read-only views for the API, the dashboard and `/metrics`.
 
 use super::{Core, Counters, GpuUse, PASS_BUCKETS, gpus_of};
-use crate::types::{ClusterStatus, JobState, NodeHealth, NodeStatus};
+use crate::types::{ClusterStatus, JobRecord, JobState, NodeHealth, NodeStatus};
 use apiary_policy::Status;
 use std::collections::BTreeMap;
 
@@ -98,6 +98,78 @@ impl Core {
                 })
             })
             .collect()
+    }
+
+    /// Why a queued job waits, as squeue's REASON: `QuotaExceeded` (its VC's quota is
+    /// taken), `Priority` (GPUs of its kind are free, but the policy started others or
+    /// its placement does not fit), `Cordoned` (the GPUs it could use are on cordoned
+    /// nodes), `GpuType` (GPUs are free, but not of the type it asks for), `Resources`
+    /// (not enough free GPUs). `None` for a job that is not queued.
+    pub fn reason(&self, r: &JobRecord) -> Option<&'static str> {
+        if r.state != JobState::Queued {
+            return None;
+        }
+        let want = u64::from(r.spec.gpus);
+        if self.cfg.sharing == "quota"
+            && let Some(q) = self
+                .cfg
+                .vcs
+                .iter()
+                .find(|v| v.name == r.vc)
+                .and_then(|v| v.quota_gpus)
+        {
+            let held: u64 = self
+                .jobs
+                .iter()
+                .filter(|o| o.vc == r.vc && o.state == JobState::Running)
+                .map(|o| u64::from(o.spec.gpus))
+                .sum();
+            if held + want > q {
+                return Some("QuotaExceeded");
+            }
+        }
+        let typed = |n: &super::NodeRt| {
+            r.spec
+                .gpu_type
+                .as_deref()
+                .is_none_or(|t| n.gpu_type.eq_ignore_ascii_case(t))
+        };
+        // Free GPUs on healthy nodes: (open and of its type, cordoned too, any type).
+        let (mut open, mut with_cordoned, mut any_type) = (0u64, 0u64, 0u64);
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.health != NodeHealth::Up {
+                continue;
+            }
+            let free = u64::from(self.world.state.free_on(i as u32));
+            if n.cordoned {
+                if typed(n) {
+                    with_cordoned += free + n.blocked;
+                }
+                continue;
+            }
+            any_type += free;
+            if typed(n) {
+                open += free;
+                with_cordoned += free;
+            }
+        }
+        Some(if open >= want {
+            "Priority"
+        } else if with_cordoned >= want {
+            "Cordoned"
+        } else if r.spec.gpu_type.is_some() && any_type >= want {
+            "GpuType"
+        } else {
+            "Resources"
+        })
+    }
+
+    /// A copy of `r` with its pending reason, as the API shows it (the reason is not
+    /// persisted: it is recomputed from the state at every read).
+    pub fn shown(&self, r: &JobRecord) -> JobRecord {
+        let mut out = r.clone();
+        out.reason = self.reason(r).map(String::from);
+        out
     }
 
     /// Queued jobs per VC: every configured VC (or `default` when none is configured)
