@@ -275,9 +275,17 @@ pub struct Submission {
     /// Environment, KEY=VALUE (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
-    /// Working directory on the node.
-    #[arg(long)]
-    pub workdir: Option<String>,
+    /// Working directory on the node (default: the directory you submit from, as
+    /// sbatch's).
+    #[arg(long, visible_alias = "workdir", value_name = "DIR")]
+    pub chdir: Option<String>,
+    /// Which of your environment variables the job gets, as sbatch's --export: ALL (the
+    /// default; less the variables the agent sets for each job, APIARY_* and
+    /// CUDA_VISIBLE_DEVICES, and the ones that name you or your shell: USER, LOGNAME,
+    /// HOME, PWD, OLDPWD, SHLVL, _), NONE, or a list of NAME and NAME=VALUE (add ALL to
+    /// the list for the rest too). --env adds to it.
+    #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...", default_value = "ALL")]
+    pub export: String,
     /// Estimated run time, seconds.
     #[arg(long = "estimate")]
     pub estimate_s: Option<f64>,
@@ -293,7 +301,7 @@ pub struct Submission {
 
 /// `apiary submit`.
 pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
-    let mut e = BTreeMap::new();
+    let mut e = exported_env(&s.export, std::env::vars_os())?;
     for kv in &s.env {
         let (k, v) = kv
             .split_once('=')
@@ -308,7 +316,15 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         priority: s.priority,
         command: s.command,
         env: e,
-        workdir: s.workdir,
+        workdir: match s.chdir {
+            Some(d) => Some(d),
+            None => Some(
+                std::env::current_dir()
+                    .context("finding the directory you submit from (give --chdir)")?
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        },
         estimated_duration_s: s.estimate_s,
         deadline_unix_s: None,
         restart: RestartPolicy::default(),
@@ -335,6 +351,81 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Variables the agent sets for each job, never taken from the submitter.
+fn reserved(name: &str) -> bool {
+    name.starts_with("APIARY_") || name == "CUDA_VISIBLE_DEVICES"
+}
+
+/// Variables that name the submitter or their shell, left out of `--export=ALL` (the
+/// agent gives the job its own user's).
+const PERSONAL: &[&str] = &["USER", "LOGNAME", "HOME", "PWD", "OLDPWD", "SHLVL", "_"];
+
+/// The environment a job gets under `--export=SPEC` from the submitter's `vars`.
+fn exported_env(
+    spec: &str,
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<BTreeMap<String, String>> {
+    let mut mine = BTreeMap::new();
+    let mut unreadable = 0usize;
+    for (k, v) in vars {
+        match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => {
+                mine.insert(k, v);
+            }
+            _ => unreadable += 1,
+        }
+    }
+    let items: Vec<&str> = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .collect();
+    let mut out = BTreeMap::new();
+    if items.contains(&"ALL") {
+        out.extend(
+            mine.iter()
+                .filter(|(k, _)| {
+                    !reserved(k) && !PERSONAL.contains(&k.as_str()) && !k.starts_with("BASH_FUNC_")
+                })
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        if unreadable > 0 {
+            eprintln!("note: {unreadable} variables that are not UTF-8 were not exported");
+        }
+    }
+    for item in items {
+        if item == "ALL" || item == "NONE" {
+            continue;
+        }
+        let (k, v) = match item.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (item, None),
+        };
+        if reserved(k) {
+            bail!("--export {k}: the agent sets {k} for each job; it cannot be exported");
+        }
+        match v.or_else(|| mine.get(k).cloned()) {
+            Some(v) => {
+                out.insert(k.to_string(), v);
+            }
+            None => bail!("--export {k}: {k} is not set here (give {k}=VALUE)"),
+        }
+    }
+    use apiary_server::types::limits;
+    let bytes: usize = out.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if out.len() > limits::ENV_VARS || bytes > limits::ENV_BYTES {
+        bail!(
+            "your environment has {} variables ({} bytes), over the server's limit of {} \
+             variables and {} bytes; submit with --export=NONE or --export=NAME,...",
+            out.len(),
+            bytes,
+            limits::ENV_VARS,
+            limits::ENV_BYTES
+        );
+    }
+    Ok(out)
 }
 
 /// Polls job `id` until it is in a final state, easing off from 0.2 s to 2 s.
@@ -665,4 +756,42 @@ pub fn quota(c: &ClientArgs, vc: &str, gpus: u64) -> Result<()> {
         println!("VC {vc}: quota {gpus} GPUs");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn vars(v: &[(&str, &str)]) -> impl Iterator<Item = (OsString, OsString)> {
+        v.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn export_follows_sbatch_less_what_the_agent_sets() {
+        let here = [
+            ("FOO", "bar"),
+            ("PATH", "/opt/bin"),
+            ("HOME", "/home/me"),
+            ("APIARY_TOKEN", "secret-token"),
+            ("CUDA_VISIBLE_DEVICES", "3"),
+        ];
+        let all = exported_env("ALL", vars(&here)).unwrap();
+        assert_eq!(
+            all.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["FOO", "PATH"]
+        );
+        assert!(exported_env("NONE", vars(&here)).unwrap().is_empty());
+        let some = exported_env("FOO,X=1", vars(&here)).unwrap();
+        assert_eq!(some.len(), 2);
+        assert_eq!(some["X"], "1");
+        let plus = exported_env("ALL,HOME", vars(&here)).unwrap();
+        assert_eq!(plus["HOME"], "/home/me");
+        let e = exported_env("APIARY_TOKEN", vars(&here)).unwrap_err();
+        assert!(e.to_string().contains("cannot be exported"), "{e}");
+        assert!(exported_env("NOPE", vars(&here)).is_err());
+    }
 }

@@ -236,3 +236,43 @@ fn submit_waits_for_the_exit_code_and_jobs_watch_redraws() {
         out(&cli(&c, &["cancel", &id.to_string()]));
     }
 }
+
+#[test]
+fn a_job_runs_where_it_was_submitted_with_the_submitters_environment() {
+    let c = Cluster::new("export", "fifo");
+    let here = c.dir.join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    let probe =
+        "echo \"${FOO:-unset}|$(pwd)|${APIARY_FOO:-unset}|${APIARY_JOB_ID:-unset}\" > probe";
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("submit")
+            .args(args)
+            .args(["--wait", "--", "sh", "-c", probe])
+            .current_dir(&here)
+            .env("APIARY_SERVER", c.url(""))
+            .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+            .env("FOO", "bar")
+            .env("APIARY_FOO", "from-the-submitter")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    // Defaults: the submitter's directory and exported variables, less APIARY_*.
+    run(&[]);
+    let got = std::fs::read_to_string(here.join("probe")).unwrap();
+    let f: Vec<&str> = got.trim().split('|').collect();
+    assert_eq!(f[0], "bar", "{got}");
+    assert_eq!(
+        std::fs::canonicalize(f[1]).unwrap(),
+        std::fs::canonicalize(&here).unwrap()
+    );
+    assert_eq!(f[2], "unset", "{got}");
+    assert_ne!(f[3], "unset", "{got}");
+    // --export=NONE and --chdir.
+    let other = c.dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    run(&["--export=NONE", "--chdir", other.to_str().unwrap()]);
+    let got = std::fs::read_to_string(other.join("probe")).unwrap();
+    assert!(got.starts_with("unset|"), "{got}");
+}
