@@ -377,3 +377,143 @@ fn drain_requeues_a_nodes_jobs_and_logs_keep_the_output() {
         .unwrap();
     assert!(String::from_utf8_lossy(&nodes.stdout).contains("cordoned"));
 }
+
+/// Renders `url` in headless Chromium to `png` (kept under target/ to look at).
+fn screenshot(url: &str, png: &std::path::Path) {
+    let Some(bin) = common::chromium() else {
+        return;
+    };
+    let profile = std::env::temp_dir().join(format!("apiary-shot-{}", std::process::id()));
+    let out = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--hide-scrollbars",
+            "--window-size=1100,1300",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(url)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(profile);
+    assert!(out.status.success(), "chromium failed on {url}");
+    assert!(
+        std::fs::metadata(png).unwrap().len() > 20_000,
+        "a blank page?"
+    );
+}
+
+#[test]
+fn the_dashboard_tells_jobs_apart_shows_output_and_cancels() {
+    let c = Cluster::with_auth("ui2", "fifo", true);
+    let submit = |gpus: u32, name: &str, script: &str| -> u64 {
+        let (code, v) = call(
+            "POST",
+            &c.url("/v1/jobs"),
+            Some(TENANT_A),
+            Some(json!({"gpus": gpus, "name": name, "command": sh(script)})),
+        );
+        assert_eq!(code, 201, "{v}");
+        v["id"].as_u64().unwrap()
+    };
+    let one = submit(2, "one", "sleep 30");
+    let two = submit(2, "two", "sleep 30");
+    let done = submit(1, "talker", "echo hello from the job; echo oops >&2");
+    let waiting = submit(16, "too-big-now", "true");
+    let t0 = Instant::now();
+    while [one, two]
+        .iter()
+        .any(|&id| c.job_as(id, ADMIN)["state"] != "running")
+        || c.job_as(done, ADMIN)["state"] != "succeeded"
+    {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Some(dom) = browse(&c.url(&format!("/ui?token={TENANT_A}"))) else {
+        return;
+    };
+    // Two jobs of one VC side by side get different colours.
+    let style_of = |id: u64| -> String {
+        let at = dom
+            .find(&format!("href=\"/ui/jobs/{id}\" class=\"gpu\""))
+            .unwrap();
+        let rest = &dom[at..];
+        let s = rest.find("style=\"").unwrap() + 7;
+        rest[s..s + rest[s..].find('"').unwrap()].to_string()
+    };
+    let (a, b) = (style_of(one), style_of(two));
+    let hue = |s: &str| {
+        s.split("hsl(")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(hue(&a), hue(&b), "{a} / {b}");
+    // The utilisation chart has labelled axes; the queue says why a job waits.
+    assert!(
+        dom.contains(">now</text>") && dom.contains(">100 %</text>"),
+        "{dom}"
+    );
+    assert!(dom.contains("Resources</span>"), "{dom}");
+    let page = browse(&c.url(&format!("/ui/jobs/{done}?token={TENANT_A}"))).unwrap();
+    // The output tail, and history times turned into local date-times by the page.
+    assert!(
+        page.contains("hello from the job") && page.contains("oops"),
+        "{page}"
+    );
+    assert!(
+        !page.contains(" UTC</time>"),
+        "times were not made local: {page}"
+    );
+    assert!(page.contains("s ago"), "{page}");
+    let shots =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    screenshot(
+        &c.url(&format!("/ui?token={TENANT_A}")),
+        &shots.join("dashboard.png"),
+    );
+    screenshot(
+        &c.url(&format!("/ui/jobs/{done}?token={TENANT_A}")),
+        &shots.join("dashboard-job.png"),
+    );
+
+    // The cancel button: shown to the job's tenant, and it cancels with the cookie.
+    let running = browse(&c.url(&format!("/ui/jobs/{one}?token={TENANT_A}"))).unwrap();
+    assert!(running.contains("id=\"cancel\""), "{running}");
+    let no_follow = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build(),
+    );
+    let other = no_follow
+        .post(&c.url(&format!("/ui/jobs/{one}/cancel")))
+        .header("Cookie", &format!("apiary_token={TENANT_B}"))
+        .send_empty()
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 403);
+    let r = no_follow
+        .post(&c.url(&format!("/ui/jobs/{one}/cancel")))
+        .header("Cookie", &format!("apiary_token={TENANT_A}"))
+        .send_empty()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(c.job_as(one, ADMIN)["state"], "cancelled");
+    for id in [two, waiting] {
+        call(
+            "POST",
+            &c.url(&format!("/v1/jobs/{id}/cancel")),
+            Some(ADMIN),
+            None,
+        );
+    }
+}

@@ -80,6 +80,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/", get(|| async { axum::response::Redirect::to("/ui") }))
         .route("/ui", get(crate::ui::overview))
         .route("/ui/jobs/{id}", get(crate::ui::job))
+        .route("/ui/jobs/{id}/cancel", post(crate::ui::cancel))
         .fallback(|| async {
             ApiError::not_found("no such endpoint (see /v1/jobs, /v1/nodes, /v1/cluster)")
         })

@@ -32,14 +32,22 @@ fn esc(s: &str) -> String {
     o
 }
 
-/// A stable colour per VC (and a lighter one per job within it).
+/// A stable hue per VC.
+fn vc_hue(vc: &str) -> u32 {
+    vc.bytes()
+        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619))
+        % 360
+}
+
+/// A GPU's style for `job` of `vc`: a hue of its own, so jobs side by side are told
+/// apart (consecutive ids step round the colour wheel by the golden angle, far from
+/// each other), with the VC's colour as a band along its foot.
 fn colour(vc: &str, job: u64) -> String {
-    let h = vc
-        .bytes()
-        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
-    let hue = h % 360;
-    let light = 38 + (job % 4) * 8;
-    format!("hsl({hue},65%,{light}%)")
+    let hue = (vc_hue(vc) as f64 + job as f64 * 137.508) % 360.0;
+    format!(
+        "background:hsl({hue:.0},70%,50%);box-shadow:inset 0 -5px 0 hsl({},80%,25%)",
+        vc_hue(vc)
+    )
 }
 
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
@@ -49,14 +57,39 @@ table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bot
 .gpu{width:18px;height:18px;margin:1px;border-radius:3px;background:#e6e6e6;display:inline-block}\
 .gpu.blocked{background:repeating-linear-gradient(45deg,#bbb,#bbb 3px,#eee 3px,#eee 6px)}\
 .gpu.stopping{background:#f0a}.muted{color:#888}.state-running{color:#070}\
-.state-failed{color:#b00}.state-queued{color:#a60}";
+.state-failed{color:#b00}.state-queued{color:#a60}\
+pre.output{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto;white-space:pre-wrap}\
+button{font:inherit;padding:3px 12px;margin:.8em 0}";
+
+/// Shows every `<time>` in the browser's own time zone (the server writes UTC).
+const LOCAL_TIMES: &str = "<script>for(const t of document.querySelectorAll('time[datetime]')){\
+const d=new Date(t.getAttribute('datetime'));if(!isNaN(d)){const p=n=>String(n).padStart(2,'0');\
+t.textContent=d.getFullYear()+'-'+p(d.getMonth()+1)+'-'+p(d.getDate())+' '+p(d.getHours())+':'+\
+p(d.getMinutes())+':'+p(d.getSeconds());t.title='UTC '+t.getAttribute('datetime');}}</script>";
 
 fn page(title: &str, body: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title>\
 <meta http-equiv=\"refresh\" content=\"5\"><style>{STYLE}</style></head>\
-<body><h1>{t}</h1>{body}</body></html>",
+<body><h1>{t}</h1>{body}{LOCAL_TIMES}</body></html>",
         t = esc(title)
+    )
+}
+
+/// A time for people: a `<time>` the page's script turns into the browser's local
+/// date-time (UTC without scripts), and its age.
+fn when(at_ms: u64, now_ms: u64) -> String {
+    let utc = apiary_model::rfc3339_utc(at_ms);
+    let s = now_ms.saturating_sub(at_ms) / 1000;
+    let age = match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    };
+    format!(
+        "<time datetime=\"{utc}\">{} UTC</time> <span class=\"muted\">{age}</span>",
+        &utc[..19].replace('T', " ")
     )
 }
 
@@ -124,7 +157,7 @@ fn job_name(r: &JobRecord) -> String {
         .unwrap_or_default()
 }
 
-fn render_overview(c: &Core, caller: &Caller) -> String {
+fn render_overview(c: &Core, caller: &Caller, now: u64) -> String {
     let cl = c.cluster();
     let mut b = String::new();
     let _ = write!(
@@ -180,7 +213,7 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
                 GpuUse::Job(j, vc) if caller.sees(vc) => {
                     let _ = write!(
                         b,
-                        "<a href=\"/ui/jobs/{j}\" class=\"gpu\" style=\"background:{}\" title=\"GPU {i}: job {j} ({})\"></a>",
+                        "<a href=\"/ui/jobs/{j}\" class=\"gpu\" style=\"{}\" title=\"GPU {i}: job {j} ({})\"></a>",
                         colour(vc, *j),
                         esc(vc)
                     );
@@ -229,9 +262,9 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
         );
     }
     b.push_str("</table><h2>Utilisation</h2>");
-    b.push_str(&util_svg(c, cl.gpus_total));
+    b.push_str(&util_svg(c, cl.gpus_total, now));
     b.push_str(
-        "<h2>Jobs</h2><table id=\"jobs\"><tr><th>id</th><th>VC</th><th>name</th><th>state</th><th>GPUs</th><th>nodes</th></tr>",
+        "<h2>Jobs</h2><table id=\"jobs\"><tr><th>id</th><th>VC</th><th>name</th><th>state</th><th>GPUs</th><th>nodes (or why it waits)</th></tr>",
     );
     for r in c
         .jobs(None, None, usize::MAX)
@@ -245,6 +278,8 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
                 .map(|p| p.node.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
+        } else if let Some(why) = c.reason(r) {
+            format!("({why})")
         } else {
             String::new()
         };
@@ -264,25 +299,64 @@ fn render_overview(c: &Core, caller: &Caller) -> String {
     page("apiary", &b)
 }
 
-/// GPUs allocated over time as an inline SVG line.
-fn util_svg(c: &Core, total: u64) -> String {
+/// GPUs allocated over time as an inline SVG chart: the share of GPUs (0 to 100 %) on
+/// the y axis, the time before now on the x axis.
+fn util_svg(c: &Core, total: u64, now: u64) -> String {
     let pts: Vec<(u64, u64)> = c.utilisation().copied().collect();
-    let (w, h) = (600.0, 120.0);
+    let (w, h) = (640.0, 160.0);
+    let (left, right, top, bottom) = (44.0, 10.0, 10.0, 24.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
     let mut s = format!(
         "<svg id=\"util\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" \
-aria-label=\"GPUs allocated over time\"><rect width=\"{w}\" height=\"{h}\" fill=\"#f7f7f7\"/>"
+aria-label=\"GPUs allocated over time\" font-size=\"11\" font-family=\"system-ui,sans-serif\">\
+<rect x=\"{left}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"#f7f7f7\" stroke=\"#ccc\"/>"
     );
-    if let (Some(first), Some(last)) = (pts.first(), pts.last())
-        && total > 0
-    {
-        let span = (last.0 - first.0).max(1) as f64;
+    for (frac, label) in [(0.0, "0 %"), (0.5, "50 %"), (1.0, "100 %")] {
+        let y = top + ph - frac * ph;
+        let _ = write!(
+            s,
+            "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+            left + pw,
+            left - 4.0,
+            y + 4.0
+        );
+    }
+    let start = pts.first().map_or(now, |p| p.0).min(now);
+    let span = now.saturating_sub(start).max(60_000) as f64;
+    // Ticks at round minutes or hours before now.
+    let step_ms: u64 = [
+        60_000, 300_000, 900_000, 1_800_000, 3_600_000, 10_800_000, 21_600_000, 86_400_000,
+    ]
+    .into_iter()
+    .find(|st| span / *st as f64 <= 6.0)
+    .unwrap_or(86_400_000);
+    let mut k = 0u64;
+    while (k * step_ms) as f64 <= span {
+        let x = left + pw - (k * step_ms) as f64 / span * pw;
+        let ago = k * step_ms / 60_000;
+        let label = match ago {
+            0 => "now".to_string(),
+            m if m % 60 == 0 => format!("-{} h", m / 60),
+            m => format!("-{m} min"),
+        };
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{top}\" y2=\"{:.1}\" stroke=\"#eee\"/>\
+<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text>",
+            top + ph,
+            h - 8.0
+        );
+        k += 1;
+    }
+    if total > 0 && !pts.is_empty() {
         let line: Vec<String> = pts
             .iter()
             .map(|&(t, g)| {
                 format!(
                     "{:.1},{:.1}",
-                    (t - first.0) as f64 / span * w,
-                    h - g as f64 / total as f64 * (h - 4.0) - 2.0
+                    left + pw - now.saturating_sub(t) as f64 / span * pw,
+                    top + ph - g as f64 / total as f64 * ph
                 )
             })
             .collect();
@@ -291,31 +365,51 @@ aria-label=\"GPUs allocated over time\"><rect width=\"{w}\" height=\"{h}\" fill=
             "<polyline fill=\"none\" stroke=\"#2a7\" stroke-width=\"2\" points=\"{}\"/>",
             line.join(" ")
         );
-        let _ = write!(
-            s,
-            "<text x=\"4\" y=\"14\" font-size=\"11\">{total} GPUs</text>"
-        );
     }
-    s.push_str("</svg>");
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#555\">share of {total} GPUs allocated</text></svg>",
+        left + 6.0,
+        top + 14.0
+    );
     s
 }
 
-fn render_job(r: &JobRecord) -> String {
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn render_job(r: &JobRecord, reason: Option<&str>, may_cancel: bool, now: u64) -> String {
     let mut b = String::new();
     let _ = write!(
         b,
         "<p><a href=\"/ui\">← cluster</a></p><table>\
-<tr><th>state</th><td class=\"state-{st}\">{st}</td></tr>\
+<tr><th>state</th><td class=\"state-{st}\">{st}{why}</td></tr>\
 <tr><th>VC</th><td>{vc}</td></tr><tr><th>GPUs</th><td>{g}</td></tr>\
 <tr><th>priority</th><td>{p}</td></tr><tr><th>attempt</th><td>{a}</td></tr>\
+<tr><th>submitted</th><td>{sub}</td></tr>\
 <tr><th>command</th><td><code>{cmd}</code></td></tr></table>",
         st = r.state.as_str(),
+        why = reason.map_or(String::new(), |w| format!(
+            " <span class=\"muted reason\">({})</span>",
+            esc(w)
+        )),
         vc = esc(&r.vc),
         g = r.spec.gpus,
         p = r.spec.priority,
         a = r.attempt,
+        sub = when(r.submitted_ms, now),
         cmd = esc(&r.spec.command.join(" "))
     );
+    if may_cancel && !r.state.terminal() {
+        let _ = write!(
+            b,
+            "<form method=\"post\" action=\"/ui/jobs/{}/cancel\"><button id=\"cancel\">Cancel job {}</button></form>",
+            r.id, r.id
+        );
+    }
     if !r.parts.is_empty() {
         b.push_str("<h2>Placement</h2><table><tr><th>node</th><th>GPUs</th><th>exit</th></tr>");
         for p in &r.parts {
@@ -327,16 +421,32 @@ fn render_job(r: &JobRecord) -> String {
                 p.exit.map_or(String::new(), |e| e.to_string())
             );
         }
-        b.push_str("</table>");
+        b.push_str("</table><h2>Output</h2>");
+        for p in &r.parts {
+            if p.exit.is_none() {
+                let _ = write!(
+                    b,
+                    "<p class=\"muted\">{}: still running; its output is on the node until the process exits.</p>",
+                    esc(&p.node)
+                );
+            } else if p.output_tail.is_empty() {
+                let _ = write!(b, "<p class=\"muted\">{}: no output.</p>", esc(&p.node));
+            } else {
+                let _ = write!(
+                    b,
+                    "<p>{} (the last 16 KiB)</p><pre class=\"output\">{}</pre>",
+                    esc(&p.node),
+                    esc(&p.output_tail)
+                );
+            }
+        }
     }
-    b.push_str(
-        "<h2>History</h2><table><tr><th>time (unix ms)</th><th>event</th><th>detail</th></tr>",
-    );
+    b.push_str("<h2>History</h2><table><tr><th>time</th><th>event</th><th>detail</th></tr>");
     for t in &r.history {
         let _ = write!(
             b,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            t.at_ms,
+            when(t.at_ms, now),
             esc(&t.event),
             esc(&t.detail)
         );
@@ -355,7 +465,8 @@ pub async fn overview(
         Ok(x) => x,
         Err(login) => return *login,
     };
-    match app.h.read(move |c| render_overview(c, &caller)).await {
+    let now = now_ms();
+    match app.h.read(move |c| render_overview(c, &caller, now)).await {
         Ok(body) => html(body, cookie),
         Err(e) => e.into_response(),
     }
@@ -372,10 +483,39 @@ pub async fn job(
         Ok(x) => x,
         Err(login) => return *login,
     };
-    let r = app.h.read(move |c| c.job(id).cloned()).await;
+    let r = app
+        .h
+        .read(move |c| c.job(id).map(|r| (r.clone(), c.reason(r))))
+        .await;
     match r {
-        Ok(Ok(r)) if caller.sees(&r.vc) => html(render_job(&r), cookie),
+        Ok(Ok((r, why))) if caller.sees(&r.vc) => {
+            let may_cancel = caller.user().is_ok();
+            html(render_job(&r, why, may_cancel, now_ms()), cookie)
+        }
         Ok(Ok(_)) => (StatusCode::FORBIDDEN, "job of another VC").into_response(),
         Ok(Err(e)) | Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /ui/jobs/{id}/cancel`: the job page's cancel button, for callers who may
+/// cancel the job (its VC's tenant, an admin); then back to the job's page. The token
+/// cookie is `SameSite=Strict`, so another site's form cannot send it.
+pub async fn cancel(State(app): State<App>, Path(id): Path<u64>, headers: HeaderMap) -> Response {
+    let q = TokenQuery { token: None };
+    let (caller, _) = match who(&app, &q, &headers) {
+        Ok(x) => x,
+        Err(login) => return *login,
+    };
+    if let Err(e) = caller.user() {
+        return e.into_response();
+    }
+    match app.h.read(move |c| c.job(id).map(|r| r.vc.clone())).await {
+        Ok(Ok(vc)) if caller.sees(&vc) => {}
+        Ok(Ok(_)) => return (StatusCode::FORBIDDEN, "job of another VC").into_response(),
+        Ok(Err(e)) | Err(e) => return e.into_response(),
+    }
+    match app.h.cancel(id).await {
+        Ok(_) => axum::response::Redirect::to(&format!("/ui/jobs/{id}")).into_response(),
+        Err(e) => e.into_response(),
     }
 }
