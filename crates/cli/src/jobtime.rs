@@ -52,6 +52,9 @@ pub fn exit_text(r: &JobRecord) -> String {
     if !r.state.terminal() {
         return "-".into();
     }
+    if r.history.last().is_some_and(|t| t.event == "timeout") {
+        return "timeout".into();
+    }
     let codes: Vec<i32> = r.parts.iter().filter_map(|p| p.exit).collect();
     match codes.iter().find(|&&c| c != 0) {
         Some(-1) => "killed".into(),
@@ -72,6 +75,31 @@ pub fn squeue_time(ms: u64) -> String {
     } else {
         format!("{m}:{s:02}")
     }
+}
+
+/// Seconds from a time limit as sbatch's `--time` takes it: `MM`, `MM:SS`, `HH:MM:SS`,
+/// `D-HH`, `D-HH:MM` or `D-HH:MM:SS`.
+pub fn parse_slurm_time(t: &str) -> Option<f64> {
+    let num = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (num(d)?, r),
+        None => (0, t),
+    };
+    let parts: Vec<u64> = rest.split(':').map(num).collect::<Option<_>>()?;
+    let secs = match (t.contains('-'), parts.as_slice()) {
+        (false, [m]) => m * 60,
+        (false, [m, s]) => m * 60 + s,
+        (false, [h, m, s]) | (true, [h, m, s]) => h * 3600 + m * 60 + s,
+        (true, [h]) => h * 3600,
+        (true, [h, m]) => h * 3600 + m * 60,
+        _ => return None,
+    };
+    let total = days * 86_400 + secs;
+    (total > 0).then_some(total as f64)
 }
 
 /// How long ago `at` was, for people: `12s ago`, `5m ago`, `3h ago`, `2d ago`.
@@ -118,6 +146,7 @@ mod tests {
                 estimated_duration_s: None,
                 deadline_unix_s: None,
                 restart: RestartPolicy::default(),
+                time_limit_s: None,
             },
             vc: "default".into(),
             state,
@@ -172,5 +201,21 @@ mod tests {
         assert_eq!(squeue_time(3_723_000), "1:02:03");
         assert_eq!(squeue_time(90_061_000), "1-01:01:01");
         assert_eq!(ago(100_000, 40_000), "1m ago");
+        assert_eq!(parse_slurm_time("30"), Some(1800.0));
+        assert_eq!(parse_slurm_time("1:30"), Some(90.0));
+        assert_eq!(parse_slurm_time("2:00:05"), Some(7205.0));
+        assert_eq!(parse_slurm_time("1-2"), Some(93_600.0));
+        assert_eq!(parse_slurm_time("1-02:30"), Some(95_400.0));
+        assert_eq!(parse_slurm_time("0-00:00:10"), Some(10.0));
+        for bad in ["", "x", "1:2:3:4", "-5", "1-", "0", "1:-2"] {
+            assert_eq!(parse_slurm_time(bad), None, "{bad}");
+        }
+        let timed = record(
+            JobState::Failed,
+            &[(0, "queued"), (10, "running"), (5010, "timeout")],
+            &[None],
+        );
+        assert_eq!(exit_text(&timed), "timeout");
+        assert_eq!(run_ms(&timed, 99_999), 5000);
     }
 }

@@ -289,6 +289,10 @@ pub struct Submission {
     /// Estimated run time, seconds.
     #[arg(long = "estimate")]
     pub estimate_s: Option<f64>,
+    /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,
+    /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
+    #[arg(long, short = 't', value_name = "TIME")]
+    pub time: Option<String>,
     /// Wait until the job ends and exit with its exit code (sbatch --wait): 0 when it
     /// succeeded, its first non-zero exit code when it failed, 1 when it was cancelled,
     /// refused or killed.
@@ -328,6 +332,12 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         estimated_duration_s: s.estimate_s,
         deadline_unix_s: None,
         restart: RestartPolicy::default(),
+        time_limit_s: match &s.time {
+            None => None,
+            Some(t) => Some(jobtime::parse_slurm_time(t).with_context(|| {
+                format!("--time '{t}': give MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+            })?),
+        },
     };
     let client = c.client()?;
     let r: JobRecord = client.post("/v1/jobs", &spec)?;

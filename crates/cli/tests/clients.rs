@@ -276,3 +276,37 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment() {
     let got = std::fs::read_to_string(other.join("probe")).unwrap();
     assert!(got.starts_with("unset|"), "{got}");
 }
+
+#[test]
+fn a_job_past_its_time_limit_is_stopped_and_fails_with_timeout() {
+    let c = Cluster::new("timeout", "fifo");
+    let t0 = Instant::now();
+    let o = cli(
+        &c,
+        &["submit", "--time", "0:01", "--wait", "--", "sleep", "30"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "it ran to its end");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("failed after") && err.contains("(exit timeout)"),
+        "{err}"
+    );
+    let list = out(&cli(&c, &["jobs", "-a"]));
+    assert!(list.lines().nth(1).unwrap().contains(" timeout"), "{list}");
+    let j = c.job(1);
+    assert_eq!(
+        j["history"].as_array().unwrap().last().unwrap()["event"],
+        "timeout"
+    );
+    assert_eq!(j["spec"]["time_limit_s"], 1.0);
+    // A limit that is no time at all is refused by the client.
+    let bad = cli(&c, &["submit", "--time", "soon", "--", "true"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--time 'soon'"));
+}

@@ -311,6 +311,7 @@ fn spec_of(job: &Job) -> JobSpec {
             on_node_loss: false,
             max_restarts: 0,
         },
+        time_limit_s: None,
     }
 }
 

@@ -74,6 +74,10 @@ pub struct JobSpec {
     /// Restarts.
     #[serde(default)]
     pub restart: RestartPolicy,
+    /// Longest an attempt may run, seconds (sbatch's `--time`): past it the attempt is
+    /// stopped and the job fails with a `timeout` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<f64>,
 }
 
 /// Where a job is in its life.

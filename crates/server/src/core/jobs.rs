@@ -56,6 +56,14 @@ fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
             "a variable's name is non-empty without '=' or NUL, its value without NUL",
         ));
     }
+    if let Some(t) = s.time_limit_s
+        && !(t.is_finite() && t > 0.0 && t <= 1e9)
+    {
+        return Err(ApiError::bad(
+            "time_limit_s",
+            format!("must be a positive number of seconds (got {t})"),
+        ));
+    }
     if let Some(w) = &s.workdir {
         over("workdir", w.len(), limits::WORKDIR_BYTES, "bytes")?;
         if w.contains('\0') {
@@ -373,34 +381,80 @@ impl Core {
     pub fn cancel(&mut self, id: u64, now: u64) -> Result<(), ApiError> {
         let j = self.record(id)?;
         self.advance(now);
-        match self.jobs[j as usize].state {
-            s if s.terminal() => {
-                return Err(ApiError::conflict(format!(
-                    "job {id} is already {}",
-                    s.as_str()
-                )));
-            }
-            JobState::Queued => {
-                self.world.withdraw(j);
-            }
-            _ => {
-                self.stop_attempt(j);
-                let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
-                self.world.finish(j);
-                self.fence_stopping(id, attempt);
-            }
+        if let s @ (JobState::Succeeded | JobState::Failed | JobState::Cancelled) =
+            self.jobs[j as usize].state
+        {
+            return Err(ApiError::conflict(format!(
+                "job {id} is already {}",
+                s.as_str()
+            )));
+        }
+        self.end_early(j, now, JobState::Cancelled, "cancelled", String::new());
+        Ok(())
+    }
+
+    /// Ends job `j` before its processes do: a queued one leaves the queue, a running
+    /// one's attempt is stopped (its GPUs held until the processes are gone). It ends
+    /// in `state` with `event` in its history.
+    fn end_early(&mut self, j: JobIdx, now: u64, state: JobState, event: &str, detail: String) {
+        if self.jobs[j as usize].state == JobState::Queued {
+            self.world.withdraw(j);
+        } else {
+            self.stop_attempt(j);
+            let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
+            self.world.finish(j);
+            self.fence_stopping(id, attempt);
         }
         let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
         self.policy.on_finish(&ctx, j);
-        self.counters.count("cancel");
+        self.counters.count(if state == JobState::Cancelled {
+            "cancel"
+        } else {
+            "fail"
+        });
         let r = &mut self.jobs[j as usize];
         if let Some(n) = self.active.get_mut(&r.vc) {
             *n = n.saturating_sub(1);
         }
-        r.state = JobState::Cancelled;
-        note(r, now, "cancelled", String::new());
+        r.state = state;
+        note(r, now, event, detail);
         self.dirty.insert(j);
-        Ok(())
+    }
+
+    /// Stops the running jobs whose attempt has run past its time limit: they fail with
+    /// a `timeout` event (Slurm's TIMEOUT). Whether any did.
+    pub fn check_time_limits(&mut self, now: u64) -> bool {
+        let over: Vec<JobIdx> = self
+            .world
+            .running()
+            .iter()
+            .copied()
+            .filter(|&j| {
+                let r = &self.jobs[j as usize];
+                let Some(limit) = r.spec.time_limit_s else {
+                    return false;
+                };
+                let start = r
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|t| t.event == "running")
+                    .map_or(now, |t| t.at_ms);
+                now.saturating_sub(start) as f64 >= limit * 1000.0
+            })
+            .collect();
+        for &j in &over {
+            self.advance(now);
+            let limit = self.jobs[j as usize].spec.time_limit_s.unwrap_or(0.0);
+            self.end_early(
+                j,
+                now,
+                JobState::Failed,
+                "timeout",
+                format!("time limit of {limit} s reached"),
+            );
+        }
+        !over.is_empty()
     }
 
     /// Creates a VC or changes its quota (admin). HiveD's cells change only with the
