@@ -102,6 +102,25 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
     (total > 0).then_some(total as f64)
 }
 
+/// Job ids for people: `12-21` for a run, `12, 14` otherwise.
+pub fn id_ranges(ids: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
 /// How long ago `at` was, for people: `12s ago`, `5m ago`, `3h ago`, `2d ago`.
 pub fn ago(now: u64, at: u64) -> String {
     let s = now.saturating_sub(at) / 1000;
@@ -147,6 +166,8 @@ mod tests {
                 deadline_unix_s: None,
                 restart: RestartPolicy::default(),
                 time_limit_s: None,
+                after_ok: Vec::new(),
+                after_any: Vec::new(),
             },
             vc: "default".into(),
             state,

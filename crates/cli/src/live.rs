@@ -1,7 +1,7 @@
 //! `apiary serve` and the clients (`submit`, `jobs`, `job`, `cancel`, `nodes`, `cordon`,
 //! `uncordon`): the live cluster from the command line. The agent is [`crate::agent`].
 
-use crate::jobtime;
+use crate::{jobtime, sbatch};
 use anyhow::{Context, Result, bail};
 use apiary_server::config::ServerConfig;
 use apiary_server::types::*;
@@ -293,6 +293,16 @@ pub struct Submission {
     /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
     #[arg(long, short = 't', value_name = "TIME")]
     pub time: Option<String>,
+    /// Start only after other jobs, as sbatch's --dependency: afterok:ID[:ID...] (they
+    /// succeeded; if one fails or is cancelled, this job is cancelled) or
+    /// afterany:ID[:ID...] (they ended), several joined by commas.
+    #[arg(long, short = 'd', value_name = "TYPE:ID[:ID...]")]
+    pub dependency: Option<String>,
+    /// Submit a job array, as sbatch's --array: 0-99, 1,3,5 or 0-15:4 (a step), with %K
+    /// to run at most K tasks at once. Each task gets APIARY_ARRAY_TASK_ID, and
+    /// APIARY_ARRAY_TASK_COUNT, _MIN and _MAX.
+    #[arg(long, short = 'a', value_name = "INDICES[%K]")]
+    pub array: Option<String>,
     /// Wait until the job ends and exit with its exit code (sbatch --wait): 0 when it
     /// succeeded, its first non-zero exit code when it failed, 1 when it was cancelled,
     /// refused or killed.
@@ -312,6 +322,11 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
             .with_context(|| format!("--env '{kv}' is not KEY=VALUE"))?;
         e.insert(k.to_string(), v.to_string());
     }
+    let deps = match &s.dependency {
+        Some(d) => sbatch::dependencies(d)?,
+        None => sbatch::Dependencies::default(),
+    };
+    let array = s.array.as_deref().map(sbatch::array).transpose()?;
     let spec = JobSpec {
         name: s.name,
         gpus: s.gpus,
@@ -338,23 +353,76 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
                 format!("--time '{t}': give MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
             })?),
         },
+        after_ok: deps.after_ok,
+        after_any: deps.after_any,
     };
     let client = c.client()?;
-    let r: JobRecord = client.post("/v1/jobs", &spec)?;
-    if !c.machine(&r)? {
-        println!("Submitted job {}", r.id);
+    let mut ids = Vec::new();
+    match &array {
+        None => {
+            let r: JobRecord = client.post("/v1/jobs", &spec)?;
+            if !c.machine(&r)? {
+                println!("Submitted job {}", r.id);
+            }
+            ids.push(r.id);
+        }
+        Some(a) => {
+            let base = spec
+                .name
+                .clone()
+                .or_else(|| spec.command.first().cloned())
+                .unwrap_or_default();
+            let mut records = Vec::new();
+            for (pos, &task) in a.tasks.iter().enumerate() {
+                let mut t = spec.clone();
+                t.name = Some(format!("{base}[{task}]"));
+                let env = [
+                    ("APIARY_ARRAY_TASK_ID", task),
+                    ("APIARY_ARRAY_TASK_COUNT", a.tasks.len() as u64),
+                    ("APIARY_ARRAY_TASK_MIN", a.tasks[0]),
+                    ("APIARY_ARRAY_TASK_MAX", a.tasks[a.tasks.len() - 1]),
+                ];
+                for (k, v) in env {
+                    t.env.insert(k.to_string(), v.to_string());
+                }
+                // %K: each task waits for the end of the one K places before it, so at
+                // most K run at once.
+                if let Some(k) = a.at_once
+                    && pos >= k
+                {
+                    t.after_any.push(ids[pos - k]);
+                }
+                let r: JobRecord = client
+                    .post("/v1/jobs", &t)
+                    .with_context(|| format!("submitting task {task} of the array"))?;
+                ids.push(r.id);
+                records.push(r);
+            }
+            if !c.machine(&records)? {
+                println!(
+                    "Submitted array of {} jobs: {}",
+                    ids.len(),
+                    crate::jobtime::id_ranges(&ids)
+                );
+            }
+        }
     }
     if s.wait {
-        let end = wait_for(&client, r.id)?;
-        let code = exit_code(&end);
-        if c.output == Output::Table || c.output == Output::Wide {
-            eprintln!(
-                "job {} {} after {} (exit {})",
-                end.id,
-                end.state.as_str(),
-                jobtime::squeue_time(jobtime::run_ms(&end, now_ms())),
-                jobtime::exit_text(&end)
-            );
+        let mut code = 0;
+        for &id in &ids {
+            let end = wait_for(&client, id)?;
+            if c.output == Output::Table || c.output == Output::Wide {
+                eprintln!(
+                    "job {} {} after {} (exit {})",
+                    end.id,
+                    end.state.as_str(),
+                    jobtime::squeue_time(jobtime::run_ms(&end, now_ms())),
+                    jobtime::exit_text(&end)
+                );
+            }
+            if code == 0 {
+                code = exit_code(&end);
+            }
         }
         if code != 0 {
             std::process::exit(code);

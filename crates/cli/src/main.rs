@@ -13,6 +13,7 @@ mod live;
 mod llm;
 mod llm_pool;
 mod run;
+mod sbatch;
 mod settings;
 mod sweep;
 mod traces;

@@ -310,3 +310,92 @@ fn a_job_past_its_time_limit_is_stopped_and_fails_with_timeout() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--time 'soon'"));
 }
+
+fn id_of(o: &Output) -> u64 {
+    out(o).trim().rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn dependencies_and_arrays_as_sbatch_has_them() {
+    let c = Cluster::new("deps", "fifo");
+    let dir = c.dir.join("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let first = id_of(&cli(
+        &c,
+        &["submit", "--chdir", d, "--", "sh", "-c", "sleep 0.5"],
+    ));
+    let after = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--chdir",
+            d,
+            "--dependency",
+            &format!("afterok:{first}"),
+            "--",
+            "true",
+        ],
+    ));
+    let j = c.job(after);
+    assert_eq!(j["state"], "queued");
+    assert_eq!(j["reason"], "Dependency", "{j}");
+    let done = c.wait_terminal(&[first, after], Duration::from_secs(20));
+    assert_eq!(done[1]["state"], "succeeded");
+    let at = |j: &serde_json::Value, ev: &str| {
+        j["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["event"] == ev)
+            .map(|t| t["at_ms"].as_u64().unwrap())
+            .unwrap()
+    };
+    assert!(at(&done[1], "running") >= at(&done[0], "succeeded"));
+    // A failed dependency cancels the job that waits for it.
+    let bad = id_of(&cli(&c, &["submit", "--", "sh", "-c", "sleep 0.3; exit 1"]));
+    let orphan = id_of(&cli(
+        &c,
+        &["submit", "-d", &format!("afterok:{bad}"), "--", "true"],
+    ));
+    let done = c.wait_terminal(&[bad, orphan], Duration::from_secs(20));
+    assert_eq!(done[1]["state"], "cancelled");
+
+    // An array of 4 tasks, at most 2 at once: each sees its index.
+    let o = cli(
+        &c,
+        &[
+            "submit",
+            "--chdir",
+            d,
+            "--array",
+            "0-3%2",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$APIARY_ARRAY_TASK_ID $APIARY_ARRAY_TASK_COUNT $(date +%s%N)\" > start.$APIARY_ARRAY_TASK_ID; \
+         sleep 0.4; date +%s%N > end.$APIARY_ARRAY_TASK_ID",
+        ],
+    );
+    let text = out(&o);
+    assert!(text.starts_with("Submitted array of 4 jobs: "), "{text}");
+    let mut spans = Vec::new();
+    for t in 0..4 {
+        let s = std::fs::read_to_string(dir.join(format!("start.{t}"))).unwrap();
+        let f: Vec<&str> = s.split_whitespace().collect();
+        assert_eq!((f[0], f[1]), (t.to_string().as_str(), "4"), "{s}");
+        let end: u128 = std::fs::read_to_string(dir.join(format!("end.{t}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        spans.push((f[2].parse::<u128>().unwrap(), end));
+    }
+    for &(s, _) in &spans {
+        let at_once = spans.iter().filter(|&&(a, b)| a <= s && s < b).count();
+        assert!(at_once <= 2, "{at_once} tasks at once: {spans:?}");
+    }
+    let list = out(&cli(&c, &["jobs", "-a"]));
+    assert!(list.contains("sh[3]"), "{list}");
+}

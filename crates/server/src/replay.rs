@@ -312,6 +312,8 @@ fn spec_of(job: &Job) -> JobSpec {
             max_restarts: 0,
         },
         time_limit_s: None,
+        after_ok: Vec::new(),
+        after_any: Vec::new(),
     }
 }
 

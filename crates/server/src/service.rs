@@ -448,6 +448,7 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
         }
         core.check_nodes(now);
         core.check_time_limits(now);
+        core.check_dependencies(now);
         let t0 = std::time::Instant::now();
         core.schedule(now);
         core.observe_pass(t0.elapsed().as_secs_f64());

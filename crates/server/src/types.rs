@@ -78,6 +78,15 @@ pub struct JobSpec {
     /// stopped and the job fails with a `timeout` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<f64>,
+    /// Jobs that must succeed before this one starts (sbatch's
+    /// `--dependency=afterok:ID:ID`); if one of them fails or is cancelled, this job is
+    /// cancelled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_ok: Vec<u64>,
+    /// Jobs that must have ended, however, before this one starts (sbatch's
+    /// `--dependency=afterany:ID`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_any: Vec<u64>,
 }
 
 /// Where a job is in its life.

@@ -572,3 +572,75 @@ fn a_queued_job_says_why_it_waits() {
     assert_eq!(state(&q, x1), JobState::Running);
     assert_eq!(why(&q, x2), Some("QuotaExceeded"));
 }
+
+#[test]
+fn afterok_holds_a_job_until_its_dependencies_succeed() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    for n in ["a", "b"] {
+        c.heartbeat(&hb(n, &[], &[]), 10).unwrap();
+    }
+    let first = c.submit(spec(1), 20).unwrap();
+    let after = c
+        .submit(
+            JobSpec {
+                after_ok: vec![first],
+                ..spec(1)
+            },
+            20,
+        )
+        .unwrap();
+    c.schedule(20);
+    c.check_dependencies(20);
+    c.schedule(20);
+    assert_eq!(state(&c, first), JobState::Running);
+    // GPUs are free, but it waits for `first`.
+    assert_eq!(state(&c, after), JobState::Queued);
+    assert_eq!(c.reason(c.job(after).unwrap()), Some("Dependency"));
+    let node = c.job(first).unwrap().parts[0].node.clone();
+    c.heartbeat(&hb(&node, &[], &[(first, 1, 0)]), 100).unwrap();
+    assert_eq!(state(&c, first), JobState::Succeeded);
+    assert!(c.check_dependencies(100));
+    c.schedule(100);
+    assert_eq!(state(&c, after), JobState::Running);
+
+    // A dependency that fails cancels the job that waits for it, saying why.
+    let doomed = c.submit(spec(1), 200).unwrap();
+    let waiter = c
+        .submit(
+            JobSpec {
+                after_ok: vec![doomed],
+                ..spec(1)
+            },
+            200,
+        )
+        .unwrap();
+    c.cancel(doomed, 210).unwrap();
+    assert!(c.check_dependencies(210));
+    assert_eq!(state(&c, waiter), JobState::Cancelled);
+    let last = c.job(waiter).unwrap().history.last().unwrap().clone();
+    assert!(
+        last.detail.contains(&format!("afterok:{doomed}")),
+        "{last:?}"
+    );
+    // One that already failed, or does not exist, is refused at submission.
+    let e = c
+        .submit(
+            JobSpec {
+                after_ok: vec![doomed],
+                ..spec(1)
+            },
+            220,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, 409);
+    let e = c
+        .submit(
+            JobSpec {
+                after_ok: vec![999],
+                ..spec(1)
+            },
+            220,
+        )
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("after_ok"));
+}

@@ -1,7 +1,7 @@
 //! Jobs: validation and admission of submissions, recovery from the store, queries,
 //! cancellation, and VCs changed through the API.
 
-use super::{ApiError, Core, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
+use super::{ApiError, Core, MAX_DEPENDENCIES, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
 use crate::types::{JobRecord, JobSpec, JobState, SCHEMA_VERSION, limits};
 use apiary_model::{Job, Placement, Time};
 use apiary_policy::{Capability, Ctx, JobIdx, TenantShare};
@@ -112,6 +112,28 @@ impl Core {
     /// Checks a submission against the cluster and config.
     pub fn validate(&self, s: &JobSpec) -> Result<(), ApiError> {
         check_sizes(s)?;
+        let deps = s.after_ok.len() + s.after_any.len();
+        if deps > MAX_DEPENDENCIES {
+            return Err(ApiError::bad(
+                "after_ok",
+                format!("at most {MAX_DEPENDENCIES} jobs to wait for (got {deps})"),
+            ));
+        }
+        if let Some(d) = s.after_any.iter().find(|d| !self.by_id.contains_key(d)) {
+            return Err(ApiError::bad("after_any", format!("no job {d}")));
+        }
+        for &d in &s.after_ok {
+            let Some(&j) = self.by_id.get(&d) else {
+                return Err(ApiError::bad("after_ok", format!("no job {d}")));
+            };
+            let st = self.jobs[j as usize].state;
+            if matches!(st, JobState::Failed | JobState::Cancelled) {
+                return Err(ApiError::conflict(format!(
+                    "job {d} is already {}: afterok:{d} can never be met",
+                    st.as_str()
+                )));
+            }
+        }
         if s.gpus == 0 || s.gpus > MAX_JOB_GPUS {
             return Err(ApiError::bad(
                 "gpus",
@@ -240,8 +262,11 @@ impl Core {
         note(&mut rec, now, "queued", String::new());
         let vc = rec.vc.clone();
         let j = self.add_to_world(rec);
+        self.hold_for_dependencies(j);
         if let Err(e) = self.enqueue(j) {
             // Refused before anyone was told it was accepted: it leaves no trace.
+            self.held.remove(&j);
+            self.world.set_blocked(j, false);
             self.world.pop_job(j);
             self.jobs.pop();
             self.by_id.remove(&id);
@@ -291,6 +316,7 @@ impl Core {
                 self.dirty.insert(j);
                 continue;
             }
+            self.hold_for_dependencies(j);
             if state == JobState::Running {
                 let mut p = Placement::default();
                 let mut ok = true;
@@ -419,6 +445,75 @@ impl Core {
         r.state = state;
         note(r, now, event, detail);
         self.dirty.insert(j);
+    }
+
+    /// Holds queued job `j` while a job it names in `after_ok` has not succeeded or one
+    /// in `after_any` has not ended.
+    pub(super) fn hold_for_dependencies(&mut self, j: JobIdx) {
+        let r = &self.jobs[j as usize];
+        if r.state == JobState::Queued
+            && !(r.spec.after_ok.is_empty() && r.spec.after_any.is_empty())
+        {
+            self.held.insert(j);
+            self.world.set_blocked(j, true);
+        }
+    }
+
+    /// Releases held jobs whose dependencies all succeeded, and cancels those with one
+    /// that failed or was cancelled. Whether any changed.
+    pub fn check_dependencies(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        let held: Vec<JobIdx> = self.held.iter().copied().collect();
+        for j in held {
+            if self.jobs[j as usize].state != JobState::Queued {
+                self.held.remove(&j);
+                continue;
+            }
+            let mut all_ok = true;
+            let mut broken = None;
+            for &d in &self.jobs[j as usize].spec.after_ok {
+                let st = self.by_id.get(&d).map(|&k| self.jobs[k as usize].state);
+                match st {
+                    Some(JobState::Succeeded) => {}
+                    Some(JobState::Failed | JobState::Cancelled) | None => {
+                        broken = Some((d, st.map_or("gone", JobState::as_str)));
+                        break;
+                    }
+                    _ => all_ok = false,
+                }
+            }
+            let spec = &self.jobs[j as usize].spec;
+            if spec.after_any.iter().any(|d| {
+                self.by_id
+                    .get(d)
+                    .is_some_and(|&k| !self.jobs[k as usize].state.terminal())
+            }) {
+                all_ok = false;
+            }
+            if let Some((d, how)) = broken {
+                self.held.remove(&j);
+                self.advance(now);
+                self.world.set_blocked(j, false);
+                self.end_early(
+                    j,
+                    now,
+                    JobState::Cancelled,
+                    "cancelled",
+                    format!("dependency afterok:{d} can never be met (job {d} {how})"),
+                );
+                changed = true;
+            } else if all_ok {
+                self.held.remove(&j);
+                self.world.set_blocked(j, false);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Whether job `j` waits for its dependencies.
+    pub(super) fn is_held(&self, j: JobIdx) -> bool {
+        self.held.contains(&j)
     }
 
     /// Stops the running jobs whose attempt has run past its time limit: they fail with

@@ -30,6 +30,9 @@ const UNKNOWN_DURATION_MS: Time = 10 * 365 * 24 * 3600 * 1000;
 /// Largest GPU count a job may ask for.
 pub const MAX_JOB_GPUS: u32 = 4096;
 
+/// The most jobs one job may wait for (`after_ok`).
+pub const MAX_DEPENDENCIES: usize = 64;
+
 #[derive(Debug, Clone)]
 struct NodeRt {
     name: String,
@@ -120,6 +123,8 @@ pub struct Core {
     missing: BTreeMap<(u64, u32, u32), u64>,
     /// Nodes that went down or came up since the service last logged them.
     node_events: Vec<NodeEvent>,
+    /// Queued jobs held until the jobs they name in `after_ok` succeed.
+    held: BTreeSet<JobIdx>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -284,6 +289,7 @@ impl Core {
             active: BTreeMap::new(),
             missing: BTreeMap::new(),
             node_events: Vec::new(),
+            held: BTreeSet::new(),
         };
         Ok(core)
     }

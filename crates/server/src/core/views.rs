@@ -100,7 +100,8 @@ impl Core {
             .collect()
     }
 
-    /// Why a queued job waits, as squeue's REASON: `QuotaExceeded` (its VC's quota is
+    /// Why a queued job waits, as squeue's REASON: `Dependency` (a job it names in
+    /// `after_ok` has not succeeded yet), `QuotaExceeded` (its VC's quota is
     /// taken), `Priority` (GPUs of its kind are free, but the policy started others or
     /// its placement does not fit), `Cordoned` (the GPUs it could use are on cordoned
     /// nodes), `GpuType` (GPUs are free, but not of the type it asks for), `Resources`
@@ -108,6 +109,9 @@ impl Core {
     pub fn reason(&self, r: &JobRecord) -> Option<&'static str> {
         if r.state != JobState::Queued {
             return None;
+        }
+        if self.by_id.get(&r.id).is_some_and(|&j| self.is_held(j)) {
+            return Some("Dependency");
         }
         let want = u64::from(r.spec.gpus);
         if self.cfg.sharing == "quota"

@@ -1,0 +1,130 @@
+//! sbatch's syntaxes for `apiary submit`'s `--dependency` and `--array`, so that
+//! Slurm users type what they know.
+
+use anyhow::{Result, bail};
+
+/// The most tasks one `--array` may hold.
+pub const MAX_ARRAY_TASKS: usize = 10_000;
+
+/// What `--dependency` asks: jobs that must succeed, and jobs that must have ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dependencies {
+    /// `afterok:ID:ID`.
+    pub after_ok: Vec<u64>,
+    /// `afterany:ID:ID`.
+    pub after_any: Vec<u64>,
+}
+
+/// Parses `afterok:5:6,afterany:7` (sbatch's `,` joins conditions that must all hold).
+pub fn dependencies(text: &str) -> Result<Dependencies> {
+    let mut d = Dependencies::default();
+    for cond in text.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let mut it = cond.split(':');
+        let kind = it.next().unwrap_or_default();
+        let ids: Vec<u64> = it
+            .map(|i| {
+                i.trim()
+                    .parse::<u64>()
+                    .map_err(|_| anyhow::anyhow!("--dependency '{cond}': '{i}' is not a job id"))
+            })
+            .collect::<Result<_>>()?;
+        if ids.is_empty() {
+            bail!("--dependency '{cond}': give the job ids, as {kind}:ID[:ID...]");
+        }
+        match kind {
+            "afterok" => d.after_ok.extend(ids),
+            "afterany" => d.after_any.extend(ids),
+            other => bail!(
+                "--dependency '{cond}': '{other}' is not supported (afterok and afterany are)"
+            ),
+        }
+    }
+    if d.after_ok.is_empty() && d.after_any.is_empty() {
+        bail!("--dependency is empty: give afterok:ID or afterany:ID");
+    }
+    Ok(d)
+}
+
+/// A job array: its task indices, in order, and how many may run at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Array {
+    /// Task indices.
+    pub tasks: Vec<u64>,
+    /// `%K`: at most this many at once.
+    pub at_once: Option<usize>,
+}
+
+/// Parses sbatch's `--array`: `0-99`, `1,3,5`, `0-15:4` (every 4th), each with an
+/// optional `%K`.
+pub fn array(text: &str) -> Result<Array> {
+    let bad = |why: &str| anyhow::anyhow!("--array '{text}': {why}");
+    let (list, at_once) = match text.split_once('%') {
+        Some((l, k)) => {
+            let k: usize = k
+                .trim()
+                .parse()
+                .map_err(|_| bad("%K takes a whole number of tasks"))?;
+            if k == 0 {
+                return Err(bad("%0 would run nothing"));
+            }
+            (l, Some(k))
+        }
+        None => (text, None),
+    };
+    let mut tasks = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let num = |s: &str| -> Result<u64> {
+            s.trim()
+                .parse()
+                .map_err(|_| bad(&format!("'{s}' is not a task index")))
+        };
+        let (range, step) = match item.split_once(':') {
+            Some((r, st)) => (r, num(st)?),
+            None => (item, 1),
+        };
+        if step == 0 {
+            return Err(bad("a step of 0"));
+        }
+        let (lo, hi) = match range.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(range)?, num(range)?),
+        };
+        if lo > hi {
+            return Err(bad(&format!("{lo}-{hi} runs backwards")));
+        }
+        let mut i = lo;
+        while i <= hi {
+            tasks.push(i);
+            if tasks.len() > MAX_ARRAY_TASKS {
+                return Err(bad(&format!("more than {MAX_ARRAY_TASKS} tasks")));
+            }
+            i += step;
+        }
+    }
+    tasks.sort_unstable();
+    tasks.dedup();
+    Ok(Array { tasks, at_once })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sbatch_syntaxes() {
+        let d = dependencies("afterok:5:6,afterany:7").unwrap();
+        assert_eq!((d.after_ok, d.after_any), (vec![5, 6], vec![7]));
+        assert!(dependencies("after:5").is_err());
+        assert!(dependencies("afterok").is_err());
+        assert!(dependencies("afterok:x").is_err());
+        let a = array("0-9%2").unwrap();
+        assert_eq!(a.tasks, (0..10).collect::<Vec<_>>());
+        assert_eq!(a.at_once, Some(2));
+        assert_eq!(array("1,3,5").unwrap().tasks, [1, 3, 5]);
+        assert_eq!(array("0-15:4").unwrap().tasks, [0, 4, 8, 12]);
+        assert_eq!(array("3,1-2").unwrap().tasks, [1, 2, 3]);
+        for bad in ["", "5-1", "0-9%0", "a", "0-3:0", "0-20000"] {
+            assert!(array(bad).is_err(), "{bad}");
+        }
+    }
+}
