@@ -711,12 +711,23 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
 
 /// `apiary logs ID`: the end of each node's output of the job's last attempt (kept
 /// by the server once the processes exited).
-pub fn logs(c: &ClientArgs, id: u64) -> Result<()> {
-    let r: JobRecord = c.client()?.get(&format!("/v1/jobs/{id}"))?;
+pub fn logs(c: &ClientArgs, id: u64, follow: bool) -> Result<()> {
+    let client = c.client()?;
+    let r: JobRecord = client.get(&format!("/v1/jobs/{id}"))?;
+    if follow {
+        return follow_logs(&client, r);
+    }
+    let live: Vec<PartOutput> = client.get(&format!("/v1/jobs/{id}/output"))?;
     let parts: Vec<_> = r
         .parts
         .iter()
-        .map(|p| serde_json::json!({"node": p.node, "exit": p.exit, "output_tail": p.output_tail}))
+        .map(|p| {
+            let held = live.iter().find(|l| l.node == p.node);
+            serde_json::json!({
+                "node": p.node, "exit": p.exit, "output_tail": p.output_tail,
+                "live": held.map(|l| &l.data), "live_start": held.map(|l| l.start),
+            })
+        })
         .collect();
     if c.machine(&parts)? {
         return Ok(());
@@ -729,15 +740,78 @@ pub fn logs(c: &ClientArgs, id: u64) -> Result<()> {
         if many {
             println!("==> {} (attempt {}) <==", p.node, r.attempt);
         }
-        match p.exit {
-            None => println!(
-                "(still running on {}; its output is on the node, in the agent's log directory as {}-{}.out)",
-                p.node, r.id, r.attempt
-            ),
-            Some(_) => print!("{}", p.output_tail),
+        match (p.exit, live.iter().find(|l| l.node == p.node)) {
+            (None, Some(l)) => {
+                if l.start > 0 {
+                    println!("[apiary: the first {} bytes are not kept]", l.start);
+                }
+                print!("{}", l.data);
+            }
+            (None, None) => println!("(running on {}; no output yet)", p.node),
+            (Some(_), _) => print!("{}", p.output_tail),
         }
     }
     Ok(())
+}
+
+/// `apiary logs -f`: prints each part's output as its agent streams it, until the job
+/// ended and every part's output arrived (or, for output the server no longer holds,
+/// the end of it that the job's record keeps).
+fn follow_logs(client: &Client, mut r: JobRecord) -> Result<()> {
+    use std::io::Write as _;
+    let id = r.id;
+    let mut printed: BTreeMap<String, (u32, u64)> = BTreeMap::new();
+    let mut quiet_polls = 0u32;
+    loop {
+        let live: Vec<PartOutput> = client.get(&format!("/v1/jobs/{id}/output"))?;
+        let many = live.len() > 1 || r.parts.len() > 1;
+        let mut out = std::io::stdout().lock();
+        let mut any = false;
+        for l in &live {
+            let (attempt, done) = printed.get(&l.node).copied().unwrap_or((l.attempt, 0));
+            let done = if attempt == l.attempt { done } else { 0 };
+            let end = l.start + l.data.len() as u64;
+            if end <= done {
+                continue;
+            }
+            if many {
+                writeln!(out, "==> {} (attempt {}) <==", l.node, l.attempt)?;
+            }
+            if done < l.start {
+                writeln!(out, "[apiary: {} bytes not kept]", l.start - done)?;
+            }
+            let mut from = done.saturating_sub(l.start) as usize;
+            while !l.data.is_char_boundary(from) {
+                from += 1;
+            }
+            write!(out, "{}", &l.data[from..])?;
+            printed.insert(l.node.clone(), (l.attempt, end));
+            any = true;
+        }
+        out.flush()?;
+        drop(out);
+        if r.state.terminal() {
+            let all_in = !r.parts.is_empty()
+                && r.parts
+                    .iter()
+                    .all(|p| live.iter().any(|l| l.node == p.node && l.eof));
+            quiet_polls = if any { 0 } else { quiet_polls + 1 };
+            if all_in {
+                return Ok(());
+            }
+            // The server holds none of it (restarted, or long ago): the record's tail.
+            if live.is_empty() || quiet_polls >= 6 {
+                if live.is_empty() {
+                    for p in &r.parts {
+                        print!("{}", p.output_tail);
+                    }
+                }
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        r = client.get(&format!("/v1/jobs/{id}"))?;
+    }
 }
 
 /// `apiary cancel ID`.

@@ -125,10 +125,14 @@ enum Cmd {
         #[command(flatten)]
         client: live::ClientArgs,
     },
-    /// The end of a job's output (once its processes exited).
+    /// A job's output: what the server holds of a running job (its last 64 KiB per
+    /// node), the end of a finished one's; -f follows it as the job runs.
     Logs {
         /// Job id.
         id: u64,
+        /// Follow the output until the job ends (tail -f).
+        #[arg(long, short)]
+        follow: bool,
         #[command(flatten)]
         client: live::ClientArgs,
     },
@@ -366,7 +370,7 @@ fn main() {
         } => live::jobs(&client, vc.as_deref(), state.as_deref(), all, watch),
         Cmd::Job { id, client } => live::job(&client, id),
         Cmd::Cancel { id, client } => live::cancel(&client, id),
-        Cmd::Logs { id, client } => live::logs(&client, id),
+        Cmd::Logs { id, follow, client } => live::logs(&client, id, follow),
         Cmd::Nodes { client } => live::nodes(&client),
         Cmd::Cordon { node, client } => live::node_action(&client, &node, "cordon"),
         Cmd::Uncordon { node, client } => live::node_action(&client, &node, "uncordon"),

@@ -399,3 +399,65 @@ fn dependencies_and_arrays_as_sbatch_has_them() {
     let list = out(&cli(&c, &["jobs", "-a"]));
     assert!(list.contains("sh[3]"), "{list}");
 }
+
+#[test]
+fn logs_follow_a_running_job() {
+    use std::io::Read as _;
+    let c = Cluster::new("follow", "fifo");
+    let id = c
+        .submit(
+            json!({"gpus": 1, "command": sh("echo first; sleep 1.5; echo second >&2; echo third")}),
+        )
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(id);
+    let mut f = Command::new(BIN)
+        .args(["logs", "-f", &id.to_string()])
+        .env("APIARY_SERVER", c.url(""))
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = f.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        let mut buf = [0u8; 256];
+        let mut first_at = None;
+        loop {
+            let n = pipe.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if first_at.is_none() && seen.contains("first") {
+                first_at = Some(Instant::now());
+            }
+        }
+        (seen, first_at)
+    });
+    // While it runs, plain `logs` shows what arrived so far.
+    let t0 = Instant::now();
+    let so_far = loop {
+        let o = out(&cli(&c, &["logs", &id.to_string()]));
+        if o.contains("first") || t0.elapsed() > Duration::from_secs(5) {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        so_far.contains("first") && !so_far.contains("third"),
+        "{so_far}"
+    );
+    let status = f.wait().unwrap();
+    let done_at = Instant::now();
+    let (seen, first_at) = reader.join().unwrap();
+    assert!(status.success());
+    assert_eq!(seen, "first\nsecond\nthird\n");
+    // "first" came out while the job still ran, well before the end.
+    assert!(
+        done_at - first_at.unwrap() > Duration::from_millis(700),
+        "not followed live"
+    );
+    assert_eq!(c.job(id)["state"], "succeeded");
+}

@@ -68,6 +68,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
         .route("/v1/jobs", post(submit).get(list_jobs))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/output", get(output))
         .route("/v1/nodes", get(nodes))
         .route("/v1/nodes/{name}/{action}", post(node_action))
         .route("/v1/agents/heartbeat", post(heartbeat))
@@ -184,6 +185,19 @@ async fn cancel(
     visible(&app, &who, id).await?;
     let r = app.h.cancel(id).await?;
     Ok(json(StatusCode::OK, &r))
+}
+
+/// The output the server holds of each part of the job's current attempt, for
+/// `apiary logs -f`.
+async fn output(
+    State(app): State<App>,
+    who: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = id_of(&id)?;
+    visible(&app, &who, id).await?;
+    let parts = app.h.read(move |c| c.output(id)).await??;
+    Ok(json(StatusCode::OK, &parts))
 }
 
 async fn nodes(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {

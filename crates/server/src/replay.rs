@@ -350,6 +350,7 @@ fn exit_parts(core: &mut Core, j: JobIdx, now: Time) {
                 output_tail: String::new(),
             }],
             shutting_down: false,
+            output: Vec::new(),
         };
         // Declared nodes with their declared sizes: a heartbeat cannot be refused.
         let _ = core.heartbeat(&hb, now);

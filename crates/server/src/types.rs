@@ -298,6 +298,52 @@ pub struct Heartbeat {
     /// node takes no new jobs until its agent heartbeats again without this.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shutting_down: bool,
+    /// New output of its processes since the server last took it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<OutputChunk>,
+}
+
+/// Output an attempt's process wrote since the agent last sent it: bytes `offset` to
+/// `offset + raw_len` of its output file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Where in the output file it starts, bytes.
+    pub offset: u64,
+    /// Its length in the file, bytes (the text may differ where bytes were not UTF-8).
+    pub raw_len: u64,
+    /// The text.
+    pub data: String,
+    /// The process has ended and this is the end of its output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eof: bool,
+}
+
+/// Most bytes of one chunk, and of all chunks in one heartbeat.
+pub const OUTPUT_CHUNK_BYTES: usize = 16 << 10;
+/// Most bytes of output in one heartbeat.
+pub const OUTPUT_HEARTBEAT_BYTES: usize = 64 << 10;
+/// Most bytes of a running part's output the server keeps for `logs -f`.
+pub const OUTPUT_LIVE_BYTES: usize = 64 << 10;
+
+/// The output of one part of a job's current attempt, as `GET /v1/jobs/{id}/output`
+/// gives it: the last [`OUTPUT_LIVE_BYTES`] the server holds, from position `start` of
+/// the stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartOutput {
+    /// Node name.
+    pub node: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Position of `data`'s first byte in the part's output text.
+    pub start: u64,
+    /// The text held.
+    pub data: String,
+    /// The process ended and all of its output is here.
+    pub eof: bool,
 }
 
 /// What the agent must do.

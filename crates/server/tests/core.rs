@@ -34,6 +34,7 @@ fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbe
             })
             .collect(),
         shutting_down: false,
+        output: Vec::new(),
     }
 }
 

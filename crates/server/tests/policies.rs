@@ -20,6 +20,7 @@ fn heartbeat(node: &str, running: &[AttemptRef], exited: &[Exit]) -> Heartbeat {
         running: running.to_vec(),
         exited: exited.to_vec(),
         shutting_down: false,
+        output: Vec::new(),
     }
 }
 

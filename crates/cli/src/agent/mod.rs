@@ -15,6 +15,7 @@
 
 pub mod procs;
 pub mod records;
+mod stream;
 
 use crate::live::Client;
 use anyhow::{Context, Result, bail};
@@ -161,6 +162,7 @@ pub fn agent(o: AgentOptions) -> Result<()> {
     let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
     let mut interval = Duration::from_secs(2);
     let mut stopping_since: Option<Instant> = None;
+    let mut streams = stream::Streams::default();
     loop {
         let shutting_down = stop.load(Ordering::SeqCst);
         if shutting_down && stopping_since.is_none() {
@@ -178,12 +180,14 @@ pub fn agent(o: AgentOptions) -> Result<()> {
             }
         }
         reap(&mut running, grace, &o.logs, &records, &mut exited)?;
+        let output = streams.chunks(&o.logs, running.keys().copied(), &exited);
         let hb = Heartbeat {
             node: o.node.clone(),
             gpus,
             running: running.keys().copied().collect(),
             exited: exited.clone(),
             shutting_down,
+            output,
         };
         let sent = client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb);
         if shutting_down
@@ -202,6 +206,7 @@ pub fn agent(o: AgentOptions) -> Result<()> {
         }
         match sent {
             Ok(reply) => {
+                streams.sent(&hb.output);
                 interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
                 grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
                 for a in &reply.acked {

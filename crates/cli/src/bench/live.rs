@@ -81,6 +81,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
                     output_tail: String::new(),
                 }],
                 shutting_down: false,
+                output: Vec::new(),
             };
             core.heartbeat(&hb, now)
                 .map_err(|e| anyhow::anyhow!(e.message))?;

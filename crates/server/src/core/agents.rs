@@ -1,10 +1,10 @@
 //! The agents' side: heartbeats in, what each agent should run or stop out, attempts
 //! that start and end, node health, cordon and drain.
 
-use super::{ApiError, Core, gpus_of, mask_of, note};
+use super::{ApiError, Core, LIVE_KEPT, gpus_of, mask_of, note};
 use crate::types::{
     AttemptRef, Exit, Heartbeat, HeartbeatReply, JobRecord, JobState, Launch, NodeHealth,
-    OUTPUT_TAIL_BYTES, Part,
+    OUTPUT_LIVE_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, Part, PartOutput,
 };
 use apiary_model::Placement;
 use apiary_policy::{Ctx, JobIdx};
@@ -191,6 +191,9 @@ impl Core {
             }
             node.health = health;
         }
+        for c in &hb.output {
+            self.take_output(n, c, now);
+        }
         for e in &hb.exited {
             self.keep_tail(n, e);
             self.exited(n, e.job, e.attempt, e.code, e.lost, now);
@@ -243,6 +246,85 @@ impl Core {
     }
 
     /// Keeps an exited process's output tail on its part of the current attempt.
+    /// Keeps a chunk of a part's output for `logs -f`: the last [`OUTPUT_LIVE_BYTES`]
+    /// of each part of a job's current attempt, and of at most [`LIVE_KEPT`] parts that
+    /// ended, the oldest forgotten first.
+    pub(super) fn take_output(&mut self, n: u32, c: &OutputChunk, now: u64) {
+        let Some(&j) = self.by_id.get(&c.job) else {
+            return;
+        };
+        let node = self.nodes[n as usize].name.clone();
+        let r = &self.jobs[j as usize];
+        if r.attempt != c.attempt || !r.parts.iter().any(|p| p.node == node) {
+            return;
+        }
+        let live = self
+            .live
+            .entry((c.job, node))
+            .or_insert_with(|| super::LiveOutput {
+                attempt: c.attempt,
+                ..Default::default()
+            });
+        if live.attempt != c.attempt {
+            *live = super::LiveOutput {
+                attempt: c.attempt,
+                ..Default::default()
+            };
+        }
+        if c.offset < live.agent_next {
+            return; // sent again after a lost reply
+        }
+        if c.offset > live.agent_next {
+            live.buf.push_str("\n[apiary: output lost here]\n");
+        }
+        live.buf.push_str(&c.data);
+        live.agent_next = c.offset + c.raw_len;
+        live.eof |= c.eof;
+        live.touched = now;
+        if live.buf.len() > OUTPUT_LIVE_BYTES {
+            let mut cut = live.buf.len() - OUTPUT_LIVE_BYTES;
+            while !live.buf.is_char_boundary(cut) {
+                cut += 1;
+            }
+            live.buf.drain(..cut);
+            live.start += cut as u64;
+        }
+        if self.live.len() > LIVE_KEPT {
+            let running = |id: &u64| {
+                self.by_id
+                    .get(id)
+                    .is_some_and(|&j| self.jobs[j as usize].state == JobState::Running)
+            };
+            let oldest = self
+                .live
+                .iter()
+                .filter(|((id, _), l)| l.eof || !running(id))
+                .min_by_key(|(_, l)| l.touched)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.live.remove(&k);
+            }
+        }
+    }
+
+    /// The output the server holds of each part of job `id`'s current attempt.
+    pub fn output(&self, id: u64) -> Result<Vec<PartOutput>, ApiError> {
+        let r = &self.jobs[self.record(id)? as usize];
+        Ok(r.parts
+            .iter()
+            .filter_map(|p| {
+                let l = self.live.get(&(r.id, p.node.clone()))?;
+                (l.attempt == r.attempt).then(|| PartOutput {
+                    node: p.node.clone(),
+                    attempt: l.attempt,
+                    start: l.start,
+                    data: l.buf.clone(),
+                    eof: l.eof,
+                })
+            })
+            .collect())
+    }
+
     pub(super) fn keep_tail(&mut self, n: u32, e: &Exit) {
         if e.output_tail.is_empty() {
             return;

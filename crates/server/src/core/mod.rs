@@ -80,6 +80,22 @@ impl Counters {
     }
 }
 
+/// The most parts whose output the server keeps after they ended.
+pub const LIVE_KEPT: usize = 4096;
+
+/// The last bytes of one part's output, as its agent streams them.
+#[derive(Clone, Debug, Default)]
+struct LiveOutput {
+    attempt: u32,
+    /// The agent's next file offset: chunks before it were taken already.
+    agent_next: u64,
+    /// Position of `buf`'s first byte in the text stream.
+    start: u64,
+    buf: String,
+    eof: bool,
+    touched: u64,
+}
+
 /// A node going down or coming up, for the service's log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeEvent {
@@ -125,6 +141,8 @@ pub struct Core {
     node_events: Vec<NodeEvent>,
     /// Queued jobs held until the jobs they name in `after_ok` succeed.
     held: BTreeSet<JobIdx>,
+    /// Recent output of parts, by job id and node, for `logs -f`; not persisted.
+    live: BTreeMap<(u64, String), LiveOutput>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -290,6 +308,7 @@ impl Core {
             missing: BTreeMap::new(),
             node_events: Vec::new(),
             held: BTreeSet::new(),
+            live: BTreeMap::new(),
         };
         Ok(core)
     }
