@@ -9,7 +9,7 @@
 
 use crate::auth::{App, Caller};
 use crate::core::{Core, GpuUse};
-use crate::types::{JobRecord, JobState};
+use crate::types::{JobRecord, JobState, PartOutput};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -381,7 +381,13 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn render_job(r: &JobRecord, reason: Option<&str>, may_cancel: bool, now: u64) -> String {
+fn render_job(
+    r: &JobRecord,
+    reason: Option<&str>,
+    live: &[PartOutput],
+    may_cancel: bool,
+    now: u64,
+) -> String {
     let mut b = String::new();
     let _ = write!(
         b,
@@ -424,11 +430,24 @@ fn render_job(r: &JobRecord, reason: Option<&str>, may_cancel: bool, now: u64) -
         b.push_str("</table><h2>Output</h2>");
         for p in &r.parts {
             if p.exit.is_none() {
-                let _ = write!(
-                    b,
-                    "<p class=\"muted\">{}: still running; its output is on the node until the process exits.</p>",
-                    esc(&p.node)
-                );
+                match live.iter().find(|l| l.node == p.node) {
+                    Some(l) if !l.data.is_empty() => {
+                        let _ = write!(
+                            b,
+                            "<p>{} (running; its output so far{})</p><pre class=\"output\">{}</pre>",
+                            esc(&p.node),
+                            if l.start > 0 { ", the last 64 KiB" } else { "" },
+                            esc(&l.data)
+                        );
+                    }
+                    _ => {
+                        let _ = write!(
+                            b,
+                            "<p class=\"muted\">{}: running; no output yet.</p>",
+                            esc(&p.node)
+                        );
+                    }
+                }
             } else if p.output_tail.is_empty() {
                 let _ = write!(b, "<p class=\"muted\">{}: no output.</p>", esc(&p.node));
             } else {
@@ -485,12 +504,15 @@ pub async fn job(
     };
     let r = app
         .h
-        .read(move |c| c.job(id).map(|r| (r.clone(), c.reason(r))))
+        .read(move |c| {
+            c.job(id)
+                .map(|r| (r.clone(), c.reason(r), c.output(id).unwrap_or_default()))
+        })
         .await;
     match r {
-        Ok(Ok((r, why))) if caller.sees(&r.vc) => {
+        Ok(Ok((r, why, live))) if caller.sees(&r.vc) => {
             let may_cancel = caller.user().is_ok();
-            html(render_job(&r, why, may_cancel, now_ms()), cookie)
+            html(render_job(&r, why, &live, may_cancel, now_ms()), cookie)
         }
         Ok(Ok(_)) => (StatusCode::FORBIDDEN, "job of another VC").into_response(),
         Ok(Err(e)) | Err(e) => e.into_response(),
