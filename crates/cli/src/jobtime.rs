@@ -102,25 +102,6 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
     (total > 0).then_some(total as f64)
 }
 
-/// Job ids for people: `12-21` for a run, `12, 14` otherwise.
-pub fn id_ranges(ids: &[u64]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    out.join(", ")
-}
-
 /// How long ago `at` was, for people: `12s ago`, `5m ago`, `3h ago`, `2d ago`.
 pub fn ago(now: u64, at: u64) -> String {
     let s = now.saturating_sub(at) / 1000;

@@ -402,7 +402,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
                 println!(
                     "Submitted array of {} jobs: {}",
                     ids.len(),
-                    crate::jobtime::id_ranges(&ids)
+                    apiary_report::present::id_ranges(&ids)
                 );
             }
         }

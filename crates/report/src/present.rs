@@ -127,6 +127,25 @@ pub fn compare_ratio(r: f64) -> String {
     format!("{f:.2}x {dir} than")
 }
 
+/// Ids for people, runs joined: `3-5, 9, 11-12`.
+pub fn id_ranges(ids: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
 /// How a measure's values read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -434,6 +453,12 @@ pub fn headlines(sums: &[Summary]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_join_runs() {
+        assert_eq!(id_ranges(&[]), "");
+        assert_eq!(id_ranges(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
+    }
 
     #[test]
     fn durations_read_in_a_people_unit() {

@@ -231,30 +231,6 @@ pub fn merge(dir: &Path, s: &Sweep, cells: &[Cell]) -> Result<Merged, SweepError
 
 /// Cell ids as ranges for people: `3-5, 9`.
 pub fn ranges(ids: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            ids[i].to_string()
-        } else {
-            format!("{}-{}", ids[i], ids[j])
-        });
-        i = j + 1;
-    }
-    out.join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ranges;
-
-    #[test]
-    fn ranges_join_runs() {
-        assert_eq!(ranges(&[]), "");
-        assert_eq!(ranges(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
-    }
+    let ids: Vec<u64> = ids.iter().map(|&i| i as u64).collect();
+    apiary_report::present::id_ranges(&ids)
 }
