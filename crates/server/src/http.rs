@@ -140,12 +140,7 @@ async fn list_jobs(
     let vc = q.vc;
     let jobs = app
         .h
-        .read(move |c| {
-            c.jobs(vc.as_deref(), state, limit)
-                .into_iter()
-                .map(|r| c.shown(r))
-                .collect::<Vec<_>>()
-        })
+        .read(move |c| c.shown_all(&c.jobs(vc.as_deref(), state, limit)))
         .await?;
     Ok(json(StatusCode::OK, &jobs))
 }

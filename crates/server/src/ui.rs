@@ -159,6 +159,7 @@ fn job_name(r: &JobRecord) -> String {
 
 fn render_overview(c: &Core, caller: &Caller, now: u64) -> String {
     let cl = c.cluster();
+    let free = c.free_gpus();
     let mut b = String::new();
     let _ = write!(
         b,
@@ -249,7 +250,7 @@ fn render_overview(c: &Core, caller: &Caller, now: u64) -> String {
                 format!(
                     "<a href=\"/ui/jobs/{0}\">{0}</a> <span class=\"muted reason\">{1}</span>",
                     r.id,
-                    c.reason(r).unwrap_or("")
+                    c.reason_with(&free, r).unwrap_or("")
                 )
             })
             .collect();
@@ -278,7 +279,7 @@ fn render_overview(c: &Core, caller: &Caller, now: u64) -> String {
                 .map(|p| p.node.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        } else if let Some(why) = c.reason(r) {
+        } else if let Some(why) = c.reason_with(&free, r) {
             format!("({why})")
         } else {
             String::new()

@@ -107,11 +107,47 @@ impl Core {
     /// nodes), `GpuType` (GPUs are free, but not of the type it asks for), `Resources`
     /// (not enough free GPUs). `None` for a job that is not queued.
     pub fn reason(&self, r: &JobRecord) -> Option<&'static str> {
-        if r.state != JobState::Queued {
-            return None;
+        (r.state == JobState::Queued).then(|| self.reason_in(&self.free_gpus(), r))
+    }
+
+    /// What every queued job's reason is worked out from, gathered once: GPUs held per
+    /// VC and free GPUs per type, so that listing many jobs costs one pass over the
+    /// jobs and nodes, not one per job.
+    pub(crate) fn free_gpus(&self) -> FreeGpus<'_> {
+        let mut f = FreeGpus::default();
+        if self.cfg.sharing == "quota" {
+            for o in self.jobs.iter().filter(|o| o.state == JobState::Running) {
+                *f.held.entry(o.vc.as_str()).or_default() += u64::from(o.spec.gpus);
+            }
         }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.health != NodeHealth::Up {
+                continue;
+            }
+            let free = u64::from(self.world.state.free_on(i as u32));
+            let t = f
+                .by_type
+                .entry(n.gpu_type.to_ascii_lowercase())
+                .or_default();
+            if n.cordoned {
+                t.1 += free + n.blocked;
+            } else {
+                t.0 += free;
+                t.1 += free;
+                f.open += free;
+            }
+        }
+        f
+    }
+
+    /// The reason of job `r` given `f` (from [`Core::free_gpus`]); `None` unless queued.
+    pub(crate) fn reason_with(&self, f: &FreeGpus, r: &JobRecord) -> Option<&'static str> {
+        (r.state == JobState::Queued).then(|| self.reason_in(f, r))
+    }
+
+    fn reason_in(&self, f: &FreeGpus, r: &JobRecord) -> &'static str {
         if self.by_id.get(&r.id).is_some_and(|&j| self.is_held(j)) {
-            return Some("Dependency");
+            return "Dependency";
         }
         let want = u64::from(r.spec.gpus);
         if self.cfg.sharing == "quota"
@@ -121,51 +157,28 @@ impl Core {
                 .iter()
                 .find(|v| v.name == r.vc)
                 .and_then(|v| v.quota_gpus)
+            && f.held.get(r.vc.as_str()).copied().unwrap_or(0) + want > q
         {
-            let held: u64 = self
-                .jobs
-                .iter()
-                .filter(|o| o.vc == r.vc && o.state == JobState::Running)
-                .map(|o| u64::from(o.spec.gpus))
-                .sum();
-            if held + want > q {
-                return Some("QuotaExceeded");
-            }
+            return "QuotaExceeded";
         }
-        let typed = |n: &super::NodeRt| {
-            r.spec
-                .gpu_type
-                .as_deref()
-                .is_none_or(|t| n.gpu_type.eq_ignore_ascii_case(t))
+        // Free GPUs of its type on open nodes, and counting cordoned nodes too.
+        let (open, with_cordoned) = match &r.spec.gpu_type {
+            None => (f.open, f.by_type.values().map(|t| t.1).sum::<u64>()),
+            Some(t) => f
+                .by_type
+                .get(&t.to_ascii_lowercase())
+                .copied()
+                .unwrap_or((0, 0)),
         };
-        // Free GPUs on healthy nodes: (open and of its type, cordoned too, any type).
-        let (mut open, mut with_cordoned, mut any_type) = (0u64, 0u64, 0u64);
-        for (i, n) in self.nodes.iter().enumerate() {
-            if n.health != NodeHealth::Up {
-                continue;
-            }
-            let free = u64::from(self.world.state.free_on(i as u32));
-            if n.cordoned {
-                if typed(n) {
-                    with_cordoned += free + n.blocked;
-                }
-                continue;
-            }
-            any_type += free;
-            if typed(n) {
-                open += free;
-                with_cordoned += free;
-            }
-        }
-        Some(if open >= want {
+        if open >= want {
             "Priority"
         } else if with_cordoned >= want {
             "Cordoned"
-        } else if r.spec.gpu_type.is_some() && any_type >= want {
+        } else if r.spec.gpu_type.is_some() && f.open >= want {
             "GpuType"
         } else {
             "Resources"
-        })
+        }
     }
 
     /// A copy of `r` with its pending reason, as the API shows it (the reason is not
@@ -174,6 +187,20 @@ impl Core {
         let mut out = r.clone();
         out.reason = self.reason(r).map(String::from);
         out
+    }
+
+    /// Copies of `records` with their pending reasons, worked out in one pass.
+    pub fn shown_all(&self, records: &[&JobRecord]) -> Vec<JobRecord> {
+        let f = self.free_gpus();
+        records
+            .iter()
+            .map(|r| {
+                let mut out = (*r).clone();
+                out.reason =
+                    (r.state == JobState::Queued).then(|| self.reason_in(&f, r).to_string());
+                out
+            })
+            .collect()
     }
 
     /// Queued jobs per VC: every configured VC (or `default` when none is configured)
@@ -270,4 +297,15 @@ impl Core {
                 .count(),
         )
     }
+}
+
+/// Held and free GPUs, for [`Core::reason`].
+#[derive(Default)]
+pub(crate) struct FreeGpus<'a> {
+    /// GPUs running jobs hold, per VC (quota sharing only).
+    held: BTreeMap<&'a str, u64>,
+    /// Per GPU type (lowercase): free on open nodes, and free counting cordoned ones.
+    by_type: BTreeMap<String, (u64, u64)>,
+    /// Free on open nodes, any type.
+    open: u64,
 }
