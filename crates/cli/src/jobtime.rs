@@ -102,17 +102,6 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
     (total > 0).then_some(total as f64)
 }
 
-/// How long ago `at` was, for people: `12s ago`, `5m ago`, `3h ago`, `2d ago`.
-pub fn ago(now: u64, at: u64) -> String {
-    let s = now.saturating_sub(at) / 1000;
-    match s {
-        0..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
-}
-
 /// Unix milliseconds as a local date-time, `2026-11-25 14:51:40`, in the system's time
 /// zone (TZ, else /etc/localtime), or in UTC with a `Z` when the zone is unknown.
 pub fn local(unix_ms: u64) -> String {
@@ -202,7 +191,7 @@ mod tests {
         assert_eq!(squeue_time(90_000), "1:30");
         assert_eq!(squeue_time(3_723_000), "1:02:03");
         assert_eq!(squeue_time(90_061_000), "1-01:01:01");
-        assert_eq!(ago(100_000, 40_000), "1m ago");
+        assert_eq!(apiary_model::fmt_age(100_000, 40_000), "1m ago");
         assert_eq!(parse_slurm_time("30"), Some(1800.0));
         assert_eq!(parse_slurm_time("1:30"), Some(90.0));
         assert_eq!(parse_slurm_time("2:00:05"), Some(7205.0));

@@ -416,7 +416,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
                     "job {} {} after {} (exit {})",
                     end.id,
                     end.state.as_str(),
-                    jobtime::squeue_time(jobtime::run_ms(&end, now_ms())),
+                    jobtime::squeue_time(jobtime::run_ms(&end, apiary_server::service::unix_ms())),
                     jobtime::exit_text(&end)
                 );
             }
@@ -532,12 +532,6 @@ fn exit_code(r: &JobRecord) -> i32 {
         .unwrap_or(1)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// `apiary jobs` (like squeue).
 pub fn jobs(
     c: &ClientArgs,
@@ -561,7 +555,7 @@ pub fn jobs(
         }
         println!(
             "Every {every} s: apiary jobs    {}",
-            jobtime::local(now_ms())
+            jobtime::local(apiary_server::service::unix_ms())
         );
         jobs_once(c, vc, state, all)?;
         if !tty {
@@ -593,7 +587,7 @@ fn jobs_once(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -
     if c.machine(&list)? {
         return Ok(());
     }
-    let now = now_ms();
+    let now = apiary_server::service::unix_ms();
     let wide = c.output == Output::Wide;
     let mut head = format!(
         "{:>8}  {:<12} {:<16} {:<10} {:>4} {:>11}",
@@ -662,7 +656,7 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     if c.machine(&r)? {
         return Ok(());
     }
-    let now = now_ms();
+    let now = apiary_server::service::unix_ms();
     println!(
         "job {}  {}  vc {}  {} GPUs  attempt {}",
         r.id,
@@ -678,7 +672,7 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     println!(
         "submitted {} ({})",
         jobtime::local(r.submitted_ms),
-        jobtime::ago(now, r.submitted_ms)
+        apiary_model::fmt_age(now, r.submitted_ms)
     );
     println!(
         "time     {} run{}, exit {}",
@@ -701,7 +695,7 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         println!(
             "{}  {:>8}  {:<10} {}",
             jobtime::local(t.at_ms),
-            jobtime::ago(now, t.at_ms),
+            apiary_model::fmt_age(now, t.at_ms),
             t.event,
             t.detail
         );

@@ -30,4 +30,4 @@ pub use rng::{PyRandom, Rng};
 pub use scaling::Scaling;
 pub use speed::SpreadTable;
 pub use state::{ClusterState, Placement, StateError};
-pub use time::{HOUR, MINUTE, SECOND, Time, fmt_duration, rfc3339_utc};
+pub use time::{HOUR, MINUTE, SECOND, Time, fmt_age, fmt_duration, rfc3339_utc};

@@ -27,6 +27,18 @@ pub fn fmt_duration(ms: Time) -> String {
     }
 }
 
+/// How long before `now` the time `at` was, for people: `12s ago`, `5m ago`, `3h ago`,
+/// `2d ago` (both in ms).
+pub fn fmt_age(now: Time, at: Time) -> String {
+    let s = now.saturating_sub(at) / SECOND;
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
 /// Unix milliseconds as an RFC 3339 UTC timestamp: `2026-11-25T13:51:40.123Z`.
 pub fn rfc3339_utc(unix_ms: Time) -> String {
     let secs = unix_ms / 1000;

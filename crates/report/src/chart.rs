@@ -60,29 +60,11 @@ const BOTTOM: f64 = 52.0;
 /// A tick label for `v` in `unit`; `days` labels hours as days.
 fn label(v: f64, unit: Unit, days: bool) -> String {
     match unit {
-        Unit::Number => {
-            if v.abs() >= 1000.0 {
-                crate::html::thousands(v)
-            } else if v == v.round() {
-                format!("{v:.0}")
-            } else {
-                let s = format!("{v:.2}");
-                s.trim_end_matches('0').trim_end_matches('.').to_string()
-            }
-        }
+        Unit::Number => present::short(v, 2),
         Unit::Seconds => present::duration_tick(v),
-        Unit::Hours if days => format!("{} d", trim(v / 24.0)),
-        Unit::Hours => format!("{} h", trim(v)),
-        Unit::Percent => format!("{} %", trim(v * 100.0)),
-    }
-}
-
-fn trim(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.1}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        Unit::Hours if days => format!("{} d", present::short(v / 24.0, 1)),
+        Unit::Hours => format!("{} h", present::short(v, 1)),
+        Unit::Percent => format!("{} %", present::short(v * 100.0, 1)),
     }
 }
 

@@ -40,15 +40,20 @@ pub fn duration_tick(secs: f64) -> String {
     } else {
         (secs / 86_400.0, "d")
     };
-    let n = if v.abs() >= 1000.0 {
+    format!("{} {unit}", short(v, 2))
+}
+
+/// `v` as short as an axis label wants it: thousands separators from 1,000, whole
+/// numbers without decimals, else at most `decimals` of them, trailing zeros dropped.
+pub fn short(v: f64, decimals: usize) -> String {
+    if v.abs() >= 1000.0 {
         thousands(v)
     } else if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        let s = format!("{v:.2}");
+        let s = format!("{v:.decimals$}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
-    };
-    format!("{n} {unit}")
+    }
 }
 
 /// A duration `secs` and a half-width `ci` in one unit, the one `secs` reads best in:

@@ -16,13 +16,16 @@ use tokio::sync::{mpsc, oneshot};
 /// Milliseconds since the Unix epoch, or a test's clock.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
+/// Milliseconds since the Unix epoch now (0 on a clock set before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The wall clock.
 pub fn wall_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
-    })
+    Arc::new(unix_ms)
 }
 
 /// Why the service could not open its state or start.
@@ -340,10 +343,10 @@ async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, Servi
 /// Logs the transitions of `changed` made at or after `since` (unix ms).
 /// Writes one line of the service's text log to stderr: a UTC timestamp, then `msg`.
 pub fn log(msg: &str) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    eprintln!("{} apiary serve: {msg}", apiary_model::rfc3339_utc(now));
+    eprintln!(
+        "{} apiary serve: {msg}",
+        apiary_model::rfc3339_utc(unix_ms())
+    );
 }
 
 fn log_events(format: &str, changed: &[JobRecord], nodes: &[crate::core::NodeEvent], since: u64) {

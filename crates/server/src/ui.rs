@@ -80,13 +80,7 @@ fn page(title: &str, body: &str) -> String {
 /// date-time (UTC without scripts), and its age.
 fn when(at_ms: u64, now_ms: u64) -> String {
     let utc = apiary_model::rfc3339_utc(at_ms);
-    let s = now_ms.saturating_sub(at_ms) / 1000;
-    let age = match s {
-        0..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    };
+    let age = apiary_model::fmt_age(now_ms, at_ms);
     format!(
         "<time datetime=\"{utc}\">{} UTC</time> <span class=\"muted\">{age}</span>",
         &utc[..19].replace('T', " ")
@@ -376,12 +370,6 @@ aria-label=\"GPUs allocated over time\" font-size=\"11\" font-family=\"system-ui
     s
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 fn render_job(
     r: &JobRecord,
     reason: Option<&str>,
@@ -485,7 +473,7 @@ pub async fn overview(
         Ok(x) => x,
         Err(login) => return *login,
     };
-    let now = now_ms();
+    let now = crate::service::unix_ms();
     match app.h.read(move |c| render_overview(c, &caller, now)).await {
         Ok(body) => html(body, cookie),
         Err(e) => e.into_response(),
@@ -513,7 +501,10 @@ pub async fn job(
     match r {
         Ok(Ok((r, why, live))) if caller.sees(&r.vc) => {
             let may_cancel = caller.user().is_ok();
-            html(render_job(&r, why, &live, may_cancel, now_ms()), cookie)
+            html(
+                render_job(&r, why, &live, may_cancel, crate::service::unix_ms()),
+                cookie,
+            )
         }
         Ok(Ok(_)) => (StatusCode::FORBIDDEN, "job of another VC").into_response(),
         Ok(Err(e)) | Err(e) => e.into_response(),

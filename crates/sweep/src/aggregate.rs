@@ -5,7 +5,7 @@
 use crate::results::Row;
 use crate::spec::Sweep;
 use apiary_report::chart::{self, Chart, Unit};
-use apiary_report::html::{esc, page_head, thousands};
+use apiary_report::html::{esc, page_head};
 use apiary_report::present::{Kind, compare_ratio, metric_info, show, show_pm};
 use apiary_report::stats::{Estimate, paired_ratio};
 use std::collections::BTreeMap;
@@ -82,21 +82,6 @@ pub fn aggregate(s: &Sweep, rows: &[Row], baseline: Option<&str>) -> Vec<Line> {
             }
         })
         .collect()
-}
-
-/// `x` with thousands separators and a precision that suits its size.
-pub fn human(x: f64) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let a = x.abs();
-    if a >= 1000.0 {
-        thousands(x)
-    } else if a >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.3}")
-    }
 }
 
 fn cell_text(metric: &str, e: Option<Estimate>) -> String {
@@ -337,18 +322,4 @@ pub fn html(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
     o.push_str(&html_table(s, lines, baseline));
     o.push_str("</body></html>\n");
     o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_read_like_a_paper_table() {
-        assert_eq!(human(2_669_900.0), "2,669,900");
-        assert_eq!(human(1000.0), "1,000");
-        assert_eq!(human(-12_345.6), "-12,346");
-        assert_eq!(human(12.345), "12.3");
-        assert_eq!(human(0.8512), "0.851");
-    }
 }

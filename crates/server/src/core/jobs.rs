@@ -538,8 +538,10 @@ impl Core {
                 now.saturating_sub(start) as f64 >= limit * 1000.0
             })
             .collect();
-        for &j in &over {
+        if !over.is_empty() {
             self.advance(now);
+        }
+        for &j in &over {
             let limit = self.jobs[j as usize].spec.time_limit_s.unwrap_or(0.0);
             self.end_early(
                 j,
