@@ -266,11 +266,11 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
                 }
             };
             println!("instance schedulers (apiary llm simulate / compare):");
-            for s in POLICIES {
+            for s in POLICIES.specs {
                 print(s.name, s.about, s.params);
             }
             println!("pool schedulers, several services on shared GPUs (apiary llm pool):");
-            for s in apiary_llm::policy::pool::POOL_POLICIES {
+            for s in apiary_llm::policy::pool::POOL_POLICIES.specs {
                 print(s.name, s.about, s.params);
             }
             Ok(())
@@ -499,7 +499,7 @@ pub(crate) fn read_requests(
 }
 
 fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
-    let known: Vec<&str> = POLICIES.iter().map(|s| s.name).collect();
+    let known: Vec<&str> = POLICIES.names().collect();
     let params = params_for(&a.set, name, &known)?;
     let mut p = policy::build(name, &params)?;
     let bar = crate::run::progress_bar(

@@ -219,7 +219,7 @@ fn load(a: &PoolArgs) -> Result<Mix> {
 }
 
 fn run_one(a: &PoolArgs, m: &Mix, name: &str) -> Result<(LlmSummary, PoolOutcome)> {
-    let known: Vec<&str> = POOL_POLICIES.iter().map(|s| s.name).collect();
+    let known: Vec<&str> = POOL_POLICIES.names().collect();
     let params = params_for(&a.set, name, &known)?;
     let mut p = pool::build(name, &params)?;
     let bar = crate::run::progress_bar(

@@ -417,7 +417,15 @@ fn policies() {
             Some((c, _)) => format!("simulator only (`{c}`)"),
             None => "simulator and live".into(),
         };
-        println!("    capabilities: {}; {live}", s.capabilities);
+        // What an instance with the defaults uses, and what some parameters add.
+        let default = (s.build)(&Default::default()).map_or(s.capabilities, |p| p.capabilities());
+        let more = s.capabilities.minus(default);
+        let by_params = if more == apiary_policy::Capabilities::CORE {
+            String::new()
+        } else {
+            format!(" ({more} with some parameters)")
+        };
+        println!("    capabilities: {default}{by_params}; {live}");
         for p in s.params {
             println!(
                 "    {:<16} {:<14} {}",

@@ -8,7 +8,7 @@ use apiary_model::{Cluster, Job, RunOutcome};
 use apiary_policy::{Params, registry};
 use apiary_report::{Percentile, Record, Summary, TraceRecord};
 use apiary_sim::experiment::{self, SpeedChoice};
-use apiary_sim::{Config, Mode};
+use apiary_sim::{Backend, Config, Engine, Mode, Stack};
 use apiary_trace::{Format, ReadOptions};
 use clap::Args;
 use std::io::IsTerminal;
@@ -237,7 +237,7 @@ fn run_one(
     };
     let (speed, note) = experiment::throughput(&choice, a.trace.as_deref(), cluster)?;
     let mut p = registry::build(policy, params)?;
-    let notes = experiment::complete_jobs(p.spec(), &choice, &mut jobs, cfg.seed);
+    let notes = experiment::complete_jobs(p.as_ref(), &choice, &mut jobs, cfg.seed);
     if !a.quiet {
         for n in note.iter().chain(&notes) {
             eprintln!("{n}");
@@ -264,9 +264,19 @@ fn run_one(
         if cfg.mode != apiary_sim::Mode::EventDriven {
             bail!("--driver live is event-driven: drop --mode");
         }
-        apiary_server::replay::run(cluster, jobs, policy, params, cfg.seed)?
+        // The same engine over the live service's state machine and simulated agents.
+        let live = apiary_server::simulated::LiveBackend::new(cluster, jobs, policy, params, cfg)?;
+        let engine = Engine::new(live, Stack::standard(&apiary_sim::DurationModel), cfg)?;
+        run_engine(engine, &bar, t0)?
     } else {
-        run_sim(cluster, jobs, cfg, p.as_mut(), speed.as_ref(), &bar, t0)?
+        let engine = Engine::sim(
+            cluster.clone(),
+            jobs,
+            p.as_mut(),
+            Stack::standard(speed.as_ref()),
+            cfg,
+        )?;
+        run_engine(engine, &bar, t0)?
     };
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
@@ -285,37 +295,26 @@ fn run_one(
     Ok(out)
 }
 
-/// One run of the discrete-event engine, with a progress bar.
-fn run_sim(
-    cluster: &Cluster,
-    jobs: Vec<Job>,
-    cfg: &Config,
-    p: &mut dyn apiary_policy::Policy,
-    speed: &dyn apiary_sim::Throughput,
+/// One run of the engine (over either backend) to its end, with a progress bar.
+fn run_engine<B: Backend>(
+    engine: Engine<'_, B>,
     bar: &indicatif::ProgressBar,
     t0: Instant,
 ) -> Result<RunOutcome> {
     let mut last_message = f64::MIN;
-    Ok(apiary_sim::run(
-        cluster.clone(),
-        jobs,
-        p,
-        speed,
-        cfg,
-        &mut |pr| {
-            bar.set_position(pr.finished as u64);
-            // The message is text: build it at most a few times a second.
-            let t = t0.elapsed().as_secs_f64();
-            if t - last_message >= 0.25 {
-                last_message = t;
-                bar.set_message(format!(
-                    "{:.0} jobs/s, {:.2} M events/s",
-                    pr.finished as f64 / t,
-                    pr.events as f64 / t / 1e6
-                ));
-            }
-        },
-    )?)
+    Ok(engine.run(&mut |pr| {
+        bar.set_position(pr.finished as u64);
+        // The message is text: build it at most a few times a second.
+        let t = t0.elapsed().as_secs_f64();
+        if t - last_message >= 0.25 {
+            last_message = t;
+            bar.set_message(format!(
+                "{:.0} jobs/s, {:.2} M events/s",
+                pr.finished as f64 / t,
+                pr.events as f64 / t / 1e6
+            ));
+        }
+    })?)
 }
 
 fn write_outputs(
@@ -354,17 +353,31 @@ fn setup(r: &RunArgs) -> Result<(Cluster, String, Vec<Job>, Config, Record)> {
 /// The record of a run with these flags, for summary.json and report.html.
 fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
     use sha2::Digest;
-    let (path, bytes) = match &r.trace {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
-        ),
-        None => (
-            format!("{SAMPLE_TRACE} (built in)"),
-            SAMPLE_TRACE_BYTES.to_vec(),
-        ),
+    let mut digest = sha2::Sha256::new();
+    let path = match &r.trace {
+        Some(p) if p.is_dir() => {
+            // A directory of per-VC files: each file's name, a NUL, then its bytes, in
+            // the order the reader takes them.
+            for f in apiary_trace::dir_files(p)? {
+                let name = f.file_name().unwrap_or_default().to_string_lossy();
+                digest.update(name.as_bytes());
+                digest.update([0]);
+                digest
+                    .update(std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?);
+            }
+            p.display().to_string()
+        }
+        Some(p) => {
+            digest.update(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?);
+            p.display().to_string()
+        }
+        None => {
+            digest.update(SAMPLE_TRACE_BYTES);
+            format!("{SAMPLE_TRACE} (built in)")
+        }
     };
-    let sha256: String = sha2::Sha256::digest(&bytes)
+    let sha256: String = digest
+        .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -19,7 +19,7 @@ use crate::policy::{
 use crate::prefix::Prefixes;
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
 use crate::workload::{Micros, Request, SEC};
-use apiary_sim::EventQueue;
+use apiary_core::EventQueue;
 use std::sync::Arc;
 
 /// The instances of a run.

@@ -91,5 +91,5 @@ pub enum LlmError {
     },
     /// A policy parameter.
     #[error(transparent)]
-    Param(#[from] apiary_policy::ParamError),
+    Param(#[from] apiary_core::params::ParamError),
 }

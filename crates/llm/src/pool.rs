@@ -33,7 +33,7 @@ use crate::metrics::{Group, LlmSummary, Slo};
 use crate::policy::pool::{PoolPolicy, ServiceDemand, SubView};
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
 use crate::workload::{Clipped, Micros, Request, SEC};
-use apiary_sim::EventQueue;
+use apiary_core::EventQueue;
 
 /// One service: a model and how its instances run.
 #[derive(Clone, Debug)]

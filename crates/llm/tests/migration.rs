@@ -3,10 +3,10 @@
 //! recompute grow with the length and recompute takes seconds for long LLaMA-30B
 //! requests.
 
+use apiary_core::Params;
 use apiary_llm::hardware::{gpu, model};
 use apiary_llm::migration::migration_point;
 use apiary_llm::policy;
-use apiary_policy::Params;
 
 fn points(name: &str, tp: u32) -> Vec<apiary_llm::migration::MigrationPoint> {
     let p = policy::build("llumnix", &Params::default()).unwrap();

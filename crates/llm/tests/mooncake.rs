@@ -4,6 +4,7 @@
 //! from cache than load-only dispatch, and starts them sooner. Skipped where the shared
 //! data is absent.
 
+use apiary_core::Params;
 use apiary_llm::engine::Cluster;
 use apiary_llm::hardware::{MemoryPlan, gpu, kv_blocks, model};
 use apiary_llm::latency::{EngineKind, IterModel};
@@ -11,7 +12,6 @@ use apiary_llm::metrics::{LlmSummary, Slo};
 use apiary_llm::policy;
 use apiary_llm::replica::ReplicaConfig;
 use apiary_llm::workload::{ClipRule, clip, read_trace};
-use apiary_policy::Params;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -3,13 +3,13 @@
 //! memory than it has (the engine audits each event in debug builds), runs repeat
 //! exactly, and a unified KV cache lets a service use memory a fixed split would not.
 
+use apiary_core::Params;
 use apiary_llm::hardware::{GpuSpec, MemoryPlan, gpu, model};
 use apiary_llm::latency::{EngineKind, IterModel};
 use apiary_llm::policy::pool;
 use apiary_llm::pool::{Pool, PoolOutcome, Service, simulate_pool};
 use apiary_llm::replica::Phase;
 use apiary_llm::workload::Request;
-use apiary_policy::Params;
 use proptest::prelude::*;
 
 fn service(name: &str, model_name: &str, g: &GpuSpec) -> Service {

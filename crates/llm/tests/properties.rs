@@ -2,6 +2,7 @@
 //! event in debug builds), every request finishes or is reported refused, no instance
 //! beats its hardware, and the same inputs give the same outputs.
 
+use apiary_core::Params;
 use apiary_llm::engine::{Cluster, LlmOutcome};
 use apiary_llm::hardware::{gpu, model};
 use apiary_llm::latency::{EngineKind, IterModel};
@@ -9,7 +10,6 @@ use apiary_llm::policy;
 use apiary_llm::prefix::Prefixes;
 use apiary_llm::replica::{Phase, ReplicaConfig};
 use apiary_llm::workload::Request;
-use apiary_policy::Params;
 use proptest::prelude::*;
 use std::sync::Arc;
 

@@ -7,12 +7,12 @@
 //! `chunk` (token budget), `cpu_ms`, `policy`, `set key=value`, and
 //! `request at=SECONDS in=TOKENS out=TOKENS`.
 
+use apiary_core::Params;
 use apiary_llm::engine::Cluster;
 use apiary_llm::hardware::{gpu, model};
 use apiary_llm::latency::{EngineKind, IterModel};
 use apiary_llm::replica::{Phase, ReplicaConfig};
 use apiary_llm::workload::Request;
-use apiary_policy::Params;
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -14,11 +14,12 @@ pub mod job;
 pub mod nodeset;
 pub mod outcome;
 pub mod profiles;
-pub mod rng;
 pub mod scaling;
 pub mod speed;
 pub mod state;
-pub mod time;
+
+/// Time and seeded streams are [`apiary_core`]'s; every domain shares them.
+pub use apiary_core::{rng, time};
 
 pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switch, SwitchSpec};
 /// Short text kept inline (up to 24 bytes) rather than on the heap: every job carries

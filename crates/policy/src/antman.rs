@@ -12,7 +12,7 @@
 //! (docs/policies/antman.md gives the formula).
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -107,7 +107,7 @@ impl AntMan {
 
     fn ensure_nodes(&mut self, ctx: &Ctx<'_>) {
         if self.holder.is_empty() {
-            for n in &ctx.world().cluster.nodes {
+            for n in &ctx.cluster().nodes {
                 let g = n.gpus as usize;
                 self.holder.push(vec![None; g]);
                 self.guest.push(vec![None; g]);
@@ -140,7 +140,7 @@ impl AntMan {
 
     /// One placement attempt for a guaranteed job; true once it holds every GPU.
     fn try_guaranteed(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> bool {
-        let per_node = ctx.world().cluster.nodes.first().map_or(1, |n| n.gpus);
+        let per_node = ctx.cluster().nodes.first().map_or(1, |n| n.gpus);
         let asked = ctx.job(j).gpus;
         let nodes = self.holder.len();
         let mut pick: Vec<usize> = Vec::new();
@@ -239,7 +239,7 @@ impl AntMan {
     }
 
     /// Places a guest on the least-loaded GPUs under the load limit, if enough.
-    fn try_guest(&mut self, ctx: &mut Ctx<'_>, j: JobIdx) -> bool {
+    fn try_guest(&mut self, ctx: &mut Ctx<'_>, j: JobIdx) -> Result<bool, PolicyError> {
         let need = ctx.job(j).gpus as usize;
         let mut cand: Vec<(f64, usize, usize)> = Vec::new();
         for (n, loads) in self.util.iter().enumerate() {
@@ -250,7 +250,7 @@ impl AntMan {
             }
         }
         if cand.len() < need {
-            return false;
+            return Ok(false);
         }
         // Stable by load over node and GPU order, as the artifact's sort.
         cand.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -260,15 +260,15 @@ impl AntMan {
             p.add(n as u32, 1 << g);
         }
         self.res[j as usize].gpus.clone_from(&p);
-        if !ctx.start_overlay(j, p) {
-            return false;
+        if !ctx.guests()?.start_overlay(j, p) {
+            return Ok(false);
         }
         for &(_, n, g) in &cand {
             self.util[n][g] += GUEST_UTIL;
             self.guest[n][g] = Some(j);
         }
         self.running_guests.push(j);
-        true
+        Ok(true)
     }
 
     /// A guest's iteration time (ms) beside the jobs on its GPUs.
@@ -397,15 +397,15 @@ impl Policy for AntMan {
         self.release(j);
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         self.ensure_nodes(ctx);
         let mut k = 0;
         while k < self.queue.len() {
             let j = self.queue[k];
             let started = if self.is_guest[j as usize] {
-                self.try_guest(ctx, j)
+                self.try_guest(ctx, j)?
             } else if self.try_guaranteed(ctx, j) {
-                let ok = ctx.start(j, self.res[j as usize].gpus.clone());
+                let ok = ctx.gpus()?.start(j, self.res[j as usize].gpus.clone());
                 if ok {
                     for &(n, m) in &self.res[j as usize].gpus.parts {
                         for g in 0..64 {
@@ -425,11 +425,13 @@ impl Policy for AntMan {
                 k += 1;
             }
         }
+        let mut speeds = ctx.speeds()?;
         for idx in 0..self.running_guests.len() {
             let j = self.running_guests[idx];
-            let t = self.guest_iteration(ctx, j);
-            ctx.set_speed(j, self.solo[j as usize] / t);
+            let t = self.guest_iteration(&speeds, j);
+            speeds.set_speed(j, self.solo[j as usize] / t);
         }
+        Ok(())
     }
 }
 

@@ -97,7 +97,7 @@ impl Policy for Queue {
         // Back in its submission-order place.
         self.pending.insert((self.key(ctx, j), j));
     }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         greedy::pass(
             ctx,
             self.pending.iter().map(|k| k.1),
@@ -107,5 +107,6 @@ impl Policy for Queue {
         for &j in &self.scratch.started {
             self.pending.remove(&(self.key(ctx, j), j));
         }
+        Ok(())
     }
 }

@@ -39,7 +39,7 @@
 //! growth, and every waiting job retried.
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -49,6 +49,7 @@ use std::collections::{BTreeMap, VecDeque};
 pub const GANDIVA: PolicySpec = PolicySpec {
     name: "gandiva",
     about: "Gandiva as the Tiresias/ElasticFlow artifacts emulate it: node-sets per job size, 60 s time slicing",
+    // `stalls` and `lookahead` with `clock=elasticflow` only (`Policy::capabilities`).
     capabilities: Capabilities::of(&[
         Capability::ChoosesGpus,
         Capability::Stalls,
@@ -194,7 +195,7 @@ impl Gandiva {
 
     /// Takes the first free nodes that together hold `g` GPUs, if there are enough.
     fn take_free(&mut self, ctx: &Ctx<'_>, g: u32) -> Option<(Vec<u32>, u32)> {
-        let state = &ctx.world().state;
+        let state = ctx.free();
         let mut sum = 0;
         let mut k = 0;
         while sum < g {
@@ -427,7 +428,7 @@ impl Gandiva {
         let (lo, hi) = (k * g, (k + 1) * g);
         let mut off = 0;
         for &n in &s.nodes {
-            let c = ctx.world().state.capacity_of(n);
+            let c = ctx.free().capacity_of(n);
             let (a, b) = (lo.max(off), hi.min(off + c));
             if a < b {
                 let mut mask = 0u64;
@@ -441,7 +442,8 @@ impl Gandiva {
     }
 
     /// Runs the first `capacity` jobs of every node-set, where they belong.
-    fn materialize(&mut self, ctx: &mut Ctx<'_>) {
+    fn materialize(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
+        let mut ctx = ctx.gpus()?;
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.mark.iter_mut().for_each(|m| *m = 0);
@@ -483,7 +485,7 @@ impl Gandiva {
                     let Some(k) = self.slot_used.iter().position(|u| !u) else {
                         break;
                     };
-                    Self::slot_placement(ctx, s, g, k as u32, &mut p);
+                    Self::slot_placement(&ctx, s, g, k as u32, &mut p);
                     if ctx.start(j, std::mem::take(&mut p)) {
                         self.slot_used[k] = true;
                         self.run_on[j as usize] = (*id, k as u32);
@@ -491,6 +493,7 @@ impl Gandiva {
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -499,8 +502,17 @@ impl Policy for Gandiva {
         &GANDIVA
     }
 
+    /// Node-sets choose their GPUs; only ElasticFlow's clock charges the round's
+    /// rescaling stalls and asks whether arrivals remain.
+    fn capabilities(&self) -> Capabilities {
+        match self.clock {
+            Clock::ElasticFlow => GANDIVA.capabilities,
+            Clock::Tiresias => Capabilities::of(&[Capability::ChoosesGpus]),
+        }
+    }
+
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        let n = ctx.world().jobs.len();
+        let n = ctx.job_count();
         if self.set_of.len() < n {
             self.set_of.resize(n, NONE);
             self.run_on.resize(n, (NONE, 0));
@@ -525,9 +537,9 @@ impl Policy for Gandiva {
         }
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         if !self.ready {
-            self.free_nodes = (0..ctx.world().state.node_count() as u32).collect();
+            self.free_nodes = (0..ctx.free().node_count() as u32).collect();
             self.ready = true;
         }
         let now = ctx.now();
@@ -542,7 +554,7 @@ impl Policy for Gandiva {
                 } else if let Some(t) = self.tick_at {
                     ctx.wake_at(t);
                 }
-                return;
+                return Ok(());
             }
             self.tick_at = None;
         }
@@ -560,10 +572,10 @@ impl Policy for Gandiva {
         if std::mem::take(&mut self.released) && !self.waiting.is_empty() {
             self.retry_waiting(ctx);
         }
-        self.materialize(ctx);
+        self.materialize(ctx)?;
         if self.clock == Clock::ElasticFlow {
             self.next_decision = now + self.slot;
-            if self.submitted < ctx.all_jobs().len() {
+            if self.submitted < ctx.lookahead()?.all_jobs().len() {
                 // The artifact charges ElasticFlow's per-round overhead while arrivals
                 // remain, and restarts every `slot`-th round (it counts rounds).
                 let slot_rounds = (self.slot / SECOND).max(1);
@@ -576,14 +588,14 @@ impl Policy for Gandiva {
                 for &j in &running {
                     let o =
                         crate::elasticflow::round_overhead(total, ctx.job(j).gpus, restart, false);
-                    ctx.stall(j, o as Time);
+                    ctx.stalls()?.stall(j, o as Time);
                 }
                 self.running = running;
             } else if !self.sets.is_empty() || !self.waiting.is_empty() {
                 self.tick_at = Some(self.next_decision);
                 ctx.wake_at(self.next_decision);
             }
-            return;
+            return Ok(());
         }
         // The artifact adjusts node-sets every tick while any job is in the system.
         if !self.sets.is_empty() || !self.waiting.is_empty() {
@@ -591,6 +603,7 @@ impl Policy for Gandiva {
             let next_quantum = (now / self.quantum + 1) * self.quantum;
             ctx.wake_at(next_tick.min(next_quantum));
         }
+        Ok(())
     }
 }
 

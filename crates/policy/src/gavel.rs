@@ -27,7 +27,7 @@
 //! optimal allocations shapes the schedule (see `apiary_solver::lp`).
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -253,7 +253,6 @@ impl Gavel {
 
     /// Solves the allocation program over the active jobs.
     fn compute_allocation(&mut self, ctx: &Ctx<'_>) {
-        let w = ctx.world();
         let nt = self.types.len();
         let n = self.active.len();
         if n == 0 {
@@ -268,7 +267,7 @@ impl Gavel {
                 match self.objective {
                     Objective::MaxMinFairness => 1.0,
                     // The artifact copies the V100 throughput to every type.
-                    Objective::MinTotalDuration => w.jobs[j as usize].type_speed("v100"),
+                    Objective::MinTotalDuration => ctx.job(j).type_speed("v100"),
                 }
             }
         };
@@ -292,7 +291,7 @@ impl Gavel {
         for (t, ty) in self.types.iter().enumerate() {
             row.clear();
             for (i, &j) in self.active.iter().enumerate() {
-                row.push((var(i, t), w.jobs[j as usize].gpus as f64));
+                row.push((var(i, t), ctx.job(j).gpus as f64));
             }
             lp.add_le(&row, ty.gpus as f64);
         }
@@ -304,7 +303,7 @@ impl Gavel {
         match self.objective {
             Objective::MaxMinFairness => {
                 for (i, &j) in self.active.iter().enumerate() {
-                    let job = &w.jobs[j as usize];
+                    let job = ctx.job(j);
                     let weight = job.priority.max(1) as f64;
                     // `ProportionalPolicy`: every type split evenly over the jobs.
                     let prop: f64 = (0..nt)
@@ -375,7 +374,6 @@ impl Gavel {
     /// `_schedule_jobs_on_workers`: which jobs run on which GPUs this round.
     fn assign(&mut self, ctx: &Ctx<'_>) -> Plan {
         self.update_priorities(ctx);
-        let w = ctx.world();
         let nt = self.types.len();
         let mut order: Vec<usize> = (0..nt).collect();
         if !self.perf {
@@ -406,7 +404,7 @@ impl Gavel {
                 if left[t] == 0 {
                     break;
                 }
-                let g = w.jobs[j as usize].gpus;
+                let g = ctx.job(j).gpus;
                 if taken[i] || self.speed(j, t) <= 0.0 || g > left[t] {
                     continue;
                 }
@@ -420,17 +418,17 @@ impl Gavel {
         let mut out = Vec::new();
         for &t in &order {
             let mut jobs = std::mem::take(&mut chosen[t]);
-            jobs.sort_by_key(|&j| std::cmp::Reverse(w.jobs[j as usize].gpus));
-            let mut used: Vec<u64> = vec![0; w.cluster.nodes.len()];
+            jobs.sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
+            let mut used: Vec<u64> = vec![0; ctx.cluster().nodes.len()];
             let mut server = 0usize;
             let mut next_gpu: Vec<u32> = vec![0; self.types[t].nodes.len()];
             let mut placed: Vec<Option<Placement>> = vec![None; jobs.len()];
             let mut k = 0;
             while k < jobs.len() {
-                let g = w.jobs[jobs[k] as usize].gpus;
+                let g = ctx.job(jobs[k]).gpus;
                 let end = k + jobs[k..]
                     .iter()
-                    .take_while(|&&j| w.jobs[j as usize].gpus == g)
+                    .take_while(|&&j| ctx.job(j).gpus == g)
                     .count();
                 for (slot, &j) in placed[k..end].iter_mut().zip(&jobs[k..end]) {
                     if let Some((pt, gpus)) = &self.st[j as usize].held
@@ -452,7 +450,7 @@ impl Gavel {
                     let nodes = &self.types[t].nodes;
                     while got < g && server < nodes.len() {
                         let node = nodes[server];
-                        let cap = w.cluster.nodes[node as usize].gpus;
+                        let cap = ctx.cluster().nodes[node as usize].gpus;
                         if next_gpu[server] >= cap {
                             server += 1;
                             continue;
@@ -481,7 +479,7 @@ impl Gavel {
     }
 
     /// A round boundary: account the round that ended, choose and place the next one.
-    fn boundary(&mut self, ctx: &mut Ctx<'_>) {
+    fn boundary(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
         if let Some(start) = self.round_start.take() {
             let dt = now.saturating_sub(start) as f64 / 1000.0;
@@ -493,7 +491,10 @@ impl Gavel {
             }
         }
         let mut plan = self.assign(ctx);
-        if plan.is_empty() && !self.active.is_empty() && self.submitted >= ctx.all_jobs().len() {
+        if plan.is_empty()
+            && !self.active.is_empty()
+            && self.submitted >= ctx.lookahead()?.all_jobs().len()
+        {
             // The artifact forces a recomputation when nothing runs and no job is
             // still to arrive.
             self.last_reset = 0;
@@ -519,7 +520,7 @@ impl Gavel {
         for (k, (j, t, gpus)) in plan.into_iter().enumerate() {
             let speed = self.speed(j, t);
             if !keep[k] {
-                if !ctx.start(j, gpus.clone()) {
+                if !ctx.gpus()?.start(j, gpus.clone()) {
                     continue;
                 }
                 self.st[j as usize].held = Some((t, gpus));
@@ -537,6 +538,7 @@ impl Gavel {
         } else {
             self.round_end = None;
         }
+        Ok(())
     }
 }
 
@@ -554,7 +556,7 @@ impl Policy for Gavel {
     }
 
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        self.learn_cluster(&ctx.world().cluster);
+        self.learn_cluster(ctx.cluster());
         if self.st.len() <= j as usize {
             self.st.resize(j as usize + 1, JobState::default());
         }
@@ -601,20 +603,21 @@ impl Policy for Gavel {
         }
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         if let Some(end) = self.round_end
             && ctx.now() < end
         {
             // Mid-round: arrivals and completions wait for the boundary (the driver
             // keeps only the latest wake request, so it is renewed).
             ctx.wake_at(end);
-            return;
+            return Ok(());
         }
-        self.boundary(ctx);
+        self.boundary(ctx)?;
         debug_assert!(
             self.active
                 .iter()
                 .all(|&j| self.st[j as usize].held.is_none() || ctx.status(j) == Status::Running)
         );
+        Ok(())
     }
 }

@@ -20,19 +20,19 @@ pub mod gandiva;
 pub mod gavel;
 pub mod greedy;
 pub mod muri;
-pub mod params;
 pub mod placement;
 pub mod pollux;
 pub mod registry;
 pub mod spec;
 pub mod srtf;
+pub mod table;
 pub mod themis;
 pub mod tiresias;
 pub mod vc;
 pub mod world;
 
-pub use ctx::{Ctx, Placer, Tenant};
-pub use params::{ParamError, Params};
+pub use apiary_core::params::{self, ParamError, Params};
+pub use ctx::{Ctx, Declared, Handle, Handles, Mechanism, Pass, Placer, Tenant};
 pub use placement::PlacementStrategy;
 pub use registry::{BUILTIN, build, find};
 pub use spec::{Capabilities, Capability, ParamSpec, PolicySpec};
@@ -140,9 +140,9 @@ pub struct AdaptiveHosting {
 ///   completes; its GPUs are already free.
 /// * [`Policy::schedule`] is called after every batch of events that share a time stamp
 ///   (event-driven mode) or at every slot boundary (slotted mode), and at any time the
-///   policy asked for with [`Ctx::wake_at`]. It acts only through [`Ctx::start`] and
-///   [`Ctx::preempt`], which take effect at once (a later placement sees the GPUs an
-///   earlier preemption freed).
+///   policy asked for with [`Ctx::wake_at`]. It acts through [`Ctx::start_with`] and
+///   [`Ctx::preempt`], and through the mechanisms it declared ([`Ctx::open`]), which
+///   take effect at once (a later placement sees the GPUs an earlier preemption freed).
 /// * Decisions must be deterministic functions of the context and the policy's own
 ///   state: no wall clock, no hash-map iteration order, randomness only from a seeded
 ///   [`apiary_model::Rng`] stream.
@@ -154,9 +154,16 @@ pub trait Policy: Send {
     /// Its spec: name, parameters, capabilities.
     fn spec(&self) -> &'static PolicySpec;
 
-    /// The registry name.
+    /// The registry name: the spec's, whatever the parameters.
     fn name(&self) -> &'static str {
         self.spec().name
+    }
+
+    /// The capabilities this instance uses, with its parameters: its spec's unless a
+    /// parameter adds one (Tiresias with `gittins=true` reads the jobs to come). The
+    /// drivers check and grant exactly these.
+    fn capabilities(&self) -> Capabilities {
+        self.spec().capabilities
     }
 
     /// Called once, before any job, with the cluster it will schedule. A policy that
@@ -196,6 +203,8 @@ pub trait Policy: Send {
     /// keeps every unfinished job needs nothing.
     fn on_requeue(&mut self, _ctx: &Ctx<'_>, _job: JobIdx) {}
 
-    /// Decide which jobs run now.
-    fn schedule(&mut self, ctx: &mut Ctx<'_>);
+    /// Decide which jobs run now. A use of a mechanism the policy did not declare is
+    /// the error ([`PolicyError::Undeclared`], from [`Ctx::open`]): the simulator stops
+    /// on it, the live service refuses the pass.
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError>;
 }

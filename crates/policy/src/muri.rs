@@ -5,7 +5,7 @@
 //! lists its steps); Muri-S orders by remaining GPU-time, Muri-L by attained GPU-time.
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::placement::{self, PlacementStrategy};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
@@ -368,7 +368,7 @@ impl Policy for Muri {
         Ok(())
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         self.active.retain(|&j| ctx.status(j) != Status::Finished);
         // 1. Priority, stable over the previous pass's order (as the artifact sorts its
         //    runnable list in place).
@@ -380,14 +380,13 @@ impl Policy for Muri {
         self.active
             .sort_by(|a, b| key[*a as usize].total_cmp(&key[*b as usize]));
         let order = std::mem::take(&mut self.active);
-        let w = ctx.world();
-        let cluster = &w.cluster;
+        let cluster = ctx.cluster();
         let total = cluster.total_gpus as u64;
         // 2. Candidates: per GPU count, the jobs in order; a pointer of chosen ones.
         let mut by_size: Vec<(u32, Vec<JobIdx>, usize)> = Vec::new();
         let mut size_ix: BTreeMap<u32, usize> = BTreeMap::new();
         for &j in &order {
-            let g = w.jobs[j as usize].gpus;
+            let g = ctx.job(j).gpus;
             let i = *size_ix.entry(g).or_insert_with(|| {
                 by_size.push((g, Vec::new(), 0));
                 by_size.len() - 1
@@ -398,7 +397,7 @@ impl Policy for Muri {
             if self.marked[j as usize] {
                 continue;
             }
-            let g = w.jobs[j as usize].gpus;
+            let g = ctx.job(j).gpus;
             if self
                 .refill
                 .fits(cluster, g, PlacementStrategy::Consolidated)
@@ -518,18 +517,17 @@ impl Policy for Muri {
         // 5. Run them: a running group that is unchanged keeps its GPUs; anything else
         //    running stops, and the kept groups start largest first.
         let mut intact = vec![false; kept.len()];
+        let groups = ctx.groups()?;
         for (gi, grp) in kept.iter().enumerate() {
             let first = grp.jobs[0];
-            let w = ctx.world();
-            let sg = w.share_group(first);
-            intact[gi] = ctx.status(first) == Status::Running
-                && w.sharing_count(first) as usize == grp.jobs.len()
+            let sg = groups.share_group(first);
+            intact[gi] = groups.status(first) == Status::Running
+                && groups.sharing_count(first) as usize == grp.jobs.len()
                 && (grp.jobs.len() == 1
                     || (sg.is_some()
-                        && grp
-                            .jobs
-                            .iter()
-                            .all(|&j| ctx.status(j) == Status::Running && w.share_group(j) == sg)));
+                        && grp.jobs.iter().all(|&j| {
+                            groups.status(j) == Status::Running && groups.share_group(j) == sg
+                        })));
             for &j in &grp.jobs {
                 self.marked[j as usize] = intact[gi];
             }
@@ -549,7 +547,8 @@ impl Policy for Muri {
         let mut start: Vec<usize> = (0..kept.len()).filter(|&gi| !intact[gi]).collect();
         start.sort_by_key(|&gi| std::cmp::Reverse(kept[gi].gpus));
         for gi in start {
-            ctx.start_group(&kept[gi].jobs, PlacementStrategy::Consolidated);
+            ctx.groups()?
+                .start_group(&kept[gi].jobs, PlacementStrategy::Consolidated);
         }
         // 6. Speeds: a member runs at its solo iteration time over the group's.
         for grp in &kept {
@@ -563,8 +562,9 @@ impl Policy for Muri {
                     (Some(s), Some(t)) if grp.jobs.len() > 1 && t > 0.0 => s / t,
                     _ => 1.0,
                 };
-                ctx.set_speed(j, f);
+                ctx.speeds()?.set_speed(j, f);
             }
         }
+        Ok(())
     }
 }

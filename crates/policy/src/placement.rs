@@ -14,8 +14,9 @@
 //!
 //! * **random**: that many free GPUs drawn uniformly, wherever they are (a stream
 //!   seeded by the run's seed, the job and the time).
-//! * **topology**: the placement whose optimal allreduce is fastest
-//!   ([`apiary_comm::cluster`]): among single nodes that fit, the best-priced node type
+//! * **topology**: the placement a [`Scorer`] the driver injects prices best (the
+//!   simulator and the live service inject the optimal allreduce of
+//!   `apiary_comm::cluster`): among single nodes that fit, the best-priced node type
 //!   and within it the tightest node; when no node fits, candidates in each switch and
 //!   across switches, on the fewest nodes and on one or two more, filled greedily and
 //!   evenly, each priced exactly.
@@ -25,8 +26,18 @@
 
 use std::sync::Mutex;
 
-use apiary_comm::cluster::Pricer;
 use apiary_model::{Cluster, ClusterState, Placement, Rng, Time};
+
+/// Prices placements for the topology strategy. The policies never see a network
+/// model: the driver injects one ([`crate::World::set_scorer`]).
+pub trait Scorer: Send + std::fmt::Debug {
+    /// The cost of running one job on `parts` (each a node and the GPUs taken there);
+    /// lower is better, infinite for a placement it cannot price.
+    fn score(&mut self, cluster: &Cluster, parts: &[(u32, u32)]) -> f64;
+}
+
+/// Where a run keeps its scorer, if its driver injected one.
+pub type ScorerSlot = Mutex<Option<Box<dyn Scorer>>>;
 
 /// How to pick GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +93,7 @@ fn low_bits(mask: u64, k: u32) -> u64 {
 }
 
 /// What the random and topology strategies need beyond the free GPUs: the stream a
-/// random draw comes from, and the cache of priced topologies.
+/// random draw comes from, and the scorer that prices placements.
 #[derive(Clone, Copy)]
 pub struct Aux<'a> {
     /// The run's seed.
@@ -91,13 +102,14 @@ pub struct Aux<'a> {
     pub job: &'a str,
     /// The current time.
     pub now: Time,
-    /// Prices placements by their optimal allreduce; one per run.
-    pub pricer: &'a Mutex<Pricer>,
+    /// Prices placements; one per run, injected by the driver.
+    pub scorer: &'a ScorerSlot,
 }
 
 /// Finds `gpus` GPUs; writes them to `out` (cleared first) and returns true, or
 /// returns false if the strategy finds none. `random` and `topology` draw and price
-/// with `aux`; without it they use a stream named by the GPU count and a fresh cache.
+/// with `aux`; without it `random` uses a stream named by the GPU count and `topology`,
+/// having no scorer, finds nothing.
 pub fn place(
     cluster: &Cluster,
     state: &ClusterState,
@@ -108,7 +120,7 @@ pub fn place(
     place_with(cluster, state, gpus, strategy, None, out)
 }
 
-/// [`place`] with the random stream and the price cache of a run.
+/// [`place`] with the random stream and the scorer of a run.
 pub fn place_with(
     cluster: &Cluster,
     state: &ClusterState,
@@ -130,13 +142,14 @@ pub fn place_with(
             };
             random(state, gpus, &mut rng, out)
         }
-        PlacementStrategy::Topology => match aux {
-            Some(a) => {
-                let mut pricer = a.pricer.lock().unwrap_or_else(|e| e.into_inner());
-                topology(cluster, state, gpus, &mut pricer, out)
+        PlacementStrategy::Topology => {
+            let Some(a) = aux else { return false };
+            let mut slot = a.scorer.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.as_deref_mut() {
+                Some(scorer) => topology(cluster, state, gpus, scorer, out),
+                None => false,
             }
-            None => topology(cluster, state, gpus, &mut Pricer::new(), out),
-        },
+        }
         PlacementStrategy::Consolidated | PlacementStrategy::BestFit => {
             let best = strategy == PlacementStrategy::BestFit;
             if gpus <= cluster.max_gpus_per_node {
@@ -238,14 +251,10 @@ fn topology(
     cluster: &Cluster,
     state: &ClusterState,
     gpus: u32,
-    pricer: &mut Pricer,
+    scorer: &mut dyn Scorer,
     out: &mut Placement,
 ) -> bool {
-    let mut price = |parts: &[(u32, u32)]| {
-        pricer
-            .allreduce_s_per_gb(cluster, parts)
-            .unwrap_or(f64::INFINITY)
-    };
+    let mut price = |parts: &[(u32, u32)]| scorer.score(cluster, parts);
     // One node: every node of a type prices the same, so the best type's tightest node.
     let mut best: Option<(f64, u32, u32)> = None;
     let mut types: Vec<(&apiary_model::Node, f64)> = Vec::new();
@@ -580,13 +589,13 @@ mod tests {
             parts: vec![(0, 0xff), (3, 0b1010_1010)],
         })
         .unwrap();
-        let pricer = Mutex::new(Pricer::new());
+        let scorer = Mutex::new(None);
         let draw = |seed, job: &str, g| {
             let aux = Aux {
                 seed,
                 job,
                 now: 7,
-                pricer: &pricer,
+                scorer: &scorer,
             };
             let mut p = Placement::default();
             assert!(place_with(
@@ -616,68 +625,11 @@ mod tests {
     }
 
     #[test]
-    fn topology_picks_the_best_type_then_the_tightest_node() {
-        let c = apiary_model::ClusterSpec::from_toml_str(
-            r#"
-name = "two-types"
-[[switches]]
-[[switches.nodes]]
-count = 2
-gpus = 8
-gpu_type = "K80"
-[[switches.nodes]]
-count = 2
-gpus = 8
-gpu_type = "A100"
-"#,
-            "t",
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        let mut s = ClusterState::new(&c);
-        // Node 3 (A100) has 4 free, node 2 (A100) 8; the K80 nodes are idle.
-        s.allocate(&Placement {
-            parts: vec![(3, 0x0f)],
-        })
-        .unwrap();
+    fn topology_without_a_scorer_finds_nothing() {
+        let (c, s) = setup("n2g8");
         let mut p = Placement::default();
-        assert!(place(&c, &s, 4, PlacementStrategy::Topology, &mut p));
-        assert_eq!(p.parts, vec![(3, 0xf0)], "A100 NVLink, tightest node");
-        assert!(place(&c, &s, 6, PlacementStrategy::Topology, &mut p));
-        assert_eq!(p.parts, vec![(2, 0x3f)]);
-        // One GPU has no allreduce: any type, the tightest node.
-        assert!(place(&c, &s, 1, PlacementStrategy::Topology, &mut p));
-        assert_eq!(p.parts, vec![(3, 0x10)]);
-    }
-
-    #[test]
-    fn topology_splits_evenly_when_the_nic_is_the_limit() {
-        // 12 GPUs on A100 nodes with 8, 8 and 4 free: 8 + 4 leaves the 4-GPU part with
-        // half a node's NICs for 8 shards; 6 + 6 gives each side 6 × 25 GB/s.
-        let c = apiary_model::ClusterSpec::preset("n3g8-A100")
-            .unwrap()
-            .build()
-            .unwrap();
-        let mut s = ClusterState::new(&c);
-        s.allocate(&Placement {
-            parts: vec![(0, 0x0f)],
-        })
-        .unwrap();
-        let mut p = Placement::default();
-        assert!(place(&c, &s, 12, PlacementStrategy::Topology, &mut p));
-        let counts: Vec<(u32, u32)> = p.parts.iter().map(|&(n, m)| (n, m.count_ones())).collect();
-        assert_eq!(counts, vec![(1, 6), (2, 6)]);
-        assert!(place(&c, &s, 12, PlacementStrategy::Consolidated, &mut p));
-        let counts: Vec<u32> = p.parts.iter().map(|&(_, m)| m.count_ones()).collect();
-        assert_eq!(
-            counts,
-            vec![4, 8],
-            "yarn takes a whole node and a remainder"
-        );
-        assert!(!place(&c, &s, 21, PlacementStrategy::Topology, &mut p));
-        assert!(place(&c, &s, 20, PlacementStrategy::Topology, &mut p));
-        assert_eq!(p.gpus(), 20);
+        assert!(!place(&c, &s, 4, PlacementStrategy::Topology, &mut p));
+        assert!(p.parts.is_empty());
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! each other; ours draw from a stream of the run's seed and repeat exactly.
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -496,27 +496,26 @@ impl Policy for Pollux {
         Ok(())
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
-        let mut jobs: Vec<JobIdx> = (0..ctx.world().jobs.len() as JobIdx)
+        let mut jobs: Vec<JobIdx> = (0..ctx.job_count() as JobIdx)
             .filter(|&j| matches!(ctx.status(j), Status::Pending | Status::Running))
             // Only adaptive jobs report goodput; `admit` refuses others, and
             // a live job without one is left waiting rather than guessed at.
             .filter(|&j| ctx.job(j).extras().adaptive.is_some())
             .collect();
         if jobs.is_empty() {
-            return;
+            return Ok(());
         }
         if !now.is_multiple_of(self.interval) {
             ctx.wake_at(now.div_ceil(self.interval) * self.interval);
-            return;
+            return Ok(());
         }
         jobs.sort_by_key(|&j| (ctx.attained(j), ctx.job(j).submit, j));
-        let w = ctx.world();
-        let nn = w.cluster.nodes.len();
+        let nn = ctx.cluster().nodes.len();
         let jn = jobs.len();
-        let cap: Vec<u8> = w.cluster.nodes.iter().map(|n| n.gpus as u8).collect();
-        let total: u32 = w.cluster.total_gpus;
+        let cap: Vec<u8> = ctx.cluster().nodes.iter().map(|n| n.gpus as u8).collect();
+        let total: u32 = ctx.cluster().total_gpus;
         let mut base = vec![0u8; jn * nn];
         for (r, &j) in jobs.iter().enumerate() {
             if ctx.status(j) == Status::Running {
@@ -529,13 +528,14 @@ impl Policy for Pollux {
         let mut models = Vec::with_capacity(jn);
         let mut max_replicas = Vec::with_capacity(jn);
         let mut penalty = Vec::with_capacity(jn);
+        let adaptive_jobs = ctx.adaptive()?;
         for &j in &jobs {
-            let job = ctx.job(j);
+            let job = adaptive_jobs.job(j);
             let Some(adaptive) = job.extras().adaptive.as_ref() else {
                 continue;
             };
             let app = &adaptive.app;
-            let agent = ctx.world().agent(j);
+            let agent = adaptive_jobs.agent(j);
             let profiled = agent.map_or(0, |a| a.max_profiled_replicas());
             // The artifact: min(max(2 · profiled, 1), 64, max batch // min per-GPU batch).
             let limit = (app.max_batch / app.min_local.max(1)).min(64);
@@ -632,9 +632,10 @@ impl Policy for Pollux {
             changes.push((j, p));
         }
         if !changes.is_empty() {
-            ctx.reassign(&changes);
+            ctx.elastic()?.reassign(&changes);
         }
         ctx.wake_at(now + self.interval);
+        Ok(())
     }
 }
 

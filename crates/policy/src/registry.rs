@@ -5,6 +5,10 @@
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{antman, elasticflow, fifo, gandiva, gavel, muri, pollux, srtf, themis, tiresias, vc};
+use apiary_core::Registry;
+
+/// Every built-in policy, with the lookups front ends need.
+pub const POLICIES: Registry<PolicySpec> = Registry::new("policy", "apiary policies", BUILTIN);
 
 /// Every built-in policy.
 pub const BUILTIN: &[PolicySpec] = &[
@@ -31,23 +35,17 @@ pub const BUILTIN: &[PolicySpec] = &[
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicySpec> {
-    BUILTIN.iter().find(|s| s.name == name)
+    POLICIES.find(name)
 }
 
 /// The error for a name no policy has, with the closest name when one is close.
 pub fn unknown(name: &str) -> ParamError {
-    let names = || BUILTIN.iter().map(|s| s.name);
-    ParamError::UnknownPolicy {
-        name: name.into(),
-        hint: crate::params::did_you_mean(name, names()),
-        known: names().collect::<Vec<_>>().join(", "),
-    }
+    POLICIES.unknown(name)
 }
 
 /// Builds a policy by name, rejecting unknown parameters.
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn Policy>, ParamError> {
-    let spec = find(name).ok_or_else(|| unknown(name))?;
-    spec.build_checked(params)
+    (POLICIES.lookup(name, params)?.build)(params)
 }
 
 #[cfg(test)]
@@ -76,36 +74,108 @@ mod tests {
         let knob = Params::from_pairs(["starvaton=2"]).unwrap();
         let e = build("tiresias", &knob).err().unwrap().to_string();
         assert!(e.contains("(did you mean 'starvation'?)"), "{e}");
-        let index = include_str!("../../../docs/policies/README.md");
-        for s in BUILTIN {
-            assert!(
-                index.contains(&format!(" {},", s.name))
-                    || index.contains(&format!(" {} ", s.name)),
-                "docs/policies/README.md does not list {}",
-                s.name
-            );
-        }
         let bad = Params::from_pairs(["placement=sideways"]).unwrap();
         assert!(build("fifo", &bad).is_err());
     }
 
-    /// The policies a VC can host are exactly those whose capabilities a tenant's
-    /// share can serve.
+    /// An instance uses what its spec declares, at most, whatever its parameters, and
+    /// its name is its spec's: parameters change what it does, not what it is.
     #[test]
-    fn the_intra_list_is_what_the_capabilities_allow() {
-        let hostable: Vec<&str> = BUILTIN
-            .iter()
-            .filter(|s| s.capabilities.tenant_blocker().is_none())
-            .map(|s| s.name)
-            .collect();
-        let intra: Vec<&str> = crate::vc::INTRA.iter().map(|s| s.name).collect();
-        assert_eq!(intra, hostable);
+    fn instances_stay_within_their_specs_and_keep_their_names() {
+        use crate::spec::{Capabilities, Capability};
+        let variants: &[(&str, &str, Capabilities)] = &[
+            ("tiresias", "", Capabilities::CORE),
+            (
+                "tiresias",
+                "gittins=true",
+                Capabilities::of(&[Capability::Lookahead]),
+            ),
+            ("tiresias-gittins", "gittins=false", Capabilities::CORE),
+            ("gandiva", "", Capabilities::of(&[Capability::ChoosesGpus])),
+            (
+                "gandiva",
+                "clock=elasticflow",
+                crate::gandiva::GANDIVA.capabilities,
+            ),
+        ];
+        for s in BUILTIN {
+            let p = build(s.name, &Params::default()).unwrap();
+            assert!(
+                s.capabilities.contains(p.capabilities()),
+                "{} uses {} beyond its spec's {}",
+                s.name,
+                p.capabilities().minus(s.capabilities),
+                s.capabilities
+            );
+        }
+        for &(name, params, caps) in variants {
+            let params = Params::from_pairs(params.split(',').filter(|p| !p.is_empty())).unwrap();
+            let p = build(name, &params).unwrap();
+            assert_eq!(p.name(), name, "{name} {params:?} keeps its name");
+            assert_eq!(p.capabilities(), caps, "{name} {params:?}");
+            assert!(find(name).unwrap().capabilities.contains(caps));
+        }
+    }
+
+    /// Every policy a VC hosts can be hosted: its capabilities are ones a tenant's
+    /// share can serve. (Listing a new plain policy there is a choice, not a duty.)
+    #[test]
+    fn the_intra_list_holds_only_what_the_capabilities_allow() {
+        for s in crate::vc::INTRA {
+            assert_eq!(
+                s.capabilities.tenant_blocker(),
+                None,
+                "{} cannot run inside a tenant's share",
+                s.name
+            );
+            assert!(find(s.name).is_some(), "{} is not registered", s.name);
+        }
         let live: Vec<&str> = BUILTIN
             .iter()
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
         assert_eq!(live, ["elasticflow", "edf", "pollux"]);
+    }
+
+    /// The core context stays small: every mechanism beyond it is a handle of its own
+    /// module, not a new method.
+    #[test]
+    fn the_core_context_has_at_most_22_methods() {
+        let src = include_str!("ctx/mod.rs");
+        let core = &src[src.find("impl<'a> Ctx<'a> {").unwrap()..];
+        let core = &core[..core.find("\n}\n").unwrap()];
+        let methods = core.matches("\n    pub fn ").count();
+        assert!(methods <= 22, "Ctx has {methods} public methods");
+    }
+
+    /// Every policy has a page under docs/policies/ that names it in backticks in its
+    /// title.
+    #[test]
+    fn every_policy_has_a_docs_page() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/policies");
+        let titles: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .map(|p| {
+                std::fs::read_to_string(&p)
+                    .unwrap()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        for s in BUILTIN {
+            let named = format!("`{}`", s.name);
+            assert!(
+                titles
+                    .iter()
+                    .any(|t| t.starts_with("# ") && t.contains(&named)),
+                "no page under docs/policies/ names {named} in its title"
+            );
+        }
     }
 
     /// Every time parameter (in seconds) beyond the 10^12 s input limit, and every

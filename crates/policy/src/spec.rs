@@ -4,36 +4,37 @@
 //! The core contract is small: read the view, start a job on GPUs the placement chose
 //! ([`crate::Ctx::start_with`]), preempt, ask to be woken. Everything else a paper
 //! needed (shared GPUs, guests, elastic jobs, admission control, ...) is a
-//! [`Capability`] the policy's [`PolicySpec`] declares, in the spirit of the Kubernetes
-//! scheduler framework's extension points. Drivers read the declaration to know what
-//! they must host (and refuse what they cannot, naming the capability); the context
-//! refuses an undeclared capability as an error, never a silent `false`.
+//! [`Capability`] the policy's [`PolicySpec`] declares (and an instance reports with
+//! [`crate::Policy::capabilities`]), in the spirit of the Kubernetes scheduler
+//! framework's extension points, reached through a handle that opens only when
+//! declared ([`crate::Ctx::open`]). Drivers read the declaration to know what they must
+//! host (and refuse what they cannot, naming the capability); a mechanism opened
+//! undeclared is an error, never a silent `false`.
 
-pub use crate::params::ParamSpec;
 use crate::{ParamError, Params, Policy};
+pub use apiary_core::params::ParamSpec;
 
 /// One mechanism beyond the core contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Capability {
-    /// Starts jobs on GPUs it picks itself ([`crate::Ctx::start`]), not through the
+    /// Starts jobs on GPUs it picks itself ([`crate::ctx::Gpus`]), not through the
     /// driver's (or a tenant's) placement.
     ChoosesGpus,
-    /// Starts groups of jobs on the same GPUs ([`crate::Ctx::start_group`], Muri).
+    /// Starts groups of jobs on the same GPUs ([`crate::ctx::Groups`], Muri).
     SharedGpus,
-    /// Runs guests on GPUs it does not hold ([`crate::Ctx::start_overlay`], AntMan).
+    /// Runs guests on GPUs it does not hold ([`crate::ctx::Guests`], AntMan).
     Guests,
-    /// Scales a job's modelled speed ([`crate::Ctx::set_speed`]).
+    /// Scales a job's modelled speed ([`crate::ctx::Speeds`]).
     SpeedFactors,
-    /// Changes a running job's GPUs or count in place ([`crate::Ctx::reassign`]).
+    /// Changes a running job's GPUs or count in place ([`crate::ctx::Elastic`]).
     Elastic,
-    /// Charges a running job a pause for rescaling or switching ([`crate::Ctx::stall`]),
-    /// or stops its progress at a time ([`crate::Ctx::cap_work`]).
+    /// Charges a running job a pause for rescaling or switching, or stops its
+    /// progress at a time ([`crate::ctx::Stalls`]).
     Stalls,
-    /// Keeps a finished job's GPUs to its plan's end ([`crate::Ctx::hold_until`]), ends
-    /// it there with work left ([`crate::Ctx::end_by`]), or judges its deadline there
-    /// ([`crate::Ctx::judge_deadline_at`]).
+    /// Keeps a finished job's GPUs to its plan's end, ends it there
+    /// with work left, or judges its deadline there ([`crate::ctx::Holds`]).
     Holds,
-    /// Turns pending jobs away for good ([`crate::Ctx::decline`]).
+    /// Turns pending jobs away for good ([`crate::ctx::Admission`]).
     Declines,
     /// Hosts adaptive jobs that tune their batch size to their GPUs (Pollux).
     Adaptive,
@@ -48,7 +49,7 @@ pub enum Capability {
     /// Plans on the whole cluster's layout (Themis refills an emptied cluster), so a
     /// tenant's share, which has no layout of its own, cannot host it.
     WholeCluster,
-    /// Reads the run's jobs not yet submitted ([`crate::Ctx::all_jobs`]), as its artifact
+    /// Reads the run's jobs not yet submitted ([`crate::ctx::Lookahead`]), as its artifact
     /// does: how many are still to come (Gavel, Gandiva's ElasticFlow clock), or the
     /// whole trace's GPU-time distribution (Tiresias' Gittins index). The simulator's
     /// world holds the whole trace; live, only the jobs submitted so far, so there the
@@ -157,6 +158,16 @@ impl Capabilities {
         self.0 & c.bit() != 0
     }
 
+    /// Those of `self` that `other` lacks.
+    pub const fn minus(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 & !other.0)
+    }
+
+    /// Whether every member of `other` is in `self`.
+    pub const fn contains(self, other: Capabilities) -> bool {
+        other.0 & !self.0 == 0
+    }
+
     /// The members, in declaration order.
     pub fn iter(self) -> impl Iterator<Item = Capability> {
         Capability::ALL.into_iter().filter(move |c| self.has(*c))
@@ -222,6 +233,18 @@ impl PolicySpec {
     pub fn build_checked(&self, params: &Params) -> Result<Box<dyn Policy>, ParamError> {
         params.check_known(self.name, &self.keys())?;
         (self.build)(params)
+    }
+}
+
+impl apiary_core::Spec for PolicySpec {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn about(&self) -> &'static str {
+        self.about
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        self.params
     }
 }
 

@@ -64,9 +64,9 @@ impl Policy for Srtf {
         self.active.push(j);
         Ok(())
     }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         if ctx.pending_count() == 0 {
-            return;
+            return Ok(());
         }
         // Finished jobs leave lazily, once they would make up half the list, so the
         // cost stays linear in the jobs still active.
@@ -99,7 +99,7 @@ impl Policy for Srtf {
                 self.opts,
                 &mut self.scratch,
             );
-            return;
+            return Ok(());
         }
         self.keyed.clear();
         for &j in &self.active {
@@ -114,6 +114,7 @@ impl Policy for Srtf {
             self.opts,
             &mut self.scratch,
         );
+        Ok(())
     }
 }
 

@@ -196,14 +196,14 @@ impl Policy for Themis {
         Ok(())
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         self.order.retain(|&j| ctx.status(j) != Status::Finished);
         let now = ctx.now();
         let since = now.saturating_sub(self.last_event) as f64 / 1000.0;
         self.last_event = now;
         let n = self.order.len();
         if n == 0 {
-            return;
+            return Ok(());
         }
         let total = ctx.total_gpus();
         let share = total.div_ceil(n as u64) as f64;
@@ -262,13 +262,12 @@ impl Policy for Themis {
                 .then(b.2.total_cmp(&a.2))
         });
         // Choose, in that order, the jobs that fit on an emptied cluster.
-        let w = ctx.world();
-        let cluster = &w.cluster;
-        if self.chosen.len() < w.jobs.len() {
-            self.chosen.resize(w.jobs.len(), false);
+        let cluster = ctx.cluster();
+        if self.chosen.len() < ctx.job_count() {
+            self.chosen.resize(ctx.job_count(), false);
         }
         for &(_, _, _, j) in &self.keyed {
-            let g = w.jobs[j as usize].gpus;
+            let g = ctx.job(j).gpus;
             if self
                 .refill
                 .fits(cluster, g, PlacementStrategy::Consolidated)
@@ -299,6 +298,7 @@ impl Policy for Themis {
                 }
             }
         }
+        Ok(())
     }
 }
 

@@ -17,10 +17,11 @@
 //! run's own jobs.
 
 use crate::PolicyError;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Handles};
 use crate::fifo::placement_param;
 use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_ON, Capabilities, Capability, PLACE_COUNT, ParamSpec, PolicySpec};
+use crate::table::JobTable;
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Job, Time};
@@ -29,7 +30,8 @@ use std::collections::{BTreeSet, VecDeque};
 pub const TIRESIAS: PolicySpec = PolicySpec {
     name: "tiresias",
     about: "Tiresias discretized 2D-LAS: multi-level queues on attained GPU-time; no job knowledge",
-    capabilities: Capabilities::of(&[]),
+    // `lookahead` only with `gittins=true` (`Policy::capabilities`).
+    capabilities: Capabilities::of(&[Capability::Lookahead]),
     params: TIRESIAS_PARAMS,
     build: |p| Ok(Box::new(Tiresias::new(p, false)?)),
 };
@@ -132,20 +134,48 @@ impl Segment {
     }
 }
 
+/// What Tiresias keeps per job, in one record so a pass touches one place per job.
+#[derive(Clone, Copy, Debug)]
+struct PerJob {
+    /// Its position in its queue.
+    pos: u64,
+    /// Attained GPU-time when it was last promoted to the top queue.
+    attained_base: u64,
+    /// Run time when it was last promoted.
+    executed_base: Time,
+    /// Time it had waited (since its first start) when it was last promoted.
+    pending_base: Time,
+    /// When it leaves its queue for the next one (`Time::MAX`: never).
+    demote_at: Time,
+    /// Its queue.
+    level: u8,
+}
+
+impl Default for PerJob {
+    fn default() -> Self {
+        PerJob {
+            pos: 0,
+            attained_base: 0,
+            executed_base: 0,
+            pending_base: 0,
+            demote_at: Time::MAX,
+            level: 0,
+        }
+    }
+}
+
 /// Discretized 2D-LAS / 2D-Gittins.
 #[derive(Debug)]
 pub struct Tiresias {
+    /// The spec it was built from: its name, whatever `gittins` says.
+    spec: &'static PolicySpec,
     limits: Vec<u64>,
     starvation: f64,
     gittins: Option<Gittins>,
     opts: Opts,
     levels: Vec<Level>,
-    level: Vec<u8>,
-    pos: Vec<u64>,
-    attained_base: Vec<u64>,
-    executed_base: Vec<Time>,
-    pending_base: Vec<Time>,
-    demote_at: Vec<Time>,
+    /// Per job: its queue and the counters it is judged by.
+    per: JobTable<PerJob>,
     demote: BTreeSet<(Time, JobIdx)>,
     next_pos: u64,
     back: u64,
@@ -177,6 +207,11 @@ impl Tiresias {
             None
         };
         Ok(Tiresias {
+            spec: if gittins_policy {
+                &TIRESIAS_GITTINS
+            } else {
+                &TIRESIAS
+            },
             levels: (0..=limits.len()).map(|_| Level::default()).collect(),
             limits,
             starvation: p.f64(&STARVATION)?,
@@ -186,12 +221,7 @@ impl Tiresias {
                 backfill: p.bool(&BACKFILL_ON)?,
                 placement: placement_param(p, &PLACE_COUNT)?,
             },
-            level: Vec::new(),
-            pos: Vec::new(),
-            attained_base: Vec::new(),
-            executed_base: Vec::new(),
-            pending_base: Vec::new(),
-            demote_at: Vec::new(),
+            per: JobTable::new(),
             demote: BTreeSet::new(),
             next_pos: 0,
             back: 1 << 62,
@@ -203,19 +233,12 @@ impl Tiresias {
     }
 
     fn ensure(&mut self, n: usize) {
-        if self.level.len() < n {
-            self.level.resize(n, 0);
-            self.pos.resize(n, 0);
-            self.attained_base.resize(n, 0);
-            self.executed_base.resize(n, 0);
-            self.pending_base.resize(n, 0);
-            self.demote_at.resize(n, Time::MAX);
-        }
+        self.per.ensure(n, PerJob::default());
     }
 
     fn remove_from_level(&mut self, j: JobIdx) {
-        let l = &mut self.levels[self.level[j as usize] as usize];
-        let key = (self.pos[j as usize], j);
+        let l = &mut self.levels[self.per[j].level as usize];
+        let key = (self.per[j].pos, j);
         if !l.running.remove(&key)
             && !l.pending.remove(&key)
             && let Some(i) = l.tail.iter().position(|&k| k == key)
@@ -225,28 +248,28 @@ impl Tiresias {
     }
 
     fn append(&mut self, j: JobIdx, level: usize) {
-        self.level[j as usize] = level as u8;
-        self.pos[j as usize] = self.next_pos;
+        self.per[j].level = level as u8;
+        self.per[j].pos = self.next_pos;
         self.levels[level].tail.push((self.next_pos, j));
         self.next_pos += 1;
     }
 
     fn clear_demotion(&mut self, j: JobIdx) {
-        let t = self.demote_at[j as usize];
+        let t = self.per[j].demote_at;
         if t != Time::MAX {
             self.demote.remove(&(t, j));
-            self.demote_at[j as usize] = Time::MAX;
+            self.per[j].demote_at = Time::MAX;
         }
     }
 
     fn set_demotion(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         self.clear_demotion(j);
-        let l = self.level[j as usize] as usize;
+        let l = self.per[j].level as usize;
         if l < self.limits.len() {
-            let att = ctx.attained(j) - self.attained_base[j as usize];
+            let att = ctx.attained(j) - self.per[j].attained_base;
             let g = ctx.job(j).gpus as u64;
             let t = ctx.now() + self.limits[l].saturating_sub(att).div_ceil(g);
-            self.demote_at[j as usize] = t;
+            self.per[j].demote_at = t;
             self.demote.insert((t, j));
         }
     }
@@ -256,21 +279,26 @@ impl Tiresias {
         let first = rt.first_start.unwrap_or(ctx.now());
         (ctx.now() - first)
             .saturating_sub(ctx.executed(j))
-            .saturating_sub(self.pending_base[j as usize])
+            .saturating_sub(self.per[j].pending_base)
     }
 }
 
 impl Policy for Tiresias {
     fn spec(&self) -> &'static PolicySpec {
-        if self.gittins.is_some() {
-            &TIRESIAS_GITTINS
-        } else {
-            &TIRESIAS
+        self.spec
+    }
+
+    /// The Gittins index learns the trace's GPU-time distribution from the jobs to
+    /// come, as the artifact does: `lookahead` whenever it is on.
+    fn capabilities(&self) -> Capabilities {
+        match self.gittins {
+            Some(_) => Capabilities::of(&[Capability::Lookahead]),
+            None => Capabilities::CORE,
         }
     }
 
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        self.ensure(ctx.world().jobs.len());
+        self.ensure(ctx.job_count());
         self.append(j, 0);
         Ok(())
     }
@@ -280,7 +308,7 @@ impl Policy for Tiresias {
         self.clear_demotion(j);
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
         // Demotions due now (one queue per event, as the artifact checks once per event).
         while let Some(&(t, j)) = self.demote.first() {
@@ -288,11 +316,11 @@ impl Policy for Tiresias {
                 break;
             }
             self.demote.pop_first();
-            self.demote_at[j as usize] = Time::MAX;
+            self.per[j].demote_at = Time::MAX;
             if ctx.status(j) != Status::Running {
                 continue;
             }
-            let l = self.level[j as usize] as usize;
+            let l = self.per[j].level as usize;
             self.remove_from_level(j);
             self.append(j, (l + 1).min(self.limits.len()));
         }
@@ -301,7 +329,7 @@ impl Policy for Tiresias {
             for l in 1..self.levels.len() {
                 let lv = &self.levels[l];
                 for &(_, j) in lv.pending.iter().chain(lv.tail.iter()) {
-                    let exec = ctx.executed(j) - self.executed_base[j as usize];
+                    let exec = ctx.executed(j) - self.per[j].executed_base;
                     if ctx.status(j) == Status::Pending && exec > 0 {
                         let waited = self.waited_since_promotion(ctx, j);
                         // Capped at the longest input time so the wake-up never
@@ -320,10 +348,10 @@ impl Policy for Tiresias {
             for j in promote {
                 self.remove_from_level(j);
                 self.append(j, 0);
-                self.attained_base[j as usize] = ctx.attained(j);
-                self.executed_base[j as usize] = ctx.executed(j);
+                self.per[j].attained_base = ctx.attained(j);
+                self.per[j].executed_base = ctx.executed(j);
                 let first = ctx.rt(j).first_start.unwrap_or(now);
-                self.pending_base[j as usize] = (now - first).saturating_sub(ctx.executed(j));
+                self.per[j].pending_base = (now - first).saturating_sub(ctx.executed(j));
             }
         }
 
@@ -351,7 +379,7 @@ impl Policy for Tiresias {
             if let Some(g) = &mut self.gittins
                 && !g.ready
             {
-                g.learn(ctx.all_jobs());
+                g.learn(ctx.lookahead()?.all_jobs());
             }
             greedy::pass(
                 ctx,
@@ -397,23 +425,23 @@ impl Policy for Tiresias {
         let started = std::mem::take(&mut self.scratch.started);
         let preempted = std::mem::take(&mut self.scratch.preempted);
         for &j in &started {
-            let key = (self.pos[j as usize], j);
-            let l = &mut self.levels[self.level[j as usize] as usize];
+            let key = (self.per[j].pos, j);
+            let l = &mut self.levels[self.per[j].level as usize];
             if l.pending.remove(&key) {
                 let p = self.back;
                 self.back += 1;
-                self.pos[j as usize] = p;
+                self.per[j].pos = p;
                 l.running.insert((p, j));
             }
             self.set_demotion(ctx, j);
         }
         for &j in preempted.iter().rev() {
-            let key = (self.pos[j as usize], j);
-            let l = &mut self.levels[self.level[j as usize] as usize];
+            let key = (self.per[j].pos, j);
+            let l = &mut self.levels[self.per[j].level as usize];
             if l.running.remove(&key) {
                 self.front -= 1;
                 let p = self.front;
-                self.pos[j as usize] = p;
+                self.per[j].pos = p;
                 l.pending.insert((p, j));
             }
             self.clear_demotion(j);
@@ -425,7 +453,7 @@ impl Policy for Tiresias {
             for (_, j) in lv.tail.drain(..) {
                 let p = self.back;
                 self.back += 1;
-                self.pos[j as usize] = p;
+                self.per[j].pos = p;
                 if ctx.status(j) == Status::Running {
                     lv.running.insert((p, j));
                     demote_new.push(j);
@@ -435,13 +463,14 @@ impl Policy for Tiresias {
             }
         }
         for j in demote_new {
-            if self.demote_at[j as usize] == Time::MAX {
+            if self.per[j].demote_at == Time::MAX {
                 self.set_demotion(ctx, j);
             }
         }
         if let Some(&(t, _)) = self.demote.first() {
             ctx.wake_at(t);
         }
+        Ok(())
     }
 }
 

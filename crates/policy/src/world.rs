@@ -78,9 +78,9 @@ impl JobRt {
     }
 }
 
-/// A job's plan-end limits, which only ElasticFlow sets ([`crate::Ctx::hold_until`],
-/// and with `progress=artifact` [`crate::Ctx::cap_work`], [`crate::Ctx::end_by`] and
-/// [`crate::Ctx::judge_deadline_at`]). The world keeps them beside the runtime records,
+/// A job's plan-end limits, which only ElasticFlow sets (a hold, and with
+/// `progress=artifact` a work cap, an end and where its deadline is judged:
+/// [`crate::ctx::Holds`], [`crate::ctx::Stalls`]). The world keeps them beside the runtime records,
 /// and only once a policy sets one, so no other run carries them (a million-job trace
 /// would carry 40 MB).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,14 +110,52 @@ pub(crate) fn progress_end(now: Time, work_until: Time) -> Time {
 }
 
 /// What a policy did, for the driver to act on (schedule completions, count, log).
+/// Each mechanism's action is its own, so a driver that cannot honour one says which.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// The job started on its `placement`.
     Start(JobIdx),
     /// The job was preempted; it is pending again.
     Preempt(JobIdx),
-    /// The policy changed a running job's speed factor.
+    /// A running elastic job moved to another placement, of any size, keeping its
+    /// progress ([`crate::ctx::Elastic`]).
+    Resize(JobIdx),
+    /// The policy changed a running job's speed factor ([`crate::ctx::Speeds`]).
     Speed(JobIdx),
+    /// A running job pauses for a while ([`crate::ctx::Stalls`]).
+    Stall(JobIdx),
+    /// A running job's progress is capped at a time ([`crate::ctx::Stalls`]).
+    Cap(JobIdx),
+    /// A running job keeps its GPUs to its plan's end ([`crate::ctx::Holds`]).
+    Hold(JobIdx),
+    /// A running job ends by a time with whatever work it has left
+    /// ([`crate::ctx::Holds`]).
+    End(JobIdx),
+}
+
+impl Action {
+    /// The job it concerns.
+    pub fn job(self) -> JobIdx {
+        match self {
+            Action::Start(j)
+            | Action::Preempt(j)
+            | Action::Resize(j)
+            | Action::Speed(j)
+            | Action::Stall(j)
+            | Action::Cap(j)
+            | Action::Hold(j)
+            | Action::End(j) => j,
+        }
+    }
+
+    /// Whether it changes when a running job completes without moving it: a new speed,
+    /// a stall, a cap, a hold or an end.
+    pub fn retimes(self) -> bool {
+        matches!(
+            self,
+            Action::Speed(_) | Action::Stall(_) | Action::Cap(_) | Action::Hold(_) | Action::End(_)
+        )
+    }
 }
 
 /// Jobs, GPUs and time: everything a policy may look at.
@@ -137,9 +175,9 @@ pub struct World {
     pub restart_overhead: Time,
     /// The run's seed (random placement draws from it).
     pub seed: u64,
-    /// Placements priced by their optimal allreduce (the topology strategy), kept for
-    /// the run.
-    pricer: std::sync::Mutex<apiary_comm::cluster::Pricer>,
+    /// What prices placements for the topology strategy, if the driver injected one
+    /// ([`World::set_scorer`]); kept for the run.
+    scorer: placement::ScorerSlot,
     /// Jobs holding GPUs (each one's index here is its record's `slot`).
     running: Vec<JobIdx>,
     /// Pending jobs, unordered (each one's index here is its record's `slot`).
@@ -162,6 +200,8 @@ pub struct World {
     agents: Vec<Option<Box<Agent>>>,
     /// Jobs admission control turned away, and why.
     declined: BTreeMap<JobIdx, Box<str>>,
+    /// One past the highest job index submitted: the jobs a policy has been told of.
+    arrived: usize,
     /// Whether GPUs a policy's preemption frees stay held, for the driver to give back
     /// once the job's processes have ended (the live service); see [`World::take_fenced`].
     pub fence_preemptions: bool,
@@ -225,7 +265,7 @@ impl World {
             now: 0,
             restart_overhead: 0,
             seed: 0,
-            pricer: Default::default(),
+            scorer: Default::default(),
             running: Vec::new(),
             share: Vec::new(),
             share_refs: Vec::new(),
@@ -234,6 +274,7 @@ impl World {
             speeds: Vec::new(),
             agents: Vec::new(),
             declined: BTreeMap::new(),
+            arrived: 0,
             fence_preemptions: false,
             honour_gpu_types: false,
             fenced: Vec::new(),
@@ -269,8 +310,15 @@ impl World {
         }
         self.jobs.pop();
         self.rt.pop();
+        self.arrived = self.arrived.min(self.jobs.len());
         self.fit_tables();
         true
+    }
+
+    /// Sets what prices placements for the topology strategy (which finds no GPUs
+    /// without one): the driver's network model.
+    pub fn set_scorer(&mut self, scorer: Box<dyn placement::Scorer>) {
+        *self.scorer.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(scorer);
     }
 
     /// Keeps a pending job from starting (`true`) or lets it start again.
@@ -416,6 +464,13 @@ impl World {
         debug_assert_eq!(rt.status, Status::Future);
         rt.status = Status::Pending;
         self.enter_pending(i);
+        self.arrived = self.arrived.max(i as usize + 1);
+    }
+
+    /// One past the highest job index submitted so far: the jobs a policy has been told
+    /// of (the rest of [`World::jobs`] is the trace still to come, in the simulator).
+    pub fn arrived(&self) -> usize {
+        self.arrived
     }
 
     fn leave_pending(&mut self, i: JobIdx) {
@@ -726,7 +781,7 @@ impl World {
                     let rt = &mut self.rt[idx];
                     rt.placement = p;
                     rt.generation += 1;
-                    out.push(Action::Start(i));
+                    out.push(Action::Resize(i));
                 }
                 _ => {
                     self.mark_running(i, p);
@@ -795,7 +850,7 @@ impl World {
             seed: self.seed,
             job: &self.jobs[j as usize].id,
             now: self.now,
-            pricer: &self.pricer,
+            scorer: &self.scorer,
         };
         let typed = match &self.jobs[j as usize].gpu_type {
             Some(t) if self.honour_gpu_types => {

@@ -204,7 +204,8 @@ impl ServerConfig {
     }
 
     /// Whether the service can run `policy` (with `sharing`): why not, naming the
-    /// capability that blocks it.
+    /// capability that blocks it. The capabilities are those of the policy built with
+    /// its parameters, which the live core checks again when it starts.
     fn check_policy(&self) -> Result<(), (String, String)> {
         let Some(spec) = apiary_policy::find(&self.policy) else {
             let names: Vec<&str> = apiary_policy::BUILTIN.iter().map(|s| s.name).collect();
@@ -217,7 +218,13 @@ impl ServerConfig {
                 ),
             ));
         };
-        if spec.has(apiary_policy::Capability::Tenants) {
+        let own = apiary_policy::registry::build(
+            &self.policy,
+            &apiary_policy::Params(self.params.clone()),
+        )
+        .map_err(|e| ("params".to_string(), e.to_string()))?;
+        let capabilities = own.capabilities();
+        if capabilities.has(apiary_policy::Capability::Tenants) {
             return Err((
                 "policy".into(),
                 format!(
@@ -227,7 +234,7 @@ impl ServerConfig {
                 ),
             ));
         }
-        if let Some((c, why)) = spec.capabilities.live_blocker() {
+        if let Some((c, why)) = capabilities.live_blocker() {
             return Err((
                 "policy".into(),
                 format!(
@@ -237,7 +244,7 @@ impl ServerConfig {
             ));
         }
         if self.sharing != "none"
-            && let Some(c) = spec.capabilities.tenant_blocker()
+            && let Some(c) = capabilities.tenant_blocker()
         {
             return Err((
                 "policy".into(),

@@ -11,7 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod core;
 pub mod http;
-pub mod replay;
 pub mod service;
+pub mod simulated;
 pub mod types;
 pub mod ui;

@@ -2,9 +2,10 @@
 //! batch and trains in whole steps (the slot, else Pollux's 60 s), as Pollux's simulator
 //! steps them, so its progress is its agent's, not a rate times time.
 
+use crate::backend::Backend;
 use apiary_model::Time;
 use apiary_model::adaptive::Agent;
-use apiary_policy::{Action, Ctx, JobIdx, Policy, Status, World};
+use apiary_policy::{Action, JobIdx, Pass, Status, World};
 
 /// The adaptive jobs of a run and where each one's last step ended.
 pub(crate) struct Agents {
@@ -65,25 +66,20 @@ impl Agents {
 
     /// At a step boundary, trains every running adaptive job up to now and ends those
     /// that finished; returns how many did.
-    pub(crate) fn advance_due(
-        &mut self,
-        world: &mut World,
-        policy: &mut dyn Policy,
-        actions: &mut Vec<Action>,
-    ) -> usize {
-        if self.running == 0 || !world.now.is_multiple_of(self.step) {
+    pub(crate) fn advance_due(&mut self, b: &mut impl Backend, pass: &mut Pass) -> usize {
+        if self.running == 0 || !b.world().now.is_multiple_of(self.step) {
             return 0;
         }
         let mut ended = 0;
         let mut k = 0;
-        while k < world.running().len() {
-            let j = world.running()[k];
+        while k < b.world().running().len() {
+            let j = b.world().running()[k];
             k += 1;
-            if world.agent(j).is_none() {
+            if b.world().agent(j).is_none() {
                 continue;
             }
-            if let Some(t) = self.advance(world, j) {
-                end(world, policy, actions, j, t);
+            if let Some(t) = self.advance(b.world_mut(), j) {
+                end(b, pass, j, t);
                 self.running -= 1;
                 // `finish` took `j` out of the running list.
                 k -= 1;
@@ -97,8 +93,8 @@ impl Agents {
     /// job is not adaptive and the engine applies it as usual.
     pub(crate) fn apply(&mut self, world: &mut World, action: Action) -> bool {
         let j = match action {
-            Action::Start(j) | Action::Preempt(j) => j,
-            Action::Speed(_) => return false,
+            Action::Start(j) | Action::Resize(j) | Action::Preempt(j) => j,
+            _ => return false,
         };
         let Some(agent) = world.agent(j) else {
             return false;
@@ -138,15 +134,10 @@ impl Agents {
     /// Ends the jobs that trained their last epoch before the decision moved or stopped
     /// them (an event-driven policy decides between steps): they end when they
     /// finished, not where the decision put them. Returns how many.
-    pub(crate) fn end_overtaken(
-        &mut self,
-        world: &mut World,
-        policy: &mut dyn Policy,
-        actions: &mut Vec<Action>,
-    ) -> usize {
+    pub(crate) fn end_overtaken(&mut self, b: &mut impl Backend, pass: &mut Pass) -> usize {
         let n = self.ended.len();
         for (j, t) in self.ended.drain(..) {
-            end(world, policy, actions, j, t);
+            end(b, pass, j, t);
             self.running -= 1;
         }
         n
@@ -182,7 +173,8 @@ fn reallocate(world: &mut World, j: JobIdx, counts: Vec<u32>) {
 
 /// Ends an adaptive job that trained its last epoch at `t`: a running job finishes; one
 /// a decision has just preempted finishes instead (that preemption did not happen).
-fn end(world: &mut World, policy: &mut dyn Policy, actions: &mut Vec<Action>, j: JobIdx, t: Time) {
+fn end(b: &mut impl Backend, pass: &mut Pass, j: JobIdx, t: Time) {
+    let world = b.world_mut();
     if world.rt[j as usize].status == Status::Running {
         world.finish(j);
     } else {
@@ -190,6 +182,5 @@ fn end(world: &mut World, policy: &mut dyn Policy, actions: &mut Vec<Action>, j:
         world.rt[j as usize].preemptions -= 1;
     }
     world.rt[j as usize].finish = Some(t);
-    let ctx = Ctx::new(world, actions, policy.spec());
-    policy.on_finish(&ctx, j);
+    b.ended(j, pass);
 }

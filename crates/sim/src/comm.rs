@@ -244,10 +244,110 @@ impl Throughput for CommModel {
     }
 }
 
+/// The topology placement strategy's scorer: a placement's optimal allreduce, seconds
+/// per GB ([`Pricer::allreduce_s_per_gb`]); both drivers inject one into their world.
+#[derive(Debug, Default)]
+pub struct AllreduceScorer(Pricer);
+
+impl apiary_policy::placement::Scorer for AllreduceScorer {
+    fn score(&mut self, cluster: &Cluster, parts: &[(u32, u32)]) -> f64 {
+        self.0
+            .allreduce_s_per_gb(cluster, parts)
+            .unwrap_or(f64::INFINITY)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apiary_model::ClusterSpec;
+    use apiary_model::{ClusterSpec, ClusterState};
+    use apiary_policy::PlacementStrategy;
+    use apiary_policy::placement::{self, Aux, place_with};
+
+    /// The topology strategy with the scorer the drivers inject.
+    fn topo(c: &Cluster, s: &ClusterState, gpus: u32, out: &mut Placement) -> bool {
+        let scorer = std::sync::Mutex::new(Some(
+            Box::new(AllreduceScorer::default()) as Box<dyn apiary_policy::placement::Scorer>
+        ));
+        let aux = Aux {
+            seed: 0,
+            job: "j",
+            now: 0,
+            scorer: &scorer,
+        };
+        place_with(c, s, gpus, PlacementStrategy::Topology, Some(aux), out)
+    }
+
+    #[test]
+    fn topology_picks_the_best_type_then_the_tightest_node() {
+        let c = apiary_model::ClusterSpec::from_toml_str(
+            r#"
+name = "two-types"
+[[switches]]
+[[switches.nodes]]
+count = 2
+gpus = 8
+gpu_type = "K80"
+[[switches.nodes]]
+count = 2
+gpus = 8
+gpu_type = "A100"
+"#,
+            "t",
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut s = ClusterState::new(&c);
+        // Node 3 (A100) has 4 free, node 2 (A100) 8; the K80 nodes are idle.
+        s.allocate(&Placement {
+            parts: vec![(3, 0x0f)],
+        })
+        .unwrap();
+        let mut p = Placement::default();
+        assert!(topo(&c, &s, 4, &mut p));
+        assert_eq!(p.parts, vec![(3, 0xf0)], "A100 NVLink, tightest node");
+        assert!(topo(&c, &s, 6, &mut p));
+        assert_eq!(p.parts, vec![(2, 0x3f)]);
+        // One GPU has no allreduce: any type, the tightest node.
+        assert!(topo(&c, &s, 1, &mut p));
+        assert_eq!(p.parts, vec![(3, 0x10)]);
+    }
+
+    #[test]
+    fn topology_splits_evenly_when_the_nic_is_the_limit() {
+        // 12 GPUs on A100 nodes with 8, 8 and 4 free: 8 + 4 leaves the 4-GPU part with
+        // half a node's NICs for 8 shards; 6 + 6 gives each side 6 × 25 GB/s.
+        let c = apiary_model::ClusterSpec::preset("n3g8-A100")
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut s = ClusterState::new(&c);
+        s.allocate(&Placement {
+            parts: vec![(0, 0x0f)],
+        })
+        .unwrap();
+        let mut p = Placement::default();
+        assert!(topo(&c, &s, 12, &mut p));
+        let counts: Vec<(u32, u32)> = p.parts.iter().map(|&(n, m)| (n, m.count_ones())).collect();
+        assert_eq!(counts, vec![(1, 6), (2, 6)]);
+        assert!(placement::place(
+            &c,
+            &s,
+            12,
+            PlacementStrategy::Consolidated,
+            &mut p
+        ));
+        let counts: Vec<u32> = p.parts.iter().map(|&(_, m)| m.count_ones()).collect();
+        assert_eq!(
+            counts,
+            vec![4, 8],
+            "yarn takes a whole node and a remainder"
+        );
+        assert!(!topo(&c, &s, 21, &mut p));
+        assert!(topo(&c, &s, 20, &mut p));
+        assert_eq!(p.gpus(), 20);
+    }
 
     #[test]
     fn names_find_their_rows() {

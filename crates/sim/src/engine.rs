@@ -1,22 +1,24 @@
-//! The simulator's engine, in parts: a typed event queue of completions, the trace's
-//! arrivals, the policy's wake-ups and slot boundaries as timers, hooks for artifact
-//! quirks, observers for metric series, and a stack of throughput models for rates.
+//! The engine, in parts: a typed event queue of completions, the trace's arrivals, the
+//! policy's wake-ups and slot boundaries as timers, hooks for artifact quirks,
+//! observers for metric series, and a stack of throughput models for rates, all over a
+//! [`Backend`] that holds the world and the policy.
 //!
 //! [`Engine::step`] handles one time stamp: completions first, then adaptive steps,
 //! then arrivals (as the Tiresias-family loops do), then the hooks, then one policy
 //! pass if anything changed. A driver or a test can step it and look at the world in
-//! between; [`run`](crate::run) steps it to the end.
+//! between; [`run`](crate::run) steps it to the end. Both drivers run this loop: the
+//! simulator over [`SimBackend`], `simulate --driver live` over the live service.
 
 use crate::adaptive::Agents;
+use crate::backend::{Backend, SimBackend};
 use crate::config::{Config, Mode, Progress};
 use crate::error::SimError;
 use crate::hooks::{Hook, MuriOverhead};
 use crate::observe::{self, Observer};
-use crate::queue::EventQueue;
 use crate::throughput::{Stack, Throughput};
+use apiary_core::EventQueue;
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
-use apiary_policy::spec::PolicySpec;
-use apiary_policy::{Action, Capability, Ctx, JobIdx, Policy, PolicyError, Status, World};
+use apiary_policy::{Action, JobIdx, Pass, Policy, Status, World};
 
 /// A running job's completion as scheduled when its rate last changed; stale once the
 /// job's generation has moved on (it was preempted, resumed or sped up since).
@@ -36,11 +38,10 @@ impl Finish {
     }
 }
 
-/// A run in progress: the world, the policy and everything that moves time on.
-pub struct Engine<'a> {
-    world: World,
-    policy: &'a mut dyn Policy,
-    spec: &'static PolicySpec,
+/// A run in progress: the backend's world and policy, and everything that moves time
+/// on.
+pub struct Engine<'a, B: Backend = SimBackend<'a>> {
+    b: B,
     rates: Stack<'a>,
     mode: Mode,
     seed: u64,
@@ -49,18 +50,19 @@ pub struct Engine<'a> {
     hooks: Vec<Box<dyn Hook + 'a>>,
     observers: Vec<Box<dyn Observer + 'a>>,
     agents: Agents,
+    pass: Pass,
     /// Next trace job to arrive.
     cursor: usize,
     /// When the policy asked to be woken.
     wake: Option<Time>,
     /// Where the observers' last interval ended.
     observed: Time,
-    /// Jobs refused before the policy saw them (too big for the cluster), in trace
-    /// order: few, so a list of them rather than a slot per job.
-    rejected: Vec<(JobIdx, Box<str>)>,
+    /// Trace jobs refused before the policy saw them (too big for the cluster, or
+    /// refused by the backend), in trace order: few, so a list of them rather than a
+    /// slot per job.
+    rejected: Vec<(usize, Box<str>)>,
     /// Something changed since the policy's last pass.
     dirty: bool,
-    actions: Vec<Action>,
     touched: Vec<JobIdx>,
     events: u64,
     passes: u64,
@@ -68,17 +70,25 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// Sets up a run of `jobs` (sorted by submit time) on `cluster` under `policy`, at
-    /// the speeds `rates` gives: the policy's tenancy is planned and it is attached,
-    /// the standard observers record utilisation (and cluster efficiency for elastic
-    /// traces), and `cfg.per_event_overhead` installs Muri's hook.
-    pub fn new(
+    /// The simulator: a run of `jobs` (sorted by submit time) on `cluster` under
+    /// `policy`, at the speeds `rates` gives ([`SimBackend`]).
+    pub fn sim(
         cluster: Cluster,
         jobs: Vec<Job>,
         policy: &'a mut dyn Policy,
         rates: Stack<'a>,
         cfg: &Config,
     ) -> Result<Engine<'a>, SimError> {
+        Engine::new(SimBackend::new(cluster, jobs, policy, cfg)?, rates, cfg)
+    }
+}
+
+impl<'a, B: Backend> Engine<'a, B> {
+    /// Sets up a run over `backend`, at the speeds `rates` gives: the standard
+    /// observers record utilisation, job counts (and cluster efficiency for elastic
+    /// traces), `cfg.per_event_overhead` installs Muri's hook, and adaptive jobs get
+    /// their agents.
+    pub fn new(mut b: B, rates: Stack<'a>, cfg: &Config) -> Result<Engine<'a, B>, SimError> {
         if let Mode::Slotted(0) = cfg.mode {
             return Err(SimError::ZeroSlot);
         }
@@ -87,7 +97,7 @@ impl<'a> Engine<'a> {
         // most traces carry none, so the walks that look for them are skipped.
         let mut any_extras = false;
         let mut prev = 0;
-        for j in &jobs {
+        for j in b.trace() {
             if j.submit < prev {
                 return Err(SimError::Unsorted {
                     id: j.id.to_string(),
@@ -98,49 +108,36 @@ impl<'a> Engine<'a> {
             prev = j.submit;
             any_extras |= j.has_extras();
         }
-        check_job_data(policy, &jobs)?;
-        if let Some(t) = policy.tenancy() {
-            let table = t.plan(&cluster, &jobs)?;
-            t.set_table(table);
-        }
-        policy.attach(&cluster)?;
-        let start = jobs.first().map_or(0, |j| j.submit);
-        let with_extras = if any_extras { &jobs[..] } else { &[] };
-        let observers = observe::standard(with_extras, start, cluster.total_gpus)
+        let start = b.trace().first().map_or(0, |j| j.submit);
+        let total_gpus = b.world().cluster.total_gpus;
+        let with_extras = if any_extras && b.carries_trace_data() {
+            b.trace()
+        } else {
+            &[]
+        };
+        let observers = observe::standard(with_extras, start, total_gpus)
             .into_iter()
             .map(|o| o as Box<dyn Observer + 'a>)
             .collect();
-        let cluster_name = cluster.name.clone();
-        let mut world = World::new(cluster, jobs);
-        world.restart_overhead = cfg.restart_overhead;
-        world.seed = cfg.seed;
-        world.now = start;
+        let cluster_name = b.world().cluster.name.clone();
         let mut hooks: Vec<Box<dyn Hook + 'a>> = Vec::new();
         if cfg.per_event_overhead {
-            hooks.push(Box::new(MuriOverhead::new(&world)));
+            hooks.push(Box::new(MuriOverhead::new(b.world())));
         }
-        let hosting = policy.adaptive();
-        if hosting.is_some() && !policy.spec().has(Capability::Adaptive) {
-            return Err(PolicyError::Undeclared {
-                policy: policy.spec().name,
-                capability: Capability::Adaptive,
-            }
-            .into());
-        }
+        let hosting = b.adaptive();
         let step = hosting.and_then(|h| h.step).unwrap_or(match cfg.mode {
             Mode::Slotted(s) => s,
             Mode::EventDriven => 60 * apiary_model::SECOND,
         });
         let agents = Agents::new(
-            &mut world,
+            b.world_mut(),
             any_extras,
             hosting.is_some_and(|h| h.tunes_batch),
             step,
         );
+        b.world_mut().now = start;
         Ok(Engine {
-            world,
-            spec: policy.spec(),
-            policy,
+            b,
             rates,
             mode: cfg.mode,
             seed: cfg.seed,
@@ -149,12 +146,12 @@ impl<'a> Engine<'a> {
             hooks,
             observers,
             agents,
+            pass: Pass::default(),
             cursor: 0,
             wake: None,
             observed: start,
             rejected: Vec::new(),
             dirty: false,
-            actions: Vec::new(),
             touched: Vec::new(),
             events: 0,
             passes: 0,
@@ -176,28 +173,33 @@ impl<'a> Engine<'a> {
 
     /// The cluster and its jobs as they stand.
     pub fn world(&self) -> &World {
-        &self.world
+        self.b.world()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.b
     }
 
     /// How far the run has got.
     pub fn progress(&self) -> Progress {
         Progress {
-            now: self.world.now,
+            now: self.b.world().now,
             events: self.events,
             finished: self.finished,
-            total: self.world.jobs.len(),
+            total: self.b.trace().len(),
         }
     }
 
     /// The next time anything happens, after dropping stale completions; `None` when
     /// nothing will.
     fn next_time(&mut self) -> Option<Time> {
-        let world = &self.world;
+        let world = self.b.world();
         self.queue.skip(|f| !f.is_live(world));
-        let now = self.world.now;
+        let now = world.now;
         let mut next = self
-            .world
-            .jobs
+            .b
+            .trace()
             .get(self.cursor)
             .map_or(Time::MAX, |j| j.submit);
         if let Some((t, _)) = self.queue.peek() {
@@ -225,17 +227,15 @@ impl<'a> Engine<'a> {
             return Ok(None);
         };
         for o in &mut self.observers {
-            o.interval(&self.world, self.observed, now);
+            o.interval(self.b.world(), self.observed, now);
         }
         self.observed = now;
-        let prev = self.world.now;
-        self.world.now = now;
+        let prev = self.b.world().now;
+        self.b.world_mut().now = now;
 
         self.complete(now);
         if self.agents.any() {
-            let ended = self
-                .agents
-                .advance_due(&mut self.world, self.policy, &mut self.actions);
+            let ended = self.agents.advance_due(&mut self.b, &mut self.pass);
             self.ended(ended);
         }
         self.arrive(now);
@@ -252,7 +252,7 @@ impl<'a> Engine<'a> {
             Mode::Slotted(slot) => self.dirty && now % slot == 0,
         };
         if consult {
-            self.pass()?;
+            self.pass(now)?;
         }
         Ok(Some(now))
     }
@@ -260,11 +260,11 @@ impl<'a> Engine<'a> {
     /// Lets the hooks change running jobs' work, and reschedules the jobs they name.
     fn run_hooks(&mut self, prev: Time, now: Time) {
         for h in &mut self.hooks {
-            h.advanced(&mut self.world, prev, now, &mut self.touched);
+            h.advanced(self.b.world_mut(), prev, now, &mut self.touched);
         }
         for k in 0..self.touched.len() {
             let j = self.touched[k];
-            self.world.rt[j as usize].generation += 1;
+            self.b.world_mut().rt[j as usize].generation += 1;
             self.schedule_completion(j);
         }
         self.touched.clear();
@@ -288,13 +288,11 @@ impl<'a> Engine<'a> {
     /// Running jobs whose work is done at `now` finish.
     fn complete(&mut self, now: Time) {
         while let Some((_, f)) = self.queue.pop_due(now) {
-            if !f.is_live(&self.world) {
+            if !f.is_live(self.b.world()) {
                 continue;
             }
-            self.world.finish(f.job);
+            self.b.complete(f.job, now, &mut self.pass);
             self.ended(1);
-            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
-            self.policy.on_finish(&ctx, f.job);
         }
     }
 
@@ -307,84 +305,78 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Trace jobs submitted at `now` are admitted, or refused if the cluster is too
-    /// small for them.
+    /// Trace jobs submitted at `now` arrive, or are refused if the cluster is too small
+    /// for them.
     fn arrive(&mut self, now: Time) {
-        let total = self.world.cluster.total_gpus;
-        while self.cursor < self.world.jobs.len() && self.world.jobs[self.cursor].submit == now {
-            let j = self.cursor as JobIdx;
+        let total = self.b.world().cluster.total_gpus;
+        while self.cursor < self.b.trace().len() && self.b.trace()[self.cursor].submit == now {
+            let k = self.cursor;
             self.cursor += 1;
             self.events += 1;
-            let gpus = self.world.jobs[j as usize].gpus;
+            let gpus = self.b.trace()[k].gpus;
             if gpus > total || gpus == 0 {
                 self.rejected.push((
-                    j,
+                    k,
                     format!("needs {gpus} GPUs; the cluster has {total}").into_boxed_str(),
                 ));
                 continue;
             }
-            self.world.submit(j);
-            self.dirty = true;
-            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
-            if let Err(e) = self.policy.admit(&ctx, j) {
-                self.world.decline(j, e.to_string().into_boxed_str());
+            match self.b.arrive(k, now, &mut self.pass) {
+                Ok(_) => self.dirty = true,
+                Err(why) => self.rejected.push((k, why)),
             }
         }
     }
 
     /// Asks the policy, applies its decisions, and sets the rates of the jobs they
     /// started or sped up.
-    fn pass(&mut self) -> Result<(), SimError> {
+    fn pass(&mut self, now: Time) -> Result<(), SimError> {
         self.dirty = false;
         self.passes += 1;
-        let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.spec);
-        self.policy.schedule(&mut ctx);
-        if let Some(e) = ctx.take_error() {
-            return Err(e.into());
-        }
-        self.wake = match (ctx.wake(), self.mode) {
+        self.b.schedule(now, &mut self.pass)?;
+        self.wake = match (self.pass.wake, self.mode) {
             (Some(w), Mode::Slotted(slot)) => Some(w.div_ceil(slot) * slot),
             (w, _) => w,
         };
-        for k in 0..self.actions.len() {
-            let a = self.actions[k];
-            if self.agents.any() && self.agents.apply(&mut self.world, a) {
+        for k in 0..self.pass.actions.len() {
+            let a = self.pass.actions[k];
+            if self.agents.any() && self.agents.apply(self.b.world_mut(), a) {
                 continue;
             }
+            let world = self.b.world_mut();
             let j = match a {
-                Action::Start(j) => j,
-                Action::Speed(j) if self.world.rt[j as usize].status == Status::Running => {
+                Action::Start(j) | Action::Resize(j) => j,
+                a if a.retimes() && world.rt[a.job() as usize].status == Status::Running => {
                     // Progress so far at the old rate, then the new one.
-                    self.world.sync(j);
-                    self.world.rt[j as usize].generation += 1;
+                    let j = a.job();
+                    world.sync(j);
+                    world.rt[j as usize].generation += 1;
                     j
                 }
                 _ => continue,
             };
-            let rt = &self.world.rt[j as usize];
-            let job = &self.world.jobs[j as usize];
+            let rt = &world.rt[j as usize];
+            let job = &world.jobs[j as usize];
             let rate = self
                 .rates
-                .rate(job, &rt.placement, &self.world.cluster)
+                .rate(job, &rt.placement, &world.cluster)
                 .map_err(|source| SimError::Rate {
                     job: job.id.to_string(),
                     source,
                 })?
-                * self.world.speed(j);
-            self.world.rt[j as usize].rate = rate;
+                * world.speed(j);
+            world.rt[j as usize].rate = rate;
             self.schedule_completion(j);
         }
-        self.actions.clear();
+        self.pass.actions.clear();
         if self.agents.any() {
-            let ended = self
-                .agents
-                .end_overtaken(&mut self.world, self.policy, &mut self.actions);
+            let ended = self.agents.end_overtaken(&mut self.b, &mut self.pass);
             self.ended(ended);
         }
         // Preemption-heavy policies leave many stale entries; drop them once they
         // outnumber the live ones so pops stay cheap.
-        if self.queue.len() > 4 * self.world.running().len() + 4096 {
-            let world = &self.world;
+        if self.queue.len() > 4 * self.b.world().running().len() + 4096 {
+            let world = self.b.world();
             self.queue.retain(|f| f.is_live(world));
         }
         Ok(())
@@ -392,47 +384,50 @@ impl<'a> Engine<'a> {
 
     /// Schedules the completion of running job `j` as things stand now.
     fn schedule_completion(&mut self, j: JobIdx) {
-        let generation = self.world.rt[j as usize].generation;
+        let world = self.b.world();
+        let generation = world.rt[j as usize].generation;
         self.queue
-            .push(self.world.finish_time(j), Finish { job: j, generation });
+            .push(world.finish_time(j), Finish { job: j, generation });
     }
 
     /// The run's outcome: each trace job's fate, in trace order, and the observers'
     /// series.
     pub fn outcome(mut self) -> RunOutcome {
-        let total_gpus = self.world.cluster.total_gpus;
+        let total_gpus = self.b.world().cluster.total_gpus;
         // The run is over: ids and VCs move into the outcome (cloning them was a
         // tenth of the end of a million-job run).
-        let trace = std::mem::take(&mut self.world.jobs);
-        let rts = std::mem::take(&mut self.world.rt);
-        let mut declined = self.world.take_declined().into_iter().peekable();
-        let world = &self.world;
+        let trace = self.b.take_trace();
+        let b = &self.b;
+        let world = b.world();
         let mut refused = std::mem::take(&mut self.rejected).into_iter().peekable();
         let jobs = trace
             .into_iter()
-            .zip(rts)
             .enumerate()
-            .map(|(k, (j, rt))| JobOutcome {
-                id: j.id,
-                submit: j.submit,
-                gpus: j.gpus,
-                duration: j.duration,
-                vc: j.vc,
-                first_start: rt.first_start,
-                finish: rt.finish,
-                preemptions: rt.preemptions,
-                executed: rt.executed,
-                gpu_time: rt.attained,
-                rejected: refused
-                    .next_if(|r| r.0 as usize == k)
-                    .or_else(|| declined.next_if(|r| r.0 as usize == k))
-                    .map(|(_, why)| why),
-                deadline: j.deadline,
-                judged: world.plan_end(k as JobIdx).judged,
+            .map(|(k, j)| {
+                let i = b.index(k);
+                let rt = i.map(|i| &world.rt[i as usize]);
+                JobOutcome {
+                    id: j.id,
+                    submit: j.submit,
+                    gpus: j.gpus,
+                    duration: j.duration,
+                    vc: j.vc,
+                    first_start: rt.and_then(|r| r.first_start),
+                    finish: rt.and_then(|r| r.finish),
+                    preemptions: rt.map_or(0, |r| r.preemptions),
+                    executed: rt.map_or(0, |r| r.executed),
+                    gpu_time: rt.map_or(0, |r| r.attained),
+                    rejected: refused
+                        .next_if(|r| r.0 == k)
+                        .map(|(_, why)| why)
+                        .or_else(|| i.and_then(|i| world.declined(i)).map(Box::from)),
+                    deadline: j.deadline,
+                    judged: i.and_then(|i| world.plan_end(i).judged),
+                }
             })
             .collect();
         let mut out = RunOutcome {
-            policy: self.policy.name().to_string(),
+            policy: b.policy_name().to_string(),
             params: Vec::new(),
             cluster: self.cluster_name,
             total_gpus,
@@ -449,41 +444,4 @@ impl<'a> Engine<'a> {
         }
         out
     }
-}
-
-/// Refuses a run whose jobs lack data the policy's spec declares it reads: a trace
-/// of the wrong kind fails at once, naming a job, instead of every job being turned away.
-fn check_job_data(policy: &dyn Policy, jobs: &[Job]) -> Result<(), SimError> {
-    let spec = policy.spec();
-    /// A capability, the data it reads, whether a job has it, where such jobs come from.
-    type Need = (Capability, &'static str, fn(&Job) -> bool, &'static str);
-    let needs: [Need; 2] = [
-        (
-            Capability::Adaptive,
-            "a goodput model",
-            |j| j.extras().adaptive.is_some(),
-            ": read a Pollux workload (name,time,application,num_replicas,batch_size)",
-        ),
-        (
-            Capability::Scaling,
-            "a throughput table",
-            |j| j.extras().scaling.is_some(),
-            ": the itp-elasticflow and elasticflow trace formats attach one from each job's \
-             model, batch_size and iterations",
-        ),
-    ];
-    for (capability, what, has, hint) in needs {
-        if spec.has(capability)
-            && let Some(j) = jobs.iter().find(|j| !has(j))
-        {
-            return Err(SimError::Missing {
-                policy: spec.name,
-                capability,
-                what,
-                job: j.id.to_string(),
-                hint,
-            });
-        }
-    }
-    Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use apiary_comm::PlacementError;
 use apiary_model::{Cluster, ClusterSpec, ClusterSpecError, Job};
-use apiary_policy::{Capability, PolicySpec};
+use apiary_policy::{Capability, Policy};
 use apiary_trace::{ReadOptions, TraceError, speed};
 
 use crate::{CommModel, DurationModel, SpreadModel, Throughput};
@@ -159,7 +159,7 @@ pub fn throughput(
 /// allreduce) and stage times (for a policy with the `profiles` capability). Returns a
 /// line for each kind drawn, saying how many.
 pub fn complete_jobs(
-    policy: &PolicySpec,
+    policy: &dyn Policy,
     speed: &SpeedChoice,
     jobs: &mut [Job],
     seed: u64,
@@ -178,13 +178,13 @@ pub fn complete_jobs(
             ));
         }
     }
-    if policy.has(Capability::Profiles) {
+    if policy.capabilities().has(Capability::Profiles) {
         let drawn = apiary_model::profiles::assign(jobs, seed);
         if drawn > 0 {
             notes.push(format!(
                 "{}: {drawn} jobs without stage times or a known model were given one \
                  drawn from Muri's profile table (seed {seed}; docs/policies/muri.md)",
-                policy.name
+                policy.name()
             ));
         }
     }
@@ -232,7 +232,8 @@ mod tests {
     #[test]
     fn jobs_get_what_the_policy_reads_and_say_so() {
         let mut jobs = vec![Job::new("a", 0, 1, 1000), Job::new("b", 0, 1, 1000)];
-        let muri = apiary_policy::registry::find("muri-s").unwrap();
+        let muri = apiary_policy::registry::build("muri-s", &Default::default()).unwrap();
+        let muri = muri.as_ref();
         let notes = complete_jobs(muri, &choice("trace"), &mut jobs, 0);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("muri-s: 2 jobs"), "{notes:?}");
@@ -243,7 +244,8 @@ mod tests {
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("--speed comm: 1 jobs"), "{notes:?}");
         assert!(jobs[0].model.is_some() && jobs[0].extras().stages.is_some());
-        let fifo = apiary_policy::registry::find("fifo").unwrap();
+        let fifo = apiary_policy::registry::build("fifo", &Default::default()).unwrap();
+        let fifo = fifo.as_ref();
         let mut plain = vec![Job::new("a", 0, 1, 1000)];
         assert!(complete_jobs(fifo, &choice("trace"), &mut plain, 0).is_empty());
         assert!(plain[0].model.is_none());

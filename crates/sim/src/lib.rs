@@ -6,13 +6,16 @@
 //! before the policy is asked once. Completions made stale by a preemption or a speed
 //! change are skipped by a per-job generation number rather than removed from the queue.
 //!
-//! The engine owns no decision logic: it advances time, applies the policy's starts and
-//! preemptions to the [`World`](apiary_policy::World), asks a [`Stack`] of throughput
-//! models how fast each started job runs, and lets [`observe`] record what happened.
-//! It comes in parts ([`Engine`], [`EventQueue`], [`hooks`], [`observe`],
-//! [`throughput`]) that the live driver's replay and the LLM serving simulator reuse.
+//! The engine owns no decision logic: it advances time over a [`Backend`] (the world and
+//! the policy behind it), asks a [`Stack`] of throughput models how fast each started
+//! job runs, and lets [`observe`] record what happened. It is the one loop of both
+//! drivers: the simulator runs it over [`SimBackend`], `simulate --driver live` over
+//! the live service's state machine (`apiary-server`). Its parts ([`Engine`],
+//! [`backend`], [`hooks`], [`observe`], [`throughput`], [`scenario`]) are public so
+//! that a driver or a test can put them together.
 
 mod adaptive;
+pub mod backend;
 pub mod comm;
 mod config;
 mod engine;
@@ -21,15 +24,16 @@ pub mod experiment;
 pub mod hooks;
 pub mod observe;
 mod overhead;
-pub mod queue;
+pub mod scenario;
 pub mod throughput;
 
+pub use apiary_core::queue::{self, EventQueue};
+pub use backend::{Backend, SimBackend};
 pub use comm::CommModel;
 pub use config::{Config, Mode, Progress};
 pub use engine::{Engine, Finish};
 pub use error::SimError;
 pub use overhead::muri_restart_overhead;
-pub use queue::EventQueue;
 pub use throughput::{DurationModel, SpreadModel, Stack, Throughput};
 
 use apiary_model::{Cluster, Job, RunOutcome};
@@ -48,5 +52,5 @@ pub fn run(
     cfg: &Config,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunOutcome, SimError> {
-    Engine::new(cluster, jobs, policy, Stack::standard(throughput), cfg)?.run(progress)
+    Engine::sim(cluster, jobs, policy, Stack::standard(throughput), cfg)?.run(progress)
 }

@@ -109,7 +109,7 @@ impl<'a> Inputs<'a> {
         };
         let (speed, _) =
             experiment::throughput(&choice, Some(&s.traces[cell.trace].path), &cluster)?;
-        experiment::complete_jobs(policy.spec(), &choice, &mut jobs, cell.seed);
+        experiment::complete_jobs(policy.as_ref(), &choice, &mut jobs, cell.seed);
         let mut cfg = s.config.clone();
         cfg.seed = cell.seed;
         let mut out = apiary_sim::run(

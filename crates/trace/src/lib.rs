@@ -122,6 +122,29 @@ pub struct Trace {
 
 /// Reads a trace file, or a directory of per-VC trace files.
 ///
+/// The files [`read`] reads for a trace directory: its `*.trace` files, in name order
+/// (a record of the run digests exactly these).
+pub fn dir_files(path: &Path) -> Result<Vec<std::path::PathBuf>, TraceError> {
+    let io = |source| TraceError::Io {
+        file: path.display().to_string(),
+        source,
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "trace"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(TraceError::Missing {
+            file: path.display().to_string(),
+            message: "a trace directory must hold per-VC *.trace files (Gavel's per-VC traces)"
+                .into(),
+        });
+    }
+    Ok(files)
+}
+
 /// A directory holds one file per virtual cluster, as Gavel's per-VC Philly traces
 /// (`gavel_msr_seed0/<vc>.trace`): every `*.trace` file is read (in name order), its jobs
 /// get the file's stem as their VC and `<vc>/<id>` as their id, and the jobs of all files
@@ -140,23 +163,7 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
     if !path.is_dir() {
         return formats::read(path, opts);
     }
-    let io = |source| TraceError::Io {
-        file: path.display().to_string(),
-        source,
-    };
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
-        .map_err(io)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "trace"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(TraceError::Missing {
-            file: path.display().to_string(),
-            message: "a trace directory must hold per-VC *.trace files (Gavel's per-VC traces)"
-                .into(),
-        });
-    }
+    let files = dir_files(path)?;
     let mut all: Option<Trace> = None;
     for f in &files {
         let mut t = formats::read(f, opts)?;

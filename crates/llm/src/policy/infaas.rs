@@ -11,7 +11,7 @@ use super::{
     InstanceView, LlmPolicy, LlmPolicySpec, Scale, ScalingConfig, argmax, freeness_dispatch,
 };
 use crate::workload::Request;
-use apiary_policy::ParamSpec;
+use apiary_core::params::ParamSpec;
 
 const METRIC: ParamSpec = ParamSpec {
     key: "metric",

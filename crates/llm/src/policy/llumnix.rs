@@ -22,7 +22,7 @@ use super::{
 };
 use crate::replica::Load;
 use crate::workload::{Micros, Request};
-use apiary_policy::{ParamError, ParamSpec, Params};
+use apiary_core::params::{ParamError, ParamSpec, Params};
 
 const THRESHOLD: ParamSpec = ParamSpec {
     key: "migrate_threshold",

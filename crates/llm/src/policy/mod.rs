@@ -20,7 +20,7 @@ pub use llumnix::{freeness_dispatch, freeness_migrate};
 
 use crate::replica::Load;
 use crate::workload::{Micros, Request};
-use apiary_policy::{ParamError, ParamSpec, Params};
+use apiary_core::{Decl, Params, Registry};
 
 /// An instance's life stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,53 +135,23 @@ pub trait LlmPolicy {
 }
 
 /// A policy's declaration: `apiary llm policies`, the docs and the builder read it.
-#[derive(Debug)]
-pub struct LlmPolicySpec {
-    /// Name on the command line.
-    pub name: &'static str,
-    /// One line.
-    pub about: &'static str,
-    /// Parameters, with the defaults the code reads.
-    pub params: &'static [ParamSpec],
-    /// Constructor.
-    pub build: fn(&Params) -> Result<Box<dyn LlmPolicy>, ParamError>,
-}
+pub type LlmPolicySpec = Decl<dyn LlmPolicy>;
 
 /// The built-in policies.
-pub const POLICIES: &[LlmPolicySpec] = &[
-    round_robin::SPEC,
-    infaas::SPEC,
-    llumnix::SPEC,
-    prefix_aware::SPEC,
-];
+pub const POLICIES: Registry<LlmPolicySpec> = Registry::new(
+    "LLM policy",
+    "apiary llm policies",
+    &[
+        round_robin::SPEC,
+        infaas::SPEC,
+        llumnix::SPEC,
+        prefix_aware::SPEC,
+    ],
+);
 
 /// The policy called `name`, built with `params` (unknown keys are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn LlmPolicy>, crate::LlmError> {
-    let spec = find_spec(POLICIES, "LLM policy", name, params, |s| (s.name, s.params))?;
-    Ok((spec.build)(params)?)
-}
-
-/// The spec called `name` among `specs` (whose name and parameters `of` reads), with
-/// `params` checked against its keys: the lookup both policy registries share.
-pub(crate) fn find_spec<'a, S>(
-    specs: &'a [S],
-    what: &'static str,
-    name: &str,
-    params: &Params,
-    of: impl Fn(&S) -> (&'static str, &'static [ParamSpec]),
-) -> Result<&'a S, crate::LlmError> {
-    let spec = specs
-        .iter()
-        .find(|s| of(s).0 == name)
-        .ok_or_else(|| crate::LlmError::Unknown {
-            what,
-            name: name.to_string(),
-            known: specs.iter().map(|s| of(s).0).collect::<Vec<_>>().join(", "),
-        })?;
-    let (name, specs) = of(spec);
-    let keys: Vec<&str> = specs.iter().map(|p| p.key).collect();
-    params.check_known(name, &keys)?;
-    Ok(spec)
+    Ok(POLICIES.build(name, params)?)
 }
 
 /// KV blocks free above the watermark: what freeness and the scaling rule count.

@@ -7,7 +7,7 @@
 
 use super::{InstanceState, InstanceView, Scale, ScalingConfig, available};
 use crate::workload::Micros;
-use apiary_policy::{ParamError, ParamSpec, Params};
+use apiary_core::params::{ParamError, ParamSpec, Params};
 
 pub(crate) const AUTOSCALE: ParamSpec = ParamSpec {
     key: "autoscale",

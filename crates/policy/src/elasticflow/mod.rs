@@ -33,7 +33,7 @@ use timeline::{Fold, differences, without};
 
 use crate::PolicyError;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-use crate::{Ctx, JobIdx, ParamError, Params, Policy, Status};
+use crate::{Ctx, Handles, JobIdx, ParamError, Params, Policy, Status};
 use apiary_model::Time;
 use std::collections::BTreeSet;
 /// ElasticFlow's and EDF's: one loop, one set of mechanisms.
@@ -689,7 +689,7 @@ impl Policy for ElasticFlow {
         self.jobs[j as usize] = None;
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now_ms = ctx.now();
         // The planner counts whole seconds, so a decision waits for the next one (after
         // a completion mid-second): planning from a rounded time would either promise
@@ -698,7 +698,7 @@ impl Policy for ElasticFlow {
         let whole = now_ms.next_multiple_of(1000);
         if now_ms < self.next_pass || whole != now_ms {
             ctx.wake_at(self.next_pass.max(whole));
-            return;
+            return Ok(());
         }
         let now = (now_ms / 1000) as i64;
         let total = ctx.total_gpus() as u32;
@@ -710,7 +710,7 @@ impl Policy for ElasticFlow {
             let mut done = false;
             for &j in &self.runnable {
                 if ctx.status(j) == Status::Running && self.plan_job(ctx, j).iters <= 1e-6 {
-                    ctx.end_by(j, now_ms);
+                    ctx.holds()?.end_by(j, now_ms);
                     if let Some(ev) = self.events.as_mut() {
                         ev.move_end(j, now);
                         // `run_all_jobs` dates it from the round's start, its
@@ -721,13 +721,14 @@ impl Policy for ElasticFlow {
                         let s = table(ctx, j);
                         let tput = s.tput(gpus).unwrap_or(s.levels[0].1);
                         let end = start.saturating_add((iters / tput).ceil() as i64);
-                        ctx.judge_deadline_at(j, (end.max(0) as Time).saturating_mul(1000));
+                        ctx.holds()?
+                            .judge_deadline_at(j, (end.max(0) as Time).saturating_mul(1000));
                     }
                     done = true;
                 }
             }
             if done {
-                return;
+                return Ok(());
             }
             if let Some(ev) = self.events.as_mut() {
                 ev.pass(now);
@@ -739,12 +740,12 @@ impl Policy for ElasticFlow {
             let mut done = false;
             for &j in &self.runnable {
                 if ctx.status(j) == Status::Running && ctx.remaining(j) <= 1e-6 {
-                    ctx.hold_until(j, 0);
+                    ctx.holds()?.hold_until(j, 0);
                     done = true;
                 }
             }
             if done {
-                return;
+                return Ok(());
             }
         }
 
@@ -760,7 +761,7 @@ impl Policy for ElasticFlow {
                     if self.estimate_all(ctx, &mut all, now) {
                         self.runnable.push(j);
                     } else {
-                        ctx.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
+                        ctx.admission()?.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
                         self.jobs[j as usize] = None;
                     }
                 }
@@ -777,7 +778,7 @@ impl Policy for ElasticFlow {
                         {
                             self.runnable.push(j);
                         } else {
-                            ctx.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
+                            ctx.admission()?.decline(j, "declined: its deadline cannot be met without breaking an admitted job's");
                             self.jobs[j as usize] = None;
                         }
                     }
@@ -870,7 +871,7 @@ impl Policy for ElasticFlow {
         }
         let placed = buddy_ordered(self.node_gpus, self.nodes, &want, self.events.is_some())
             .unwrap_or_default();
-        ctx.reassign(&placed);
+        ctx.elastic()?.reassign(&placed);
 
         // The per-round rescaling overhead every running job pays; and, under `hold`,
         // the end of its plan, slot-aligned and pushed back by the overhead, as its end.
@@ -902,7 +903,7 @@ impl Policy for ElasticFlow {
                 let key: Vec<(u32, u64)> = p.parts.clone();
                 let cached = !self.cache.insert(key);
                 o = round_overhead(total, p.gpus(), restart, cached);
-                ctx.stall(*j, o as Time);
+                ctx.stalls()?.stall(*j, o as Time);
             }
             let Some(e) = self.jobs[*j as usize].as_ref() else {
                 continue;
@@ -910,11 +911,11 @@ impl Policy for ElasticFlow {
             let end = (e.plan.end.max(0) as Time) * 1000 + o as Time;
             if self.artifact_progress {
                 let cap = e.cap_end.max(0) as Time * 1000;
-                ctx.cap_work(*j, cap);
+                ctx.stalls()?.cap_work(*j, cap);
                 // Work done before its end event does not free its GPUs before the
                 // next decision (see the top of `schedule`) or that event.
-                ctx.hold_until(*j, end);
-                ctx.end_by(*j, end);
+                ctx.holds()?.hold_until(*j, end);
+                ctx.holds()?.end_by(*j, end);
                 match self.events.as_mut() {
                     // `ef_sim_jobs` judges a job at its end event instead.
                     Some(ev) => {
@@ -923,10 +924,10 @@ impl Policy for ElasticFlow {
                         self.jobs[*j as usize].as_mut().expect("placed job").round =
                             (now, iters, p.gpus());
                     }
-                    None => ctx.judge_deadline_at(*j, cap),
+                    None => ctx.holds()?.judge_deadline_at(*j, cap),
                 }
             } else if self.hold {
-                ctx.hold_until(*j, end);
+                ctx.holds()?.hold_until(*j, end);
             }
         }
 
@@ -966,5 +967,6 @@ impl Policy for ElasticFlow {
         if let Some(t) = first_change {
             ctx.wake_at(((t.max(0)) as Time * 1000).max(self.next_pass));
         }
+        Ok(())
     }
 }

@@ -23,7 +23,7 @@ mod table;
 pub use placers::{HivedPlacer, QuotaPlacer, hived_config};
 pub use table::{Assignment, TableError, assign};
 
-use crate::ctx::{Ctx, Placer, Tenant};
+use crate::ctx::{Ctx, Declared, Handles, Placer, Tenant};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, World};
 use crate::{ParamError, Params, Policy, PolicyError, Tenancy, TenantShare};
@@ -263,7 +263,7 @@ impl VcSharing {
         let g = ctx.job(j).gpus;
         if let Some((t, p)) = self.parts(v) {
             t.stopped(j, g, pending);
-            p.release(ctx.world(), j);
+            p.release(j);
         }
         self.dirty[v] = true;
         Some(v)
@@ -407,10 +407,11 @@ impl Policy for VcSharing {
         }
     }
 
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
         let quota = self.sharing == Sharing::Quota;
         let mut wake = Time::MAX;
+        let mut hosting = ctx.hosting()?;
         for v in 0..self.tenants.len() {
             // With quotas, GPUs freed by any VC can unblock a fragmented one; with cells
             // (shared or private) a VC's placements depend on its own jobs only.
@@ -422,22 +423,25 @@ impl Policy for VcSharing {
                 let mut intra = std::mem::replace(&mut self.intras[v], Box::new(Idle));
                 let Some((t, p)) = self.parts(v) else {
                     self.intras[v] = intra;
-                    return;
+                    return Ok(());
                 };
-                let mut sub = ctx.scoped(t, p, intra.spec());
-                intra.schedule(&mut sub);
-                let (woken, error) = (sub.wake(), sub.take_error());
+                let mut woken = None;
+                let result = intra.schedule(&mut hosting.host(
+                    t,
+                    p,
+                    Declared::of(intra.as_ref()),
+                    &mut woken,
+                ));
                 self.wake[v] = woken.unwrap_or(Time::MAX);
                 self.intras[v] = intra;
-                if let Some(e) = error {
-                    ctx.fail(e);
-                }
+                result?;
             }
             wake = wake.min(self.wake[v]);
         }
         if wake != Time::MAX {
-            ctx.wake_at(wake);
+            hosting.wake_at(wake);
         }
+        Ok(())
     }
 }
 
@@ -543,7 +547,9 @@ impl Policy for Idle {
     fn spec(&self) -> &'static PolicySpec {
         &IDLE
     }
-    fn schedule(&mut self, _ctx: &mut Ctx<'_>) {}
+    fn schedule(&mut self, _ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -326,7 +326,7 @@ impl Placer for HivedPlacer {
         true
     }
 
-    fn release(&mut self, _w: &World, j: JobIdx) {
+    fn release(&mut self, j: JobIdx) {
         if let Some(pods) = self.bound.remove(&j) {
             for (name, spec, info) in &pods {
                 let _ = self.h.delete_allocated_pod(name, spec, info);
@@ -349,7 +349,7 @@ impl Placer for QuotaPlacer {
     ) -> bool {
         w.place(j, strategy, out)
     }
-    fn release(&mut self, _w: &World, _j: JobIdx) {}
+    fn release(&mut self, _j: JobIdx) {}
 }
 
 #[cfg(test)]
@@ -381,7 +381,7 @@ mod tests {
             assert_eq!(out.gpus(), c.nodes[0].gpus + 1);
             assert_eq!(out.nodes(), 2);
             assert_eq!(p.bound[&0][0].2.cell_chain, chain, "{name}");
-            p.release(&w, 0);
+            p.release(0);
             assert!(p.bound.is_empty());
             assert!(p.hived().check_invariants().is_empty());
         }

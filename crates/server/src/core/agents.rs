@@ -7,7 +7,7 @@ use crate::types::{
     OUTPUT_LIVE_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, Part, PartOutput,
 };
 use apiary_model::Placement;
-use apiary_policy::{Ctx, JobIdx};
+use apiary_policy::{Declared, JobIdx};
 use std::collections::BTreeSet;
 
 impl Core {
@@ -72,7 +72,9 @@ impl Core {
             self.world.finish(j);
         }
         self.fence_stopping(id, attempt);
-        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        let ctx = self
+            .pass
+            .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
         self.counters.count(match (retry, ok) {
             (true, _) => "requeue",
             (false, true) => "succeed",
@@ -558,7 +560,9 @@ impl Core {
             let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
             self.world.preempt(j);
             self.fence_stopping(id, attempt);
-            let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+            let ctx = self
+                .pass
+                .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
             self.policy.on_requeue(&ctx, j);
             self.counters.count("requeue");
             let r = &mut self.jobs[j as usize];

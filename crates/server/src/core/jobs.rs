@@ -4,7 +4,7 @@
 use super::{ApiError, Core, MAX_DEPENDENCIES, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
 use crate::types::{JobRecord, JobSpec, JobState, SCHEMA_VERSION, limits};
 use apiary_model::{Job, Placement, Time};
-use apiary_policy::{Capability, Ctx, JobIdx, TenantShare};
+use apiary_policy::{Capability, Declared, JobIdx, TenantShare};
 use std::collections::BTreeSet;
 
 /// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
@@ -86,7 +86,7 @@ impl Core {
         j.vc = spec.vc.as_deref().map(Into::into);
         j.gpu_type = spec.gpu_type.clone();
         j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
-        if self.policy.spec().has(Capability::Profiles) {
+        if self.policy.capabilities().has(Capability::Profiles) {
             // As the simulator does for trace jobs without one: a stage profile drawn
             // from Muri's table by job id.
             apiary_model::profiles::assign(std::slice::from_mut(&mut j), 0);
@@ -105,7 +105,9 @@ impl Core {
     /// Queues a job and tells the policy; its refusal, if it refuses.
     pub(super) fn enqueue(&mut self, j: JobIdx) -> Result<(), apiary_policy::PolicyError> {
         self.world.submit(j);
-        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        let ctx = self
+            .pass
+            .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
         self.policy.admit(&ctx, j)
     }
 
@@ -177,7 +179,7 @@ impl Core {
                     ),
                 ));
             }
-            if self.policy.spec().has(Capability::Tenants)
+            if self.policy.capabilities().has(Capability::Tenants)
                 && self.cfg.sharing != "quota"
                 && self.nodes.iter().any(|n| &n.gpu_type != t)
             {
@@ -431,7 +433,9 @@ impl Core {
             self.world.finish(j);
             self.fence_stopping(id, attempt);
         }
-        let ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
+        let ctx = self
+            .pass
+            .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
         self.policy.on_finish(&ctx, j);
         self.counters.count(if state == JobState::Cancelled {
             "cancel"

@@ -22,7 +22,7 @@ pub use error::{ApiError, CoreError};
 use crate::config::ServerConfig;
 use crate::types::*;
 use apiary_model::{Cluster, ClusterSpec, NodeGroup, Placement, SwitchSpec, Time};
-use apiary_policy::{Action, Ctx, JobIdx, Params, Policy, TenantShare, World};
+use apiary_policy::{Action, JobIdx, Params, Pass, Policy, TenantShare, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A job's run time when the user gives no estimate (SJF puts such jobs last).
@@ -115,7 +115,7 @@ pub struct Core {
     params: Params,
     world: World,
     policy: Box<dyn Policy>,
-    actions: Vec<Action>,
+    pass: Pass,
     jobs: Vec<JobRecord>,
     by_id: BTreeMap<u64, JobIdx>,
     next_id: u64,
@@ -250,7 +250,7 @@ impl Core {
         }
         let (name, params) = cfg.policy_params();
         let mut policy = apiary_policy::registry::build(&name, &params)?;
-        if let Some((capability, why)) = policy.spec().capabilities.live_blocker() {
+        if let Some((capability, why)) = policy.capabilities().live_blocker() {
             return Err(CoreError::LiveBlocked {
                 policy: name,
                 capability,
@@ -281,6 +281,7 @@ impl Core {
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
         let mut world = World::new(cluster, Vec::new());
+        world.set_scorer(Box::new(apiary_sim::comm::AllreduceScorer::default()));
         world.now = now;
         world.fence_preemptions = true;
         world.honour_gpu_types = true;
@@ -289,7 +290,7 @@ impl Core {
             params,
             world,
             policy,
-            actions: Vec::new(),
+            pass: Pass::default(),
             jobs: Vec::new(),
             by_id: BTreeMap::new(),
             next_id: 1,
@@ -335,9 +336,15 @@ impl Core {
         &self.world
     }
 
+    /// The world, for a driver that models its jobs' progress (the simulator's engine
+    /// over simulated agents, [`crate::simulated`]).
+    pub fn world_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+
     /// What the last scheduling pass did.
     pub fn last_actions(&self) -> &[Action] {
-        &self.actions
+        &self.pass.actions
     }
 
     /// The policy's name (with `sharing`, the VC-sharing policy hosting `policy`).
@@ -384,20 +391,16 @@ impl Core {
             // end, nodes return): every VC looks again, as cheap as the pass itself.
             t.refresh();
         }
-        self.actions.clear();
-        let (wake, error) = {
-            let mut ctx = Ctx::new(&mut self.world, &mut self.actions, self.policy.spec());
-            self.policy.schedule(&mut ctx);
-            (ctx.wake(), ctx.take_error())
-        };
-        if let Some(e) = error {
-            // Config load refuses policies whose capabilities the service cannot host,
-            // so this is a policy bug: say so, and keep serving.
-            eprintln!("apiary: scheduling pass: policy {e}");
+        self.pass.actions.clear();
+        if let Err(e) = self.pass.schedule(&mut self.world, self.policy.as_mut()) {
+            // The mechanism it did not declare refused to open, so nothing undeclared
+            // was applied; config load refuses policies whose capabilities the service
+            // cannot host, so this is a policy bug: say so, and keep serving.
+            eprintln!("apiary: scheduling pass refused: policy {e}");
         }
-        self.wake = wake;
+        self.wake = self.pass.wake;
         let fenced = self.world.take_fenced();
-        let actions = std::mem::take(&mut self.actions);
+        let actions = std::mem::take(&mut self.pass.actions);
         for a in &actions {
             match *a {
                 Action::Start(j) => {
@@ -411,9 +414,15 @@ impl Core {
                     note(r, now, "preempted", format!("attempt {}", r.attempt));
                     self.dirty.insert(j);
                 }
-                // Speed factors shape simulated progress only; live jobs run as fast
-                // as they run.
-                Action::Speed(_) => {}
+                // Speed factors, stalls, caps, holds and ends shape simulated progress
+                // only; live jobs run as fast as they run. A resize cannot happen: config
+                // load refuses the elastic capability.
+                Action::Resize(_)
+                | Action::Speed(_)
+                | Action::Stall(_)
+                | Action::Cap(_)
+                | Action::Hold(_)
+                | Action::End(_) => {}
             }
         }
         for (j, p) in fenced {
@@ -425,7 +434,7 @@ impl Core {
             self.dirty.insert(j);
         }
         let acted = !actions.is_empty();
-        self.actions = actions;
+        self.pass.actions = actions;
         if self
             .util
             .back()

@@ -33,12 +33,13 @@ impl Policy for Fewest {
         self.queue.push(j);
         Ok(())
     }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         self.queue.retain(|&j| ctx.status(j) == Status::Pending);
         self.queue.sort_by_key(|&j| (ctx.job(j).gpus, j));
         for k in 0..self.queue.len() {
             ctx.start_with(self.queue[k], self.strategy);
         }
+        Ok(())
     }
 }
 

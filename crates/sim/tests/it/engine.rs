@@ -25,7 +25,7 @@ fn jobs() -> Vec<Job> {
 
 /// `p` on the test cluster with the standard rate stack.
 fn engine(p: &mut dyn Policy, trace: Vec<Job>) -> Engine<'_> {
-    Engine::new(
+    Engine::sim(
         cluster(),
         trace,
         p,
@@ -140,7 +140,7 @@ fn run_with_layer(
     let mut p = fifo();
     let mut rates = Stack::standard(&DurationModel);
     rates.push(layer);
-    Engine::new(cluster(), jobs(), p.as_mut(), rates, &Config::default())
+    Engine::sim(cluster(), jobs(), p.as_mut(), rates, &Config::default())
         .unwrap()
         .run(&mut |_| {})
 }

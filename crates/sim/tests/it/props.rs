@@ -1,39 +1,23 @@
 //! Invariants that must hold for every policy on any workload, and determinism.
 
+use apiary_model::Time;
 use apiary_model::{ClusterSpec, Job};
-use apiary_policy::{Ctx, JobIdx, Params, Policy, Status, registry};
-use apiary_sim::{Config, DurationModel, Mode};
+use apiary_policy::{JobIdx, Params, Policy, Status, World, registry};
+use apiary_sim::observe::Observer;
+use apiary_sim::{Config, DurationModel, Engine, Mode, Stack, Throughput};
 use proptest::prelude::*;
+use std::cell::RefCell;
 
-/// Wraps a policy and checks the world after every decision.
-struct Checked {
-    inner: Box<dyn Policy>,
+/// Checks the world as every policy pass left it: an observer sees it before the next
+/// time stamp's events.
+struct Checked<'v> {
     backfill_counting: bool,
-    violations: Vec<String>,
+    violations: &'v RefCell<Vec<String>>,
 }
 
-impl Policy for Checked {
-    fn spec(&self) -> &'static apiary_policy::PolicySpec {
-        self.inner.spec()
-    }
-    fn attach(&mut self, c: &apiary_model::Cluster) -> Result<(), apiary_policy::PolicyError> {
-        self.inner.attach(c)
-    }
-    fn tenancy(&mut self) -> Option<&mut dyn apiary_policy::Tenancy> {
-        self.inner.tenancy()
-    }
-    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), apiary_policy::PolicyError> {
-        self.inner.admit(ctx, j)
-    }
-    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.inner.on_requeue(ctx, j)
-    }
-    fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.inner.on_finish(ctx, j)
-    }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
-        self.inner.schedule(ctx);
-        let w = ctx.world();
+impl Observer for Checked<'_> {
+    fn interval(&mut self, w: &World, _from: Time, _to: Time) {
+        let mut v = self.violations.borrow_mut();
         let mut seen = vec![0u64; w.cluster.nodes.len()];
         let mut guests = vec![0u64; w.cluster.nodes.len()];
         let mut busy = 0u64;
@@ -47,12 +31,11 @@ impl Policy for Checked {
                 // A guest (AntMan's opportunistic job) holds nothing, but must name as
                 // many GPUs as it asked for, at most one guest per GPU.
                 if p.gpus() != w.jobs[j as usize].gpus {
-                    self.violations
-                        .push(format!("guest {j} on {} GPUs", p.gpus()));
+                    v.push(format!("guest {j} on {} GPUs", p.gpus()));
                 }
                 for &(n, m) in &p.parts {
                     if guests[n as usize] & m != 0 {
-                        self.violations.push(format!("two guests on node {n}"));
+                        v.push(format!("two guests on node {n}"));
                     }
                     guests[n as usize] |= m;
                 }
@@ -61,8 +44,7 @@ impl Policy for Checked {
             if let Some(g) = w.share_group(j) {
                 if let Some(first) = groups.get(&g) {
                     if *first != p {
-                        self.violations
-                            .push(format!("job {j} shares group {g} on other GPUs"));
+                        v.push(format!("job {j} shares group {g} on other GPUs"));
                     }
                     continue;
                 }
@@ -74,7 +56,7 @@ impl Policy for Checked {
                 None => p.gpus() != w.jobs[j as usize].gpus,
             };
             if wrong {
-                self.violations.push(format!(
+                v.push(format!(
                     "job {j} holds {} GPUs, asked {}",
                     p.gpus(),
                     w.jobs[j as usize].gpus
@@ -82,24 +64,23 @@ impl Policy for Checked {
             }
             for &(n, m) in &p.parts {
                 if seen[n as usize] & m != 0 {
-                    self.violations
-                        .push(format!("GPU double-booked on node {n}"));
+                    v.push(format!("GPU double-booked on node {n}"));
                 }
                 seen[n as usize] |= m;
                 busy += m.count_ones() as u64;
             }
         }
         if busy != w.busy_gpus() {
-            self.violations.push(format!(
+            v.push(format!(
                 "placements hold {busy} GPUs, state says {}",
                 w.busy_gpus()
             ));
         }
         if self.backfill_counting {
-            let free = ctx.free_gpus();
+            let free = w.state.free_gpus();
             for (i, rt) in w.rt.iter().enumerate() {
                 if rt.status == Status::Pending && (w.jobs[i].gpus as u64) <= free {
-                    self.violations.push(format!(
+                    v.push(format!(
                         "job {i} ({} GPUs) waits while {free} GPUs are idle",
                         w.jobs[i].gpus
                     ));
@@ -107,6 +88,26 @@ impl Policy for Checked {
             }
         }
     }
+    fn report(self: Box<Self>, _outcome: &mut apiary_model::RunOutcome) {}
+}
+
+/// Runs `policy` on `jobs` with [`Checked`] watching; the outcome and what it saw.
+fn checked_run(
+    c: apiary_model::Cluster,
+    jobs: Vec<Job>,
+    policy: &mut dyn Policy,
+    model: &dyn Throughput,
+    cfg: &Config,
+    backfill_counting: bool,
+) -> (apiary_model::RunOutcome, Vec<String>) {
+    let violations = RefCell::new(Vec::new());
+    let mut e = Engine::sim(c, jobs, policy, Stack::standard(model), cfg).unwrap();
+    e.observe(Box::new(Checked {
+        backfill_counting,
+        violations: &violations,
+    }));
+    let out = e.run(&mut |_| {}).unwrap();
+    (out, violations.into_inner())
 }
 
 fn workload() -> impl Strategy<Value = Vec<(u64, u32, u64)>> {
@@ -143,18 +144,13 @@ fn run(
         }
     }
     let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
-    let mut p = Checked {
-        inner: registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap())
-            .unwrap(),
-        backfill_counting,
-        violations: Vec::new(),
-    };
+    let mut p =
+        registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap()).unwrap();
     let cfg = Config {
         mode: slot.map_or(Mode::EventDriven, Mode::Slotted),
         ..Config::default()
     };
-    let out = apiary_sim::run(c, jobs, &mut p, &DurationModel, &cfg, &mut |_| {}).unwrap();
-    (out, p.violations)
+    checked_run(c, jobs, p.as_mut(), &DurationModel, &cfg, backfill_counting)
 }
 
 /// Policies that pick GPU counts from throughput tables: their jobs get [`concave`],
@@ -324,15 +320,10 @@ proptest! {
             let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
             for (policy, placement) in [("tiresias", "random"), ("tiresias", "topology"), ("fifo", "topology")] {
                 let go = || {
-                    let mut p = Checked {
-                        inner: registry::build(policy, &Params::from_pairs([format!("placement={placement}").as_str()]).unwrap()).unwrap(),
-                        backfill_counting: false,
-                        violations: Vec::new(),
-                    };
+                    let mut p = registry::build(policy, &Params::from_pairs([format!("placement={placement}").as_str()]).unwrap()).unwrap();
                     let model = apiary_sim::CommModel::new(&c).unwrap();
                     let cfg = Config { seed, ..Config::default() };
-                    let out = apiary_sim::run(c.clone(), jobs.clone(), &mut p, &model, &cfg, &mut |_| {}).unwrap();
-                    (out, p.violations)
+                    checked_run(c.clone(), jobs.clone(), p.as_mut(), &model, &cfg, false)
                 };
                 let (out, v) = go();
                 prop_assert!(v.is_empty(), "{policy} {placement} on {cluster}: {:?}", v);
@@ -429,14 +420,9 @@ proptest! {
         // realise any of them.
         for (policy, params) in [("gavel", "perf=true"), ("gavel", "perf=false"), ("gavel-makespan", "perf=true"), ("gavel-makespan", "perf=false"), ("gavel", "face=fast"), ("gavel", "face=slow,perf=false")] {
             let go = || {
-                let mut p = Checked {
-                    inner: registry::build(policy, &Params::from_pairs(params.split(',')).unwrap()).unwrap(),
-                    backfill_counting: false,
-                    violations: Vec::new(),
-                };
+                let mut p = registry::build(policy, &Params::from_pairs(params.split(',')).unwrap()).unwrap();
                 let c = spec.build().unwrap();
-                let out = apiary_sim::run(c, jobs.clone(), &mut p, &DurationModel, &Config::default(), &mut |_| {}).unwrap();
-                (out, p.violations)
+                checked_run(c, jobs.clone(), p.as_mut(), &DurationModel, &Config::default(), false)
             };
             let (out, v) = go();
             prop_assert!(v.is_empty(), "{policy} {params}: {:?}", v);

@@ -2,7 +2,8 @@
 
 use apiary_model::{ClusterSpec, Job};
 use apiary_policy::{
-    Capabilities, Capability, Ctx, PlacementStrategy, Policy, PolicyError, PolicySpec, Status,
+    Capabilities, Capability, Ctx, Handles, PlacementStrategy, Policy, PolicyError, PolicySpec,
+    Status,
 };
 use apiary_sim::{Config, DurationModel};
 
@@ -30,12 +31,15 @@ impl Policy for Pair {
     fn spec(&self) -> &'static PolicySpec {
         &PAIR
     }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         if !self.done && ctx.status(0) == Status::Pending && ctx.status(1) == Status::Pending {
-            assert!(ctx.start_group(&[0, 1], PlacementStrategy::Consolidated));
-            ctx.set_speed(0, 0.5);
-            ctx.set_speed(1, 0.5);
-            assert_eq!(ctx.world().sharing(1), vec![0, 1]);
+            let mut groups = ctx.groups()?;
+            assert!(groups.start_group(&[0, 1], PlacementStrategy::Consolidated));
+            assert_eq!(groups.sharing_count(1), 2);
+            assert_eq!(groups.share_group(1), Some(0));
+            let mut speeds = ctx.speeds()?;
+            speeds.set_speed(0, 0.5);
+            speeds.set_speed(1, 0.5);
             // Four GPUs are held once.
             assert_eq!(ctx.free_gpus(), 4);
             self.done = true;
@@ -44,9 +48,10 @@ impl Policy for Pair {
             ctx.start_with(2, PlacementStrategy::Consolidated);
             ctx.wake_at(4_000);
         } else if ctx.now() >= 4_000 && !self.slowed {
-            ctx.set_speed(2, 0.5);
+            ctx.speeds()?.set_speed(2, 0.5);
             self.slowed = true;
         }
+        Ok(())
     }
 }
 
@@ -97,8 +102,10 @@ impl Policy for Sneaky {
     fn spec(&self) -> &'static PolicySpec {
         &SNEAKY
     }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
-        assert!(!ctx.start_group(&[0, 1], PlacementStrategy::Consolidated));
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
+        ctx.groups()?
+            .start_group(&[0, 1], PlacementStrategy::Consolidated);
+        unreachable!("the group mechanism opens only when declared")
     }
 }
 

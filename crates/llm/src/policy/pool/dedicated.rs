@@ -4,7 +4,7 @@
 //! as an offline planner would. Neither co-locates models.
 
 use super::{PoolPolicy, PoolPolicySpec, ServiceDemand, partition, split};
-use apiary_policy::{ParamError, Params};
+use apiary_core::params::{ParamError, Params};
 
 /// Equal groups per service.
 pub const DEDICATED: PoolPolicySpec = PoolPolicySpec {

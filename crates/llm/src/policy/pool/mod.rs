@@ -15,7 +15,7 @@ mod dedicated;
 mod seallm;
 
 use crate::workload::Micros;
-use apiary_policy::{ParamError, ParamSpec, Params};
+use apiary_core::{Decl, Params, Registry};
 
 /// A service as placement sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,31 +127,22 @@ pub fn align(current: &[Vec<u16>], new: Vec<Vec<u16>>) -> Vec<Vec<u16>> {
 }
 
 /// A pool policy's declaration, read by `apiary llm policies` and the builder.
-#[derive(Debug)]
-pub struct PoolPolicySpec {
-    /// Name on the command line.
-    pub name: &'static str,
-    /// One line.
-    pub about: &'static str,
-    /// Parameters, with the defaults the code reads.
-    pub params: &'static [ParamSpec],
-    /// Constructor.
-    pub build: fn(&Params) -> Result<Box<dyn PoolPolicy>, ParamError>,
-}
+pub type PoolPolicySpec = Decl<dyn PoolPolicy>;
 
 /// The built-in pool policies.
-pub const POOL_POLICIES: &[PoolPolicySpec] = &[
-    dedicated::DEDICATED,
-    dedicated::STATIC_PARTITION,
-    seallm::SPEC,
-];
+pub const POOL_POLICIES: Registry<PoolPolicySpec> = Registry::new(
+    "pool policy",
+    "apiary llm policies",
+    &[
+        dedicated::DEDICATED,
+        dedicated::STATIC_PARTITION,
+        seallm::SPEC,
+    ],
+);
 
 /// The pool policy called `name`, built with `params` (unknown keys are errors).
 pub fn build(name: &str, params: &Params) -> Result<Box<dyn PoolPolicy>, crate::LlmError> {
-    let spec = super::find_spec(POOL_POLICIES, "pool policy", name, params, |s| {
-        (s.name, s.params)
-    })?;
-    Ok((spec.build)(params)?)
+    Ok(POOL_POLICIES.build(name, params)?)
 }
 
 /// Splits `groups` among services in proportion to `weights`, at least one each when

@@ -24,7 +24,7 @@
 
 use super::{PoolPolicy, PoolPolicySpec, ServiceDemand, SubView, align, peak_load, split};
 use crate::workload::Micros;
-use apiary_policy::{ParamError, ParamSpec, Params};
+use apiary_core::params::{ParamError, ParamSpec, Params};
 
 const SCHED: ParamSpec = ParamSpec {
     key: "sched",

@@ -1,23 +1,24 @@
-//! The two drivers are one: the committed Philly sample replayed through the live
-//! service's state machine (`apiary simulate --driver live`) gives the simulator's
-//! jobs.csv byte for byte, for every policy the service hosts, except where
-//! `docs/architecture.md` ("Where the drivers differ") says why not. A debug build
-//! replays the sample's first 400 jobs; `.ci/run` compares the whole sample with the
-//! release binary.
+//! The two drivers are one loop over two backends: the committed Philly sample run by
+//! the engine over the live service's state machine (`apiary simulate --driver live`)
+//! gives the simulator's jobs.csv byte for byte, for every policy the service hosts,
+//! except where `docs/architecture.md` ("Where the drivers differ") says why not. A
+//! debug build runs the sample's first 400 jobs; `.ci/run` compares the whole sample
+//! with the release binary.
 
 use apiary_model::ClusterSpec;
 use apiary_policy::{BUILTIN, Capability, Params};
-use apiary_sim::{Config, DurationModel};
+use apiary_server::simulated::LiveBackend;
+use apiary_sim::{Config, DurationModel, Engine, Stack};
 
 /// Policies whose live runs differ from simulated ones, and why (documented).
 const DIFFER: &[(&str, &str)] = &[
     (
         "muri-s",
-        "speed factors shape simulated progress only, and profiles are drawn by job id",
+        "profiles are drawn by job id, and a live job's id is the API's",
     ),
     (
         "muri-l",
-        "speed factors shape simulated progress only, and profiles are drawn by job id",
+        "profiles are drawn by job id, and a live job's id is the API's",
     ),
     (
         "tiresias-gittins",
@@ -59,7 +60,12 @@ fn the_live_driver_replays_the_philly_sample_as_the_simulator_does() {
             &mut |_| {},
         )
         .unwrap();
-        let live = apiary_server::replay::run(&cluster, jobs, spec.name, &params, 0).unwrap();
+        let cfg = Config::default();
+        let backend = LiveBackend::new(&cluster, jobs, spec.name, &params, &cfg).unwrap();
+        let live = Engine::new(backend, Stack::standard(&DurationModel), &cfg)
+            .unwrap()
+            .run(&mut |_| {})
+            .unwrap();
         assert_eq!(live.events, sim.events, "{}", spec.name);
         let same = jobs_csv(&live) == jobs_csv(&sim);
         // A policy in DIFFER may differ (on this prefix it can happen to agree).

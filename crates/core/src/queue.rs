@@ -6,7 +6,7 @@
 //! ([`EventQueue::skip`]) and sweeps them out when they pile up ([`EventQueue::retain`]).
 //! Both drivers and the LLM serving simulator use it with their own event types.
 
-use apiary_model::Time;
+use crate::time::Time;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 

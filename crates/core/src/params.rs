@@ -1,15 +1,16 @@
-//! Policy parameters from `--set key=value` or a config file, checked against the
-//! registry so a typo is an error, not a silently ignored knob.
+//! Parameters from `--set key=value` or a config file, checked against the spec of
+//! what they configure (a policy, an LLM scheduler) so a typo is an error, not a
+//! silently ignored knob.
 //!
 //! A parameter's default is written once, as text in its [`ParamSpec`]: the readers
 //! parse it with the same parser as a value the user gives, so what `apiary policies`
 //! and the docs print is what the code runs with.
 
-use apiary_model::Time;
+use crate::time::Time;
 use std::collections::BTreeMap;
 
 fn secs_at_least(key: &str, v: f64, min: f64) -> Result<Time, ParamError> {
-    match apiary_model::time::secs_f64(v) {
+    match crate::time::secs_f64(v) {
         Some(ms) if v >= min => Ok(ms),
         _ => Err(ParamError::Bad {
             key: key.into(),
@@ -38,14 +39,18 @@ pub enum ParamError {
         /// The keys it accepts.
         known: String,
     },
-    /// No policy has this name.
-    #[error("unknown policy '{name}'{hint} (known: {known}; see `apiary policies`)")]
-    UnknownPolicy {
+    /// Nothing in a registry has this name.
+    #[error("unknown {what} '{name}'{hint} (known: {known}; see `{listing}`)")]
+    UnknownName {
+        /// What the registry holds ("policy", "LLM policy").
+        what: &'static str,
+        /// The command that lists them.
+        listing: &'static str,
         /// The name given.
         name: String,
         /// ` (did you mean 'x'?)` when a known name is close, else empty.
         hint: String,
-        /// The policies there are.
+        /// The names there are.
         known: String,
     },
     /// The value did not parse.
@@ -98,7 +103,8 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
     closest(word, candidates).map_or(String::new(), |c| format!(" (did you mean '{c}'?)"))
 }
 
-/// One parameter of a policy: its key, its default and what it does.
+/// One parameter of a policy (or of anything a [`crate::Registry`] builds): its key, its
+/// default and what it does.
 #[derive(Debug)]
 pub struct ParamSpec {
     /// Key for `--set key=value`.
@@ -202,13 +208,13 @@ impl Params {
         Ok(v)
     }
     /// A duration given in seconds, at least `min` seconds and at most
-    /// [`apiary_model::time::MAX_INPUT`], as milliseconds.
+    /// [`crate::time::MAX_INPUT`], as milliseconds.
     pub fn secs(&self, spec: &ParamSpec, min: f64) -> Result<Time, ParamError> {
         let v = self.f64(spec)?;
         secs_at_least(spec.key, v, min)
     }
     /// A comma-separated list of durations in seconds (each within
-    /// [`apiary_model::time::MAX_INPUT`]), as milliseconds.
+    /// [`crate::time::MAX_INPUT`]), as milliseconds.
     pub fn secs_list(&self, spec: &ParamSpec) -> Result<Vec<Time>, ParamError> {
         self.f64_list(spec)?
             .into_iter()

@@ -1,0 +1,23 @@
+//! Starting jobs on GPUs the policy picks itself, not through the driver's (or a
+//! tenant's) placement (`chooses-gpus`: Gandiva's node-sets, AntMan's reservations,
+//! Gavel's per-type rounds).
+
+use super::{Handle, Mechanism};
+use crate::spec::Capability;
+use crate::world::JobIdx;
+use apiary_model::Placement;
+
+/// The `chooses-gpus` mechanism.
+pub enum Gpus {}
+
+impl Mechanism for Gpus {
+    const CAPABILITY: Capability = Capability::ChoosesGpus;
+}
+
+impl Handle<'_, '_, Gpus> {
+    /// Starts a job on the given GPUs. Returns false (changing nothing) if the job is
+    /// not pending, the GPU count is wrong, or a GPU is taken.
+    pub fn start(&mut self, i: JobIdx, p: Placement) -> bool {
+        self.ctx.start_on(i, p)
+    }
+}
