@@ -566,7 +566,7 @@ fn vc_rows(
         .map(|(r, _)| &r.1);
     let mut out = Vec::new();
     for ((sum, o), s) in runs.iter().zip(settings) {
-        if !apiary_policy::vc::SHARING.contains(&s.policy.as_str()) {
+        if apiary_policy::vc::Sharing::parse(&s.policy).is_none() {
             continue;
         }
         let base = private.filter(|p| !std::ptr::eq(*p, o));

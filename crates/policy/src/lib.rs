@@ -115,6 +115,26 @@ pub trait Tenancy {
     /// processes came back, a node's health changed): the next pass looks at every
     /// tenant, not only those whose jobs changed.
     fn refresh(&mut self);
+    /// Why pending `job` waits as far as its tenant is concerned, if its tenant is why
+    /// (the live service's `QuotaExceeded`): asked, never recounted by the driver.
+    fn why_waits(&self, job: &apiary_model::Job) -> Option<TenantWait>;
+    /// How tenants share the cluster, where it is one of the ways `apiary serve` knows.
+    fn sharing(&self) -> Option<vc::Sharing> {
+        None
+    }
+}
+
+/// Why a pending job waits, as its tenancy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantWait {
+    /// Its tenant's running jobs hold `used` of the `capacity` GPUs its share allows
+    /// (a quota, or a VC's node cells), too many for this job to fit beside them.
+    ShareTaken {
+        /// GPUs its tenant's running jobs hold.
+        used: u64,
+        /// GPUs its tenant may hold.
+        capacity: u64,
+    },
 }
 
 /// How a policy with the [`Capability::Adaptive`] capability wants its adaptive jobs
@@ -176,6 +196,11 @@ pub trait Policy: Send {
 
     /// Optional extension point of policies that divide the cluster among tenants.
     fn tenancy(&mut self) -> Option<&mut dyn Tenancy> {
+        None
+    }
+
+    /// The same, to read (why a tenant's job waits).
+    fn tenants(&self) -> Option<&dyn Tenancy> {
         None
     }
 

@@ -1,6 +1,7 @@
 //! The server's configuration file (TOML). Nodes are declared, as in Slurm's
 //! `slurm.conf`: an agent serves one declared node.
 
+use apiary_policy::vc::Sharing;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -94,8 +95,8 @@ pub struct ServerConfig {
     /// by HiveD's buddy cell allocation) or `private` (each VC alone on `nodes` nodes).
     /// The simulator's `quota`, `hived` and `private` policies, with `policy` inside
     /// each VC.
-    #[serde(default = "sharing")]
-    pub sharing: String,
+    #[serde(default, deserialize_with = "sharing")]
+    pub sharing: Option<Sharing>,
     /// The VCs jobs may name; none: any name.
     #[serde(default)]
     pub vcs: Vec<VcConfig>,
@@ -176,8 +177,16 @@ fn grace() -> f64 {
 fn log_format() -> String {
     "text".into()
 }
-fn sharing() -> String {
-    "none".into()
+/// `sharing`: `none`, or the name of a way VCs share the cluster.
+fn sharing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Sharing>, D::Error> {
+    let name = String::deserialize(d)?;
+    if name == "none" {
+        return Ok(None);
+    }
+    Sharing::parse(&name).map(Some).ok_or_else(|| {
+        let ways: Vec<&str> = Sharing::ALL.iter().map(|s| s.name()).collect();
+        serde::de::Error::custom(format!("'{name}': one of none, {}", ways.join(", ")))
+    })
 }
 fn max_jobs() -> u64 {
     10_000
@@ -188,19 +197,19 @@ impl ServerConfig {
     /// VC-sharing policy of that name hosting `policy` inside each VC (its parameters
     /// passed as `intra.KEY`).
     pub fn policy_params(&self) -> (String, apiary_policy::Params) {
-        if self.sharing == "none" {
+        let Some(sharing) = self.sharing else {
             return (
                 self.policy.clone(),
                 apiary_policy::Params(self.params.clone()),
             );
-        }
+        };
         let mut p: BTreeMap<String, String> = self
             .params
             .iter()
             .map(|(k, v)| (format!("intra.{k}"), v.clone()))
             .collect();
         p.insert("intra".into(), self.policy.clone());
-        (self.sharing.clone(), apiary_policy::Params(p))
+        (sharing.name().to_string(), apiary_policy::Params(p))
     }
 
     /// Whether the service can run `policy` (with `sharing`): why not, naming the
@@ -243,7 +252,7 @@ impl ServerConfig {
                 ),
             ));
         }
-        if self.sharing != "none"
+        if let Some(sharing) = self.sharing
             && let Some(c) = capabilities.tenant_blocker()
         {
             return Err((
@@ -252,7 +261,7 @@ impl ServerConfig {
                     "'{}' cannot run inside a VC with sharing = \"{}\": it needs the `{c}` \
                      capability (one of {} can)",
                     spec.name,
-                    self.sharing,
+                    sharing,
                     apiary_policy::vc::INTRA
                         .iter()
                         .map(|s| s.name)
@@ -277,13 +286,6 @@ impl ServerConfig {
             field,
             message,
         };
-        // Sharing first: which policy is built depends on it.
-        if !["none", "quota", "hived", "private"].contains(&c.sharing.as_str()) {
-            return Err(bad(
-                "sharing".into(),
-                format!("'{}': one of none, quota, hived, private", c.sharing),
-            ));
-        }
         c.check_policy()
             .map_err(|(field, message)| bad(field, message))?;
         if !["text", "json", "off"].contains(&c.log_format.as_str()) {
@@ -300,30 +302,32 @@ impl ServerConfig {
                     format!("'{}' is empty or repeated", v.name),
                 ));
             }
-            match c.sharing.as_str() {
-                "quota" if v.quota_gpus.is_none() => {
+            match c.sharing {
+                Some(Sharing::Quota) if v.quota_gpus.is_none() => {
                     return Err(bad(
                         format!("vcs[{i}].quota_gpus"),
                         "quota sharing needs every VC's quota_gpus".into(),
                     ));
                 }
-                "hived" | "private" if v.nodes.is_none_or(|n| n == 0) => {
+                Some(s) if s.cells() && v.nodes.is_none_or(|n| n == 0) => {
                     return Err(bad(
                         format!("vcs[{i}].nodes"),
-                        format!("{} sharing needs every VC's nodes (at least 1)", c.sharing),
+                        format!("{s} sharing needs every VC's nodes (at least 1)"),
                     ));
                 }
                 _ => {}
             }
         }
-        if c.sharing != "none" && c.vcs.is_empty() {
+        if let Some(s) = c.sharing
+            && c.vcs.is_empty()
+        {
             return Err(bad(
                 "vcs".into(),
-                format!("sharing = \"{}\" needs [[vcs]]", c.sharing),
+                format!("sharing = \"{s}\" needs [[vcs]]"),
             ));
         }
         let cells: u32 = c.vcs.iter().filter_map(|v| v.nodes).sum();
-        if matches!(c.sharing.as_str(), "hived" | "private") && cells as usize > c.nodes.len() {
+        if c.sharing.is_some_and(Sharing::cells) && cells as usize > c.nodes.len() {
             return Err(bad(
                 "vcs".into(),
                 format!(

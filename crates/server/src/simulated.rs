@@ -32,6 +32,12 @@ pub enum LiveSetupError {
         /// Its GPUs.
         gpus: u32,
     },
+    /// The policy divides the cluster among tenants in a way the service does not know.
+    #[error("{policy} divides the cluster among tenants in a way the live service does not know")]
+    Sharing {
+        /// The policy.
+        policy: String,
+    },
     /// The policy or its parameters.
     #[error(transparent)]
     Param(#[from] apiary_policy::ParamError),
@@ -55,6 +61,9 @@ fn service_config(
     let mut built = apiary_policy::registry::build(policy, params)?;
     let (policy_name, own, sharing, vcs) = match built.tenancy() {
         Some(t) => {
+            let sharing = t.sharing().ok_or_else(|| LiveSetupError::Sharing {
+                policy: policy.to_string(),
+            })?;
             let table = t.plan(cluster, jobs)?;
             let intra = params.text(&apiary_policy::vc::INTRA_PARAM).to_string();
             let own = params
@@ -64,21 +73,16 @@ fn service_config(
                 .collect();
             let vcs = table
                 .into_iter()
-                .filter(|t| t.nodes > 0 || policy == "quota")
+                .filter(|t| t.nodes > 0 || !sharing.cells())
                 .map(|t| VcConfig {
                     name: t.name,
-                    quota_gpus: (policy == "quota").then_some(t.gpus),
-                    nodes: (policy != "quota").then_some(t.nodes),
+                    quota_gpus: (!sharing.cells()).then_some(t.gpus),
+                    nodes: sharing.cells().then_some(t.nodes),
                 })
                 .collect();
-            (intra, own, policy.to_string(), vcs)
+            (intra, own, Some(sharing), vcs)
         }
-        None => (
-            policy.to_string(),
-            params.0.clone(),
-            "none".to_string(),
-            Vec::new(),
-        ),
+        None => (policy.to_string(), params.0.clone(), None, Vec::new()),
     };
     let mut nodes = Vec::with_capacity(cluster.nodes.len());
     for n in &cluster.nodes {

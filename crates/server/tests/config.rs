@@ -37,6 +37,14 @@ fn bad_configs_are_refused_with_the_field() {
             "policy: unknown policy 'nope'",
         ),
         (
+            format!("sharing = \"hive\"\n{NODE}"),
+            "'hive': one of none, hived, quota, private",
+        ),
+        (
+            format!("sharing = \"quota\"\n{NODE}"),
+            "vcs: sharing = \"quota\" needs [[vcs]]",
+        ),
+        (
             format!("params = {{ thresholds = \"x\" }}\npolicy = \"tiresias\"\n{NODE}"),
             "params: parameter 'thresholds'",
         ),
@@ -100,4 +108,13 @@ fn bad_configs_are_refused_with_the_field() {
     }
     let ok = ServerConfig::parse(NODE, "server.toml").unwrap();
     assert_eq!((ok.policy.as_str(), ok.nodes.len()), ("fifo", 1));
+    assert_eq!(ok.sharing, None);
+    // What the built policy uses is checked, with its parameters: Tiresias reading the
+    // jobs to come (the Gittins index) can run inside a VC.
+    let text = format!(
+        "policy = \"tiresias\"\nparams = {{ gittins = \"true\" }}\nsharing = \"quota\"\n\
+         [[vcs]]\nname = \"a\"\nquota_gpus = 4\n{NODE}"
+    );
+    let gittins = ServerConfig::parse(&text, "server.toml").unwrap();
+    assert_eq!(gittins.sharing, Some(apiary_policy::vc::Sharing::Quota));
 }

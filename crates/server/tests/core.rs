@@ -255,6 +255,11 @@ fn hived_keeps_each_vc_in_its_cells_and_recovers_them() {
         (JobState::Running, JobState::Running, JobState::Queued),
         "x owns one 4-GPU node cell although 8 GPUs are free"
     );
+    assert_eq!(
+        c.reason(c.job(x3).unwrap()),
+        Some("QuotaExceeded"),
+        "the tenancy says x's cells are taken"
+    );
     let nx = c.job(x1).unwrap().parts[0].node.clone();
     assert_eq!(c.job(x2).unwrap().parts[0].node, nx, "packed in one node");
     let y = c.submit(vc_spec(4, "y"), 1).unwrap();

@@ -26,7 +26,7 @@ pub use table::{Assignment, TableError, assign};
 use crate::ctx::{Ctx, Declared, Handles, Placer, Tenant};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, World};
-use crate::{ParamError, Params, Policy, PolicyError, Tenancy, TenantShare};
+use crate::{ParamError, Params, Policy, PolicyError, Tenancy, TenantShare, TenantWait};
 use apiary_model::{Cluster, Job, Time};
 use std::collections::BTreeMap;
 /// `hived`: its spec.
@@ -91,8 +91,46 @@ pub enum Sharing {
     Hived,
 }
 
-/// The registry names of the VC-sharing policies.
-pub const SHARING: &[&str] = &["private", "quota", "hived"];
+impl Sharing {
+    /// Every way, in the order `apiary policies` lists them.
+    pub const ALL: [Sharing; 3] = [Sharing::Hived, Sharing::Quota, Sharing::Private];
+
+    /// Its name: the registry name of the policy that shares this way, and the value of
+    /// `sharing` in `server.toml`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Sharing::Private => "private",
+            Sharing::Quota => "quota",
+            Sharing::Hived => "hived",
+        }
+    }
+
+    /// The way called `name`.
+    pub fn parse(name: &str) -> Option<Sharing> {
+        Sharing::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The spec of the policy that shares this way.
+    pub const fn spec(self) -> &'static PolicySpec {
+        match self {
+            Sharing::Private => &PRIVATE,
+            Sharing::Quota => &QUOTA,
+            Sharing::Hived => &HIVED,
+        }
+    }
+
+    /// Whether VCs own node cells (HiveD's, or a private partition's) rather than a
+    /// GPU quota: their shares are bound to nodes, so they change only with the table.
+    pub const fn cells(self) -> bool {
+        !matches!(self, Sharing::Quota)
+    }
+}
+
+impl std::fmt::Display for Sharing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Policies that can run inside a VC: those whose capabilities a tenant's share can
 /// host ([`crate::Capability::in_tenant`]); the registry's tests check the list against
@@ -207,11 +245,7 @@ impl VcSharing {
             })?;
         }
         Ok(VcSharing {
-            spec: match sharing {
-                Sharing::Private => &PRIVATE,
-                Sharing::Quota => &QUOTA,
-                Sharing::Hived => &HIVED,
-            },
+            spec: sharing.spec(),
             sharing,
             intra,
             intra_params,
@@ -293,6 +327,10 @@ impl Policy for VcSharing {
     }
 
     fn tenancy(&mut self) -> Option<&mut dyn Tenancy> {
+        Some(self)
+    }
+
+    fn tenants(&self) -> Option<&dyn Tenancy> {
         Some(self)
     }
 
@@ -529,6 +567,18 @@ impl Tenancy for VcSharing {
 
     fn refresh(&mut self) {
         self.dirty.iter_mut().for_each(|d| *d = true);
+    }
+
+    fn why_waits(&self, job: &Job) -> Option<TenantWait> {
+        let t = &self.tenants[self.vc_of(job)?];
+        (t.used + u64::from(job.gpus) > t.capacity).then_some(TenantWait::ShareTaken {
+            used: t.used,
+            capacity: t.capacity,
+        })
+    }
+
+    fn sharing(&self) -> Option<Sharing> {
+        Some(self.sharing)
     }
 }
 

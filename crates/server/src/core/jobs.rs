@@ -4,6 +4,7 @@
 use super::{ApiError, Core, MAX_DEPENDENCIES, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
 use crate::types::{JobRecord, JobSpec, JobState, SCHEMA_VERSION, limits};
 use apiary_model::{Job, Placement, Time};
+use apiary_policy::vc::Sharing;
 use apiary_policy::{Capability, Declared, JobIdx, TenantShare};
 use std::collections::BTreeSet;
 
@@ -179,16 +180,12 @@ impl Core {
                     ),
                 ));
             }
-            if self.policy.capabilities().has(Capability::Tenants)
-                && self.cfg.sharing != "quota"
+            if let Some(sharing) = self.cfg.sharing.filter(|s| s.cells())
                 && self.nodes.iter().any(|n| &n.gpu_type != t)
             {
                 return Err(ApiError::bad(
                     "gpu_type",
-                    format!(
-                        "with {} sharing VCs own node cells of every GPU type",
-                        self.cfg.sharing
-                    ),
+                    format!("with {sharing} sharing VCs own node cells of every GPU type"),
                 ));
             }
         }
@@ -201,7 +198,7 @@ impl Core {
                     format!("unknown VC '{vc}' (known: {})", known.join(", ")),
                 ));
             };
-            if self.cfg.sharing == "quota"
+            if self.cfg.sharing == Some(Sharing::Quota)
                 && let Some(q) = v.quota_gpus
                 && s.gpus as u64 > q
             {
@@ -568,14 +565,13 @@ impl Core {
                 "1..=64 characters, no spaces or slashes",
             ));
         }
-        match self.cfg.sharing.as_str() {
-            "hived" | "private" => {
+        match self.cfg.sharing {
+            Some(s) if s.cells() => {
                 return Err(ApiError::conflict(format!(
-                    "with {} sharing, VCs and their cells change with the config and a restart",
-                    self.cfg.sharing
+                    "with {s} sharing, VCs and their cells change with the config and a restart"
                 )));
             }
-            "quota" if quota_gpus.is_none() => {
+            Some(Sharing::Quota) if quota_gpus.is_none() => {
                 return Err(ApiError::bad("quota_gpus", "quota sharing needs a quota"));
             }
             _ => {}

@@ -2,7 +2,8 @@
 
 use super::{Core, Counters, GpuUse, PASS_BUCKETS, gpus_of};
 use crate::types::{ClusterStatus, JobRecord, JobState, NodeHealth, NodeStatus};
-use apiary_policy::Status;
+use apiary_policy::vc::Sharing;
+use apiary_policy::{Status, TenantWait};
 use std::collections::BTreeMap;
 
 impl Core {
@@ -89,7 +90,7 @@ impl Core {
                 }
                 serde_json::json!({
                     "name": name,
-                    "sharing": self.cfg.sharing,
+                    "sharing": self.cfg.sharing.map_or("none", Sharing::name),
                     "quota_gpus": conf.and_then(|v| v.quota_gpus),
                     "nodes": conf.and_then(|v| v.nodes),
                     "gpus_running": gpus,
@@ -101,8 +102,8 @@ impl Core {
     }
 
     /// Why a queued job waits, as squeue's REASON: `Dependency` (a job it names in
-    /// `after_ok` has not succeeded yet), `QuotaExceeded` (its VC's quota is
-    /// taken), `Priority` (GPUs of its kind are free, but the policy started others or
+    /// `after_ok` has not succeeded yet), `QuotaExceeded` (its VC's share, a quota or
+    /// its node cells, is taken: the tenancy says so), `Priority` (GPUs of its kind are free, but the policy started others or
     /// its placement does not fit), `Cordoned` (the GPUs it could use are on cordoned
     /// nodes), `GpuType` (GPUs are free, but not of the type it asks for), `Resources`
     /// (not enough free GPUs). `None` for a job that is not queued.
@@ -110,16 +111,10 @@ impl Core {
         (r.state == JobState::Queued).then(|| self.reason_in(&self.free_gpus(), r))
     }
 
-    /// What every queued job's reason is worked out from, gathered once: GPUs held per
-    /// VC and free GPUs per type, so that listing many jobs costs one pass over the
-    /// jobs and nodes, not one per job.
-    pub(crate) fn free_gpus(&self) -> FreeGpus<'_> {
+    /// What every queued job's reason is worked out from, gathered once: free GPUs per
+    /// type, so that listing many jobs costs one pass over the nodes, not one per job.
+    pub(crate) fn free_gpus(&self) -> FreeGpus {
         let mut f = FreeGpus::default();
-        if self.cfg.sharing == "quota" {
-            for o in self.jobs.iter().filter(|o| o.state == JobState::Running) {
-                *f.held.entry(o.vc.as_str()).or_default() += u64::from(o.spec.gpus);
-            }
-        }
         for (i, n) in self.nodes.iter().enumerate() {
             if n.health != NodeHealth::Up {
                 continue;
@@ -150,14 +145,10 @@ impl Core {
             return "Dependency";
         }
         let want = u64::from(r.spec.gpus);
-        if self.cfg.sharing == "quota"
-            && let Some(q) = self
-                .cfg
-                .vcs
-                .iter()
-                .find(|v| v.name == r.vc)
-                .and_then(|v| v.quota_gpus)
-            && f.held.get(r.vc.as_str()).copied().unwrap_or(0) + want > q
+        if let Some(tenants) = self.policy.tenants()
+            && let Some(&j) = self.by_id.get(&r.id)
+            && let Some(TenantWait::ShareTaken { .. }) =
+                tenants.why_waits(&self.world.jobs[j as usize])
         {
             return "QuotaExceeded";
         }
@@ -299,11 +290,9 @@ impl Core {
     }
 }
 
-/// Held and free GPUs, for [`Core::reason`].
+/// Free GPUs, for [`Core::reason`].
 #[derive(Default)]
-pub(crate) struct FreeGpus<'a> {
-    /// GPUs running jobs hold, per VC (quota sharing only).
-    held: BTreeMap<&'a str, u64>,
+pub(crate) struct FreeGpus {
     /// Per GPU type (lowercase): free on open nodes, and free counting cordoned ones.
     by_type: BTreeMap<String, (u64, u64)>,
     /// Free on open nodes, any type.
