@@ -1,7 +1,7 @@
 //! `apiary llm pool`: several LLM services sharing one GPU pool (SeaLLM's setting)
 //! under the pool policies.
 
-use crate::llm::{params_for, print_timing, read_requests};
+use crate::llm_input::{params_for, print_timing, read_requests};
 use anyhow::{Context, Result, bail};
 use apiary_llm::LlmOutcome;
 use apiary_llm::hardware::{self, MemoryPlan};

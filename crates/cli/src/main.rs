@@ -11,6 +11,7 @@ mod hived;
 mod jobtime;
 mod live;
 mod llm;
+mod llm_input;
 mod llm_pool;
 mod run;
 mod sbatch;

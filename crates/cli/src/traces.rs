@@ -92,63 +92,66 @@ fn open_out(p: &Path) -> Result<Box<dyn Write>> {
     }
 }
 
+/// `apiary trace info`: job count, time span, GPU-count histogram and GPU-hours.
+fn info(file: &Path, read: &ReadArgs) -> Result<()> {
+    let t = apiary_trace::read(file, &read_opts(read)?)?;
+    let jobs = &t.jobs;
+    println!("file      {}", file.display());
+    println!("format    {}", t.format.name());
+    println!("jobs      {}", jobs.len());
+    if t.skipped > 0 {
+        println!(
+            "skipped   {} malformed rows (first: {})",
+            t.skipped,
+            t.first_skip.as_deref().unwrap_or("")
+        );
+    }
+    for (why, n) in &t.excluded {
+        println!("excluded  {n} rows: {why}");
+    }
+    if let (Some(f), Some(l)) = (jobs.first(), jobs.last()) {
+        println!(
+            "span      {} (first submit {:.3} s, last {:.3} s)",
+            fmt_duration(l.submit - f.submit),
+            f.submit as f64 / 1e3,
+            l.submit as f64 / 1e3
+        );
+    }
+    let gpu_h: f64 = jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 3.6e6;
+    println!("GPU-hours {gpu_h:.1}");
+    let mut hist = std::collections::BTreeMap::<u32, usize>::new();
+    for j in jobs {
+        *hist.entry(j.gpus).or_default() += 1;
+    }
+    println!("GPUs per job:");
+    for (g, n) in hist {
+        println!(
+            "  {g:>6}  {n:>8}  {:5.1}%",
+            100.0 * n as f64 / jobs.len().max(1) as f64
+        );
+    }
+    let mut d: Vec<u64> = jobs.iter().map(|j| j.duration).collect();
+    d.sort_unstable();
+    if !d.is_empty() {
+        let mean = d.iter().map(|x| *x as f64).sum::<f64>() / d.len() as f64;
+        println!(
+            "duration  median {}  mean {}  max {}",
+            fmt_duration(d[d.len() / 2]),
+            fmt_duration(mean as u64),
+            fmt_duration(d[d.len() - 1])
+        );
+    }
+    let vcs: std::collections::BTreeSet<&str> =
+        jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
+    if !vcs.is_empty() {
+        println!("VCs       {}", vcs.len());
+    }
+    Ok(())
+}
+
 pub(crate) fn trace_cmd(cmd: TraceCmd) -> Result<()> {
     match cmd {
-        TraceCmd::Info { file, read } => {
-            let t = apiary_trace::read(&file, &read_opts(&read)?)?;
-            let jobs = &t.jobs;
-            println!("file      {}", file.display());
-            println!("format    {}", t.format.name());
-            println!("jobs      {}", jobs.len());
-            if t.skipped > 0 {
-                println!(
-                    "skipped   {} malformed rows (first: {})",
-                    t.skipped,
-                    t.first_skip.as_deref().unwrap_or("")
-                );
-            }
-            for (why, n) in &t.excluded {
-                println!("excluded  {n} rows: {why}");
-            }
-            if let (Some(f), Some(l)) = (jobs.first(), jobs.last()) {
-                println!(
-                    "span      {} (first submit {:.3} s, last {:.3} s)",
-                    fmt_duration(l.submit - f.submit),
-                    f.submit as f64 / 1e3,
-                    l.submit as f64 / 1e3
-                );
-            }
-            let gpu_h: f64 = jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 3.6e6;
-            println!("GPU-hours {gpu_h:.1}");
-            let mut hist = std::collections::BTreeMap::<u32, usize>::new();
-            for j in jobs {
-                *hist.entry(j.gpus).or_default() += 1;
-            }
-            println!("GPUs per job:");
-            for (g, n) in hist {
-                println!(
-                    "  {g:>6}  {n:>8}  {:5.1}%",
-                    100.0 * n as f64 / jobs.len().max(1) as f64
-                );
-            }
-            let mut d: Vec<u64> = jobs.iter().map(|j| j.duration).collect();
-            d.sort_unstable();
-            if !d.is_empty() {
-                let mean = d.iter().map(|x| *x as f64).sum::<f64>() / d.len() as f64;
-                println!(
-                    "duration  median {}  mean {}  max {}",
-                    fmt_duration(d[d.len() / 2]),
-                    fmt_duration(mean as u64),
-                    fmt_duration(d[d.len() - 1])
-                );
-            }
-            let vcs: std::collections::BTreeSet<&str> =
-                jobs.iter().filter_map(|j| j.vc.as_deref()).collect();
-            if !vcs.is_empty() {
-                println!("VCs       {}", vcs.len());
-            }
-            Ok(())
-        }
+        TraceCmd::Info { file, read } => info(&file, &read),
         TraceCmd::Convert {
             file,
             out,

@@ -16,8 +16,9 @@ use crate::latency::IterModel;
 use crate::policy::{
     InstanceState, InstanceView, LlmPolicy, MigrationChoice, MigrationConfig, Scale,
 };
-use crate::prefix::Prefixes;
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
+use crate::serving::Serving;
+use crate::workload::Prefixes;
 use crate::workload::{Micros, Request, SEC};
 use apiary_core::EventQueue;
 use std::sync::Arc;
@@ -234,6 +235,44 @@ pub fn simulate(
     Ok(sim.finish())
 }
 
+impl Serving for Sim<'_> {
+    type Event = Ev;
+    fn queue(&mut self) -> &mut EventQueue<Ev> {
+        &mut self.queue
+    }
+    fn refused(&self, r: usize) -> bool {
+        self.reqs[r].phase == Phase::Refused
+    }
+    fn tick(&mut self, t: Micros) {
+        self.now = t;
+        self.outcome.events += 1;
+    }
+    fn arrive(&mut self, r: usize) {
+        let pick = self
+            .dispatch(r as u32)
+            // A policy must pick an active instance; the first active one stands in.
+            .or_else(|| {
+                (0..self.insts.len())
+                    .find(|&i| self.state[i] == InstanceState::Active)
+                    .map(|i| i as u32)
+            })
+            .unwrap_or(0);
+        let inst = &mut self.insts[pick as usize];
+        inst.enqueue(r as u32, &mut self.reqs, pick);
+        self.kick(pick);
+    }
+    fn handle(&mut self, ev: Ev) {
+        self.event(ev);
+    }
+    fn progress(&self) -> (usize, usize) {
+        (self.done, self.total)
+    }
+    #[cfg(debug_assertions)]
+    fn audit(&self) {
+        self.check();
+    }
+}
+
 impl Sim<'_> {
     fn add_instance(&mut self, state: InstanceState) -> u32 {
         let id = self.insts.len() as u32;
@@ -265,7 +304,6 @@ impl Sim<'_> {
     }
 
     fn run(&mut self, requests: &[Request], progress: &mut dyn FnMut(usize, usize)) {
-        let mut next = 0usize;
         let first = requests.first().map_or(0, |r| r.arrival);
         self.now = first;
         if let Some(iv) = self.policy.interval() {
@@ -275,53 +313,8 @@ impl Sim<'_> {
             self.queue.push(first + sc.interval, Ev::Scale);
         }
         self.queue.push(first, Ev::Sample);
-        let mut reported = 0;
-        while self.done < self.total {
-            while next < requests.len() && self.reqs[next].phase == Phase::Refused {
-                next += 1;
-            }
-            let arrival = requests.get(next).map(|r| r.arrival);
-            let event = self.queue.peek().map(|(t, _)| t);
-            match (arrival, event) {
-                (Some(a), Some(e)) if a < e => self.arrive(next, a, &mut next),
-                (Some(a), None) => self.arrive(next, a, &mut next),
-                (_, Some(_)) => {
-                    let Some((t, ev)) = self.queue.pop_due(Micros::MAX) else {
-                        break;
-                    };
-                    self.now = t;
-                    self.outcome.events += 1;
-                    self.handle(ev);
-                }
-                (None, None) => break,
-            }
-            #[cfg(debug_assertions)]
-            self.audit();
-            if self.done >= reported + 4096 {
-                reported = self.done;
-                progress(self.done, self.total);
-            }
-        }
-        progress(self.done, self.total);
+        crate::serving::run(self, requests, progress);
         self.outcome.span = self.now.saturating_sub(first);
-    }
-
-    fn arrive(&mut self, r: usize, at: Micros, next: &mut usize) {
-        *next += 1;
-        self.now = at;
-        self.outcome.events += 1;
-        let pick = self
-            .dispatch(r as u32)
-            // A policy must pick an active instance; the first active one stands in.
-            .or_else(|| {
-                (0..self.insts.len())
-                    .find(|&i| self.state[i] == InstanceState::Active)
-                    .map(|i| i as u32)
-            })
-            .unwrap_or(0);
-        let inst = &mut self.insts[pick as usize];
-        inst.enqueue(r as u32, &mut self.reqs, pick);
-        self.kick(pick);
     }
 
     /// The policy's instance for request `r`, if it named an active one.
@@ -362,7 +355,7 @@ impl Sim<'_> {
         self.out.preempted = preempted;
     }
 
-    fn handle(&mut self, ev: Ev) {
+    fn event(&mut self, ev: Ev) {
         match ev {
             Ev::IterDone(i) => {
                 self.out.finished.clear();
@@ -660,7 +653,7 @@ impl Sim<'_> {
     /// Every block is free, held by a request, held by a migration's frozen source
     /// copy, or reserved for an incoming migration; none is counted twice.
     #[cfg(debug_assertions)]
-    fn audit(&self) {
+    fn check(&self) {
         let mut extra = vec![0u64; self.insts.len()];
         for mg in &self.migs {
             match mg.state {

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod pool;
 pub mod prefix;
 pub mod replica;
+mod serving;
 pub mod workload;
 
 pub use engine::{Cluster, LlmOutcome, simulate};

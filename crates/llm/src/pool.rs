@@ -32,6 +32,7 @@ use crate::latency::{Batch, IterModel};
 use crate::metrics::{Group, LlmSummary, Slo};
 use crate::policy::pool::{PoolPolicy, ServiceDemand, SubView};
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
+use crate::serving::Serving;
 use crate::workload::{Clipped, Micros, Request, SEC};
 use apiary_core::EventQueue;
 
@@ -322,27 +323,7 @@ pub fn simulate_pool(
     policy: &mut dyn PoolPolicy,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<PoolOutcome, LlmError> {
-    let invalid = |what, message: String| Err(LlmError::Invalid { what, message });
-    if services.is_empty() || services.len() > usize::from(u16::MAX) {
-        return invalid(
-            "services",
-            format!("{} services; expected 1 to 65535", services.len()),
-        );
-    }
-    if pool.groups == 0 {
-        return invalid("groups", "the pool needs at least one GPU group".into());
-    }
-    if service_of.len() != requests.len()
-        || service_of.iter().any(|&s| s as usize >= services.len())
-    {
-        return invalid(
-            "requests",
-            "every request needs a service of the run".into(),
-        );
-    }
-    if requests.windows(2).any(|w| w[1].arrival < w[0].arrival) {
-        return invalid("requests", "not sorted by arrival".into());
-    }
+    check_inputs(pool, services, requests, service_of)?;
     let usable = pool.usable_bytes();
     let room = |set: &[u16]| kv_bytes_beside(services, usable, set) / usable;
     for svc in services {
@@ -371,6 +352,102 @@ pub fn simulate_pool(
         );
     }
     let unified = policy.unified_kv();
+    let (groups, hosts) = build_groups(services, &placement, &demand, usable, unified)?;
+    let (reqs, total, longest) = requests_to_run(requests, service_of, refused, &groups, &hosts);
+    let replan_every = if unified {
+        policy.replan_every().filter(|&e| e > 0)
+    } else {
+        None
+    };
+    let mut sim = Sim {
+        services,
+        service_of,
+        policy,
+        unified,
+        budgets,
+        per_token,
+        mean_out,
+        mean_secs,
+        longest,
+        usable,
+        group_load_bw: pool.load_bw.max(1.0) * f64::from(pool.tp),
+        replan_every,
+        placement: placement.clone(),
+        window: vec![0.0; services.len()],
+        window_start: 0,
+        replans: Vec::new(),
+        model_loads: 0,
+        moved: Vec::new(),
+        groups,
+        hosts,
+        reqs,
+        queue: EventQueue::new(),
+        cands: Vec::new(),
+        views: Vec::new(),
+        out: StepOut::default(),
+        now: 0,
+        done: 0,
+        total,
+        events: 0,
+        series: Vec::new(),
+    };
+    let first = requests.first().map_or(0, |r| r.arrival);
+    sim.now = first;
+    sim.queue.push(first, Ev::Sample);
+    sim.window_start = first;
+    if let Some(every) = replan_every {
+        sim.queue.push(first + every, Ev::Replan);
+    }
+    crate::serving::run(&mut sim, requests, progress);
+    Ok(sim.finish(first, placement, demand))
+}
+
+/// Refuses a run whose inputs do not make one.
+fn check_inputs(
+    pool: &Pool,
+    services: &[Service],
+    requests: &[Request],
+    service_of: &[u16],
+) -> Result<(), LlmError> {
+    if services.is_empty() || services.len() > usize::from(u16::MAX) {
+        return invalid(
+            "services",
+            format!("{} services; expected 1 to 65535", services.len()),
+        );
+    }
+    if pool.groups == 0 {
+        return invalid("groups", "the pool needs at least one GPU group".into());
+    }
+    if service_of.len() != requests.len()
+        || service_of.iter().any(|&s| s as usize >= services.len())
+    {
+        return invalid(
+            "requests",
+            "every request needs a service of the run".into(),
+        );
+    }
+    if requests.windows(2).any(|w| w[1].arrival < w[0].arrival) {
+        return invalid("requests", "not sorted by arrival".into());
+    }
+    Ok(())
+}
+
+/// `what` is wrong, as `message` says.
+fn invalid<T>(what: &'static str, message: String) -> Result<T, LlmError> {
+    Err(LlmError::Invalid { what, message })
+}
+
+/// The groups `placement` makes, each service an instance on the groups hosting it,
+/// and the (group, instance) pairs hosting each service.
+#[allow(clippy::type_complexity)]
+fn build_groups(
+    services: &[Service],
+    placement: &[Vec<u16>],
+    demand: &[ServiceDemand],
+    usable: f64,
+    unified: bool,
+) -> Result<(Vec<GroupRt>, Vec<Vec<(u32, usize)>>), LlmError> {
+    let room = |set: &[u16]| kv_bytes_beside(services, usable, set) / usable;
     let mut groups = Vec::with_capacity(placement.len());
     let mut hosts = vec![Vec::new(); services.len()];
     for (g, set) in placement.iter().enumerate() {
@@ -426,6 +503,19 @@ pub fn simulate_pool(
             ),
         );
     }
+    Ok((groups, hosts))
+}
+
+/// The requests as the run tracks them, those that cannot fit every instance of their
+/// service with the watermark free (or are refused) marked so; how many run; and per
+/// service, the longest request accepted, tokens.
+fn requests_to_run(
+    requests: &[Request],
+    service_of: &[u16],
+    refused: &[bool],
+    groups: &[GroupRt],
+    hosts: &[Vec<(u32, usize)>],
+) -> (Vec<Req>, usize, Vec<u64>) {
     let mut reqs: Vec<Req> = requests.iter().map(|&r| Req::new(r)).collect();
     // A request must fit every instance of its service with the watermark free.
     for (i, q) in reqs.iter_mut().enumerate() {
@@ -444,106 +534,57 @@ pub fn simulate_pool(
         }
     }
     let total = reqs.iter().filter(|q| q.phase != Phase::Refused).count();
-    let mut longest = vec![0u64; services.len()];
+    let mut longest = vec![0u64; hosts.len()];
     for (q, &s) in reqs.iter().zip(service_of) {
         if q.phase != Phase::Refused {
             let l = &mut longest[s as usize];
             *l = (*l).max(u64::from(q.req.input) + u64::from(q.req.output));
         }
     }
-    let replan_every = if unified {
-        policy.replan_every().filter(|&e| e > 0)
-    } else {
-        None
-    };
-    let mut sim = Sim {
-        services,
-        service_of,
-        policy,
-        unified,
-        budgets,
-        per_token,
-        mean_out,
-        mean_secs,
-        longest,
-        usable,
-        group_load_bw: pool.load_bw.max(1.0) * f64::from(pool.tp),
-        replan_every,
-        placement: placement.clone(),
-        window: vec![0.0; services.len()],
-        window_start: 0,
-        replans: Vec::new(),
-        model_loads: 0,
-        moved: Vec::new(),
-        groups,
-        hosts,
-        reqs,
-        queue: EventQueue::new(),
-        cands: Vec::new(),
-        views: Vec::new(),
-        out: StepOut::default(),
-        now: 0,
-        done: 0,
-        total,
-        events: 0,
-        series: Vec::new(),
-    };
-    let first = requests.first().map_or(0, |r| r.arrival);
-    sim.now = first;
-    sim.queue.push(first, Ev::Sample);
-    sim.window_start = first;
-    if let Some(every) = replan_every {
-        sim.queue.push(first + every, Ev::Replan);
+    (reqs, total, longest)
+}
+
+impl Serving for Sim<'_> {
+    type Event = Ev;
+    fn queue(&mut self) -> &mut EventQueue<Ev> {
+        &mut self.queue
     }
-    let mut next = 0usize;
-    let mut reported = 0;
-    while sim.done < sim.total {
-        while next < requests.len() && sim.reqs[next].phase == Phase::Refused {
-            next += 1;
-        }
-        let arrival = requests.get(next).map(|r| r.arrival);
-        let event = sim.queue.peek().map(|(t, _)| t);
-        match (arrival, event) {
-            (Some(a), e) if e.is_none_or(|e| a < e) => {
-                sim.now = a;
-                sim.events += 1;
-                sim.arrive(next as u32);
-                next += 1;
-            }
-            (_, Some(_)) => {
-                let Some((t, ev)) = sim.queue.pop_due(Micros::MAX) else {
-                    break;
-                };
-                sim.now = t;
-                sim.events += 1;
-                match ev {
-                    Ev::IterDone(g) => sim.iter_done(g),
-                    Ev::Sample => {
-                        sim.sample();
-                        if sim.done < sim.total {
-                            sim.queue.push(t + SEC, Ev::Sample);
-                        }
-                    }
-                    Ev::Replan => {
-                        sim.replan();
-                        if let (Some(every), true) = (sim.replan_every, sim.done < sim.total) {
-                            sim.queue.push(t + every, Ev::Replan);
-                        }
-                    }
-                    Ev::Ready(g) => sim.ready(g),
+    fn refused(&self, r: usize) -> bool {
+        self.reqs[r].phase == Phase::Refused
+    }
+    fn tick(&mut self, t: Micros) {
+        self.now = t;
+        self.events += 1;
+    }
+    fn arrive(&mut self, r: usize) {
+        self.arrive_at(r as u32);
+    }
+    fn handle(&mut self, ev: Ev) {
+        let t = self.now;
+        match ev {
+            Ev::IterDone(g) => self.iter_done(g),
+            Ev::Sample => {
+                self.sample();
+                if self.done < self.total {
+                    self.queue.push(t + SEC, Ev::Sample);
                 }
             }
-            _ => break,
-        }
-        #[cfg(debug_assertions)]
-        sim.audit();
-        if sim.done >= reported + 4096 {
-            reported = sim.done;
-            progress(sim.done, sim.total);
+            Ev::Replan => {
+                self.replan();
+                if let (Some(every), true) = (self.replan_every, self.done < self.total) {
+                    self.queue.push(t + every, Ev::Replan);
+                }
+            }
+            Ev::Ready(g) => self.ready(g),
         }
     }
-    progress(sim.done, sim.total);
-    Ok(sim.finish(first, placement, demand))
+    fn progress(&self) -> (usize, usize) {
+        (self.done, self.total)
+    }
+    #[cfg(debug_assertions)]
+    fn audit(&self) {
+        self.check();
+    }
 }
 
 impl Sim<'_> {
@@ -557,7 +598,7 @@ impl Sim<'_> {
         }
     }
 
-    fn arrive(&mut self, r: u32) {
+    fn arrive_at(&mut self, r: u32) {
         if self.replan_every.is_some() {
             let s = self.service_of[r as usize] as usize;
             let q = &self.reqs[r as usize].req;
@@ -893,7 +934,7 @@ impl Sim<'_> {
     /// Every instance's blocks add up, and a group's instances together hold no more
     /// than its KV memory.
     #[cfg(debug_assertions)]
-    fn audit(&self) {
+    fn check(&self) {
         for (g, grp) in self.groups.iter().enumerate() {
             for sub in &grp.subs {
                 assert_eq!(

@@ -18,7 +18,8 @@
 //! by the iteration they finish on.
 
 use crate::latency::{Batch, Cost, IterModel};
-use crate::prefix::{PrefixCache, Prefixes};
+use crate::prefix::PrefixCache;
+use crate::workload::Prefixes;
 use crate::workload::{Micros, Request};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};

@@ -8,9 +8,30 @@
 //! lines (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`).
 
 use crate::LlmError;
-pub use crate::prefix::Prefixes;
 use apiary_model::Rng;
 use std::path::Path;
+
+/// The block hashes of a trace's prompts, one run of `hashes` per request
+/// ([`Request::prefix`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prefixes {
+    /// Tokens per hashed block (Mooncake: 512).
+    pub block_tokens: u32,
+    /// Every request's hashes, back to back.
+    pub hashes: Vec<u64>,
+}
+
+impl Prefixes {
+    /// The hashes of `req`'s full prompt blocks (a block cut by clipping or a partial
+    /// last block is never reused).
+    pub fn of(&self, req: &Request) -> &[u64] {
+        let (start, len) = req.prefix;
+        let full = req.input / self.block_tokens.max(1);
+        let start = start as usize;
+        let end = start + len.min(full) as usize;
+        self.hashes.get(start..end).unwrap_or(&[])
+    }
+}
 
 /// Simulated time in microseconds.
 pub type Micros = u64;

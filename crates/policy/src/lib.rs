@@ -26,6 +26,7 @@ pub mod registry;
 pub mod spec;
 pub mod srtf;
 pub mod table;
+pub mod testing;
 pub mod themis;
 pub mod tiresias;
 pub mod vc;

@@ -357,35 +357,16 @@ impl Muri {
     }
 }
 
-impl Policy for Muri {
-    fn spec(&self) -> &'static PolicySpec {
-        if self.know_duration { &MURI_S } else { &MURI_L }
-    }
-
-    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        self.learn(ctx, j);
-        self.active.push(j);
-        Ok(())
-    }
-
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
-        self.active.retain(|&j| ctx.status(j) != Status::Finished);
-        // 1. Priority, stable over the previous pass's order (as the artifact sorts its
-        //    runnable list in place).
-        for i in 0..self.active.len() {
-            let j = self.active[i];
-            self.key[j as usize] = self.sort_val(ctx, j);
-        }
-        let key = std::mem::take(&mut self.key);
-        self.active
-            .sort_by(|a, b| key[*a as usize].total_cmp(&key[*b as usize]));
-        let order = std::mem::take(&mut self.active);
+/// The steps of a pass (the numbers are the artifact's).
+impl Muri {
+    /// 2. Candidates: per GPU count, the jobs in `order`, as many chosen as would fit an
+    ///    emptied cluster in groups of `max_group`; each chosen job a group of its own,
+    ///    and the GPUs they would need.
+    fn candidates(&mut self, ctx: &Ctx<'_>, order: &[JobIdx]) -> (Vec<(u32, Vec<Group>)>, u64) {
         let cluster = ctx.cluster();
-        let total = cluster.total_gpus as u64;
-        // 2. Candidates: per GPU count, the jobs in order; a pointer of chosen ones.
         let mut by_size: Vec<(u32, Vec<JobIdx>, usize)> = Vec::new();
         let mut size_ix: BTreeMap<u32, usize> = BTreeMap::new();
-        for &j in &order {
+        for &j in order {
             let g = ctx.job(j).gpus;
             let i = *size_ix.entry(g).or_insert_with(|| {
                 by_size.push((g, Vec::new(), 0));
@@ -393,7 +374,7 @@ impl Policy for Muri {
             });
             by_size[i].1.push(j);
         }
-        for &j in &order {
+        for &j in order {
             if self.marked[j as usize] {
                 continue;
             }
@@ -410,7 +391,7 @@ impl Policy for Muri {
                 s.2 = up;
             }
         }
-        for &j in &order {
+        for &j in order {
             self.marked[j as usize] = false;
         }
         self.refill.clear();
@@ -429,11 +410,16 @@ impl Policy for Muri {
                     .collect(),
             ));
         }
-        // 3. Grouping.
+        (classes, required)
+    }
+
+    /// 3. Grouping: blossom matching rounds until the chosen jobs fit (or the naive
+    ///    ablation's chunks).
+    fn group(&mut self, classes: &mut [(u32, Vec<Group>)], required: &mut u64, total: u64) {
         if self.blossom {
             for _ in 0..self.max_group {
-                self.round(&mut classes, &mut required, total);
-                if required <= total {
+                self.round(classes, required, total);
+                if *required <= total {
                     break;
                 }
             }
@@ -448,9 +434,9 @@ impl Policy for Muri {
                         gpus: *g,
                     };
                     for &k in &chunk[1..] {
-                        if required > total && head.jobs.len() < self.max_group {
+                        if *required > total && head.jobs.len() < self.max_group {
                             head.jobs.push(k);
-                            required -= *g as u64;
+                            *required -= *g as u64;
                         } else {
                             out.push(Group {
                                 jobs: vec![k],
@@ -463,7 +449,17 @@ impl Policy for Muri {
                 *groups = out;
             }
         }
-        // 4. Auto-unpack, then admission by the best member's priority.
+    }
+
+    /// 4. Auto-unpack, then admission by the best member's priority: the groups that
+    ///    fit an emptied cluster, in that order.
+    fn admit_groups(
+        &mut self,
+        ctx: &Ctx<'_>,
+        classes: Vec<(u32, Vec<Group>)>,
+        key: &[f64],
+    ) -> Vec<Group> {
+        let cluster = ctx.cluster();
         let mut entries: Vec<(f64, Group)> = Vec::new();
         for (_, groups) in classes {
             for grp in groups {
@@ -508,14 +504,12 @@ impl Policy for Muri {
             }
         }
         self.refill.clear();
-        self.key = key;
-        self.active = order;
-        // The artifact leaves its runnable list sorted by GPU count, largest first
-        // (stable), before placing: the next pass's stable sort breaks ties that way.
-        self.active
-            .sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
-        // 5. Run them: a running group that is unchanged keeps its GPUs; anything else
-        //    running stops, and the kept groups start largest first.
+        kept
+    }
+
+    /// 5. Run them: a running group that is unchanged keeps its GPUs; anything else
+    ///    running stops, and the kept groups start largest first.
+    fn run_groups(&mut self, ctx: &mut Ctx<'_>, kept: &[Group]) -> Result<(), PolicyError> {
         let mut intact = vec![false; kept.len()];
         let groups = ctx.groups()?;
         for (gi, grp) in kept.iter().enumerate() {
@@ -539,7 +533,7 @@ impl Policy for Muri {
                 ctx.preempt(j);
             }
         }
-        for grp in &kept {
+        for grp in kept {
             for &j in &grp.jobs {
                 self.marked[j as usize] = false;
             }
@@ -550,8 +544,12 @@ impl Policy for Muri {
             ctx.groups()?
                 .start_group(&kept[gi].jobs, PlacementStrategy::Consolidated);
         }
-        // 6. Speeds: a member runs at its solo iteration time over the group's.
-        for grp in &kept {
+        Ok(())
+    }
+
+    /// 6. Speeds: a member runs at its solo iteration time over the group's.
+    fn set_speeds(&mut self, ctx: &mut Ctx<'_>, kept: &[Group]) -> Result<(), PolicyError> {
+        for grp in kept {
             if ctx.status(grp.jobs[0]) != Status::Running {
                 continue;
             }
@@ -566,5 +564,43 @@ impl Policy for Muri {
             }
         }
         Ok(())
+    }
+}
+
+impl Policy for Muri {
+    fn spec(&self) -> &'static PolicySpec {
+        if self.know_duration { &MURI_S } else { &MURI_L }
+    }
+
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+        self.learn(ctx, j);
+        self.active.push(j);
+        Ok(())
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
+        self.active.retain(|&j| ctx.status(j) != Status::Finished);
+        // 1. Priority, stable over the previous pass's order (as the artifact sorts its
+        //    runnable list in place).
+        for i in 0..self.active.len() {
+            let j = self.active[i];
+            self.key[j as usize] = self.sort_val(ctx, j);
+        }
+        let key = std::mem::take(&mut self.key);
+        self.active
+            .sort_by(|a, b| key[*a as usize].total_cmp(&key[*b as usize]));
+        let order = std::mem::take(&mut self.active);
+        let total = ctx.cluster().total_gpus as u64;
+        let (mut classes, mut required) = self.candidates(ctx, &order);
+        self.group(&mut classes, &mut required, total);
+        let kept = self.admit_groups(ctx, classes, &key);
+        self.key = key;
+        self.active = order;
+        // The artifact leaves its runnable list sorted by GPU count, largest first
+        // (stable), before placing: the next pass's stable sort breaks ties that way.
+        self.active
+            .sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
+        self.run_groups(ctx, &kept)?;
+        self.set_speeds(ctx, &kept)
     }
 }

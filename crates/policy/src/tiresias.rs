@@ -274,6 +274,56 @@ impl Tiresias {
         }
     }
 
+    /// Demotions due now (one queue per event, as the artifact checks once per event).
+    fn demote_due(&mut self, ctx: &Ctx<'_>, now: Time) {
+        while let Some(&(t, j)) = self.demote.first() {
+            if t > now {
+                break;
+            }
+            self.demote.pop_first();
+            self.per[j].demote_at = Time::MAX;
+            if ctx.status(j) != Status::Running {
+                continue;
+            }
+            let l = self.per[j].level as usize;
+            self.remove_from_level(j);
+            self.append(j, (l + 1).min(self.limits.len()));
+        }
+    }
+
+    /// The starvation guard: a pending job that has waited `starvation` times what it
+    /// ran since its last promotion goes back to the top queue.
+    fn promote_starved(&mut self, ctx: &mut Ctx<'_>, now: Time) {
+        let mut promote = Vec::new();
+        for l in 1..self.levels.len() {
+            let lv = &self.levels[l];
+            for &(_, j) in lv.pending.iter().chain(lv.tail.iter()) {
+                let exec = ctx.executed(j) - self.per[j].executed_base;
+                if ctx.status(j) == Status::Pending && exec > 0 {
+                    let waited = self.waited_since_promotion(ctx, j);
+                    // Capped at the longest input time so the wake-up never
+                    // overflows the clock, whatever `starvation` is.
+                    let due = (exec as f64 * self.starvation)
+                        .min(apiary_model::time::MAX_INPUT as f64)
+                        as Time;
+                    if waited >= due {
+                        promote.push(j);
+                    } else {
+                        ctx.wake_at(now + (due - waited));
+                    }
+                }
+            }
+        }
+        for j in promote {
+            self.remove_from_level(j);
+            self.append(j, 0);
+            self.per[j].attained_base = ctx.attained(j);
+            self.per[j].executed_base = ctx.executed(j);
+            let first = ctx.rt(j).first_start.unwrap_or(now);
+            self.per[j].pending_base = (now - first).saturating_sub(ctx.executed(j));
+        }
+    }
+
     fn waited_since_promotion(&self, ctx: &Ctx<'_>, j: JobIdx) -> Time {
         let rt = ctx.rt(j);
         let first = rt.first_start.unwrap_or(ctx.now());
@@ -310,49 +360,9 @@ impl Policy for Tiresias {
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
-        // Demotions due now (one queue per event, as the artifact checks once per event).
-        while let Some(&(t, j)) = self.demote.first() {
-            if t > now {
-                break;
-            }
-            self.demote.pop_first();
-            self.per[j].demote_at = Time::MAX;
-            if ctx.status(j) != Status::Running {
-                continue;
-            }
-            let l = self.per[j].level as usize;
-            self.remove_from_level(j);
-            self.append(j, (l + 1).min(self.limits.len()));
-        }
+        self.demote_due(ctx, now);
         if self.starvation > 0.0 {
-            let mut promote = Vec::new();
-            for l in 1..self.levels.len() {
-                let lv = &self.levels[l];
-                for &(_, j) in lv.pending.iter().chain(lv.tail.iter()) {
-                    let exec = ctx.executed(j) - self.per[j].executed_base;
-                    if ctx.status(j) == Status::Pending && exec > 0 {
-                        let waited = self.waited_since_promotion(ctx, j);
-                        // Capped at the longest input time so the wake-up never
-                        // overflows the clock, whatever `starvation` is.
-                        let due = (exec as f64 * self.starvation)
-                            .min(apiary_model::time::MAX_INPUT as f64)
-                            as Time;
-                        if waited >= due {
-                            promote.push(j);
-                        } else {
-                            ctx.wake_at(now + (due - waited));
-                        }
-                    }
-                }
-            }
-            for j in promote {
-                self.remove_from_level(j);
-                self.append(j, 0);
-                self.per[j].attained_base = ctx.attained(j);
-                self.per[j].executed_base = ctx.executed(j);
-                let first = ctx.rt(j).first_start.unwrap_or(now);
-                self.per[j].pending_base = (now - first).saturating_sub(ctx.executed(j));
-            }
+            self.promote_starved(ctx, now);
         }
 
         if let Some(g) = &self.gittins {

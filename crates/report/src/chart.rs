@@ -3,8 +3,8 @@
 //! in the units a reader thinks in (`1 h`, `3 d`, `40 %`, `12,000`). Drawn by hand so
 //! the bytes depend only on the numbers.
 
-use crate::html::esc;
 use crate::present;
+use crate::text::esc;
 use std::fmt::Write as _;
 
 /// Line colours, distinct from one another (tab10).

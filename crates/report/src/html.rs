@@ -4,17 +4,10 @@
 
 use crate::chart::{self, Chart, Unit};
 use crate::present::{headlines, html_table};
+use crate::text::esc;
 use crate::{Summary, pending_ms};
 use apiary_model::RunOutcome;
 use std::fmt::Write as _;
-
-/// `s` escaped for HTML text and attributes.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// A line chart of `series` (name, points) with plain-number axes; `log_x` plots x on a
 /// log scale. For charts with units and bands, see [`crate::chart`].
@@ -377,20 +370,4 @@ fn vc_charts(runs: &[(Summary, &RunOutcome)]) -> String {
         ));
     }
     o
-}
-
-/// `x` rounded to a whole number with thousands separators: `2,669,900`.
-pub fn thousands(x: f64) -> String {
-    let digits = format!("{:.0}", x.abs());
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if x <= -0.5 {
-        out.push('-');
-    }
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -10,6 +10,7 @@ pub mod chart;
 pub mod html;
 pub mod present;
 pub mod stats;
+pub mod text;
 pub mod vc;
 pub use html::html_report;
 

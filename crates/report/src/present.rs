@@ -5,7 +5,7 @@
 //! report read the same rows, so they agree.
 
 use crate::Summary;
-use crate::html::{esc, thousands};
+use crate::text::{esc, thousands};
 use std::fmt::Write as _;
 
 /// A duration in seconds, in the largest unit that keeps it readable: `45.2 s`,

@@ -5,8 +5,8 @@
 //! sharing anomaly when it waited longer for its first start than it did in the private
 //! run (jobs are matched by position and id; the traces must be the same).
 
-use crate::html::esc;
 use crate::present::duration;
+use crate::text::esc;
 use apiary_model::RunOutcome;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -3,7 +3,8 @@
 //! through the engine over the live service's state machine (`LiveBackend`) and must
 //! show what the file expects, step by step where it lists steps. The simulator's
 //! tests run the same files over the simulated world, so a scenario is one
-//! conformance case for both backends.
+//! conformance case for both backends. The live backend also runs the backend
+//! conformance suite (`apiary_sim::testing::backend_suite`).
 
 use apiary_policy::{Capability, registry};
 use apiary_server::simulated::LiveBackend;
@@ -75,4 +76,20 @@ fn scenario_files_on_the_live_backend() {
         "only {} scenarios ran live: {ran:?}; skipped: {skipped:#?}",
         ran.len()
     );
+}
+
+/// The live service behind simulated agents keeps what every backend keeps
+/// (`apiary_sim::testing::backend_suite`), under every plain policy and every way of
+/// sharing.
+#[test]
+fn the_live_service_conforms_as_a_backend() {
+    for policy in [
+        "fifo", "sjf", "srtf", "srsf", "tiresias", "themis", "gandiva", "quota", "hived", "private",
+    ] {
+        apiary_sim::testing::backend_suite(&format!("live {policy}"), &|c, jobs| {
+            let cfg = apiary_sim::Config::default();
+            LiveBackend::new(c, jobs, policy, &Default::default(), &cfg)
+                .unwrap_or_else(|e| panic!("{policy}: {e}"))
+        });
+    }
 }

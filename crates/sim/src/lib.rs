@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod observe;
 mod overhead;
 pub mod scenario;
+pub mod testing;
 pub mod throughput;
 
 pub use apiary_core::queue::{self, EventQueue};

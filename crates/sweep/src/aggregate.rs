@@ -5,9 +5,10 @@
 use crate::results::Row;
 use crate::spec::Sweep;
 use apiary_report::chart::{self, Chart, Unit};
-use apiary_report::html::{esc, page_head};
+use apiary_report::html::page_head;
 use apiary_report::present::{Kind, compare_ratio, metric_info, show, show_pm};
 use apiary_report::stats::{Estimate, paired_ratio};
+use apiary_report::text::esc;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

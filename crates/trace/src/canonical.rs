@@ -276,7 +276,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
         let get = |k: usize| {
             idx[k]
                 .and_then(|i| r.get(i))
-                .map(crate::fields::trim)
+                .map(crate::split::trim)
                 .filter(|s| !s.is_empty())
         };
         let num = |k: usize| -> Result<Option<f64>, TraceError> {

@@ -2,7 +2,7 @@
 //! field, the header checks, and the limits every format shares.
 
 use crate::TraceError;
-use crate::split::Fields;
+use crate::split::{Fields, trim};
 use apiary_model::{Job, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
@@ -133,21 +133,6 @@ impl RowAt<'_> {
         i.and_then(|i| rec.get(i))
             .map(trim)
             .filter(|s| !s.is_empty())
-    }
-}
-
-/// `s.trim()`, without the Unicode scan when `s` is empty or both its ends are printable
-/// ASCII (which is never whitespace): nearly every field of every row.
-pub(crate) fn trim(s: &str) -> &str {
-    // Empty fields are most fields of the canonical CSV.
-    if s.is_empty() {
-        return s;
-    }
-    let printable = |b: Option<&u8>| b.is_some_and(|&b| b > b' ' && b < 0x7f);
-    if printable(s.as_bytes().first()) && printable(s.as_bytes().last()) {
-        s
-    } else {
-        s.trim()
     }
 }
 
@@ -285,25 +270,6 @@ mod tests {
                     "{s}"
                 );
             }
-        }
-    }
-
-    #[test]
-    fn trim_is_str_trim() {
-        for s in [
-            "",
-            " ",
-            "a",
-            " a",
-            "a ",
-            "\ta\u{a0}",
-            "\u{2003}x",
-            "x\u{85}",
-            "a b",
-            "~",
-            "\u{7f}",
-        ] {
-            assert_eq!(trim(s), s.trim(), "{s:?}");
         }
     }
 }

@@ -11,20 +11,23 @@
 //! keep file order).
 
 mod canonical;
+mod dates;
 pub mod efgen;
 pub mod elasticflow;
 mod fields;
-mod formats;
+mod format;
 mod ids;
 mod open;
+mod parsers;
 pub mod pollux;
+mod read;
 mod rows;
 pub mod speed;
 mod split;
 pub mod synth;
 
 pub use canonical::{write_csv, write_jsonl};
-pub use formats::Format;
+pub use format::Format;
 
 use apiary_model::{CompactString, Job, format_compact};
 use std::path::{Path, PathBuf};
@@ -161,12 +164,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
         });
     }
     if !path.is_dir() {
-        return formats::read(path, opts);
+        return read::read(path, opts);
     }
     let files = dir_files(path)?;
     let mut all: Option<Trace> = None;
     for f in &files {
-        let mut t = formats::read(f, opts)?;
+        let mut t = read::read(f, opts)?;
         let vc = f
             .file_stem()
             .map(|s| CompactString::from(s.to_string_lossy()))

@@ -8,7 +8,8 @@
 //! the others, so the pieces are the plainest way past one core's speed.
 
 use crate::fields::{Parsed, RowAt, check_header};
-use crate::formats::{Format, Parser, make_parser};
+use crate::format::Format;
+use crate::parsers::{Parser, make_parser};
 use crate::split::Fields;
 use crate::{ReadOptions, TraceError};
 use apiary_model::Job;
@@ -380,7 +381,7 @@ fn cut(body: &str, pieces: Pieces, independent: bool) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::read_bytes;
+    use crate::read::read_bytes;
     use apiary_model::rng::Rng;
 
     /// A random file of `format` (ITP raw, whose ids are checked, or Philly, numbered by

@@ -28,10 +28,7 @@ impl<'a> Fields<'a> {
     /// Every field is whitespace (or there are none): a row to pass over, as a blank
     /// line is. Stops at the first field with text, which is nearly always the first.
     pub(crate) fn is_blank(&self) -> bool {
-        (0..self.len()).all(|i| {
-            self.get(i)
-                .is_none_or(|f| crate::fields::trim(f).is_empty())
-        })
+        (0..self.len()).all(|i| self.get(i).is_none_or(|f| trim(f).is_empty()))
     }
 
     /// The fields of a record the CSV reader produced (its text holds the fields back to
@@ -194,9 +191,43 @@ impl Iterator for Boundaries<'_> {
     }
 }
 
+/// `s.trim()`, without the Unicode scan when `s` is empty or both its ends are printable
+/// ASCII (which is never whitespace): nearly every field of every row.
+pub(crate) fn trim(s: &str) -> &str {
+    // Empty fields are most fields of the canonical CSV.
+    if s.is_empty() {
+        return s;
+    }
+    let printable = |b: Option<&u8>| b.is_some_and(|&b| b > b' ' && b < 0x7f);
+    if printable(s.as_bytes().first()) && printable(s.as_bytes().last()) {
+        s
+    } else {
+        s.trim()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trim_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "a",
+            " a",
+            "a ",
+            "\ta\u{a0}",
+            "\u{2003}x",
+            "x\u{85}",
+            "a b",
+            "~",
+            "\u{7f}",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
 
     /// Records as (line, fields).
     type Records = Vec<(u64, Vec<String>)>;

@@ -18,6 +18,7 @@ mod elastic;
 mod gpus;
 mod groups;
 mod guests;
+mod handles;
 mod holds;
 mod hosting;
 mod lookahead;
@@ -31,6 +32,7 @@ pub use elastic::Elastic;
 pub use gpus::Gpus;
 pub use groups::Groups;
 pub use guests::Guests;
+pub use handles::Handles;
 pub use holds::Holds;
 pub use hosting::Hosting;
 pub use lookahead::Lookahead;
@@ -342,69 +344,6 @@ impl<'a> Ctx<'a> {
             self.actions.push(Action::Start(i));
         }
         ok
-    }
-}
-
-/// Shortcuts to open each mechanism by name (`ctx.elastic()?`): each is
-/// [`Ctx::open`] with that mechanism.
-pub trait Handles<'a> {
-    /// [`Gpus`]: start jobs on GPUs the policy picks.
-    fn gpus(&mut self) -> Result<Handle<'_, 'a, Gpus>, PolicyError>;
-    /// [`Groups`]: jobs sharing GPUs.
-    fn groups(&mut self) -> Result<Handle<'_, 'a, Groups>, PolicyError>;
-    /// [`Guests`]: jobs on GPUs they do not hold.
-    fn guests(&mut self) -> Result<Handle<'_, 'a, Guests>, PolicyError>;
-    /// [`Speeds`]: factors on the modelled speed.
-    fn speeds(&mut self) -> Result<Handle<'_, 'a, Speeds>, PolicyError>;
-    /// [`Elastic`]: resizing jobs in place.
-    fn elastic(&mut self) -> Result<Handle<'_, 'a, Elastic>, PolicyError>;
-    /// [`Stalls`]: pauses and work caps.
-    fn stalls(&mut self) -> Result<Handle<'_, 'a, Stalls>, PolicyError>;
-    /// [`Holds`]: plan ends.
-    fn holds(&mut self) -> Result<Handle<'_, 'a, Holds>, PolicyError>;
-    /// [`Admission`]: turning jobs away.
-    fn admission(&mut self) -> Result<Handle<'_, 'a, Admission>, PolicyError>;
-    /// [`Lookahead`]: the jobs to come.
-    fn lookahead(&mut self) -> Result<Handle<'_, 'a, Lookahead>, PolicyError>;
-    /// [`Adaptive`]: what adaptive jobs report.
-    fn adaptive(&mut self) -> Result<Handle<'_, 'a, Adaptive>, PolicyError>;
-    /// [`Hosting`]: other policies inside tenants' shares.
-    fn hosting(&mut self) -> Result<Handle<'_, 'a, Hosting>, PolicyError>;
-}
-
-impl<'a> Handles<'a> for Ctx<'a> {
-    fn gpus(&mut self) -> Result<Handle<'_, 'a, Gpus>, PolicyError> {
-        self.open()
-    }
-    fn groups(&mut self) -> Result<Handle<'_, 'a, Groups>, PolicyError> {
-        self.open()
-    }
-    fn guests(&mut self) -> Result<Handle<'_, 'a, Guests>, PolicyError> {
-        self.open()
-    }
-    fn speeds(&mut self) -> Result<Handle<'_, 'a, Speeds>, PolicyError> {
-        self.open()
-    }
-    fn elastic(&mut self) -> Result<Handle<'_, 'a, Elastic>, PolicyError> {
-        self.open()
-    }
-    fn stalls(&mut self) -> Result<Handle<'_, 'a, Stalls>, PolicyError> {
-        self.open()
-    }
-    fn holds(&mut self) -> Result<Handle<'_, 'a, Holds>, PolicyError> {
-        self.open()
-    }
-    fn admission(&mut self) -> Result<Handle<'_, 'a, Admission>, PolicyError> {
-        self.open()
-    }
-    fn lookahead(&mut self) -> Result<Handle<'_, 'a, Lookahead>, PolicyError> {
-        self.open()
-    }
-    fn adaptive(&mut self) -> Result<Handle<'_, 'a, Adaptive>, PolicyError> {
-        self.open()
-    }
-    fn hosting(&mut self) -> Result<Handle<'_, 'a, Hosting>, PolicyError> {
-        self.open()
     }
 }
 
