@@ -1,14 +1,15 @@
 //! `apiary serve` and the clients (`submit`, `jobs`, `job`, `cancel`, `nodes`, `cordon`,
-//! `uncordon`): the live cluster from the command line. The agent is [`crate::agent`].
+//! `uncordon`): the live cluster from the command line, as flags in and text out over
+//! `apiary-client`. The agent is `apiary-agent`.
 
-use crate::{jobtime, sbatch};
 use anyhow::{Context, Result, bail};
+use apiary_client::submit::{exit_code, exported_env, submit_array, wait_for};
+use apiary_client::{Client, jobtime, sbatch};
 use apiary_server::config::ServerConfig;
 use apiary_server::types::*;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// `apiary serve --config FILE [--init]`.
@@ -115,142 +116,12 @@ impl ClientArgs {
     }
 }
 
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ClientFile {
-    server: Option<String>,
-    token: Option<String>,
-}
-
-fn client_file() -> Result<ClientFile> {
-    let path = match std::env::var_os("APIARY_CONFIG") {
-        Some(p) => PathBuf::from(p),
-        None => match std::env::var_os("HOME") {
-            Some(h) => PathBuf::from(h).join(".config/apiary/client.toml"),
-            None => return Ok(ClientFile::default()),
-        },
-    };
-    match std::fs::read_to_string(&path) {
-        Ok(t) => toml::from_str(&t).with_context(|| format!("reading {}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ClientFile::default()),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
 impl Connection {
     fn client(&self) -> Result<Client> {
-        let file = if self.server.is_none() || self.token.is_none() {
-            client_file()?
-        } else {
-            ClientFile::default()
-        };
-        let server = self
-            .server
-            .clone()
-            .or(file.server)
-            .unwrap_or_else(|| "http://127.0.0.1:8800".into());
-        let token = self.token.clone().or(file.token);
-        Ok(Client::new(&server, Duration::from_secs(30)).with_token(token))
-    }
-}
-
-/// A JSON client that keeps error bodies.
-pub struct Client {
-    base: String,
-    agent: ureq::Agent,
-    token: Option<String>,
-}
-
-impl Client {
-    /// A client of `base` (e.g. `http://127.0.0.1:8800`).
-    pub fn new(base: &str, timeout: Duration) -> Client {
-        let cfg = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .build();
-        Client {
-            base: base.trim_end_matches('/').to_string(),
-            agent: ureq::Agent::new_with_config(cfg),
-            token: None,
-        }
-    }
-
-    /// Sends `Authorization: Bearer TOKEN`.
-    pub fn with_token(mut self, token: Option<String>) -> Client {
-        self.token = token;
-        self
-    }
-
-    fn auth(&self) -> Option<String> {
-        self.token.as_ref().map(|t| format!("Bearer {t}"))
-    }
-
-    fn finish<T: DeserializeOwned>(
-        &self,
-        what: &str,
-        r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<T> {
-        let mut r =
-            r.with_context(|| format!("{what}: cannot reach the server at {}", self.base))?;
-        let status = r.status().as_u16();
-        let text = r.body_mut().read_to_string().unwrap_or_default();
-        if !(200..300).contains(&status) {
-            let msg = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| {
-                    let e = v.get("error")?;
-                    let m = e.get("message")?.as_str()?.to_string();
-                    Some(match e.get("field").and_then(|f| f.as_str()) {
-                        Some(f) => format!("{f}: {m}"),
-                        None => m,
-                    })
-                })
-                .unwrap_or(text);
-            bail!("{what}: {status}: {msg}");
-        }
-        if text.is_empty() {
-            return serde_json::from_str("null").context("empty reply");
-        }
-        serde_json::from_str(&text).with_context(|| format!("{what}: unreadable reply"))
-    }
-
-    /// GET.
-    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        let mut req = self.agent.get(&format!("{}{path}", self.base));
-        if let Some(a) = self.auth() {
-            req = req.header("Authorization", &a);
-        }
-        let r = req.call();
-        self.finish(&format!("GET {path}"), r)
-    }
-
-    /// PUT a JSON body.
-    pub fn put<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
-        self.send("PUT", path, body)
-    }
-
-    /// POST a JSON body.
-    pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
-        self.send("POST", path, body)
-    }
-
-    fn send<B: Serialize, T: DeserializeOwned>(
-        &self,
-        method: &str,
-        path: &str,
-        body: &B,
-    ) -> Result<T> {
-        let url = format!("{}{path}", self.base);
-        let mut req = if method == "PUT" {
-            self.agent.put(&url)
-        } else {
-            self.agent.post(&url)
-        };
-        if let Some(a) = self.auth() {
-            req = req.header("Authorization", &a);
-        }
-        let r = req.send_json(body);
-        self.finish(&format!("{method} {path}"), r)
+        Ok(apiary_client::connect(
+            self.server.as_deref(),
+            self.token.as_deref(),
+        )?)
     }
 }
 
@@ -315,7 +186,10 @@ pub struct Submission {
 
 /// `apiary submit`.
 pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
-    let mut e = exported_env(&s.export, std::env::vars_os())?;
+    let (mut e, unreadable) = exported_env(&s.export, std::env::vars_os())?;
+    if unreadable > 0 {
+        eprintln!("note: {unreadable} variables that are not UTF-8 were not exported");
+    }
     for kv in &s.env {
         let (k, v) = kv
             .split_once('=')
@@ -367,37 +241,8 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
             ids.push(r.id);
         }
         Some(a) => {
-            let base = spec
-                .name
-                .clone()
-                .or_else(|| spec.command.first().cloned())
-                .unwrap_or_default();
-            let mut records = Vec::new();
-            for (pos, &task) in a.tasks.iter().enumerate() {
-                let mut t = spec.clone();
-                t.name = Some(format!("{base}[{task}]"));
-                let env = [
-                    ("APIARY_ARRAY_TASK_ID", task),
-                    ("APIARY_ARRAY_TASK_COUNT", a.tasks.len() as u64),
-                    ("APIARY_ARRAY_TASK_MIN", a.tasks[0]),
-                    ("APIARY_ARRAY_TASK_MAX", a.tasks[a.tasks.len() - 1]),
-                ];
-                for (k, v) in env {
-                    t.env.insert(k.to_string(), v.to_string());
-                }
-                // %K: each task waits for the end of the one K places before it, so at
-                // most K run at once.
-                if let Some(k) = a.at_once
-                    && pos >= k
-                {
-                    t.after_any.push(ids[pos - k]);
-                }
-                let r: JobRecord = client
-                    .post("/v1/jobs", &t)
-                    .with_context(|| format!("submitting task {task} of the array"))?;
-                ids.push(r.id);
-                records.push(r);
-            }
+            let records = submit_array(&client, &spec, a)?;
+            ids.extend(records.iter().map(|r| r.id));
             if !c.machine(&records)? {
                 println!(
                     "Submitted array of {} jobs: {}",
@@ -429,107 +274,6 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Variables the agent sets for each job, never taken from the submitter.
-fn reserved(name: &str) -> bool {
-    name.starts_with("APIARY_") || name == "CUDA_VISIBLE_DEVICES"
-}
-
-/// Variables that name the submitter or their shell, left out of `--export=ALL` (the
-/// agent gives the job its own user's).
-const PERSONAL: &[&str] = &["USER", "LOGNAME", "HOME", "PWD", "OLDPWD", "SHLVL", "_"];
-
-/// The environment a job gets under `--export=SPEC` from the submitter's `vars`.
-fn exported_env(
-    spec: &str,
-    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
-) -> Result<BTreeMap<String, String>> {
-    let mut mine = BTreeMap::new();
-    let mut unreadable = 0usize;
-    for (k, v) in vars {
-        match (k.into_string(), v.into_string()) {
-            (Ok(k), Ok(v)) => {
-                mine.insert(k, v);
-            }
-            _ => unreadable += 1,
-        }
-    }
-    let items: Vec<&str> = spec
-        .split(',')
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .collect();
-    let mut out = BTreeMap::new();
-    if items.contains(&"ALL") {
-        out.extend(
-            mine.iter()
-                .filter(|(k, _)| {
-                    !reserved(k) && !PERSONAL.contains(&k.as_str()) && !k.starts_with("BASH_FUNC_")
-                })
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        if unreadable > 0 {
-            eprintln!("note: {unreadable} variables that are not UTF-8 were not exported");
-        }
-    }
-    for item in items {
-        if item == "ALL" || item == "NONE" {
-            continue;
-        }
-        let (k, v) = match item.split_once('=') {
-            Some((k, v)) => (k, Some(v.to_string())),
-            None => (item, None),
-        };
-        if reserved(k) {
-            bail!("--export {k}: the agent sets {k} for each job; it cannot be exported");
-        }
-        match v.or_else(|| mine.get(k).cloned()) {
-            Some(v) => {
-                out.insert(k.to_string(), v);
-            }
-            None => bail!("--export {k}: {k} is not set here (give {k}=VALUE)"),
-        }
-    }
-    use apiary_server::types::limits;
-    let bytes: usize = out.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if out.len() > limits::ENV_VARS || bytes > limits::ENV_BYTES {
-        bail!(
-            "your environment has {} variables ({} bytes), over the server's limit of {} \
-             variables and {} bytes; submit with --export=NONE or --export=NAME,...",
-            out.len(),
-            bytes,
-            limits::ENV_VARS,
-            limits::ENV_BYTES
-        );
-    }
-    Ok(out)
-}
-
-/// Polls job `id` until it is in a final state, easing off from 0.2 s to 2 s.
-fn wait_for(client: &Client, id: u64) -> Result<JobRecord> {
-    let mut pause = Duration::from_millis(200);
-    loop {
-        let r: JobRecord = client.get(&format!("/v1/jobs/{id}"))?;
-        if r.state.terminal() {
-            return Ok(r);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 3 / 2).min(Duration::from_secs(2));
-    }
-}
-
-/// The exit status `submit --wait` ends with for a finished job.
-fn exit_code(r: &JobRecord) -> i32 {
-    if r.state == JobState::Succeeded {
-        return 0;
-    }
-    r.parts
-        .iter()
-        .filter_map(|p| p.exit)
-        .find(|&c| c != 0)
-        .filter(|c| (1..=255).contains(c))
-        .unwrap_or(1)
 }
 
 /// `apiary jobs` (like squeue).
@@ -902,42 +646,4 @@ pub fn quota(c: &ClientArgs, vc: &str, gpus: u64) -> Result<()> {
         println!("VC {vc}: quota {gpus} GPUs");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::OsString;
-
-    fn vars(v: &[(&str, &str)]) -> impl Iterator<Item = (OsString, OsString)> {
-        v.iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
-
-    #[test]
-    fn export_follows_sbatch_less_what_the_agent_sets() {
-        let here = [
-            ("FOO", "bar"),
-            ("PATH", "/opt/bin"),
-            ("HOME", "/home/me"),
-            ("APIARY_TOKEN", "secret-token"),
-            ("CUDA_VISIBLE_DEVICES", "3"),
-        ];
-        let all = exported_env("ALL", vars(&here)).unwrap();
-        assert_eq!(
-            all.keys().map(String::as_str).collect::<Vec<_>>(),
-            ["FOO", "PATH"]
-        );
-        assert!(exported_env("NONE", vars(&here)).unwrap().is_empty());
-        let some = exported_env("FOO,X=1", vars(&here)).unwrap();
-        assert_eq!(some.len(), 2);
-        assert_eq!(some["X"], "1");
-        let plus = exported_env("ALL,HOME", vars(&here)).unwrap();
-        assert_eq!(plus["HOME"], "/home/me");
-        let e = exported_env("APIARY_TOKEN", vars(&here)).unwrap_err();
-        assert!(e.to_string().contains("cannot be exported"), "{e}");
-        assert!(exported_env("NOPE", vars(&here)).is_err());
-    }
 }

@@ -8,13 +8,11 @@ mod agent;
 mod bench;
 mod comm;
 mod hived;
-mod jobtime;
 mod live;
 mod llm;
 mod llm_input;
 mod llm_pool;
 mod run;
-mod sbatch;
 mod settings;
 mod sweep;
 mod traces;
@@ -352,7 +350,10 @@ fn main() {
         },
         Cmd::Serve { config, init } => live::serve(&config, init),
         Cmd::JobExec { grace_ms, command } => {
-            match agent::procs::job_exec(std::time::Duration::from_millis(grace_ms), &command) {
+            match apiary_agent::procs::job_exec(
+                std::time::Duration::from_millis(grace_ms),
+                &command,
+            ) {
                 Ok(code) => std::process::exit(code),
                 Err(e) => {
                     eprintln!("apiary job-exec: {e:#}");

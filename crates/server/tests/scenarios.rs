@@ -41,12 +41,7 @@ fn not_live(s: &Scenario) -> Option<String> {
 #[test]
 fn scenario_files_on_the_live_backend() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
+    let files = apiary_sim::scenario::files(&dir).unwrap();
     let (mut ran, mut skipped, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();

@@ -95,6 +95,19 @@ pub struct Scenario {
     pub steps: bool,
 }
 
+/// The scenario files (`*.txt`) of `dir`, in name order.
+pub fn files(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.extension().is_some_and(|e| e == "txt") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// Seconds as the scenario files write them, as milliseconds.
 fn secs(v: &str) -> Result<Time, String> {
     apiary_model::time::secs_f64(

@@ -121,7 +121,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         let hs: Vec<_> = (0..clients)
             .map(|_| {
                 s.spawn(|| {
-                    let c = crate::live::Client::new(
+                    let c = apiary_client::Client::new(
                         &format!("http://{addr}"),
                         std::time::Duration::from_secs(10),
                     );

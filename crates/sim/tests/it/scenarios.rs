@@ -12,12 +12,7 @@ use std::path::PathBuf;
 #[test]
 fn scenario_files() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
+    let files = apiary_sim::scenario::files(&dir).unwrap();
     assert!(
         files.len() >= 8,
         "scenario files missing from {}",

@@ -3,7 +3,7 @@
 //! can signal and count every process of the attempt, and that ends the attempt when
 //! the agent that started it dies, since nothing else would.
 
-use anyhow::{Context, Result, bail};
+use crate::AgentError;
 use rustix::process::{Pid, Signal};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -97,7 +97,11 @@ pub struct RunAs {
 }
 
 /// Resolves `USER`, `UID` or `UID:GID` against `passwd` (the text of `/etc/passwd`).
-pub fn resolve_user(spec: &str, passwd: &str) -> Result<RunAs> {
+pub fn resolve_user(spec: &str, passwd: &str) -> Result<RunAs, AgentError> {
+    let bad = |why: &str| AgentError::Flag {
+        flag: format!("--run-as {spec}"),
+        why: why.to_string(),
+    };
     let entries: Vec<Vec<&str>> = passwd
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -114,7 +118,7 @@ pub fn resolve_user(spec: &str, passwd: &str) -> Result<RunAs> {
     };
     if let Some((u, g)) = spec.split_once(':') {
         let (Ok(uid), Ok(gid)) = (u.parse::<u32>(), g.parse::<u32>()) else {
-            bail!("--run-as '{spec}': UID:GID must be two numbers");
+            return Err(bad("UID:GID must be two numbers"));
         };
         let known = entries
             .iter()
@@ -134,38 +138,34 @@ pub fn resolve_user(spec: &str, passwd: &str) -> Result<RunAs> {
             .iter()
             .filter_map(entry)
             .find(|e| e.uid == uid)
-            .with_context(|| {
-                format!("--run-as {spec}: no user with that uid in /etc/passwd (give UID:GID)")
-            });
+            .ok_or_else(|| bad("no user with that uid in /etc/passwd (give UID:GID)"));
     }
     entries
         .iter()
         .filter(|f| f[0] == spec)
         .find_map(entry)
-        .with_context(|| format!("--run-as {spec}: no such user in /etc/passwd"))
+        .ok_or_else(|| bad("no such user in /etc/passwd"))
 }
 
 /// Reads the agent's token from `path` (a file, or `/dev/fd/N` for a descriptor the
 /// agent inherited). A regular file others may read is refused, as ssh refuses a key.
-pub fn read_token(path: &Path) -> Result<String> {
+pub fn read_token(path: &Path) -> Result<String, AgentError> {
     use std::os::unix::fs::PermissionsExt as _;
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("--token-file {}", path.display()))?;
+    let bad = |why: String| AgentError::Flag {
+        flag: format!("--token-file {}", path.display()),
+        why,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
     if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
-        bail!(
-            "--token-file {}: group or others may read it (mode {:o}); chmod 600 it",
-            path.display(),
+        return Err(bad(format!(
+            "group or others may read it (mode {:o}); chmod 600 it",
             meta.permissions().mode() & 0o777
-        );
+        )));
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--token-file {}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let token = text.trim();
     if token.is_empty() || token.contains(char::is_whitespace) {
-        bail!(
-            "--token-file {}: expected one token on one line",
-            path.display()
-        );
+        return Err(bad("expected one token on one line".into()));
     }
     Ok(token.to_string())
 }
@@ -175,26 +175,30 @@ pub fn read_token(path: &Path) -> Result<String> {
 /// to the whole group, reaches the child directly; this process stays to escalate. If
 /// the agent that started it dies, it ends the group itself (SIGTERM, then SIGKILL after
 /// `grace`), so no attempt outlives the agent that the server counts on to report it.
-pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32> {
+pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32, AgentError> {
     use std::os::unix::process::ExitStatusExt as _;
     let Some(program) = command.first() else {
-        bail!("job-exec: no command");
+        return Err(AgentError::NoCommand);
     };
     let agent = std::os::unix::process::parent_id();
     let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("job-exec: runtime")?;
+        .map_err(|_| AgentError::Signals("job-exec"))?;
     rt.block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
         // The handler comes first: a stop that arrives as the job starts must not end
         // this process before it can escalate.
-        let mut term = signal(SignalKind::terminate()).context("job-exec: SIGTERM handler")?;
+        let mut term =
+            signal(SignalKind::terminate()).map_err(|_| AgentError::Signals("job-exec"))?;
         let mut child = std::process::Command::new(program)
             .args(&command[1..])
             .spawn()
-            .with_context(|| format!("starting {program}"))?;
+            .map_err(|source| AgentError::Start {
+                program: program.clone(),
+                source,
+            })?;
         let mut term_at: Option<Instant> = None;
         let mut killed = false;
         loop {
@@ -202,7 +206,7 @@ pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32> {
                 _ = term.recv() => { term_at.get_or_insert_with(Instant::now); }
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
-            if let Some(st) = child.try_wait().context("job-exec: waiting")? {
+            if let Some(st) = child.try_wait().map_err(AgentError::Wait)? {
                 return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
             }
             if term_at.is_none() && std::os::unix::process::parent_id() != agent {

@@ -106,7 +106,7 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
 /// zone (TZ, else /etc/localtime), or in UTC with a `Z` when the zone is unknown.
 pub fn local(unix_ms: u64) -> String {
     let Ok(ts) = jiff::Timestamp::from_millisecond(unix_ms as i64) else {
-        return apiary_model::rfc3339_utc(unix_ms);
+        return apiary_core::time::rfc3339_utc(unix_ms);
     };
     match jiff::tz::TimeZone::try_system() {
         Ok(tz) => ts.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S").to_string(),
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(squeue_time(90_000), "1:30");
         assert_eq!(squeue_time(3_723_000), "1:02:03");
         assert_eq!(squeue_time(90_061_000), "1-01:01:01");
-        assert_eq!(apiary_model::fmt_age(100_000, 40_000), "1m ago");
+        assert_eq!(apiary_core::time::fmt_age(100_000, 40_000), "1m ago");
         assert_eq!(parse_slurm_time("30"), Some(1800.0));
         assert_eq!(parse_slurm_time("1:30"), Some(90.0));
         assert_eq!(parse_slurm_time("2:00:05"), Some(7205.0));

@@ -1,7 +1,29 @@
 //! sbatch's syntaxes for `apiary submit`'s `--dependency` and `--array`, so that
 //! Slurm users type what they know.
 
-use anyhow::{Result, bail};
+/// An option that does not parse, with what sbatch would have wanted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SbatchError {
+    /// One condition of `--dependency`.
+    #[error("--dependency '{cond}': {why}")]
+    Dependency {
+        /// The condition as written.
+        cond: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// `--dependency` names no job.
+    #[error("--dependency is empty: give afterok:ID or afterany:ID")]
+    NoDependency,
+    /// `--array`.
+    #[error("--array '{text}': {why}")]
+    Array {
+        /// The indices as written.
+        text: String,
+        /// What is wrong.
+        why: String,
+    },
+}
 
 /// The most tasks one `--array` may hold.
 pub const MAX_ARRAY_TASKS: usize = 10_000;
@@ -16,31 +38,37 @@ pub struct Dependencies {
 }
 
 /// Parses `afterok:5:6,afterany:7` (sbatch's `,` joins conditions that must all hold).
-pub fn dependencies(text: &str) -> Result<Dependencies> {
+pub fn dependencies(text: &str) -> Result<Dependencies, SbatchError> {
     let mut d = Dependencies::default();
     for cond in text.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let bad = |why: String| SbatchError::Dependency {
+            cond: cond.to_string(),
+            why,
+        };
         let mut it = cond.split(':');
         let kind = it.next().unwrap_or_default();
         let ids: Vec<u64> = it
             .map(|i| {
                 i.trim()
                     .parse::<u64>()
-                    .map_err(|_| anyhow::anyhow!("--dependency '{cond}': '{i}' is not a job id"))
+                    .map_err(|_| bad(format!("'{i}' is not a job id")))
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         if ids.is_empty() {
-            bail!("--dependency '{cond}': give the job ids, as {kind}:ID[:ID...]");
+            return Err(bad(format!("give the job ids, as {kind}:ID[:ID...]")));
         }
         match kind {
             "afterok" => d.after_ok.extend(ids),
             "afterany" => d.after_any.extend(ids),
-            other => bail!(
-                "--dependency '{cond}': '{other}' is not supported (afterok and afterany are)"
-            ),
+            other => {
+                return Err(bad(format!(
+                    "'{other}' is not supported (afterok and afterany are)"
+                )));
+            }
         }
     }
     if d.after_ok.is_empty() && d.after_any.is_empty() {
-        bail!("--dependency is empty: give afterok:ID or afterany:ID");
+        return Err(SbatchError::NoDependency);
     }
     Ok(d)
 }
@@ -56,8 +84,11 @@ pub struct Array {
 
 /// Parses sbatch's `--array`: `0-99`, `1,3,5`, `0-15:4` (every 4th), each with an
 /// optional `%K`.
-pub fn array(text: &str) -> Result<Array> {
-    let bad = |why: &str| anyhow::anyhow!("--array '{text}': {why}");
+pub fn array(text: &str) -> Result<Array, SbatchError> {
+    let bad = |why: &str| SbatchError::Array {
+        text: text.to_string(),
+        why: why.to_string(),
+    };
     let (list, at_once) = match text.split_once('%') {
         Some((l, k)) => {
             let k: usize = k
@@ -73,7 +104,7 @@ pub fn array(text: &str) -> Result<Array> {
     };
     let mut tasks = Vec::new();
     for item in list.split(',').map(str::trim) {
-        let num = |s: &str| -> Result<u64> {
+        let num = |s: &str| -> Result<u64, SbatchError> {
             s.trim()
                 .parse()
                 .map_err(|_| bad(&format!("'{s}' is not a task index")))

@@ -1,4 +1,4 @@
-//! `apiary agent`: a node's agent. It heartbeats, runs the attempts the server assigns
+//! A node's agent (`apiary agent`). It heartbeats, runs the attempts the server assigns
 //! (each under `apiary job-exec`, leading its own process group, in a scrubbed
 //! environment, as an unprivileged user when told), and reports their exits once every
 //! process of the attempt is gone.
@@ -13,12 +13,14 @@
 //! - the agent keeps its jobs through a server outage, and stops an attempt when the
 //!   server's reply says it is no longer assigned here (the server gave it away).
 
+mod error;
 pub mod procs;
 pub mod records;
 mod stream;
 
-use crate::live::Client;
-use anyhow::{Context, Result, bail};
+pub use error::AgentError;
+
+use apiary_client::Client;
 use apiary_server::types::*;
 use procs::{RunAs, group_alive, signal_group};
 use records::{AttemptRecord, Records};
@@ -84,13 +86,13 @@ fn detect_gpus() -> Option<u32> {
 }
 
 /// Set when SIGTERM or SIGINT arrives.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
+fn stop_flag() -> Result<Arc<AtomicBool>, AgentError> {
     let flag = Arc::new(AtomicBool::new(false));
     let set = flag.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("agent: signal runtime")?;
+        .map_err(|_| AgentError::Signals("agent"))?;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         rt.block_on(async move {
@@ -112,20 +114,17 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     });
     match ready_rx.recv() {
         Ok(true) => Ok(flag),
-        _ => bail!("agent: cannot install the SIGTERM handler"),
+        _ => Err(AgentError::Signals("agent")),
     }
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
-pub fn agent(o: AgentOptions) -> Result<()> {
-    let gpus = match o.gpus.or_else(detect_gpus) {
-        Some(g) => g,
-        None => bail!("no GPUs found (nvidia-smi absent or failing): declare them with --gpus N"),
-    };
-    std::fs::create_dir_all(&o.logs).with_context(|| format!("creating {}", o.logs.display()))?;
+pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
+    let gpus = o.gpus.or_else(detect_gpus).ok_or(AgentError::NoGpus)?;
+    std::fs::create_dir_all(&o.logs).map_err(AgentError::io("creating", &o.logs))?;
     let records = Records::open(&o.state)?;
     let stop = stop_flag()?;
-    let exe = std::env::current_exe().context("finding the apiary binary for job-exec")?;
+    let exe = std::env::current_exe().map_err(AgentError::Exe)?;
     let client = Client::new(&o.server, Duration::from_secs(2)).with_token(o.token.clone());
     let mut grace = Duration::from_secs(10);
     eprintln!(
@@ -139,25 +138,7 @@ pub fn agent(o: AgentOptions) -> Result<()> {
             u.uid, u.gid
         ))
     );
-    // What a previous incarnation left: end it before the server hears from this one.
-    for a in records.attempts()? {
-        let ours =
-            procs::stat(&a.pgid.to_string()).is_none_or(|s| s.start == a.start || s.pgrp != a.pgid);
-        if ours && group_alive(a.pgid) {
-            eprintln!(
-                "apiary agent: ending job {} attempt {} (group {}) left by a previous agent",
-                a.job, a.attempt, a.pgid
-            );
-            procs::end_group(a.pgid, grace, grace + Duration::from_secs(30));
-        }
-        records.exited(&Exit {
-            job: a.job,
-            attempt: a.attempt,
-            code: -1,
-            lost: true,
-            output_tail: tail(&log_path(&o.logs, a.job, a.attempt)),
-        })?;
-    }
+    end_leftovers(&records, &o.logs, grace)?;
     let mut exited: Vec<Exit> = records.exits()?;
     let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
     let mut interval = Duration::from_secs(2);
@@ -197,7 +178,7 @@ pub fn agent(o: AgentOptions) -> Result<()> {
         {
             if let Err(e) = &sent {
                 eprintln!(
-                    "apiary agent: could not tell the server ({e:#}); the exits stay in {} for the next start",
+                    "apiary agent: could not tell the server ({e}); the exits stay in {} for the next start",
                     o.state.display()
                 );
             }
@@ -227,62 +208,21 @@ pub fn agent(o: AgentOptions) -> Result<()> {
                     }
                 }
                 if !shutting_down {
-                    for l in reply.start {
-                        let key = AttemptRef {
-                            job: l.job,
-                            attempt: l.attempt,
-                        };
-                        // Never two attempts of one job at once: a later attempt waits
-                        // until the earlier one's processes are gone (the server sends
-                        // it again with every reply).
-                        if running.keys().any(|k| k.job == l.job) {
-                            continue;
-                        }
-                        match launch(&o, &exe, &l, grace) {
-                            Ok(child) => {
-                                let pgid = child.id() as i32;
-                                let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
-                                records.started(&AttemptRecord {
-                                    job: l.job,
-                                    attempt: l.attempt,
-                                    pgid,
-                                    start,
-                                })?;
-                                running.insert(
-                                    key,
-                                    Running {
-                                        child: Some(child),
-                                        pgid,
-                                        code: None,
-                                        term_at: None,
-                                        killed: false,
-                                        lost: false,
-                                    },
-                                );
-                            }
-                            Err(e) => {
-                                eprintln!(
-                                    "apiary agent: job {} attempt {}: {e:#}",
-                                    l.job, l.attempt
-                                );
-                                let e = Exit {
-                                    job: l.job,
-                                    attempt: l.attempt,
-                                    code: 127,
-                                    lost: false,
-                                    output_tail: format!("apiary agent: {e:#}"),
-                                };
-                                records.exited(&e)?;
-                                exited.push(e);
-                            }
-                        }
-                    }
+                    start_assigned(
+                        &o,
+                        &exe,
+                        reply.start,
+                        grace,
+                        &records,
+                        &mut running,
+                        &mut exited,
+                    )?;
                 }
             }
             // The jobs keep running through a server outage: nothing is given away
             // while the server cannot hear, and when it can again its reply says what
             // to stop.
-            Err(e) => eprintln!("apiary agent: {e:#}"),
+            Err(e) => eprintln!("apiary agent: {e}"),
         }
         let nap = if shutting_down {
             Duration::from_millis(50)
@@ -293,6 +233,91 @@ pub fn agent(o: AgentOptions) -> Result<()> {
     }
 }
 
+/// Ends what a previous incarnation of the agent left, before the server hears from
+/// this one, recording each attempt as lost.
+fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), AgentError> {
+    for a in records.attempts()? {
+        let ours =
+            procs::stat(&a.pgid.to_string()).is_none_or(|s| s.start == a.start || s.pgrp != a.pgid);
+        if ours && group_alive(a.pgid) {
+            eprintln!(
+                "apiary agent: ending job {} attempt {} (group {}) left by a previous agent",
+                a.job, a.attempt, a.pgid
+            );
+            procs::end_group(a.pgid, grace, grace + Duration::from_secs(30));
+        }
+        records.exited(&Exit {
+            job: a.job,
+            attempt: a.attempt,
+            code: -1,
+            lost: true,
+            output_tail: tail(&log_path(logs, a.job, a.attempt)),
+        })?;
+    }
+    Ok(())
+}
+
+/// Starts the attempts the server assigned here that may start now, recording each, or
+/// its exit when it could not start.
+fn start_assigned(
+    o: &AgentOptions,
+    exe: &Path,
+    start: Vec<Launch>,
+    grace: Duration,
+    records: &Records,
+    running: &mut BTreeMap<AttemptRef, Running>,
+    exited: &mut Vec<Exit>,
+) -> Result<(), AgentError> {
+    for l in start {
+        let key = AttemptRef {
+            job: l.job,
+            attempt: l.attempt,
+        };
+        // Never two attempts of one job at once: a later attempt waits
+        // until the earlier one's processes are gone (the server sends
+        // it again with every reply).
+        if running.keys().any(|k| k.job == l.job) {
+            continue;
+        }
+        match launch(o, exe, &l, grace) {
+            Ok(child) => {
+                let pgid = child.id() as i32;
+                let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
+                records.started(&AttemptRecord {
+                    job: l.job,
+                    attempt: l.attempt,
+                    pgid,
+                    start,
+                })?;
+                running.insert(
+                    key,
+                    Running {
+                        child: Some(child),
+                        pgid,
+                        code: None,
+                        term_at: None,
+                        killed: false,
+                        lost: false,
+                    },
+                );
+            }
+            Err(e) => {
+                eprintln!("apiary agent: job {} attempt {}: {e}", l.job, l.attempt);
+                let e = Exit {
+                    job: l.job,
+                    attempt: l.attempt,
+                    code: 127,
+                    lost: false,
+                    output_tail: format!("apiary agent: {e}"),
+                };
+                records.exited(&e)?;
+                exited.push(e);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reaps supervisors, ends what their groups left, escalates stops past the grace
 /// period, and records the exits of attempts whose groups are empty.
 fn reap(
@@ -301,7 +326,7 @@ fn reap(
     logs: &Path,
     records: &Records,
     exited: &mut Vec<Exit>,
-) -> Result<()> {
+) -> Result<(), AgentError> {
     let mut done = Vec::new();
     for (a, r) in running.iter_mut() {
         if let Some(c) = &mut r.child
@@ -394,10 +419,11 @@ pub fn job_env(
     env
 }
 
-fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<Child> {
+fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<Child, AgentError> {
     use std::os::unix::process::CommandExt as _;
     let out = log_path(&o.logs, l.job, l.attempt);
-    let f = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    let f = std::fs::File::create(&out).map_err(AgentError::io("creating", &out))?;
+    let f2 = f.try_clone().map_err(AgentError::io("opening", &out))?;
     let pass: Vec<(String, String)> = o
         .pass_env
         .iter()
@@ -412,7 +438,7 @@ fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<C
         .env_clear()
         .envs(job_env(l, o.run_as.as_ref(), &pass))
         .stdin(Stdio::null())
-        .stdout(f.try_clone()?)
+        .stdout(f2)
         .stderr(f)
         // The supervisor leads a new group: the attempt's processes are found and
         // signalled by it, whatever they fork.
@@ -423,8 +449,10 @@ fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<C
     if let Some(d) = &l.workdir {
         cmd.current_dir(d);
     }
-    cmd.spawn()
-        .with_context(|| format!("starting {}", l.command.first().map_or("", String::as_str)))
+    cmd.spawn().map_err(|source| AgentError::Start {
+        program: l.command.first().cloned().unwrap_or_default(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -470,92 +498,4 @@ mod tests {
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,2");
         assert_eq!(env["HOME"], "/home/train");
     }
-}
-
-/// `apiary agent`'s flags.
-#[derive(clap::Args, Debug)]
-pub(crate) struct AgentArgs {
-    /// Server URL.
-    #[arg(long, env = "APIARY_SERVER", default_value = "http://127.0.0.1:8800")]
-    pub server: String,
-    /// File holding the agent token, mode 600 (or APIARY_TOKEN_FILE); `/dev/fd/N`
-    /// reads an inherited descriptor. Never on the command line, where every
-    /// process of the machine can read it.
-    #[arg(long, env = "APIARY_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-    /// This node's name in the server config (default: the host name).
-    #[arg(long)]
-    pub node: Option<String>,
-    /// GPUs to declare (default: nvidia-smi's count).
-    #[arg(long)]
-    pub gpus: Option<u32>,
-    /// Directory for job output files (<job>-<attempt>.out).
-    #[arg(long, default_value = "apiary-logs")]
-    pub logs: PathBuf,
-    /// Directory of the agent's durable records (default: LOGS/.agent).
-    #[arg(long)]
-    pub state: Option<PathBuf>,
-    /// Run jobs as this user: a name, a uid, or UID:GID (the agent must be root).
-    #[arg(long)]
-    pub run_as: Option<String>,
-    /// Let jobs run as root when the agent is root and no --run-as is given.
-    #[arg(long)]
-    pub allow_root_jobs: bool,
-    /// Pass this variable of the agent's environment on to jobs (repeatable); jobs
-    /// get no other variable of the agent's.
-    #[arg(long = "pass-env", value_name = "NAME")]
-    pub pass_env: Vec<String>,
-}
-
-/// `apiary agent`: reads the token file, resolves the jobs' user, refuses root jobs
-/// unless allowed, and runs the agent.
-pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
-    let AgentArgs {
-        server,
-        token_file,
-        node,
-        gpus,
-        logs,
-        state,
-        run_as,
-        allow_root_jobs,
-        pass_env,
-    } = a;
-    let node = node
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_default();
-    let token = token_file.as_deref().map(procs::read_token).transpose()?;
-    let run_as = match run_as {
-        Some(u) => {
-            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-            Some(procs::resolve_user(&u, &passwd)?)
-        }
-        None => None,
-    };
-    let root = rustix::process::getuid().is_root();
-    if run_as.is_some() && !root {
-        anyhow::bail!("--run-as needs the agent to run as root");
-    }
-    if root && run_as.as_ref().is_none_or(|u| u.uid == 0) && !allow_root_jobs {
-        anyhow::bail!(
-            "the agent runs as root, so its jobs would too: give --run-as USER \
-             (an unprivileged user), or --allow-root-jobs to run them as root anyway"
-        );
-    }
-    let state = state.unwrap_or_else(|| logs.join(".agent"));
-    agent(AgentOptions {
-        server,
-        token,
-        node,
-        gpus,
-        logs,
-        state,
-        run_as,
-        pass_env,
-    })
 }

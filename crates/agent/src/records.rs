@@ -3,7 +3,7 @@
 //! every exit the server has not acknowledged (so that none is lost with the agent).
 //! Each record is one small JSON file, written to a temporary name, synced and renamed.
 
-use anyhow::{Context, Result};
+use crate::AgentError;
 use apiary_server::types::Exit;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
@@ -35,46 +35,46 @@ fn name(job: u64, attempt: u32) -> String {
 
 impl Records {
     /// Opens (creating) the state directory, readable by the agent's user only.
-    pub fn open(dir: &Path) -> Result<Records> {
+    pub fn open(dir: &Path) -> Result<Records, AgentError> {
         use std::os::unix::fs::PermissionsExt as _;
         for sub in ["attempts", "exits"] {
             std::fs::create_dir_all(dir.join(sub))
-                .with_context(|| format!("creating {}", dir.join(sub).display()))?;
+                .map_err(AgentError::io("creating", dir.join(sub)))?;
         }
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("restricting {}", dir.display()))?;
+            .map_err(AgentError::io("restricting", dir))?;
         Ok(Records {
             dir: dir.to_path_buf(),
         })
     }
 
-    fn write(&self, sub: &str, file: &str, body: &[u8]) -> Result<()> {
+    fn write(&self, sub: &str, file: &str, body: &[u8]) -> Result<(), AgentError> {
         let d = self.dir.join(sub);
         let tmp = d.join(format!(".{file}.tmp"));
         let path = d.join(file);
-        let err = || format!("writing {}", path.display());
-        let mut f = std::fs::File::create(&tmp).with_context(err)?;
-        f.write_all(body).with_context(err)?;
-        f.sync_all().with_context(err)?;
-        std::fs::rename(&tmp, &path).with_context(err)?;
-        std::fs::File::open(&d)
-            .and_then(|d| d.sync_all())
-            .with_context(err)
+        let written = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&d).and_then(|d| d.sync_all())
+        })();
+        written.map_err(AgentError::io("writing", path))
     }
 
-    fn remove(&self, sub: &str, file: &str) -> Result<()> {
+    fn remove(&self, sub: &str, file: &str) -> Result<(), AgentError> {
         let path = self.dir.join(sub).join(file);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+            Err(e) => Err(AgentError::io("removing", path)(e)),
         }
     }
 
-    fn read_all<T: serde::de::DeserializeOwned>(&self, sub: &str) -> Result<Vec<T>> {
+    fn read_all<T: serde::de::DeserializeOwned>(&self, sub: &str) -> Result<Vec<T>, AgentError> {
         let d = self.dir.join(sub);
         let mut names: Vec<PathBuf> = std::fs::read_dir(&d)
-            .with_context(|| format!("reading {}", d.display()))?
+            .map_err(AgentError::io("reading", &d))?
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -83,36 +83,38 @@ impl Records {
         names
             .iter()
             .map(|p| {
-                let text = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-                serde_json::from_slice(&text)
-                    .with_context(|| format!("{}: not an agent record", p.display()))
+                let text = std::fs::read(p).map_err(AgentError::io("reading", p))?;
+                serde_json::from_slice(&text).map_err(|source| AgentError::Record {
+                    path: p.clone(),
+                    source,
+                })
             })
             .collect()
     }
 
     /// Records a started attempt.
-    pub fn started(&self, r: &AttemptRecord) -> Result<()> {
+    pub fn started(&self, r: &AttemptRecord) -> Result<(), AgentError> {
         self.write("attempts", &name(r.job, r.attempt), &serde_json::to_vec(r)?)
     }
 
     /// Records an attempt's exit (durable before the attempt's record goes).
-    pub fn exited(&self, e: &Exit) -> Result<()> {
+    pub fn exited(&self, e: &Exit) -> Result<(), AgentError> {
         self.write("exits", &name(e.job, e.attempt), &serde_json::to_vec(e)?)?;
         self.remove("attempts", &name(e.job, e.attempt))
     }
 
     /// Forgets an exit the server acknowledged.
-    pub fn acked(&self, job: u64, attempt: u32) -> Result<()> {
+    pub fn acked(&self, job: u64, attempt: u32) -> Result<(), AgentError> {
         self.remove("exits", &name(job, attempt))
     }
 
     /// Attempts started and not known to have ended.
-    pub fn attempts(&self) -> Result<Vec<AttemptRecord>> {
+    pub fn attempts(&self) -> Result<Vec<AttemptRecord>, AgentError> {
         self.read_all("attempts")
     }
 
     /// Exits not yet acknowledged.
-    pub fn exits(&self) -> Result<Vec<Exit>> {
+    pub fn exits(&self) -> Result<Vec<Exit>, AgentError> {
         self.read_all("exits")
     }
 }
