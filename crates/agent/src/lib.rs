@@ -20,8 +20,8 @@ mod stream;
 
 pub use error::AgentError;
 
+use apiary_api::*;
 use apiary_client::Client;
-use apiary_server::types::*;
 use procs::{RunAs, group_alive, signal_group};
 use records::{AttemptRecord, Records};
 use rustix::process::Signal;

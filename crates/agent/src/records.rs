@@ -4,7 +4,7 @@
 //! Each record is one small JSON file, written to a temporary name, synced and renamed.
 
 use crate::AgentError;
-use apiary_server::types::Exit;
+use apiary_api::Exit;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,7 @@
 //! chunks are read again and sent with the next one. An attempt that ended keeps
 //! streaming until its last chunk, marked `eof`, has gone.
 
-use apiary_server::types::{
-    AttemptRef, Exit, OUTPUT_CHUNK_BYTES, OUTPUT_HEARTBEAT_BYTES, OutputChunk,
-};
+use apiary_api::{AttemptRef, Exit, OUTPUT_CHUNK_BYTES, OUTPUT_HEARTBEAT_BYTES, OutputChunk};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;

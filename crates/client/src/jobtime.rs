@@ -3,7 +3,7 @@
 //! EXIT its exit code or how it was stopped; history times are local date-times with
 //! their age, as people read a log.
 
-use apiary_server::types::{JobRecord, JobState};
+use apiary_api::{JobRecord, JobState};
 
 /// Events that leave a job running (`started`: a node reported its process up).
 fn keeps_running(event: &str) -> bool {
@@ -117,7 +117,7 @@ pub fn local(unix_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apiary_server::types::{JobSpec, Part, RestartPolicy, Transition};
+    use apiary_api::{JobSpec, Part, RestartPolicy, Transition};
 
     fn record(state: JobState, events: &[(u64, &str)], exits: &[Option<i32>]) -> JobRecord {
         JobRecord {

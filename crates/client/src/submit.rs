@@ -4,7 +4,7 @@
 
 use crate::client::{Client, ClientError};
 use crate::sbatch::Array;
-use apiary_server::types::{JobRecord, JobSpec, JobState, limits};
+use apiary_api::{JobRecord, JobSpec, JobState, limits};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Duration;

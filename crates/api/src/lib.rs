@@ -1,0 +1,405 @@
+//! The wire and record shapes of the live API: what clients submit, what the server
+//! stores and returns, and the agent protocol. Stored records carry a `schema_version`.
+//!
+//! It is a crate of its own, on serde alone, so that the clients and the node agent
+//! speak the API without the server's runtime, HTTP stack and store.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the stored records' shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What to do when a job's attempt ends badly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartPolicy {
+    /// Run again after a non-zero exit.
+    #[serde(default)]
+    pub on_failure: bool,
+    /// Run again when a node of the job is lost (missed heartbeats).
+    #[serde(default = "yes")]
+    pub on_node_loss: bool,
+    /// Attempts after the first, at most.
+    #[serde(default = "three")]
+    pub max_restarts: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn three() -> u32 {
+    3
+}
+
+impl Default for RestartPolicy {
+    fn default() -> RestartPolicy {
+        RestartPolicy {
+            on_failure: false,
+            on_node_loss: true,
+            max_restarts: 3,
+        }
+    }
+}
+
+/// A job as submitted (`POST /v1/jobs`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// A name for people; defaults to the command's first word.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// GPUs, all at once.
+    pub gpus: u32,
+    /// Required GPU model, if any.
+    #[serde(default)]
+    pub gpu_type: Option<String>,
+    /// Virtual cluster (tenant); `default` when absent.
+    #[serde(default)]
+    pub vc: Option<String>,
+    /// Larger is more important.
+    #[serde(default)]
+    pub priority: i32,
+    /// Program and arguments, run without a shell on every node of the placement.
+    pub command: Vec<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory on the node.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// The user's estimate of the run time, seconds (SJF orders by it).
+    #[serde(default)]
+    pub estimated_duration_s: Option<f64>,
+    /// When the job should be done, unix seconds (kept for deadline-aware policies).
+    #[serde(default)]
+    pub deadline_unix_s: Option<u64>,
+    /// Restarts.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// Longest an attempt may run, seconds (sbatch's `--time`): past it the attempt is
+    /// stopped and the job fails with a `timeout` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<f64>,
+    /// Jobs that must succeed before this one starts (sbatch's
+    /// `--dependency=afterok:ID:ID`); if one of them fails or is cancelled, this job is
+    /// cancelled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_ok: Vec<u64>,
+    /// Jobs that must have ended, however, before this one starts (sbatch's
+    /// `--dependency=afterany:ID`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_any: Vec<u64>,
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for GPUs.
+    Queued,
+    /// Assigned GPUs; its agents run it.
+    Running,
+    /// Every process exited 0.
+    Succeeded,
+    /// It failed and will not run again.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job is over.
+    pub fn terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One entry of a job's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Unix time, ms.
+    pub at_ms: u64,
+    /// What happened: `queued`, `running`, `preempted`, `requeued`, `succeeded`,
+    /// `failed`, `cancelled`.
+    pub event: String,
+    /// Why, or where.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// The GPUs of one node that an attempt uses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// Node name.
+    pub node: String,
+    /// GPU indices on the node.
+    pub gpus: Vec<u32>,
+    /// Exit code once this part's process ended (`-1`: killed by a signal or lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    /// The end of its output (stdout and stderr), as its agent reported it on exit.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
+}
+
+/// Longest output tail an agent sends and the server keeps per part, bytes.
+pub const OUTPUT_TAIL_BYTES: usize = 16 << 10;
+
+/// Size limits of a submission's fields (a larger field gets a 413 naming it), so that
+/// no tenant can grow the store, the server's memory or the dashboard without bound.
+pub mod limits {
+    /// `name`, bytes.
+    pub const NAME_BYTES: usize = 256;
+    /// `vc` and `gpu_type`, bytes.
+    pub const LABEL_BYTES: usize = 64;
+    /// Arguments in `command`.
+    pub const COMMAND_ARGS: usize = 4096;
+    /// `command`, all arguments together, bytes.
+    pub const COMMAND_BYTES: usize = 128 << 10;
+    /// Variables in `env`.
+    pub const ENV_VARS: usize = 1024;
+    /// `env`, keys and values together, bytes.
+    pub const ENV_BYTES: usize = 128 << 10;
+    /// `workdir`, bytes.
+    pub const WORKDIR_BYTES: usize = 4096;
+}
+
+/// A job as stored and returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Record shape version.
+    pub schema_version: u32,
+    /// Server-assigned id.
+    pub id: u64,
+    /// As submitted.
+    pub spec: JobSpec,
+    /// Its VC.
+    pub vc: String,
+    /// Current state.
+    pub state: JobState,
+    /// Submission time, unix ms.
+    pub submitted_ms: u64,
+    /// Attempts started so far (the current one when running).
+    pub attempt: u32,
+    /// The current (or last) attempt's GPUs.
+    #[serde(default)]
+    pub parts: Vec<Part>,
+    /// Everything that happened, oldest first.
+    pub history: Vec<Transition>,
+    /// Processes of earlier attempts asked to stop and not yet confirmed ended: their
+    /// GPUs stay held and the job does not start again until they are gone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopping: Vec<StoppingPart>,
+    /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
+    /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
+    /// stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A process asked to stop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppingPart {
+    /// Its attempt.
+    pub attempt: u32,
+    /// Node name.
+    pub node: String,
+    /// GPU indices it holds.
+    pub gpus: Vec<u32>,
+}
+
+/// A node's administrative and observed state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeHealth {
+    /// No agent heard from since the server started.
+    Unknown,
+    /// Heartbeats arrive.
+    Up,
+    /// Heartbeats stopped.
+    Down,
+}
+
+/// A node as returned by `GET /v1/nodes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// Name.
+    pub name: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// GPU model.
+    pub gpu_type: String,
+    /// Observed health.
+    pub health: NodeHealth,
+    /// No new jobs (set by an admin).
+    pub cordoned: bool,
+    /// GPUs free for new jobs.
+    pub free_gpus: u32,
+    /// Jobs with a part here.
+    pub jobs: Vec<u64>,
+    /// Last heartbeat, unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_ms: Option<u64>,
+}
+
+/// An attempt's identity on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AttemptRef {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+}
+
+/// A finished process, reported by its agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Exit code, `-1` when killed by a signal.
+    pub code: i32,
+    /// The agent killed it because it lost contact with the server (not the job's
+    /// fault: the job is retried as after a lost node).
+    #[serde(default)]
+    pub lost: bool,
+    /// The last [`OUTPUT_TAIL_BYTES`] of its output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
+}
+
+/// `POST /v1/agents/heartbeat`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The node this agent runs on (a node of the server's config).
+    pub node: String,
+    /// GPUs it found or declares.
+    pub gpus: u32,
+    /// Processes it runs now.
+    #[serde(default)]
+    pub running: Vec<AttemptRef>,
+    /// Processes that ended since the server last acknowledged them.
+    #[serde(default)]
+    pub exited: Vec<Exit>,
+    /// The agent is stopping (SIGTERM): its jobs were stopped and are in `exited`; the
+    /// node takes no new jobs until its agent heartbeats again without this.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shutting_down: bool,
+    /// New output of its processes since the server last took it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<OutputChunk>,
+}
+
+/// Output an attempt's process wrote since the agent last sent it: bytes `offset` to
+/// `offset + raw_len` of its output file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Where in the output file it starts, bytes.
+    pub offset: u64,
+    /// Its length in the file, bytes (the text may differ where bytes were not UTF-8).
+    pub raw_len: u64,
+    /// The text.
+    pub data: String,
+    /// The process has ended and this is the end of its output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eof: bool,
+}
+
+/// Most bytes of one chunk, and of all chunks in one heartbeat.
+pub const OUTPUT_CHUNK_BYTES: usize = 16 << 10;
+/// Most bytes of output in one heartbeat.
+pub const OUTPUT_HEARTBEAT_BYTES: usize = 64 << 10;
+/// Most bytes of a running part's output the server keeps for `logs -f`.
+pub const OUTPUT_LIVE_BYTES: usize = 64 << 10;
+
+/// The output of one part of a job's current attempt, as `GET /v1/jobs/{id}/output`
+/// gives it: the last [`OUTPUT_LIVE_BYTES`] the server holds, from position `start` of
+/// the stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartOutput {
+    /// Node name.
+    pub node: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Position of `data`'s first byte in the part's output text.
+    pub start: u64,
+    /// The text held.
+    pub data: String,
+    /// The process ended and all of its output is here.
+    pub eof: bool,
+}
+
+/// What the agent must do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Attempts to start here.
+    pub start: Vec<Launch>,
+    /// Attempts to stop (SIGTERM, then SIGKILL after the grace period).
+    pub stop: Vec<AttemptRef>,
+    /// Exits the server has recorded (forget them).
+    pub acked: Vec<AttemptRef>,
+    /// Seconds until the next heartbeat.
+    pub interval_s: f64,
+    /// Seconds of grace between SIGTERM and SIGKILL.
+    pub grace_s: f64,
+    /// Seconds without a heartbeat after which the server declares the node down and,
+    /// a grace period later, runs its jobs elsewhere: the agent stops its processes
+    /// before that.
+    pub node_timeout_s: f64,
+}
+
+/// One process to run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Environment, including `APIARY_*` variables; the agent adds
+    /// `CUDA_VISIBLE_DEVICES`.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// GPU indices on this node.
+    pub gpus: Vec<u32>,
+}
+
+/// `GET /v1/cluster`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// Policy name.
+    pub policy: String,
+    /// Its parameters.
+    pub params: BTreeMap<String, String>,
+    /// GPUs in the cluster.
+    pub gpus_total: u64,
+    /// GPUs held by running jobs.
+    pub gpus_allocated: u64,
+    /// Jobs by state.
+    pub jobs: BTreeMap<String, u64>,
+    /// Nodes by health.
+    pub nodes: BTreeMap<String, u64>,
+}
