@@ -142,7 +142,9 @@ impl LiveBackend {
         let start = jobs.first().map_or(0, |j| j.submit);
         let mut core = Core::on_cluster(service, cluster.clone(), start)?;
         core.stop_instantly();
-        core.world_mut().seed = cfg.seed;
+        let world = core.world_mut();
+        world.seed = cfg.seed;
+        world.restart_overhead = cfg.restart_overhead;
         Ok(LiveBackend {
             core,
             index: vec![None; jobs.len()],

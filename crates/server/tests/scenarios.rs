@@ -9,7 +9,7 @@
 use apiary_policy::{Capability, registry};
 use apiary_server::simulated::LiveBackend;
 use apiary_sim::scenario::Scenario;
-use apiary_sim::{DurationModel, Engine, Mode, Stack};
+use apiary_sim::{DurationModel, Engine, Stack};
 use std::path::PathBuf;
 
 /// Why the live backend cannot run `s` as the file writes it, if it cannot.
@@ -21,9 +21,6 @@ fn not_live(s: &Scenario) -> Option<String> {
     }
     if caps.has(Capability::Lookahead) {
         return Some("it reads the jobs to come, which a live world does not hold".into());
-    }
-    if s.cfg.mode != Mode::EventDriven || s.cfg.restart_overhead != 0 {
-        return Some("the live driver is event-driven, with no restart overheads".into());
     }
     let data = s.jobs.iter().find(|j| {
         let x = j.extras();
