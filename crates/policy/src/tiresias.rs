@@ -134,7 +134,8 @@ impl Segment {
     }
 }
 
-/// What Tiresias keeps per job, in one record so a pass touches one place per job.
+/// What Tiresias keeps per job, in one record so a pass touches one place per job (its
+/// queue, one byte, in a table of its own: in the record it would pad 40 bytes to 48).
 #[derive(Clone, Copy, Debug)]
 struct PerJob {
     /// Its position in its queue.
@@ -147,8 +148,6 @@ struct PerJob {
     pending_base: Time,
     /// When it leaves its queue for the next one (`Time::MAX`: never).
     demote_at: Time,
-    /// Its queue.
-    level: u8,
 }
 
 impl Default for PerJob {
@@ -159,7 +158,6 @@ impl Default for PerJob {
             executed_base: 0,
             pending_base: 0,
             demote_at: Time::MAX,
-            level: 0,
         }
     }
 }
@@ -174,8 +172,10 @@ pub struct Tiresias {
     gittins: Option<Gittins>,
     opts: Opts,
     levels: Vec<Level>,
-    /// Per job: its queue and the counters it is judged by.
+    /// Per job: the counters it is judged by.
     per: JobTable<PerJob>,
+    /// Per job: its queue.
+    level: JobTable<u8>,
     demote: BTreeSet<(Time, JobIdx)>,
     next_pos: u64,
     back: u64,
@@ -222,6 +222,7 @@ impl Tiresias {
                 placement: placement_param(p, &PLACE_COUNT)?,
             },
             per: JobTable::new(),
+            level: JobTable::new(),
             demote: BTreeSet::new(),
             next_pos: 0,
             back: 1 << 62,
@@ -234,10 +235,11 @@ impl Tiresias {
 
     fn ensure(&mut self, n: usize) {
         self.per.ensure(n, PerJob::default());
+        self.level.ensure(n, 0);
     }
 
     fn remove_from_level(&mut self, j: JobIdx) {
-        let l = &mut self.levels[self.per[j].level as usize];
+        let l = &mut self.levels[self.level[j] as usize];
         let key = (self.per[j].pos, j);
         if !l.running.remove(&key)
             && !l.pending.remove(&key)
@@ -248,7 +250,7 @@ impl Tiresias {
     }
 
     fn append(&mut self, j: JobIdx, level: usize) {
-        self.per[j].level = level as u8;
+        self.level[j] = level as u8;
         self.per[j].pos = self.next_pos;
         self.levels[level].tail.push((self.next_pos, j));
         self.next_pos += 1;
@@ -264,7 +266,7 @@ impl Tiresias {
 
     fn set_demotion(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
         self.clear_demotion(j);
-        let l = self.per[j].level as usize;
+        let l = self.level[j] as usize;
         if l < self.limits.len() {
             let att = ctx.attained(j) - self.per[j].attained_base;
             let g = ctx.job(j).gpus as u64;
@@ -285,7 +287,7 @@ impl Tiresias {
             if ctx.status(j) != Status::Running {
                 continue;
             }
-            let l = self.per[j].level as usize;
+            let l = self.level[j] as usize;
             self.remove_from_level(j);
             self.append(j, (l + 1).min(self.limits.len()));
         }
@@ -436,7 +438,7 @@ impl Policy for Tiresias {
         let preempted = std::mem::take(&mut self.scratch.preempted);
         for &j in &started {
             let key = (self.per[j].pos, j);
-            let l = &mut self.levels[self.per[j].level as usize];
+            let l = &mut self.levels[self.level[j] as usize];
             if l.pending.remove(&key) {
                 let p = self.back;
                 self.back += 1;
@@ -447,7 +449,7 @@ impl Policy for Tiresias {
         }
         for &j in preempted.iter().rev() {
             let key = (self.per[j].pos, j);
-            let l = &mut self.levels[self.per[j].level as usize];
+            let l = &mut self.levels[self.level[j] as usize];
             if l.running.remove(&key) {
                 self.front -= 1;
                 let p = self.front;
