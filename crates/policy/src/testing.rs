@@ -77,10 +77,8 @@ pub fn placer_suite(
         for i in 0..sizes.len() as JobIdx {
             if w.rt[i as usize].status == Status::Running {
                 w.finish(i);
-                p.release(i);
-            } else {
-                p.release(i);
             }
+            p.release(i);
         }
         let mut again = World::new(cluster.clone(), tenant_jobs(DEFAULT_VC, &[capacity]));
         again.submit(0);

@@ -86,11 +86,10 @@ impl<'a> SimBackend<'a> {
             }
             .into());
         }
-        let start = jobs.first().map_or(0, |j| j.submit);
+        // The engine sets the clock to the first submission.
         let mut world = World::new(cluster, jobs);
         world.restart_overhead = cfg.restart_overhead;
         world.seed = cfg.seed;
-        world.now = start;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {
             world,
@@ -139,9 +138,7 @@ impl Backend for SimBackend<'_> {
         self.policy.on_finish(&ctx, j);
     }
     fn schedule(&mut self, _now: Time, pass: &mut Pass) -> Result<(), PolicyError> {
-        pass.wake = None;
-        self.policy
-            .schedule(&mut pass.ctx(&mut self.world, self.who))
+        pass.schedule(&mut self.world, self.policy, self.who)
     }
     fn policy_name(&self) -> &'static str {
         self.policy.name()

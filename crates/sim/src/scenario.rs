@@ -186,59 +186,19 @@ fn parse_job(id: &str, kv: &BTreeMap<&str, &str>) -> Result<Job, String> {
     Ok(j)
 }
 
-impl Scenario {
-    /// Parses a scenario file's text.
-    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-        let (input, expected) = text.split_once("\n----\n").ok_or(ScenarioError {
-            line: text.lines().count(),
-            message: "no ---- line".into(),
-        })?;
-        let mut s = Scenario {
-            input: input.to_string(),
-            expected: Shown::default(),
-            cluster: ClusterSpec::preset("n1g1")
-                .and_then(|c| c.build())
-                .map_err(|e| ScenarioError {
-                    line: 0,
-                    message: e.to_string(),
-                })?,
-            policy: String::new(),
-            params: Params::default(),
-            cfg: Config::default(),
-            jobs: Vec::new(),
-            steps: false,
-        };
-        let mut cluster = false;
-        for (n, line) in input.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            s.command(line, &mut cluster)
-                .map_err(|message| ScenarioError {
-                    line: n + 1,
-                    message,
-                })?;
-        }
-        if !cluster || s.policy.is_empty() {
-            return Err(ScenarioError {
-                line: 1,
-                message: "a scenario needs a cluster line and a policy line".into(),
-            });
-        }
-        s.jobs.sort_by_key(|j| j.submit);
-        let lines = expected
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_string);
-        let (steps, jobs) = lines.partition(|l| l.starts_with("t="));
-        s.expected = Shown { steps, jobs };
-        Ok(s)
-    }
+/// What a scenario's command lines have set so far.
+#[derive(Default)]
+struct Parsed {
+    cluster: Option<Cluster>,
+    policy: Option<(String, Params)>,
+    cfg: Config,
+    jobs: Vec<Job>,
+    steps: bool,
+}
 
+impl Parsed {
     /// One command line.
-    fn command(&mut self, line: &str, cluster: &mut bool) -> Result<(), String> {
+    fn command(&mut self, line: &str) -> Result<(), String> {
         let mut w = line.split_whitespace();
         match w.next().unwrap_or_default() {
             "cluster" => {
@@ -253,12 +213,12 @@ impl Scenario {
                     }
                 }
                 let spec = spec.ok_or("cluster: no preset")?;
-                self.cluster = spec.build().map_err(|e| e.to_string())?;
-                *cluster = true;
+                self.cluster = Some(spec.build().map_err(|e| e.to_string())?);
             }
             "policy" => {
-                self.policy = w.next().ok_or("policy: no name")?.to_string();
-                self.params = Params::from_pairs(w).map_err(|e| e.to_string())?;
+                let name = w.next().ok_or("policy: no name")?.to_string();
+                let params = Params::from_pairs(w).map_err(|e| e.to_string())?;
+                self.policy = Some((name, params));
             }
             "mode" => {
                 let v = w.next().unwrap_or_default();
@@ -282,6 +242,52 @@ impl Scenario {
             other => return Err(format!("unknown command '{other}'")),
         }
         Ok(())
+    }
+}
+
+impl Scenario {
+    /// Parses a scenario file's text.
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let (input, expected) = text.split_once("\n----\n").ok_or(ScenarioError {
+            line: text.lines().count(),
+            message: "no ---- line".into(),
+        })?;
+        let mut p = Parsed::default();
+        for (n, line) in input.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            p.command(line).map_err(|message| ScenarioError {
+                line: n + 1,
+                message,
+            })?;
+        }
+        let (Some(cluster), Some((policy, params))) = (p.cluster, p.policy) else {
+            return Err(ScenarioError {
+                line: 1,
+                message: "a scenario needs a cluster line and a policy line".into(),
+            });
+        };
+        let mut s = Scenario {
+            input: input.to_string(),
+            expected: Shown::default(),
+            cluster,
+            policy,
+            params,
+            cfg: p.cfg,
+            jobs: p.jobs,
+            steps: p.steps,
+        };
+        s.jobs.sort_by_key(|j| j.submit);
+        let lines = expected
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string);
+        let (steps, jobs) = lines.partition(|l| l.starts_with("t="));
+        s.expected = Shown { steps, jobs };
+        Ok(s)
     }
 
     /// Steps `engine` (set up with this scenario's jobs) to the end and shows what it

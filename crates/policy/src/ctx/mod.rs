@@ -91,12 +91,16 @@ impl Pass {
         }
     }
 
-    /// One scheduling pass of `policy` on `w`: its actions are appended, its wake-up
-    /// request replaces the last one, and a use of a mechanism it did not declare is
-    /// the error.
-    pub fn schedule(&mut self, w: &mut World, policy: &mut dyn Policy) -> Result<(), PolicyError> {
+    /// One scheduling pass of `policy` (which `who` describes) on `w`: its actions are
+    /// appended, its wake-up request replaces the last one, and a use of a mechanism it
+    /// did not declare is the error.
+    pub fn schedule(
+        &mut self,
+        w: &mut World,
+        policy: &mut dyn Policy,
+        who: Declared,
+    ) -> Result<(), PolicyError> {
         self.wake = None;
-        let who = Declared::of(policy);
         policy.schedule(&mut self.ctx(w, who))
     }
 }

@@ -22,7 +22,7 @@ pub use error::{ApiError, CoreError};
 use crate::config::ServerConfig;
 use crate::types::*;
 use apiary_model::{Cluster, ClusterSpec, NodeGroup, Placement, SwitchSpec, Time};
-use apiary_policy::{Action, JobIdx, Params, Pass, Policy, TenantShare, World};
+use apiary_policy::{Action, Declared, JobIdx, Params, Pass, Policy, TenantShare, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A job's run time when the user gives no estimate (SJF puts such jobs last).
@@ -392,7 +392,11 @@ impl Core {
             t.refresh();
         }
         self.pass.actions.clear();
-        if let Err(e) = self.pass.schedule(&mut self.world, self.policy.as_mut()) {
+        let who = Declared::of(self.policy.as_ref());
+        if let Err(e) = self
+            .pass
+            .schedule(&mut self.world, self.policy.as_mut(), who)
+        {
             // The mechanism it did not declare refused to open, so nothing undeclared
             // was applied; config load refuses policies whose capabilities the service
             // cannot host, so this is a policy bug: say so, and keep serving.
