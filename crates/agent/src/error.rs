@@ -54,6 +54,18 @@ pub enum AgentError {
     /// A supervisor lost track of its job's process.
     #[error("job-exec: waiting for the job: {0}")]
     Wait(std::io::Error),
+    /// Another agent holds the state directory.
+    #[error("state directory {} is in use by another agent (instance {holder}): one agent per state directory", dir.display())]
+    StateInUse {
+        /// The directory.
+        dir: PathBuf,
+        /// The instance holding it, as its lock file names it.
+        holder: String,
+    },
+    /// The server gave this agent's node to another instance, or refused to let it
+    /// take the node: the agent killed its jobs and stops.
+    #[error("the server refuses this agent: {0}")]
+    Fenced(String),
     /// A supervisor was given no command.
     #[error("job-exec: no command")]
     NoCommand,

@@ -14,6 +14,8 @@
 //!   server's reply says it is no longer assigned here (the server gave it away).
 
 mod error;
+mod identity;
+pub mod lease;
 pub mod procs;
 pub mod records;
 mod stream;
@@ -51,6 +53,8 @@ pub struct AgentOptions {
     pub run_as: Option<RunAs>,
     /// Variables of the agent's environment passed on to jobs.
     pub pass_env: Vec<String>,
+    /// Take the node over from the agent instance serving it now (`--replace`).
+    pub replace: bool,
 }
 
 /// The search path jobs get unless `--pass-env PATH` or the job's `env` gives one.
@@ -66,6 +70,8 @@ struct Running {
     killed: bool,
     /// Stopped because the agent stops (not the job's fault).
     lost: bool,
+    /// The supervisor's lease pipe; `None` once it stopped reading.
+    lease: Option<std::process::ChildStdin>,
 }
 
 /// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
@@ -118,21 +124,78 @@ fn stop_flag() -> Result<Arc<AtomicBool>, AgentError> {
     }
 }
 
-/// Runs the agent until SIGTERM or SIGINT.
+/// Prints one line of the agent's log, stamped with the UTC time (RFC 3339).
+macro_rules! log {
+    ($($arg:tt)*) => {
+        eprintln!(
+            "{} apiary agent: {}",
+            apiary_core::time::rfc3339_utc(unix_ms()),
+            format_args!($($arg)*)
+        )
+    };
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The server unreachable: said once, then once a minute with how often it failed,
+/// rather than at every heartbeat.
+#[derive(Default)]
+struct Outage {
+    since: Option<Instant>,
+    said: Option<Instant>,
+    failures: u64,
+}
+
+impl Outage {
+    fn failed(&mut self, e: &apiary_client::ClientError) {
+        self.failures += 1;
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if self
+            .said
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
+        {
+            log!(
+                "{e} ({} failed heartbeats in {:.0} s; the jobs keep running)",
+                self.failures,
+                since.elapsed().as_secs_f64()
+            );
+            self.said = Some(Instant::now());
+        }
+    }
+
+    fn over(&mut self) {
+        if let Some(since) = self.since.take() {
+            log!(
+                "the server answers again after {:.1} s ({} failed heartbeats)",
+                since.elapsed().as_secs_f64(),
+                self.failures
+            );
+        }
+        *self = Outage::default();
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT, or until the server fences it.
 pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
     let gpus = o.gpus.or_else(detect_gpus).ok_or(AgentError::NoGpus)?;
-    std::fs::create_dir_all(&o.logs).map_err(AgentError::io("creating", &o.logs))?;
+    create_private_dir(&o.logs)?;
     let records = Records::open(&o.state)?;
+    let me = identity::Identity::claim(&o.state)?;
     let stop = stop_flag()?;
     let exe = std::env::current_exe().map_err(AgentError::Exe)?;
     let client = Client::new(&o.server, Duration::from_secs(2)).with_token(o.token.clone());
     let mut grace = Duration::from_secs(10);
-    eprintln!(
-        "apiary agent: node {}, {gpus} GPUs, server {}, logs in {}, state in {}{}",
+    log!(
+        "node {}, {gpus} GPUs, server {}, logs in {}, state in {}, instance {}{}",
         o.node,
         o.server,
         o.logs.display(),
         o.state.display(),
+        me.instance,
         o.run_as.as_ref().map_or(String::new(), |u| format!(
             ", jobs as uid {} gid {}",
             u.uid, u.gid
@@ -144,49 +207,67 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
     let mut interval = Duration::from_secs(2);
     let mut stopping_since: Option<Instant> = None;
     let mut streams = stream::Streams::default();
+    let mut lease = lease::Lease::default();
+    let mut lease_said = false;
+    let mut outage = Outage::default();
     loop {
         let shutting_down = stop.load(Ordering::SeqCst);
         if shutting_down && stopping_since.is_none() {
-            eprintln!(
-                "apiary agent: stopping: ending {} jobs first",
+            log!("stopping: ending {} jobs first", running.len());
+            stopping_since = Some(Instant::now());
+            stop_all(&mut running);
+        }
+        if lease.expired() && !running.is_empty() && !lease_said {
+            // The supervisors stop their jobs themselves; the agent does too, and
+            // reports them lost when the server hears it again.
+            log!(
+                "no heartbeat taken by the server within the node timeout: stopping {} jobs, \
+                 which the server may run elsewhere",
                 running.len()
             );
-            stopping_since = Some(Instant::now());
-            for r in running.values_mut() {
-                r.lost = true;
-                if r.term_at.is_none() {
-                    signal_group(r.pgid, Signal::TERM);
-                    r.term_at = Some(Instant::now());
-                }
-            }
+            lease_said = true;
+            stop_all(&mut running);
         }
         reap(&mut running, grace, &o.logs, &records, &mut exited)?;
         let output = streams.chunks(&o.logs, running.keys().copied(), &exited);
         let hb = Heartbeat {
             node: o.node.clone(),
+            instance: me.instance.clone(),
+            succeeds: me.previous.clone(),
+            replace: o.replace,
             gpus,
             running: running.keys().copied().collect(),
             exited: exited.clone(),
             shutting_down,
             output,
         };
+        let sent_at = Instant::now();
         let sent = client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb);
-        if shutting_down
-            && running.is_empty()
-            && (sent.is_ok()
-                || stopping_since.is_some_and(|t| t.elapsed() > grace + Duration::from_secs(5)))
+        if let Err(e) = &sent
+            && e.status() == Some(409)
         {
+            log!("{e}: killing {} jobs and stopping", running.len());
+            for r in running.values() {
+                procs::end_group(r.pgid, grace, grace + Duration::from_secs(30));
+            }
+            return Err(AgentError::Fenced(e.to_string()));
+        }
+        if shutting_down && running.is_empty() {
             if let Err(e) = &sent {
-                eprintln!(
-                    "apiary agent: could not tell the server ({e}); the exits stay in {} for the next start",
+                log!(
+                    "could not tell the server ({e}); the exits stay in {} for the next start",
                     o.state.display()
                 );
             }
-            eprintln!("apiary agent: stopped");
+            log!("stopped");
             return Ok(());
         }
         match sent {
             Ok(reply) => {
+                outage.over();
+                lease_said = false;
+                let ttl = Duration::from_secs_f64(reply.node_timeout_s.clamp(0.0, 86_400.0));
+                lease.renew(sent_at, ttl);
                 streams.sent(&hb.output);
                 interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
                 grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
@@ -208,21 +289,33 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
                     }
                 }
                 if !shutting_down {
-                    start_assigned(
-                        &o,
-                        &exe,
-                        reply.start,
+                    let l = Launcher {
+                        o: &o,
+                        exe: &exe,
                         grace,
-                        &records,
-                        &mut running,
-                        &mut exited,
-                    )?;
+                        lease: lease.left().unwrap_or(ttl),
+                    };
+                    l.start_assigned(reply.start, &records, &mut running, &mut exited)?;
                 }
             }
             // The jobs keep running through a server outage: nothing is given away
-            // while the server cannot hear, and when it can again its reply says what
-            // to stop.
-            Err(e) => eprintln!("apiary agent: {e}"),
+            // while no server runs, and when it does again its reply says what to
+            // stop. Cut off from a running server, the lease runs out instead.
+            Err(e) => {
+                if e.connection_refused() && !lease.expired() {
+                    lease.heard(sent_at);
+                }
+                outage.failed(&e);
+            }
+        }
+        if let Some(left) = lease.left() {
+            for r in running.values_mut() {
+                if let Some(p) = &mut r.lease
+                    && !lease::tell(p, left)
+                {
+                    r.lease = None;
+                }
+            }
         }
         let nap = if shutting_down {
             Duration::from_millis(50)
@@ -233,6 +326,33 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
     }
 }
 
+/// Asks every running attempt to stop (SIGTERM; [`reap`] escalates), as not the jobs'
+/// fault.
+fn stop_all(running: &mut BTreeMap<AttemptRef, Running>) {
+    for r in running.values_mut() {
+        r.lost = true;
+        if r.term_at.is_none() {
+            signal_group(r.pgid, Signal::TERM);
+            r.term_at = Some(Instant::now());
+        }
+    }
+}
+
+/// Creates the job output directory, which only its owner may list (mode 711: a job's
+/// user opens its own output by name). A directory that is there already keeps its
+/// mode, since `--logs` may name a shared one; the files are private either way.
+fn create_private_dir(dir: &Path) -> Result<(), AgentError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(dir)
+        .map_err(AgentError::io("creating", dir))
+}
+
 /// Ends what a previous incarnation of the agent left, before the server hears from
 /// this one, recording each attempt as lost.
 fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), AgentError> {
@@ -240,9 +360,11 @@ fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), 
         let ours =
             procs::stat(&a.pgid.to_string()).is_none_or(|s| s.start == a.start || s.pgrp != a.pgid);
         if ours && group_alive(a.pgid) {
-            eprintln!(
-                "apiary agent: ending job {} attempt {} (group {}) left by a previous agent",
-                a.job, a.attempt, a.pgid
+            log!(
+                "ending job {} attempt {} (group {}) left by a previous agent",
+                a.job,
+                a.attempt,
+                a.pgid
             );
             procs::end_group(a.pgid, grace, grace + Duration::from_secs(30));
         }
@@ -257,65 +379,118 @@ fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), 
     Ok(())
 }
 
-/// Starts the attempts the server assigned here that may start now, recording each, or
-/// its exit when it could not start.
-fn start_assigned(
-    o: &AgentOptions,
-    exe: &Path,
-    start: Vec<Launch>,
+/// What starting an attempt takes.
+struct Launcher<'a> {
+    o: &'a AgentOptions,
+    exe: &'a Path,
     grace: Duration,
-    records: &Records,
-    running: &mut BTreeMap<AttemptRef, Running>,
-    exited: &mut Vec<Exit>,
-) -> Result<(), AgentError> {
-    for l in start {
-        let key = AttemptRef {
-            job: l.job,
-            attempt: l.attempt,
-        };
-        // Never two attempts of one job at once: a later attempt waits
-        // until the earlier one's processes are gone (the server sends
-        // it again with every reply).
-        if running.keys().any(|k| k.job == l.job) {
-            continue;
-        }
-        match launch(o, exe, &l, grace) {
-            Ok(child) => {
-                let pgid = child.id() as i32;
-                let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
-                records.started(&AttemptRecord {
-                    job: l.job,
-                    attempt: l.attempt,
-                    pgid,
-                    start,
-                })?;
-                running.insert(
-                    key,
-                    Running {
-                        child: Some(child),
+    /// The lease the supervisors start with.
+    lease: Duration,
+}
+
+impl Launcher<'_> {
+    /// Starts the attempts the server assigned here that may start now, recording
+    /// each, or its exit when it could not start.
+    fn start_assigned(
+        &self,
+        start: Vec<Launch>,
+        records: &Records,
+        running: &mut BTreeMap<AttemptRef, Running>,
+        exited: &mut Vec<Exit>,
+    ) -> Result<(), AgentError> {
+        for l in start {
+            let key = AttemptRef {
+                job: l.job,
+                attempt: l.attempt,
+            };
+            // Never two attempts of one job at once: a later attempt waits until the
+            // earlier one's processes are gone (the server sends it again with every
+            // reply).
+            if running.keys().any(|k| k.job == l.job) {
+                continue;
+            }
+            match self.launch(&l) {
+                Ok(mut child) => {
+                    let pgid = child.id() as i32;
+                    let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
+                    records.started(&AttemptRecord {
+                        job: l.job,
+                        attempt: l.attempt,
                         pgid,
-                        code: None,
-                        term_at: None,
-                        killed: false,
+                        start,
+                    })?;
+                    let lease = child.stdin.take();
+                    if let Some(p) = &lease {
+                        lease::nonblocking(p);
+                    }
+                    running.insert(
+                        key,
+                        Running {
+                            child: Some(child),
+                            pgid,
+                            code: None,
+                            term_at: None,
+                            killed: false,
+                            lost: false,
+                            lease,
+                        },
+                    );
+                }
+                Err(e) => {
+                    log!("job {} attempt {}: {e}", l.job, l.attempt);
+                    let e = Exit {
+                        job: l.job,
+                        attempt: l.attempt,
+                        code: 127,
                         lost: false,
-                    },
-                );
-            }
-            Err(e) => {
-                eprintln!("apiary agent: job {} attempt {}: {e}", l.job, l.attempt);
-                let e = Exit {
-                    job: l.job,
-                    attempt: l.attempt,
-                    code: 127,
-                    lost: false,
-                    output_tail: format!("apiary agent: {e}"),
-                };
-                records.exited(&e)?;
-                exited.push(e);
+                        output_tail: format!("apiary agent: {e}"),
+                    };
+                    records.exited(&e)?;
+                    exited.push(e);
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    fn launch(&self, l: &Launch) -> Result<Child, AgentError> {
+        use std::os::unix::process::CommandExt as _;
+        let o = self.o;
+        let out = log_path(&o.logs, l.job, l.attempt);
+        let f = private_file(&out, o.run_as.as_ref())?;
+        let f2 = f.try_clone().map_err(AgentError::io("opening", &out))?;
+        let pass: Vec<(String, String)> = o
+            .pass_env
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+            .collect();
+        let mut cmd = Command::new(self.exe);
+        cmd.arg("job-exec")
+            .arg("--grace-ms")
+            .arg(self.grace.as_millis().to_string())
+            .arg("--lease-ms")
+            .arg(self.lease.as_millis().to_string())
+            .arg("--")
+            .args(&l.command)
+            .env_clear()
+            .envs(job_env(l, o.run_as.as_ref(), &pass))
+            .stdin(Stdio::piped())
+            .stdout(f2)
+            .stderr(f)
+            // The supervisor leads a new group: the attempt's processes are found and
+            // signalled by it, whatever they fork.
+            .process_group(0);
+        if let Some(u) = &o.run_as {
+            cmd.uid(u.uid).gid(u.gid);
+        }
+        if let Some(d) = &l.workdir {
+            cmd.current_dir(d);
+        }
+        cmd.spawn().map_err(|source| AgentError::Start {
+            program: l.command.first().cloned().unwrap_or_default(),
+            source,
+        })
+    }
 }
 
 /// Reaps supervisors, ends what their groups left, escalates stops past the grace
@@ -364,6 +539,24 @@ fn reap(
         exited.push(e);
     }
     Ok(())
+}
+
+/// Creates a job's output file, mode 600 and owned by the job's user: no other job
+/// can read it.
+fn private_file(path: &Path, owner: Option<&RunAs>) -> Result<std::fs::File, AgentError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(AgentError::io("creating", path))?;
+    if let Some(u) = owner {
+        std::os::unix::fs::fchown(&f, Some(u.uid), Some(u.gid))
+            .map_err(AgentError::io("handing to the job's user", path))?;
+    }
+    Ok(f)
 }
 
 fn log_path(logs: &Path, job: u64, attempt: u32) -> PathBuf {
@@ -417,42 +610,6 @@ pub fn job_env(
             .join(","),
     );
     env
-}
-
-fn launch(o: &AgentOptions, exe: &Path, l: &Launch, grace: Duration) -> Result<Child, AgentError> {
-    use std::os::unix::process::CommandExt as _;
-    let out = log_path(&o.logs, l.job, l.attempt);
-    let f = std::fs::File::create(&out).map_err(AgentError::io("creating", &out))?;
-    let f2 = f.try_clone().map_err(AgentError::io("opening", &out))?;
-    let pass: Vec<(String, String)> = o
-        .pass_env
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
-        .collect();
-    let mut cmd = Command::new(exe);
-    cmd.arg("job-exec")
-        .arg("--grace-ms")
-        .arg(grace.as_millis().to_string())
-        .arg("--")
-        .args(&l.command)
-        .env_clear()
-        .envs(job_env(l, o.run_as.as_ref(), &pass))
-        .stdin(Stdio::null())
-        .stdout(f2)
-        .stderr(f)
-        // The supervisor leads a new group: the attempt's processes are found and
-        // signalled by it, whatever they fork.
-        .process_group(0);
-    if let Some(u) = &o.run_as {
-        cmd.uid(u.uid).gid(u.gid);
-    }
-    if let Some(d) = &l.workdir {
-        cmd.current_dir(d);
-    }
-    cmd.spawn().map_err(|source| AgentError::Start {
-        program: l.command.first().cloned().unwrap_or_default(),
-        source,
-    })
 }
 
 #[cfg(test)]

@@ -175,7 +175,13 @@ pub fn read_token(path: &Path) -> Result<String, AgentError> {
 /// to the whole group, reaches the child directly; this process stays to escalate. If
 /// the agent that started it dies, it ends the group itself (SIGTERM, then SIGKILL after
 /// `grace`), so no attempt outlives the agent that the server counts on to report it.
-pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32, AgentError> {
+/// With a `lease`, it does the same when the agent stops renewing it (see
+/// [`crate::lease`]): the agent is stopped, hung or cut off from the server.
+pub fn job_exec(
+    grace: Duration,
+    lease: Option<Duration>,
+    command: &[String],
+) -> Result<i32, AgentError> {
     use std::os::unix::process::ExitStatusExt as _;
     let Some(program) = command.first() else {
         return Err(AgentError::NoCommand);
@@ -192,8 +198,13 @@ pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32, AgentError> 
         // this process before it can escalate.
         let mut term =
             signal(SignalKind::terminate()).map_err(|_| AgentError::Signals("job-exec"))?;
+        let deadline = lease.map(crate::lease::Deadline::from_stdin);
+        // What the job writes is its user's alone, unless it says otherwise.
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         let mut child = std::process::Command::new(program)
             .args(&command[1..])
+            // Its stdin is the agent's lease pipe, which the job must not read.
+            .stdin(std::process::Stdio::null())
             .spawn()
             .map_err(|source| AgentError::Start {
                 program: program.clone(),
@@ -210,6 +221,14 @@ pub fn job_exec(grace: Duration, command: &[String]) -> Result<i32, AgentError> 
                 return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
             }
             if term_at.is_none() && std::os::unix::process::parent_id() != agent {
+                signal_group(pgid, Signal::TERM);
+                term_at = Some(Instant::now());
+            }
+            if term_at.is_none() && deadline.as_ref().is_some_and(|d| d.passed()) {
+                eprintln!(
+                    "apiary job-exec: stopping the job: its agent's lease ran out (the agent \
+                     is stopped, hung or cut off from the server, which may run the job elsewhere)"
+                );
                 signal_group(pgid, Signal::TERM);
                 term_at = Some(Instant::now());
             }

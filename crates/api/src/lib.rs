@@ -289,6 +289,18 @@ pub struct Exit {
 pub struct Heartbeat {
     /// The node this agent runs on (a node of the server's config).
     pub node: String,
+    /// This agent process's identity, fresh at each start (`PID@HOST/RANDOM`). The
+    /// server takes a node's heartbeats from one instance at a time: a second agent
+    /// claiming a node is refused (409), and one that was replaced is fenced (409).
+    pub instance: String,
+    /// The instance this one succeeds on the same state directory, whose jobs it has
+    /// ended: it takes the node over without `replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeds: Option<String>,
+    /// Take the node over from the instance serving it now, which is fenced: its next
+    /// heartbeat is refused and it kills its jobs (`apiary agent --replace`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replace: bool,
     /// GPUs it found or declares.
     pub gpus: u32,
     /// Processes it runs now.

@@ -38,6 +38,11 @@ pub(crate) struct AgentArgs {
     /// get no other variable of the agent's.
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Take the node over from the agent serving it now: the server fences that
+    /// agent, which kills its jobs and stops. Without it, an agent for a node whose
+    /// agent is alive is refused.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// `apiary agent`: reads the token file, resolves the jobs' user, refuses root jobs
@@ -53,6 +58,7 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         run_as,
         allow_root_jobs,
         pass_env,
+        replace,
     } = a;
     let node = node
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -90,5 +96,6 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         state,
         run_as,
         pass_env,
+        replace,
     })?)
 }

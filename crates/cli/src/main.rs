@@ -89,6 +89,9 @@ enum Cmd {
         /// Milliseconds between SIGTERM and SIGKILL when the agent is gone.
         #[arg(long)]
         grace_ms: u64,
+        /// Milliseconds of lease at start; renewals (`L <ms>` lines) come on stdin.
+        #[arg(long)]
+        lease_ms: Option<u64>,
         /// Program and arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -349,9 +352,14 @@ fn main() {
             } => hived::bench(gpus, vcs, decisions, util, seed, json),
         },
         Cmd::Serve { config, init } => live::serve(&config, init),
-        Cmd::JobExec { grace_ms, command } => {
+        Cmd::JobExec {
+            grace_ms,
+            lease_ms,
+            command,
+        } => {
             match apiary_agent::procs::job_exec(
                 std::time::Duration::from_millis(grace_ms),
+                lease_ms.map(std::time::Duration::from_millis),
                 &command,
             ) {
                 Ok(code) => std::process::exit(code),

@@ -50,7 +50,8 @@ fn a_job_cannot_read_the_agents_token_nor_act_for_another_node() {
     }
     // A heartbeat for a node the token does not serve, or with a tenant's token: 403,
     // and no job's command comes back.
-    let hb = |node: &str| json!({"node": node, "gpus": 8, "running": [], "exited": []});
+    let hb =
+        |node: &str| json!({"node": node, "instance": "t", "gpus": 8, "running": [], "exited": []});
     let url = c.url("/v1/agents/heartbeat");
     let (code, v) = call("POST", &url, Some(AGENT_N0), Some(hb("n1")));
     assert_eq!(code, 403, "{v}");

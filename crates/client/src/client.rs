@@ -47,6 +47,23 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// The server's host refused the connection: nothing listens at the address, so
+    /// no server runs there.
+    pub fn connection_refused(&self) -> bool {
+        matches!(self, ClientError::Unreachable { source, .. }
+            if matches!(source.as_ref(), ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused))
+    }
+
+    /// The server refused the call with `status`.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Refused { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
 /// A JSON client of one server.
 pub struct Client {
     base: String,

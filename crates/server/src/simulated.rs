@@ -254,6 +254,9 @@ fn exit_parts(core: &mut Core, j: JobIdx, now: Time) {
     for (node, gpus) in nodes {
         let hb = Heartbeat {
             node,
+            instance: "simulated".into(),
+            succeeds: None,
+            replace: false,
             gpus,
             running: Vec::new(),
             exited: vec![Exit {

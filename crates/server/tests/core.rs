@@ -18,6 +18,9 @@ fn spec(gpus: u32) -> JobSpec {
 fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbeat {
     Heartbeat {
         node: node.into(),
+        instance: "test".into(),
+        succeeds: None,
+        replace: false,
         gpus: 4,
         running: running
             .iter()
@@ -649,4 +652,50 @@ fn afterok_holds_a_job_until_its_dependencies_succeed() {
         )
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("after_ok"));
+}
+
+#[test]
+fn a_node_takes_one_agent_instance_and_a_replaced_ones_parts_stay_held_past_its_lease() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let j = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    let other = if node == "a" { "b" } else { "a" };
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 100).unwrap();
+    c.heartbeat(&hb(other, &[], &[]), 100).unwrap();
+    // A second instance claiming the node is refused while the first is heard.
+    let mut dup = hb(&node, &[], &[]);
+    dup.instance = "dup".into();
+    let e = c.heartbeat(&dup, 200).unwrap_err();
+    assert_eq!(e.status, 409);
+    assert!(e.message.contains("served by agent instance test"), "{e}");
+    assert_eq!(state(&c, j), JobState::Running);
+    // With --replace it takes the node over; the first is fenced.
+    dup.replace = true;
+    let n = c.heartbeat(&dup, 300).unwrap();
+    assert!(c.reply(n, &dup).start.is_empty(), "never relaunched here");
+    let e = c.heartbeat(&hb(&node, &[(j, 1)], &[]), 400).unwrap_err();
+    assert_eq!(e.status, 409);
+    assert!(e.message.contains("fenced"), "{e}");
+    // The job is requeued, but runs again only once the old instance's lease has
+    // surely run out (node timeout 5 s + grace 2 s), and its GPUs stay held till then.
+    let k = c.submit(spec(8), 400).unwrap();
+    for t in [400, 3000, 7000] {
+        c.heartbeat(&dup, t).unwrap();
+        c.heartbeat(&hb(other, &[], &[]), t).unwrap();
+        c.check_nodes(t);
+        c.schedule(t);
+        assert_eq!(state(&c, j), JobState::Queued, "held at {t} ms");
+        assert_eq!(state(&c, k), JobState::Queued, "held at {t} ms");
+    }
+    c.heartbeat(&dup, 7400).unwrap();
+    c.check_nodes(7400);
+    c.schedule(7400);
+    assert_eq!(c.job(j).unwrap().attempt, 2);
+    assert_eq!(state(&c, j), JobState::Running);
+    // A later instance that succeeds `dup` on its state directory takes over as such.
+    let mut next = hb(&node, &[], &[]);
+    next.instance = "next".into();
+    next.succeeds = Some("dup".into());
+    c.heartbeat(&next, 7500).unwrap();
 }

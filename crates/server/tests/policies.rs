@@ -16,6 +16,9 @@ fn config(policy: &str, extra: &str) -> Result<ServerConfig, String> {
 fn heartbeat(node: &str, running: &[AttemptRef], exited: &[Exit]) -> Heartbeat {
     Heartbeat {
         node: node.into(),
+        instance: "test".into(),
+        succeeds: None,
+        replace: false,
         gpus: 4,
         running: running.to_vec(),
         exited: exited.to_vec(),

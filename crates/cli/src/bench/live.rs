@@ -71,6 +71,9 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         for p in &r.parts {
             let hb = Heartbeat {
                 node: p.node.clone(),
+                instance: "bench".into(),
+                succeeds: None,
+                replace: false,
                 gpus: 8,
                 running: Vec::new(),
                 exited: vec![Exit {

@@ -188,6 +188,12 @@ expires_unix_s = 1000
     }
 
     pub fn start_agent_with(&mut self, node: &str, extra: &[&str]) {
+        let server = self.url("");
+        self.start_agent_at(node, &server, extra);
+    }
+
+    /// Starts an agent for `node` that reaches the server at `server`.
+    pub fn start_agent_at(&mut self, node: &str, server: &str, extra: &[&str]) {
         use std::os::unix::fs::PermissionsExt as _;
         let mut cmd = Command::new(BIN);
         cmd.arg("agent");
@@ -203,7 +209,7 @@ expires_unix_s = 1000
             .open(self.dir.join(format!("agent-{node}.log")))
             .unwrap();
         let a = cmd
-            .args(["--server", &self.url(""), "--node", node, "--gpus", "8"])
+            .args(["--server", server, "--node", node, "--gpus", "8"])
             .args(extra)
             .arg("--logs")
             .arg(self.dir.join(format!("logs-{node}")))

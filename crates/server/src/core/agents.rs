@@ -160,6 +160,7 @@ impl Core {
             ));
         }
         self.advance(now);
+        self.claim(n, hb, now)?;
         {
             let node = &mut self.nodes[n as usize];
             node.last_heartbeat = Some(now);
@@ -496,7 +497,7 @@ impl Core {
         self.advance(now);
         let timeout = (self.cfg.node_timeout_s * 1000.0) as u64;
         let lost_after = self.lost_after_ms();
-        let mut changed = false;
+        let mut changed = self.release_orphans(now);
         for n in 0..self.nodes.len() as u32 {
             let node = &self.nodes[n as usize];
             let silent = now.saturating_sub(node.last_heartbeat.unwrap_or(self.started));

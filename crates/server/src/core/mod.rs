@@ -14,6 +14,7 @@
 
 mod agents;
 mod error;
+mod instances;
 mod jobs;
 mod views;
 
@@ -43,6 +44,8 @@ struct NodeRt {
     last_heartbeat: Option<u64>,
     /// GPUs held because the node is down or cordoned.
     blocked: u64,
+    /// The agent instance whose heartbeats the node takes (none heard since start).
+    instance: Option<String>,
 }
 
 /// What the caller must persist.
@@ -139,6 +142,12 @@ pub struct Core {
     missing: BTreeMap<(u64, u32, u32), u64>,
     /// Nodes that went down or came up since the service last logged them.
     node_events: Vec<NodeEvent>,
+    /// Agent instances replaced by another, newest last (at most
+    /// [`instances::FENCED_KEPT`]): their heartbeats are refused.
+    fenced: std::collections::VecDeque<(String, String)>,
+    /// Parts a replaced agent instance may still run: (job, attempt, node) to the time
+    /// their GPUs are freed.
+    orphans: BTreeMap<(u64, u32, u32), u64>,
     /// Queued jobs held until the jobs they name in `after_ok` succeed.
     held: BTreeSet<JobIdx>,
     /// Recent output of parts, by job id and node, for `logs -f`; not persisted.
@@ -272,6 +281,7 @@ impl Core {
                 cordoned: false,
                 last_heartbeat: None,
                 blocked: 0,
+                instance: None,
             })
             .collect();
         let node_ix = cfg
@@ -308,6 +318,8 @@ impl Core {
             active: BTreeMap::new(),
             missing: BTreeMap::new(),
             node_events: Vec::new(),
+            fenced: Default::default(),
+            orphans: BTreeMap::new(),
             held: BTreeSet::new(),
             live: BTreeMap::new(),
         };
