@@ -66,6 +66,9 @@ pub enum AgentError {
     /// take the node: the agent killed its jobs and stops.
     #[error("the server refuses this agent: {0}")]
     Fenced(String),
+    /// A job may not run under the account it would get here.
+    #[error("{0}")]
+    Account(String),
     /// A supervisor was given no command.
     #[error("job-exec: no command")]
     NoCommand,

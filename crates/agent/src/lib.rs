@@ -13,6 +13,7 @@
 //! - the agent keeps its jobs through a server outage, and stops an attempt when the
 //!   server's reply says it is no longer assigned here (the server gave it away).
 
+mod accounts;
 mod error;
 mod identity;
 pub mod lease;
@@ -55,6 +56,8 @@ pub struct AgentOptions {
     pub pass_env: Vec<String>,
     /// Take the node over from the agent instance serving it now (`--replace`).
     pub replace: bool,
+    /// Run jobs as root where neither their VC nor `run_as` names an account.
+    pub allow_root_jobs: bool,
 }
 
 /// The search path jobs get unless `--pass-env PATH` or the job's `env` gives one.
@@ -72,6 +75,9 @@ struct Running {
     lost: bool,
     /// The supervisor's lease pipe; `None` once it stopped reading.
     lease: Option<std::process::ChildStdin>,
+    /// The uid and VC it runs as.
+    uid: u32,
+    vc: String,
 }
 
 /// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
@@ -294,6 +300,11 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
                         exe: &exe,
                         grace,
                         lease: lease.left().unwrap_or(ttl),
+                        passwd: if reply.start.is_empty() {
+                            String::new()
+                        } else {
+                            std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+                        },
                     };
                     l.start_assigned(reply.start, &records, &mut running, &mut exited)?;
                 }
@@ -386,6 +397,8 @@ struct Launcher<'a> {
     grace: Duration,
     /// The lease the supervisors start with.
     lease: Duration,
+    /// The text of `/etc/passwd`, read once per heartbeat reply.
+    passwd: String,
 }
 
 impl Launcher<'_> {
@@ -409,8 +422,13 @@ impl Launcher<'_> {
             if running.keys().any(|k| k.job == l.job) {
                 continue;
             }
-            match self.launch(&l) {
-                Ok(mut child) => {
+            let account = self.accounts().of(&l).and_then(|u| {
+                let uid = u.as_ref().map_or(self.agent_uid(), |u| u.uid);
+                let others = running.values().map(|r| (r.uid, r.vc.as_str()));
+                accounts::check_not_shared(uid, &l.vc, others).map(|()| (u, uid))
+            });
+            match account.and_then(|(u, uid)| Ok((self.launch(&l, u.as_ref())?, uid))) {
+                Ok((mut child, uid)) => {
                     let pgid = child.id() as i32;
                     let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
                     records.started(&AttemptRecord {
@@ -433,6 +451,8 @@ impl Launcher<'_> {
                             killed: false,
                             lost: false,
                             lease,
+                            uid,
+                            vc: l.vc.clone(),
                         },
                     );
                 }
@@ -453,11 +473,25 @@ impl Launcher<'_> {
         Ok(())
     }
 
-    fn launch(&self, l: &Launch) -> Result<Child, AgentError> {
+    fn agent_uid(&self) -> u32 {
+        rustix::process::getuid().as_raw()
+    }
+
+    fn accounts(&self) -> accounts::Accounts<'_> {
+        accounts::Accounts {
+            node: &self.o.node,
+            fallback: self.o.run_as.as_ref(),
+            allow_root: self.o.allow_root_jobs,
+            agent_uid: self.agent_uid(),
+            passwd: &self.passwd,
+        }
+    }
+
+    fn launch(&self, l: &Launch, account: Option<&RunAs>) -> Result<Child, AgentError> {
         use std::os::unix::process::CommandExt as _;
         let o = self.o;
         let out = log_path(&o.logs, l.job, l.attempt);
-        let f = private_file(&out, o.run_as.as_ref())?;
+        let f = private_file(&out, account)?;
         let f2 = f.try_clone().map_err(AgentError::io("opening", &out))?;
         let pass: Vec<(String, String)> = o
             .pass_env
@@ -473,14 +507,15 @@ impl Launcher<'_> {
             .arg("--")
             .args(&l.command)
             .env_clear()
-            .envs(job_env(l, o.run_as.as_ref(), &pass))
+            .envs(job_env(l, account, &pass))
             .stdin(Stdio::piped())
             .stdout(f2)
             .stderr(f)
             // The supervisor leads a new group: the attempt's processes are found and
             // signalled by it, whatever they fork.
             .process_group(0);
-        if let Some(u) = &o.run_as {
+        if let Some(u) = account {
+            // As root, std also drops the agent's supplementary groups.
             cmd.uid(u.uid).gid(u.gid);
         }
         if let Some(d) = &l.workdir {
@@ -630,6 +665,8 @@ mod tests {
             .collect(),
             workdir: None,
             gpus: vec![0, 2],
+            vc: "a".into(),
+            run_as: None,
         };
         let user = RunAs {
             uid: 1001,

@@ -178,6 +178,18 @@ pub mod limits {
     pub const WORKDIR_BYTES: usize = 4096;
 }
 
+/// How `GET /v1/jobs` pages: newest first, at most [`LIST_MAX`] records and
+/// [`LIST_BYTES`] bytes of them per reply; when more match, the reply's
+/// [`NEXT_PAGE_HEADER`] names the `after` of the next page.
+pub mod paging {
+    /// Records per reply, at most (and by default).
+    pub const LIST_MAX: usize = 1000;
+    /// Bytes of records per reply, at most (one record is always sent).
+    pub const LIST_BYTES: usize = 4 << 20;
+    /// The reply header that names the next page's `after` (ids below it).
+    pub const NEXT_PAGE_HEADER: &str = "x-apiary-next-after";
+}
+
 /// A job as stored and returned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -397,6 +409,12 @@ pub struct Launch {
     pub workdir: Option<String>,
     /// GPU indices on this node.
     pub gpus: Vec<u32>,
+    /// The job's VC.
+    #[serde(default)]
+    pub vc: String,
+    /// The local account the VC's jobs run as (`run_as` in the server's `[[vcs]]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as: Option<String>,
 }
 
 /// `GET /v1/cluster`.

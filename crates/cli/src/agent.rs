@@ -31,7 +31,8 @@ pub(crate) struct AgentArgs {
     /// Run jobs as this user: a name, a uid, or UID:GID (the agent must be root).
     #[arg(long)]
     pub run_as: Option<String>,
-    /// Let jobs run as root when the agent is root and no --run-as is given.
+    /// Let jobs run as root when the agent is root and neither their VC (`run_as` in
+    /// the server's [[vcs]]) nor --run-as names an account.
     #[arg(long)]
     pub allow_root_jobs: bool,
     /// Pass this variable of the agent's environment on to jobs (repeatable); jobs
@@ -81,9 +82,10 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         anyhow::bail!("--run-as needs the agent to run as root");
     }
     if root && run_as.as_ref().is_none_or(|u| u.uid == 0) && !allow_root_jobs {
-        anyhow::bail!(
-            "the agent runs as root, so its jobs would too: give --run-as USER \
-             (an unprivileged user), or --allow-root-jobs to run them as root anyway"
+        eprintln!(
+            "apiary agent: note: running as root without --run-as: each job runs as its \
+             VC's account (`run_as` in the server's [[vcs]]), and a job whose VC names none \
+             is refused (--allow-root-jobs runs it as root)"
         );
     }
     let state = state.unwrap_or_else(|| logs.join(".agent"));
@@ -97,5 +99,6 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         run_as,
         pass_env,
         replace,
+        allow_root_jobs,
     })?)
 }

@@ -17,7 +17,14 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
     let text =
         std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let mut cfg = ServerConfig::parse(&text, &config.display().to_string())?;
-    cfg.load_tokens(config.parent().unwrap_or(Path::new(".")))?;
+    let dir = config.parent().unwrap_or(Path::new("."));
+    for (f, mode) in cfg.readable_token_files(config, dir) {
+        apiary_server::service::log(&format!(
+            "warning: {} holds API tokens and group or others may read it (mode {mode:o}): chmod 600 it",
+            f.display()
+        ));
+    }
+    cfg.load_tokens(dir)?;
     if cfg.tokens.is_empty() {
         apiary_server::service::log(
             "warning: no [[tokens]]: the API is open to anyone who can reach it",
@@ -71,8 +78,13 @@ pub struct Connection {
     /// Server URL (or APIARY_SERVER).
     #[arg(long, env = "APIARY_SERVER")]
     pub server: Option<String>,
-    /// Bearer token (or APIARY_TOKEN).
-    #[arg(long, env = "APIARY_TOKEN", hide_env_values = true)]
+    /// File holding the bearer token (or APIARY_TOKEN_FILE); else APIARY_TOKEN, else
+    /// client.toml's `token`. Never on the command line, where every process of the
+    /// machine reads it in /proc.
+    #[arg(long, env = "APIARY_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Refused: a token on the command line is visible to every process of the machine.
+    #[arg(long, hide = true)]
     pub token: Option<String>,
 }
 
@@ -118,9 +130,20 @@ impl ClientArgs {
 
 impl Connection {
     fn client(&self) -> Result<Client> {
+        if self.token.is_some() {
+            bail!(
+                "--token on the command line is visible to every process of the machine \
+                 (/proc/PID/cmdline) for as long as the client runs: use --token-file FILE \
+                 (mode 600), APIARY_TOKEN, or `token` in client.toml"
+            );
+        }
+        let token = match &self.token_file {
+            Some(f) => Some(apiary_agent::procs::read_token(f)?),
+            None => std::env::var("APIARY_TOKEN").ok().filter(|t| !t.is_empty()),
+        };
         Ok(apiary_client::connect(
             self.server.as_deref(),
-            self.token.as_deref(),
+            token.as_deref(),
         )?)
     }
 }
@@ -276,16 +299,22 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
     Ok(())
 }
 
+/// What `apiary jobs` lists.
+pub struct Listing {
+    /// Only this VC.
+    pub vc: Option<String>,
+    /// Only this state.
+    pub state: Option<String>,
+    /// Finished jobs too.
+    pub all: bool,
+    /// Archived jobs that ended since then too (sacct's --starttime).
+    pub since: Option<String>,
+}
+
 /// `apiary jobs` (like squeue).
-pub fn jobs(
-    c: &ClientArgs,
-    vc: Option<&str>,
-    state: Option<&str>,
-    all: bool,
-    watch: Option<f64>,
-) -> Result<()> {
+pub fn jobs(c: &ClientArgs, l: &Listing, watch: Option<f64>) -> Result<()> {
     let Some(every) = watch else {
-        return jobs_once(c, vc, state, all);
+        return jobs_once(c, l);
     };
     if !(every.is_finite() && every >= 0.1) {
         bail!("--watch takes seconds, at least 0.1 (got {every})");
@@ -301,7 +330,7 @@ pub fn jobs(
             "Every {every} s: apiary jobs    {}",
             jobtime::local(apiary_server::service::unix_ms())
         );
-        jobs_once(c, vc, state, all)?;
+        jobs_once(c, l)?;
         if !tty {
             println!();
         }
@@ -311,22 +340,40 @@ pub fn jobs(
     }
 }
 
-fn jobs_once(c: &ClientArgs, vc: Option<&str>, state: Option<&str>, all: bool) -> Result<()> {
+fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
+    let (vc, state, all) = (l.vc.as_deref(), l.state.as_deref(), l.all);
     let mut q = Vec::new();
     if let Some(v) = vc {
         q.push(format!("vc={v}"));
     }
-    if let Some(s) = state {
-        q.push(format!("state={s}"));
+    match state {
+        Some(s) => q.push(format!("state={s}")),
+        // What squeue shows: every unfinished job, however many finished after it.
+        None if !all => q.push("state=queued,running".into()),
+        None => {}
     }
-    let path = if q.is_empty() {
-        "/v1/jobs".to_string()
-    } else {
-        format!("/v1/jobs?{}", q.join("&"))
+    let query = |path: &str, q: &[String]| {
+        if q.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}?{}", q.join("&"))
+        }
     };
-    let mut list: Vec<JobRecord> = c.client()?.get(&path)?;
-    if !all && state.is_none() {
-        list.retain(|r| !r.state.terminal());
+    let client = c.client()?;
+    let mut list: Vec<JobRecord> = client.get_all(&query("/v1/jobs", &q))?;
+    if let Some(when) = &l.since {
+        let now = apiary_server::service::unix_ms();
+        let Some(ms) = jobtime::parse_since(when, now) else {
+            bail!(
+                "--since {when}: expected now-3days, now-6hours, 2026-11-20, \
+                 2026-11-20T10:00 or unix seconds"
+            );
+        };
+        q.push(format!("since={}", ms / 1000));
+        let archived: Vec<JobRecord> = client.get_all(&query("/v1/jobs/archived", &q))?;
+        let hot: std::collections::BTreeSet<u64> = list.iter().map(|r| r.id).collect();
+        list.extend(archived.into_iter().filter(|r| !hot.contains(&r.id)));
+        list.sort_by_key(|r| std::cmp::Reverse(r.id));
     }
     if c.machine(&list)? {
         return Ok(());

@@ -114,6 +114,11 @@ enum Cmd {
         /// Include finished jobs.
         #[arg(long, short)]
         all: bool,
+        /// With -a, also the archived jobs that ended since WHEN, as sacct's
+        /// --starttime: now-3days, now-6hours, 2026-11-20, 2026-11-20T10:00 (local
+        /// time) or unix seconds.
+        #[arg(long, value_name = "WHEN", requires = "all")]
+        since: Option<String>,
         /// Print the list again every SECONDS (default 2) until interrupted.
         #[arg(long, short, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
         watch: Option<f64>,
@@ -375,9 +380,19 @@ fn main() {
             vc,
             state,
             all,
+            since,
             watch,
             client,
-        } => live::jobs(&client, vc.as_deref(), state.as_deref(), all, watch),
+        } => live::jobs(
+            &client,
+            &live::Listing {
+                vc,
+                state,
+                all,
+                since,
+            },
+            watch,
+        ),
         Cmd::Job { id, client } => live::job(&client, id),
         Cmd::Cancel { id, client } => live::cancel(&client, id),
         Cmd::Logs { id, follow, client } => live::logs(&client, id, follow),

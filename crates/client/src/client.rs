@@ -144,6 +144,40 @@ impl Client {
         self.finish(format!("GET {path}"), r)
     }
 
+    /// GET a list in pages, following the server's next-page header
+    /// ([`apiary_api::paging`]) to the end.
+    pub fn get_all<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ClientError> {
+        use apiary_api::paging::NEXT_PAGE_HEADER;
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page_path = match &after {
+                None => path.to_string(),
+                Some(a) => {
+                    let sep = if path.contains('?') { '&' } else { '?' };
+                    format!("{path}{sep}after={a}")
+                }
+            };
+            let mut req = self.agent.get(&format!("{}{page_path}", self.base));
+            if let Some(a) = self.auth() {
+                req = req.header("Authorization", &a);
+            }
+            let r = req.call();
+            let next = r.as_ref().ok().and_then(|r| {
+                r.headers()
+                    .get(NEXT_PAGE_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            });
+            let page: Vec<T> = self.finish(format!("GET {page_path}"), r)?;
+            out.extend(page);
+            match next {
+                Some(n) if after.as_deref() != Some(n.as_str()) => after = Some(n),
+                _ => return Ok(out),
+            }
+        }
+    }
+
     /// PUT a JSON body.
     pub fn put<B: Serialize, T: DeserializeOwned>(
         &self,

@@ -102,6 +102,39 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
     (total > 0).then_some(total as f64)
 }
 
+/// A time as sacct's `--starttime` takes it, in unix ms: `now-3days`, `now-6hours`,
+/// `now-30minutes` (or `d`, `h`, `m`, `s`), a local date `2026-11-20` (its midnight),
+/// a local date-time `2026-11-20T10:00[:00]`, or unix seconds.
+pub fn parse_since(t: &str, now_ms: u64) -> Option<u64> {
+    let t = t.trim();
+    if let Some(rel) = t.strip_prefix("now-") {
+        let split = rel.find(|c: char| !c.is_ascii_digit())?;
+        let (n, unit) = rel.split_at(split);
+        let n: u64 = n.parse().ok()?;
+        let s = match unit {
+            "d" | "day" | "days" => 86_400,
+            "h" | "hour" | "hours" => 3600,
+            "m" | "min" | "minute" | "minutes" => 60,
+            "s" | "sec" | "second" | "seconds" => 1,
+            _ => return None,
+        };
+        return Some(now_ms.saturating_sub(n.checked_mul(s)?.checked_mul(1000)?));
+    }
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse::<u64>().ok()?.checked_mul(1000);
+    }
+    let dt: jiff::civil::DateTime = match t.parse::<jiff::civil::DateTime>() {
+        Ok(dt) => dt,
+        Err(_) => t
+            .parse::<jiff::civil::Date>()
+            .ok()?
+            .to_datetime(jiff::civil::Time::midnight()),
+    };
+    let tz = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
+    let ms = dt.to_zoned(tz).ok()?.timestamp().as_millisecond();
+    u64::try_from(ms).ok()
+}
+
 /// Unix milliseconds as a local date-time, `2026-11-25 14:51:40`, in the system's time
 /// zone (TZ, else /etc/localtime), or in UTC with a `Z` when the zone is unknown.
 pub fn local(unix_ms: u64) -> String {
@@ -117,6 +150,19 @@ pub fn local(unix_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_reads_as_sacct_starttime() {
+        let now = 1_795_700_000_000;
+        assert_eq!(parse_since("now-2days", now), Some(now - 2 * 86_400_000));
+        assert_eq!(parse_since("now-90m", now), Some(now - 5_400_000));
+        assert_eq!(parse_since("1795000000", now), Some(1_795_000_000_000));
+        let d = parse_since("2026-11-20", now).unwrap();
+        let dt = parse_since("2026-11-20T06:00", now).unwrap();
+        assert_eq!(dt - d, 6 * 3_600_000);
+        assert_eq!(parse_since("yesterday", now), None);
+        assert_eq!(parse_since("now-3weeks", now), None);
+    }
     use apiary_api::{JobSpec, Part, RestartPolicy, Transition};
 
     fn record(state: JobState, events: &[(u64, &str)], exits: &[Option<i32>]) -> JobRecord {

@@ -41,6 +41,11 @@ pub struct VcConfig {
     /// Node cells it owns (`sharing = "hived"`).
     #[serde(default)]
     pub nodes: Option<u32>,
+    /// The local account its jobs run as on every node (a name or a uid), as Slurm runs
+    /// a job as its submitter: an agent running as root runs them so, and fails a job
+    /// whose account its node lacks. No two VCs share one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as: Option<String>,
 }
 
 /// One declared node.
@@ -114,6 +119,28 @@ pub struct ServerConfig {
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]
     pub max_jobs_per_vc: u64,
+    /// Seconds a finished job stays in the hot state (`apiary jobs -a`, the store)
+    /// before it moves to the archive (`data_dir/archive/`, read by `jobs -a --since`).
+    #[serde(default = "retain")]
+    pub retain_finished_s: f64,
+    /// Records one VC may hold in the hot state, finished ones included: past it its
+    /// oldest finished jobs move to the archive early, and a submission when none has
+    /// finished gets a 429.
+    #[serde(default = "max_records")]
+    pub max_records_per_vc: u64,
+    /// Bytes of records (their JSON, about) one VC may hold in the hot state, likewise.
+    #[serde(default = "max_record_bytes")]
+    pub max_record_bytes_per_vc: u64,
+}
+
+fn retain() -> f64 {
+    86_400.0
+}
+fn max_records() -> u64 {
+    20_000
+}
+fn max_record_bytes() -> u64 {
+    256 << 20
 }
 
 /// Who a bearer token speaks for.
@@ -295,12 +322,29 @@ impl ServerConfig {
             ));
         }
         let mut names = std::collections::BTreeSet::new();
+        let mut accounts = std::collections::BTreeMap::new();
         for (i, v) in c.vcs.iter().enumerate() {
             if v.name.is_empty() || !names.insert(v.name.as_str()) {
                 return Err(bad(
                     format!("vcs[{i}].name"),
                     format!("'{}' is empty or repeated", v.name),
                 ));
+            }
+            if let Some(a) = &v.run_as {
+                if a.is_empty() || a.contains(char::is_whitespace) || a.contains(':') {
+                    return Err(bad(
+                        format!("vcs[{i}].run_as"),
+                        format!("'{a}' is not an account name or uid"),
+                    ));
+                }
+                if let Some(other) = accounts.insert(a.as_str(), v.name.as_str()) {
+                    return Err(bad(
+                        format!("vcs[{i}].run_as"),
+                        format!(
+                            "'{a}' is VC {other}'s account too: two tenants under one uid could read and signal each other's jobs"
+                        ),
+                    ));
+                }
             }
             match c.sharing {
                 Some(Sharing::Quota) if v.quota_gpus.is_none() => {
@@ -355,6 +399,7 @@ impl ServerConfig {
             ("heartbeat_interval_s", c.heartbeat_interval_s),
             ("node_timeout_s", c.node_timeout_s),
             ("grace_s", c.grace_s),
+            ("retain_finished_s", c.retain_finished_s),
         ] {
             // Bounded so that timeouts in milliseconds added to the clock never wrap.
             if !(v.is_finite() && v > 0.0 && v <= 1e9) {
@@ -373,11 +418,51 @@ impl ServerConfig {
         if c.max_jobs_per_vc == 0 {
             return Err(bad("max_jobs_per_vc".into(), "must be at least 1".into()));
         }
+        if c.max_records_per_vc < c.max_jobs_per_vc {
+            return Err(bad(
+                "max_records_per_vc".into(),
+                format!(
+                    "{} is below max_jobs_per_vc ({}): the unfinished jobs are records too",
+                    c.max_records_per_vc, c.max_jobs_per_vc
+                ),
+            ));
+        }
+        // One record of the largest size a submission may have must fit.
+        if c.max_record_bytes_per_vc < 1 << 20 {
+            return Err(bad(
+                "max_record_bytes_per_vc".into(),
+                "must be at least 1 MiB (1048576)".into(),
+            ));
+        }
         for (i, t) in c.tokens.iter().enumerate() {
             c.check_token(t)
                 .map_err(|m| bad(format!("tokens[{i}]"), m))?;
         }
         Ok(c)
+    }
+
+    /// The files holding tokens that others than their owner may read: `config` itself
+    /// when it has `[[tokens]]`, and `tokens_file` (relative to `config_dir`).
+    pub fn readable_token_files(
+        &self,
+        config: &std::path::Path,
+        config_dir: &std::path::Path,
+    ) -> Vec<(PathBuf, u32)> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut files = Vec::new();
+        if !self.tokens.is_empty() {
+            files.push(config.to_path_buf());
+        }
+        if let Some(f) = &self.tokens_file {
+            files.push(config_dir.join(f));
+        }
+        files
+            .into_iter()
+            .filter_map(|f| {
+                let mode = std::fs::metadata(&f).ok()?.permissions().mode() & 0o777;
+                (mode & 0o044 != 0).then_some((f, mode))
+            })
+            .collect()
     }
 
     /// Reads `tokens_file` (relative to `config_dir`) into `tokens`.

@@ -66,6 +66,7 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
     Router::new()
         .route("/v1/jobs", post(submit).get(list_jobs))
+        .route("/v1/jobs/archived", get(list_archived))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/output", get(output))
@@ -112,37 +113,134 @@ async fn submit(State(app): State<App>, who: Caller, body: Bytes) -> Result<Resp
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     vc: Option<String>,
+    /// One state or several, comma-separated.
     state: Option<String>,
     limit: Option<usize>,
+    after: Option<u64>,
+    /// Unix seconds: archived jobs that ended from then on.
+    since: Option<u64>,
 }
 
+/// A listing's VC (a tenant's own, whatever it asks), states and page size.
+fn selection(
+    who: &Caller,
+    q: &ListQuery,
+) -> Result<(Option<String>, Vec<JobState>, usize), ApiError> {
+    use crate::types::paging::LIST_MAX;
+    let mut vc = q.vc.clone();
+    if let Caller::Tenant(own) = who {
+        if vc.as_ref().is_some_and(|v| v != own) {
+            return Err(ApiError::forbidden(format!(
+                "this token sees VC {own} only"
+            )));
+        }
+        vc = Some(own.clone());
+    }
+    let mut states = Vec::new();
+    for s in q.state.iter().flat_map(|s| s.split(',')) {
+        states.push(
+            serde_json::from_value::<JobState>(serde_json::Value::String(s.into())).map_err(
+                |_| {
+                    ApiError::bad(
+                        "state",
+                        format!(
+                            "unknown state '{s}' (queued, running, succeeded, failed, cancelled)"
+                        ),
+                    )
+                },
+            )?,
+        );
+    }
+    let limit = q.limit.unwrap_or(LIST_MAX);
+    if !(1..=LIST_MAX).contains(&limit) {
+        return Err(ApiError::bad(
+            "limit",
+            format!("{limit} is not 1 to {LIST_MAX}"),
+        ));
+    }
+    Ok((vc, states, limit))
+}
+
+/// A page of records, with the next page's `after` in its header.
+fn page(jobs: &[JobRecord], next: Option<u64>) -> Response {
+    let mut r = json(StatusCode::OK, &jobs);
+    if let Some(n) = next {
+        r.headers_mut().insert(
+            crate::types::paging::NEXT_PAGE_HEADER,
+            axum::http::HeaderValue::from(n),
+        );
+    }
+    r
+}
+
+/// `GET /v1/jobs`: newest first, filtered by VC and state, in pages (see
+/// [`crate::types::paging`]).
 async fn list_jobs(
     State(app): State<App>,
     who: Caller,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     who.user()?;
-    let Query(mut q) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
-    if let Caller::Tenant(vc) = &who {
-        if q.vc.as_ref().is_some_and(|v| v != vc) {
-            return Err(ApiError::forbidden(format!("this token sees VC {vc} only")));
-        }
-        q.vc = Some(vc.clone());
+    let Query(q) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    if q.since.is_some() {
+        return Err(ApiError::bad(
+            "since",
+            "the hot list has every job not yet archived: `since` is for /v1/jobs/archived",
+        ));
     }
-    let state = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(
-            serde_json::from_value::<JobState>(serde_json::Value::String(s.into()))
-                .map_err(|_| ApiError::bad("state", format!("unknown state '{s}'")))?,
-        ),
+    let (vc, states, limit) = selection(&who, &q)?;
+    let query = crate::core::JobQuery {
+        vc,
+        states,
+        after: q.after,
+        limit,
     };
-    let limit = q.limit.unwrap_or(1000);
-    let vc = q.vc;
-    let jobs = app
+    let (jobs, next) = app
         .h
-        .read(move |c| c.shown_all(&c.jobs(vc.as_deref(), state, limit)))
+        .read(move |c| c.page(&query, crate::types::paging::LIST_BYTES))
         .await?;
-    Ok(json(StatusCode::OK, &jobs))
+    Ok(page(&jobs, next))
+}
+
+/// `GET /v1/jobs/archived?since=UNIX_S`: jobs that left the hot state and ended at or
+/// after `since`, as `GET /v1/jobs` pages them.
+async fn list_archived(
+    State(app): State<App>,
+    who: Caller,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    who.user()?;
+    let Query(q) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    let (vc, states, limit) = selection(&who, &q)?;
+    let Some(since) = q.since else {
+        return Err(ApiError::bad(
+            "since",
+            "the archive is read from a time on: give since (unix seconds)",
+        ));
+    };
+    let query = crate::archive::ArchiveQuery {
+        since_ms: since.saturating_mul(1000),
+        vc,
+        states,
+        after: q.after,
+        limit,
+    };
+    let archive = app.h.archive();
+    let (jobs, next) = tokio::task::spawn_blocking(move || {
+        archive.query(&query, crate::types::paging::LIST_BYTES)
+    })
+    .await
+    .map_err(|e| ApiError {
+        status: 500,
+        field: None,
+        message: e.to_string(),
+    })?
+    .map_err(|e| ApiError {
+        status: 500,
+        field: None,
+        message: e.to_string(),
+    })?;
+    Ok(page(&jobs, next))
 }
 
 fn id_of(s: &str) -> Result<u64, ApiError> {
@@ -167,8 +265,26 @@ async fn get_job(
     who: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let r = visible(&app, &who, id_of(&id)?).await?;
-    Ok(json(StatusCode::OK, &r))
+    let id = id_of(&id)?;
+    match visible(&app, &who, id).await {
+        Err(e) if e.status == 404 => {}
+        r => return Ok(json(StatusCode::OK, &r?)),
+    }
+    // Archived in the last 31 days, as sacct finds it.
+    let archive = app.h.archive();
+    let since = crate::service::unix_ms().saturating_sub(31 * 86_400_000);
+    let found = tokio::task::spawn_blocking(move || archive.find(id, since))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    match found {
+        Some(r) if who.sees(&r.vc) => Ok(json(StatusCode::OK, &r)),
+        Some(_) => Err(ApiError::forbidden(format!(
+            "job {id} belongs to another VC"
+        ))),
+        None => Err(ApiError::not_found(format!("no job {id}"))),
+    }
 }
 
 async fn cancel(

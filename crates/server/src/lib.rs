@@ -7,6 +7,7 @@
 //! applies requests in batches, persists each batch in one store transaction, and only
 //! then answers; [`http`] is the JSON API, [`ui`] the dashboard, [`auth`] who may call them.
 
+pub mod archive;
 pub mod auth;
 pub mod config;
 pub mod core;

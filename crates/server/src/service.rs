@@ -106,6 +106,7 @@ enum Request {
 #[derive(Clone)]
 pub struct Handle {
     tx: mpsc::Sender<Request>,
+    archive: Arc<crate::archive::Archive>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -151,6 +152,10 @@ impl Handle {
     /// Creates a VC or changes its quota.
     pub async fn set_vc(&self, name: String, quota_gpus: Option<u64>) -> Result<(), ApiError> {
         self.ask(|r| Request::SetVc(name, quota_gpus, r)).await
+    }
+    /// The archive of jobs that left the hot state.
+    pub fn archive(&self) -> Arc<crate::archive::Archive> {
+        self.archive.clone()
     }
     /// Reads the state (after every earlier request was applied and persisted).
     pub async fn read<T: Send + 'static>(
@@ -257,6 +262,14 @@ pub async fn start(
     clock: Clock,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), ServiceError> {
     let now = clock();
+    let archive = Arc::new(
+        crate::archive::Archive::open((!cfg.in_memory()).then_some(cfg.data_dir.as_path()))
+            .map_err(|e| ServiceError::File {
+                what: "creating",
+                path: e.path,
+                source: e.source,
+            })?,
+    );
     let mut core = Core::new(cfg, now)?;
     let mut records = Vec::new();
     for kv in store.range(JOB_PREFIX).await? {
@@ -305,23 +318,55 @@ pub async fn start(
     }
     let _ = core.take_dirty();
     core.recover(records, next_id, &cordoned, now);
-    persist(&store, &mut core).await?;
+    core.expire(now);
+    persist(&store, &archive, &mut core, now).await?;
     log(&format!(
         "recovered {} jobs from {}",
         core.jobs(None, None, usize::MAX).len(),
         store.describe()
     ));
     let (tx, rx) = mpsc::channel(4096);
-    let task = tokio::spawn(run(core, store, clock, rx));
-    Ok((Handle { tx }, task))
+    let task = tokio::spawn(run(core, store, archive.clone(), clock, rx));
+    Ok((Handle { tx, archive }, task))
 }
 
-async fn persist(store: &Store, core: &mut Core) -> Result<Vec<JobRecord>, ServiceError> {
+/// Writes what changed: records that left the hot state go to the archive (synced)
+/// first and leave the store in the same transaction that writes the rest.
+async fn persist(
+    store: &Store,
+    archive: &Arc<crate::archive::Archive>,
+    core: &mut Core,
+    now: u64,
+) -> Result<Vec<JobRecord>, ServiceError> {
     let d = core.take_dirty();
-    if d.jobs.is_empty() && d.next_id.is_none() && d.cordons.is_empty() && d.vcs.is_empty() {
+    if d.jobs.is_empty()
+        && d.next_id.is_none()
+        && d.cordons.is_empty()
+        && d.vcs.is_empty()
+        && d.archived.is_empty()
+    {
         return Ok(Vec::new());
     }
     let mut t = Txn::new();
+    if !d.archived.is_empty() {
+        for r in &d.archived {
+            t = t.delete(job_key(r.id));
+        }
+        let a = archive.clone();
+        let records = d.archived;
+        tokio::task::spawn_blocking(move || a.append(records, now))
+            .await
+            .map_err(|e| ServiceError::File {
+                what: "archiving",
+                path: "archive".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+            .map_err(|e| ServiceError::File {
+                what: "archiving to",
+                path: e.path,
+                source: e.source,
+            })?;
+    }
     for r in &d.jobs {
         let v = serde_json::to_vec(r)?;
         t = t.put(job_key(r.id), v);
@@ -413,7 +458,13 @@ enum Pending {
     Read(ReadFn),
 }
 
-async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<Request>) {
+async fn run(
+    mut core: Core,
+    store: Store,
+    archive: Arc<crate::archive::Archive>,
+    clock: Clock,
+    mut rx: mpsc::Receiver<Request>,
+) {
     let tick =
         std::time::Duration::from_secs_f64((core.config().heartbeat_interval_s / 2.0).max(0.05));
     let mut batch: Vec<Request> = Vec::new();
@@ -455,7 +506,8 @@ async fn run(mut core: Core, store: Store, clock: Clock, mut rx: mpsc::Receiver<
         let t0 = std::time::Instant::now();
         core.schedule(now);
         core.observe_pass(t0.elapsed().as_secs_f64());
-        match persist(&store, &mut core).await {
+        core.expire(now);
+        match persist(&store, &archive, &mut core, now).await {
             Ok(changed) => {
                 let nodes = core.take_node_events();
                 log_events(&core.config().log_format, &changed, &nodes, now);

@@ -78,6 +78,7 @@ fn service_config(
                     name: t.name,
                     quota_gpus: (!sharing.cells()).then_some(t.gpus),
                     nodes: sharing.cells().then_some(t.nodes),
+                    run_as: None,
                 })
                 .collect();
             (intra, own, Some(sharing), vcs)
@@ -115,6 +116,10 @@ fn service_config(
         tokens: Vec::new(),
         tokens_file: None,
         max_jobs_per_vc: u64::MAX,
+        // The engine reads every finished job's record at the end: none leaves.
+        retain_finished_s: 1e9,
+        max_records_per_vc: u64::MAX,
+        max_record_bytes_per_vc: u64::MAX,
     })
 }
 

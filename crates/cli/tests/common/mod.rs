@@ -66,6 +66,12 @@ impl Cluster {
     }
 
     pub fn with_auth(name: &str, policy: &str, auth: bool) -> Cluster {
+        Cluster::with_config(name, policy, auth, "")
+    }
+
+    /// A cluster whose server config has `extra` (tables such as `[[vcs]]`) before its
+    /// nodes.
+    pub fn with_config(name: &str, policy: &str, auth: bool, extra: &str) -> Cluster {
         let dir = std::env::temp_dir().join(format!("apiary-live-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -79,7 +85,8 @@ policy = "{policy}"
 heartbeat_interval_s = 0.1
 node_timeout_s = 1.5
 grace_s = 0.3
-{}[[nodes]]
+{}{extra}
+[[nodes]]
 name = "n0"
 gpus = 8
 [[nodes]]
@@ -280,14 +287,13 @@ expires_unix_s = 1000
         .1
     }
 
+    /// Job `id`, as an admin sees it.
     pub fn job(&self, id: u64) -> Value {
-        client()
-            .get(&self.url(&format!("/v1/jobs/{id}")))
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_json()
-            .unwrap()
+        let mut q = client().get(&self.url(&format!("/v1/jobs/{id}")));
+        if self.auth {
+            q = q.header("Authorization", &format!("Bearer {ADMIN}"));
+        }
+        q.call().unwrap().body_mut().read_json().unwrap()
     }
 
     pub fn wait_terminal(&self, ids: &[u64], limit: Duration) -> Vec<Value> {

@@ -453,6 +453,13 @@ impl Core {
                 env,
                 workdir: r.spec.workdir.clone(),
                 gpus: part.gpus.clone(),
+                vc: r.vc.clone(),
+                run_as: self
+                    .cfg
+                    .vcs
+                    .iter()
+                    .find(|v| v.name == r.vc)
+                    .and_then(|v| v.run_as.clone()),
             });
         }
         for &(job, attempt, node) in self.stopping.keys() {

@@ -1,12 +1,39 @@
 //! Jobs: validation and admission of submissions, recovery from the store, queries,
 //! cancellation, and VCs changed through the API.
 
-use super::{ApiError, Core, MAX_DEPENDENCIES, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, mask_of, note};
+use super::{
+    ApiError, Core, MAX_DEPENDENCIES, MAX_JOB_GPUS, UNKNOWN_DURATION_MS, history, mask_of, note,
+};
 use crate::types::{JobRecord, JobSpec, JobState, SCHEMA_VERSION, limits};
 use apiary_model::{Job, Placement, Time};
 use apiary_policy::vc::Sharing;
 use apiary_policy::{Capability, Declared, JobIdx, TenantShare};
 use std::collections::BTreeSet;
+
+/// What `GET /v1/jobs` asks for.
+#[derive(Clone, Debug, Default)]
+pub struct JobQuery {
+    /// Only this VC's jobs.
+    pub vc: Option<String>,
+    /// Only jobs in these states (none: all).
+    pub states: Vec<JobState>,
+    /// Only jobs with ids below this (the previous page's last).
+    pub after: Option<u64>,
+    /// Records at most.
+    pub limit: usize,
+}
+
+/// A page whose next `after` is its last record's id.
+trait WithNext {
+    fn with_next(self) -> Self;
+}
+
+impl WithNext for (Vec<JobRecord>, Option<u64>) {
+    fn with_next(self) -> Self {
+        let next = self.0.last().map(|r| r.id);
+        (self.0, next)
+    }
+}
 
 /// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
 /// for a value no process could be started with.
@@ -100,6 +127,7 @@ impl Core {
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
         self.jobs.push(rec);
+        self.track_added(j);
         j
     }
 
@@ -122,14 +150,17 @@ impl Core {
                 format!("at most {MAX_DEPENDENCIES} jobs to wait for (got {deps})"),
             ));
         }
-        if let Some(d) = s.after_any.iter().find(|d| !self.by_id.contains_key(d)) {
-            return Err(ApiError::bad("after_any", format!("no job {d}")));
+        // Only the submitting VC's jobs: another tenant's job is as absent as one that
+        // never was, so its existence and outcome do not leak.
+        let vc = s.vc.as_deref().unwrap_or("default");
+        let visible = |d: u64| self.state_of(d).filter(|&(_, v)| v == vc).map(|(st, _)| st);
+        if let Some(d) = s.after_any.iter().find(|&&d| visible(d).is_none()) {
+            return Err(ApiError::bad("after_any", format!("no job {d} in VC {vc}")));
         }
         for &d in &s.after_ok {
-            let Some(&j) = self.by_id.get(&d) else {
-                return Err(ApiError::bad("after_ok", format!("no job {d}")));
+            let Some(st) = visible(d) else {
+                return Err(ApiError::bad("after_ok", format!("no job {d} in VC {vc}")));
             };
-            let st = self.jobs[j as usize].state;
             if matches!(st, JobState::Failed | JobState::Cancelled) {
                 return Err(ApiError::conflict(format!(
                     "job {d} is already {}: afterok:{d} can never be met",
@@ -260,11 +291,13 @@ impl Core {
         };
         note(&mut rec, now, "queued", String::new());
         let vc = rec.vc.clone();
+        self.room_for(&vc, history::record_bytes(&rec))?;
         let j = self.add_to_world(rec);
         self.hold_for_dependencies(j);
         if let Err(e) = self.enqueue(j) {
             // Refused before anyone was told it was accepted: it leaves no trace.
             self.held.remove(&j);
+            self.untrack(j);
             self.world.set_blocked(j, false);
             self.world.pop_job(j);
             self.jobs.pop();
@@ -376,6 +409,8 @@ impl Core {
                 self.nodes[n as usize].cordoned = true;
             }
         }
+        let all: Vec<JobIdx> = (0..self.jobs.len() as JobIdx).collect();
+        self.track_finished(&all);
         self.started = now;
     }
 
@@ -392,10 +427,42 @@ impl Core {
     }
 
     /// Jobs, newest first, optionally of one VC or state.
-    pub fn jobs(&self, vc: Option<&str>, state: Option<JobState>, limit: usize) -> Vec<&JobRecord> {
-        self.jobs
-            .iter()
+    /// One page of `GET /v1/jobs`: the jobs `q` selects, newest first, with their
+    /// pending reasons, at most `q.limit` of them and `max_bytes` of their JSON (at
+    /// least one); and the `after` of the next page when more match.
+    pub fn page(&self, q: &JobQuery, max_bytes: usize) -> (Vec<JobRecord>, Option<u64>) {
+        let f = self.free_gpus();
+        let mut out: Vec<JobRecord> = Vec::new();
+        let mut bytes = 0;
+        let selected = self
+            .by_id
+            .range(..q.after.unwrap_or(u64::MAX))
             .rev()
+            .map(|(_, &j)| &self.jobs[j as usize])
+            .filter(|r| q.vc.as_deref().is_none_or(|v| r.vc == v))
+            .filter(|r| q.states.is_empty() || q.states.contains(&r.state));
+        for r in selected {
+            if out.len() >= q.limit {
+                return (out, None).with_next();
+            }
+            let mut shown = r.clone();
+            shown.reason = (r.state == JobState::Queued).then(|| self.reason_in(&f, r).to_string());
+            let size = serde_json::to_vec(&shown).map_or(0, |b| b.len());
+            if !out.is_empty() && bytes + size > max_bytes {
+                return (out, None).with_next();
+            }
+            bytes += size;
+            out.push(shown);
+        }
+        (out, None)
+    }
+
+    /// Jobs, newest first.
+    pub fn jobs(&self, vc: Option<&str>, state: Option<JobState>, limit: usize) -> Vec<&JobRecord> {
+        self.by_id
+            .values()
+            .rev()
+            .map(|&j| &self.jobs[j as usize])
             .filter(|r| vc.is_none_or(|v| r.vc == v))
             .filter(|r| state.is_none_or(|s| r.state == s))
             .take(limit)
@@ -473,7 +540,7 @@ impl Core {
             let mut all_ok = true;
             let mut broken = None;
             for &d in &self.jobs[j as usize].spec.after_ok {
-                let st = self.by_id.get(&d).map(|&k| self.jobs[k as usize].state);
+                let st = self.state_of(d).map(|(s, _)| s);
                 match st {
                     Some(JobState::Succeeded) => {}
                     Some(JobState::Failed | JobState::Cancelled) | None => {
@@ -484,11 +551,11 @@ impl Core {
                 }
             }
             let spec = &self.jobs[j as usize].spec;
-            if spec.after_any.iter().any(|d| {
-                self.by_id
-                    .get(d)
-                    .is_some_and(|&k| !self.jobs[k as usize].state.terminal())
-            }) {
+            if spec
+                .after_any
+                .iter()
+                .any(|&d| self.state_of(d).is_some_and(|(s, _)| !s.terminal()))
+            {
                 all_ok = false;
             }
             if let Some((d, how)) = broken {
@@ -576,10 +643,19 @@ impl Core {
             }
             _ => {}
         }
+        // The account stays the config's: an API caller never changes whose uid a
+        // tenant's jobs run under.
+        let run_as = self
+            .cfg
+            .vcs
+            .iter()
+            .find(|x| x.name == name)
+            .and_then(|x| x.run_as.clone());
         let v = crate::config::VcConfig {
             name: name.to_string(),
             quota_gpus,
             nodes: None,
+            run_as,
         };
         match self.cfg.vcs.iter_mut().find(|x| x.name == name) {
             Some(x) => *x = v.clone(),

@@ -14,11 +14,13 @@
 
 mod agents;
 mod error;
+mod history;
 mod instances;
 mod jobs;
 mod views;
 
 pub use error::{ApiError, CoreError};
+pub use jobs::JobQuery;
 
 use crate::config::ServerConfig;
 use crate::types::*;
@@ -59,6 +61,9 @@ pub struct Dirty {
     pub cordons: Vec<(String, bool)>,
     /// VCs created or changed through the API.
     pub vcs: Vec<crate::config::VcConfig>,
+    /// Records that left the hot state: the caller appends them to the archive, then
+    /// deletes them from the store.
+    pub archived: Vec<JobRecord>,
 }
 
 /// Upper bounds of the scheduling-pass latency histogram, seconds.
@@ -152,6 +157,17 @@ pub struct Core {
     held: BTreeSet<JobIdx>,
     /// Recent output of parts, by job id and node, for `logs -f`; not persisted.
     live: BTreeMap<(u64, String), LiveOutput>,
+    /// Each VC's records in the hot state, against its limits.
+    records: BTreeMap<String, history::VcRecords>,
+    /// Each job's bytes as counted in `records` (0 once it left).
+    hot_bytes: Vec<u32>,
+    /// Finished jobs counted in `records`' finished queues.
+    finished_seen: BTreeSet<JobIdx>,
+    /// Jobs that left the hot state: their end state and VC (the newest
+    /// [`history::ENDED_KEPT`]).
+    ended: BTreeMap<u64, (JobState, String)>,
+    /// Records that left the hot state, for the caller to archive.
+    to_archive: Vec<JobRecord>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -322,6 +338,11 @@ impl Core {
             orphans: BTreeMap::new(),
             held: BTreeSet::new(),
             live: BTreeMap::new(),
+            records: BTreeMap::new(),
+            hot_bytes: Vec::new(),
+            finished_seen: BTreeSet::new(),
+            ended: BTreeMap::new(),
+            to_archive: Vec::new(),
         };
         Ok(core)
     }
@@ -472,6 +493,8 @@ impl Core {
 
     /// Records to persist since the last call.
     pub fn take_dirty(&mut self) -> Dirty {
+        let changed: Vec<JobIdx> = self.dirty.iter().copied().collect();
+        self.track_finished(&changed);
         let jobs = std::mem::take(&mut self.dirty)
             .into_iter()
             .map(|j| {
@@ -493,6 +516,7 @@ impl Core {
             next_id: std::mem::take(&mut self.next_id_dirty).then_some(self.next_id),
             cordons: std::mem::take(&mut self.dirty_cordons),
             vcs: std::mem::take(&mut self.dirty_vcs),
+            archived: std::mem::take(&mut self.to_archive),
         }
     }
 }

@@ -140,7 +140,7 @@ impl Core {
         (r.state == JobState::Queued).then(|| self.reason_in(f, r))
     }
 
-    fn reason_in(&self, f: &FreeGpus, r: &JobRecord) -> &'static str {
+    pub(super) fn reason_in(&self, f: &FreeGpus, r: &JobRecord) -> &'static str {
         if self.by_id.get(&r.id).is_some_and(|&j| self.is_held(j)) {
             return "Dependency";
         }

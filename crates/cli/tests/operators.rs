@@ -1,0 +1,191 @@
+//! What an operator and a tenant meet on a busy live cluster, through the real binary
+//! on loopback: listings that show every running job however many ended after it, and
+//! that page rather than break when records are large.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::process::{Command, Output};
+
+fn cli(c: &Cluster, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("APIARY_SERVER", c.url(""))
+        .env_remove("APIARY_TOKEN")
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .output()
+        .unwrap()
+}
+
+fn out(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn cancel(c: &Cluster, id: u64) {
+    let (code, v) = call("POST", &c.url(&format!("/v1/jobs/{id}/cancel")), None, None);
+    assert!(code < 300, "{code} {v}");
+}
+
+#[test]
+fn jobs_shows_every_running_job_however_many_ended_after_and_pages_large_lists() {
+    let c = Cluster::new("paging", "fifo");
+    let running: Vec<u64> = (0..2)
+        .map(|_| {
+            c.submit(json!({"gpus": 8, "command": ["sleep", "60"]}))
+                .unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    for &id in &running {
+        c.wait_running(id);
+    }
+    // 1,000 newer jobs, cancelled while they wait.
+    for _ in 0..1000 {
+        let id = c.submit(json!({"gpus": 16, "command": ["true"]})).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        cancel(&c, id);
+    }
+    // And 44 of the largest records a tenant may submit: over 10 MB together.
+    let arg = "x".repeat(120 << 10);
+    let val = "y".repeat(120 << 10);
+    for _ in 0..44 {
+        let id = c
+            .submit(json!({"gpus": 16, "command": ["true", arg], "env": {"BIG": val}}))
+            .unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        cancel(&c, id);
+    }
+    let text = out(&cli(&c, &["jobs"]));
+    let listed: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(listed.len(), 2, "{text}");
+    for id in &running {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.split_whitespace().next() == Some(&id.to_string())),
+            "{text}"
+        );
+    }
+    // Everything, in pages: no reply over the stated size.
+    let all: Vec<Value> =
+        serde_json::from_str(&out(&cli(&c, &["jobs", "-a", "-o", "json"]))).unwrap();
+    assert_eq!(all.len(), 1046);
+    let mut r = client().get(&c.url("/v1/jobs")).call().unwrap();
+    let next = r
+        .headers()
+        .get("x-apiary-next-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = r
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()
+        .unwrap();
+    assert!(body.len() <= 4 << 20, "{} bytes", body.len());
+    assert!(next.is_some(), "a next page is named");
+    // A bad state or limit is named.
+    let (code, v) = call("GET", &c.url("/v1/jobs?state=runing"), None, None);
+    assert_eq!(code, 400);
+    assert!(v.to_string().contains("unknown state 'runing'"), "{v}");
+    assert_eq!(call("GET", &c.url("/v1/jobs?limit=0"), None, None).0, 400);
+}
+
+#[test]
+fn tokens_come_from_a_file_or_the_environment_and_readable_token_files_are_warned_of() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let c = Cluster::with_auth("tokens", "fifo", true);
+    let log = std::fs::read_to_string(c.dir.join("server.log")).unwrap();
+    assert!(
+        log.contains("tokens.toml holds API tokens and group or others may read it"),
+        "{log}"
+    );
+    let o = cli(&c, &["jobs", "--token", TENANT_A]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--token-file") && err.contains("/proc"),
+        "{err}"
+    );
+    let f = c.dir.join("tenant-a.token");
+    std::fs::write(&f, format!("{TENANT_A}\n")).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    out(&cli(&c, &["jobs", "--token-file", f.to_str().unwrap()]));
+    let o = Command::new(BIN)
+        .args(["jobs"])
+        .env("APIARY_SERVER", c.url(""))
+        .env("APIARY_TOKEN", TENANT_A)
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .output()
+        .unwrap();
+    out(&o);
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn submit_and_cancel_cycles_keep_server_memory_and_state_flat() {
+    let c = Cluster::with_config(
+        "cycles",
+        "fifo",
+        false,
+        "max_jobs_per_vc = 101\nmax_records_per_vc = 120\n",
+    );
+    let blocker = c
+        .submit(json!({"gpus": 16, "command": ["sleep", "600"]}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(blocker);
+    let pid = c.server.as_ref().unwrap().id();
+    let state = c.dir.join("data/state.redb");
+    let arg = "x".repeat(100 << 10);
+    let val = "y".repeat(100 << 10);
+    let mut figures = Vec::new();
+    for cycle in 0..5 {
+        let ids: Vec<u64> = (0..100)
+            .map(|_| {
+                c.submit(json!({"gpus": 16, "command": ["true", arg], "env": {"BIG": val}}))
+                    .unwrap_or_else(|e| panic!("cycle {cycle}: {e:?}"))["id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        for id in ids {
+            cancel(&c, id);
+        }
+        figures.push((rss_kb(pid), std::fs::metadata(&state).unwrap().len()));
+    }
+    eprintln!("(server RSS kB, state.redb bytes) after each cycle: {figures:?}");
+    let (rss1, disk1) = figures[1];
+    let (rss4, disk4) = figures[4];
+    assert!(rss4 < rss1 + rss1 / 2, "memory grew: {figures:?}");
+    assert!(disk4 < disk1 + disk1 / 2, "state grew: {figures:?}");
+    // The hot list holds at most the VC's limit; the archive has the rest.
+    let hot: Vec<Value> =
+        serde_json::from_str(&out(&cli(&c, &["jobs", "-a", "-o", "json"]))).unwrap();
+    assert!(hot.len() <= 120, "{} hot", hot.len());
+    let all: Vec<Value> = serde_json::from_str(&out(&cli(
+        &c,
+        &["jobs", "-a", "--since", "now-1hours", "-o", "json"],
+    )))
+    .unwrap();
+    assert_eq!(all.len(), 501);
+    let first = all.iter().find(|j| j["id"] == 2).unwrap();
+    assert_eq!(first["state"], "cancelled");
+    assert_eq!(first["spec"]["env"]["BIG"], "", "archived without values");
+    // `apiary job ID` still finds an archived job.
+    let j: Value = serde_json::from_str(&out(&cli(&c, &["job", "2", "-o", "json"]))).unwrap();
+    assert_eq!(j["id"], 2);
+}
