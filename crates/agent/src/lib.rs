@@ -20,6 +20,7 @@ pub mod lease;
 pub mod procs;
 pub mod records;
 mod stream;
+pub mod supervisor;
 
 pub use error::AgentError;
 
@@ -59,6 +60,12 @@ pub struct AgentOptions {
     /// Run jobs as root where neither their VC nor `run_as` names an account.
     pub allow_root_jobs: bool,
 }
+
+/// How long after the grace period the agent kills an attempt's group itself: the
+/// supervisor kills its descendants at the grace period (those outside the group too),
+/// and the agent's SIGKILL to the group, which ends the supervisor, comes only if it
+/// did not.
+const SUPERVISOR_SLACK: Duration = Duration::from_secs(2);
 
 /// The search path jobs get unless `--pass-env PATH` or the job's `env` gives one.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -254,7 +261,11 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         {
             log!("{e}: killing {} jobs and stopping", running.len());
             for r in running.values() {
-                procs::end_group(r.pgid, grace, grace + Duration::from_secs(30));
+                procs::end_group(
+                    r.pgid,
+                    grace + SUPERVISOR_SLACK,
+                    grace + Duration::from_secs(30),
+                );
             }
             return Err(AgentError::Fenced(e.to_string()));
         }
@@ -377,7 +388,11 @@ fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), 
                 a.attempt,
                 a.pgid
             );
-            procs::end_group(a.pgid, grace, grace + Duration::from_secs(30));
+            procs::end_group(
+                a.pgid,
+                grace + SUPERVISOR_SLACK,
+                grace + Duration::from_secs(30),
+            );
         }
         records.exited(&Exit {
             job: a.job,
@@ -551,7 +566,7 @@ fn reap(
             signal_group(r.pgid, Signal::KILL);
             r.killed = true;
         } else if let Some(t) = r.term_at
-            && t.elapsed() >= grace
+            && t.elapsed() >= grace + SUPERVISOR_SLACK
             && !r.killed
         {
             signal_group(r.pgid, Signal::KILL);

@@ -44,6 +44,8 @@ pub fn group_alive(pgid: i32) -> bool {
 pub struct Stat {
     /// One-letter state (`Z`: zombie).
     pub state: char,
+    /// Parent process.
+    pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
     /// Start time since boot, clock ticks: with the pid, it names one process.
@@ -59,9 +61,48 @@ pub fn stat(pid: &str) -> Option<Stat> {
     // After the name: state(0) ppid(1) pgrp(2) ... starttime(19).
     Some(Stat {
         state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
         start: f.get(19)?.parse().ok()?,
     })
+}
+
+/// The live (not zombie) descendants of `root`, whatever their group or session.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: Vec<(i32, i32, char)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid = name.to_str()?;
+            let s = stat(pid)?;
+            Some((pid.parse().ok()?, s.ppid, s.state))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(pid, ppid, state) in &procs {
+            if ppid == p {
+                frontier.push(pid);
+                if state != 'Z' {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Sends `sig` to each of `pids`; one already gone is no error.
+pub fn signal_each(pids: &[i32], sig: Signal) {
+    for &p in pids {
+        if let Some(p) = Pid::from_raw(p) {
+            let _ = rustix::process::kill_process(p, sig);
+        }
+    }
 }
 
 /// Ends the group `pgid`: SIGTERM, then SIGKILL once `grace` has passed, and returns when
@@ -168,77 +209,6 @@ pub fn read_token(path: &Path) -> Result<String, AgentError> {
         return Err(bad("expected one token on one line".into()));
     }
     Ok(token.to_string())
-}
-
-/// `apiary job-exec`: runs `command` as a child in this process's group and exits with
-/// its status (128 + the signal when a signal ended it). SIGTERM, which the agent sends
-/// to the whole group, reaches the child directly; this process stays to escalate. If
-/// the agent that started it dies, it ends the group itself (SIGTERM, then SIGKILL after
-/// `grace`), so no attempt outlives the agent that the server counts on to report it.
-/// With a `lease`, it does the same when the agent stops renewing it (see
-/// [`crate::lease`]): the agent is stopped, hung or cut off from the server.
-pub fn job_exec(
-    grace: Duration,
-    lease: Option<Duration>,
-    command: &[String],
-) -> Result<i32, AgentError> {
-    use std::os::unix::process::ExitStatusExt as _;
-    let Some(program) = command.first() else {
-        return Err(AgentError::NoCommand);
-    };
-    let agent = std::os::unix::process::parent_id();
-    let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|_| AgentError::Signals("job-exec"))?;
-    rt.block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        // The handler comes first: a stop that arrives as the job starts must not end
-        // this process before it can escalate.
-        let mut term =
-            signal(SignalKind::terminate()).map_err(|_| AgentError::Signals("job-exec"))?;
-        let deadline = lease.map(crate::lease::Deadline::from_stdin);
-        // What the job writes is its user's alone, unless it says otherwise.
-        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-        let mut child = std::process::Command::new(program)
-            .args(&command[1..])
-            // Its stdin is the agent's lease pipe, which the job must not read.
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .map_err(|source| AgentError::Start {
-                program: program.clone(),
-                source,
-            })?;
-        let mut term_at: Option<Instant> = None;
-        let mut killed = false;
-        loop {
-            tokio::select! {
-                _ = term.recv() => { term_at.get_or_insert_with(Instant::now); }
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-            if let Some(st) = child.try_wait().map_err(AgentError::Wait)? {
-                return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
-            }
-            if term_at.is_none() && std::os::unix::process::parent_id() != agent {
-                signal_group(pgid, Signal::TERM);
-                term_at = Some(Instant::now());
-            }
-            if term_at.is_none() && deadline.as_ref().is_some_and(|d| d.passed()) {
-                eprintln!(
-                    "apiary job-exec: stopping the job: its agent's lease ran out (the agent \
-                     is stopped, hung or cut off from the server, which may run the job elsewhere)"
-                );
-                signal_group(pgid, Signal::TERM);
-                term_at = Some(Instant::now());
-            }
-            if !killed && term_at.is_some_and(|t| t.elapsed() >= grace) {
-                // Ends this process too.
-                signal_group(pgid, Signal::KILL);
-                killed = true;
-            }
-        }
-    })
 }
 
 #[cfg(test)]

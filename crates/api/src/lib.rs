@@ -90,6 +90,21 @@ pub struct JobSpec {
     /// `--dependency=afterany:ID`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_any: Vec<u64>,
+    /// The task of a job array (sbatch's `--array`) this job is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayTask>,
+}
+
+/// A job's place in a job array. The array's id is its first task's job id, as in
+/// Slurm (task `12_0` is job 12, and `scancel 12` cancels the whole array).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayTask {
+    /// Its index.
+    pub task: u64,
+    /// The array's id; absent on the first task, whose own id it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<u64>,
 }
 
 /// Where a job is in its life.
@@ -201,6 +216,12 @@ pub struct JobRecord {
     pub spec: JobSpec,
     /// Its VC.
     pub vc: String,
+    /// Who submitted it: the `user` of the token it came with, if that names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The id of the job array it is a task of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_id: Option<u64>,
     /// Current state.
     pub state: JobState,
     /// Submission time, unix ms.

@@ -209,10 +209,22 @@ pub struct Submission {
 
 /// `apiary submit`.
 pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
-    let (mut e, unreadable) = exported_env(&s.export, std::env::vars_os())?;
-    if unreadable > 0 {
-        eprintln!("note: {unreadable} variables that are not UTF-8 were not exported");
+    let exported = exported_env(&s.export, std::env::vars_os())?;
+    if exported.unreadable > 0 {
+        eprintln!(
+            "note: {} variables that are not UTF-8 were not exported",
+            exported.unreadable
+        );
     }
+    if !exported.secrets.is_empty() {
+        eprintln!(
+            "note: left out of --export=ALL as they look like secrets (name them to send \
+             them, e.g. --export=ALL,{}): {}",
+            exported.secrets[0],
+            exported.secrets.join(" ")
+        );
+    }
+    let mut e = exported.env;
     for kv in &s.env {
         let (k, v) = kv
             .split_once('=')
@@ -244,6 +256,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         estimated_duration_s: s.estimate_s,
         deadline_unix_s: None,
         restart: RestartPolicy::default(),
+        array: None,
         time_limit_s: match &s.time {
             None => None,
             Some(t) => Some(jobtime::parse_slurm_time(t).with_context(|| {
@@ -309,6 +322,8 @@ pub struct Listing {
     pub all: bool,
     /// Archived jobs that ended since then too (sacct's --starttime).
     pub since: Option<String>,
+    /// Only this user's.
+    pub user: Option<String>,
 }
 
 /// `apiary jobs` (like squeue).
@@ -346,6 +361,9 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
     if let Some(v) = vc {
         q.push(format!("vc={v}"));
     }
+    if let Some(u) = &l.user {
+        q.push(format!("user={u}"));
+    }
     match state {
         Some(s) => q.push(format!("state={s}")),
         // What squeue shows: every unfinished job, however many finished after it.
@@ -381,16 +399,16 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
     let now = apiary_server::service::unix_ms();
     let wide = c.output == Output::Wide;
     let mut head = format!(
-        "{:>8}  {:<12} {:<16} {:<10} {:>4} {:>11}",
-        "JOBID", "VC", "NAME", "STATE", "GPUS", "TIME"
+        "{:>8}  {:<12} {:<16} {:<10} {:<10} {:>4} {:>11}",
+        "JOBID", "VC", "NAME", "USER", "STATE", "GPUS", "TIME"
     );
     if all || wide {
         head.push_str(&format!(" {:>11} {:>6}", "ELAPSED", "EXIT"));
     }
     if wide {
         head.push_str(&format!(
-            " {:>4} {:<8} {:<19}",
-            "PRIO", "GPUTYPE", "SUBMITTED"
+            " {:>4} {:<8} {:<19} {:>11} {:<24}",
+            "PRIO", "GPUTYPE", "SUBMITTED", "TIMELIMIT", "WORKDIR"
         ));
     }
     println!("{head}  NODES(REASON)");
@@ -413,10 +431,11 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
             String::new()
         };
         let mut line = format!(
-            "{:>8}  {:<12} {:<16} {:<10} {:>4} {:>11}",
+            "{:>8}  {:<12} {:<16} {:<10} {:<10} {:>4} {:>11}",
             r.id,
             r.vc,
             name.chars().take(16).collect::<String>(),
+            r.user.as_deref().unwrap_or("-"),
             r.state.as_str(),
             r.spec.gpus,
             jobtime::squeue_time(jobtime::run_ms(&r, now)),
@@ -430,15 +449,24 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
         }
         if wide {
             line.push_str(&format!(
-                " {:>4} {:<8} {:<19}",
+                " {:>4} {:<8} {:<19} {:>11} {:<24}",
                 r.spec.priority,
                 r.spec.gpu_type.as_deref().unwrap_or("any"),
-                jobtime::local(r.submitted_ms)
+                jobtime::local(r.submitted_ms),
+                time_limit(&r),
+                r.spec.workdir.as_deref().unwrap_or("-")
             ));
         }
         println!("{line}  {nodes}");
     }
     Ok(())
+}
+
+/// A job's time limit as squeue prints it (`UNLIMITED` when it has none).
+fn time_limit(r: &JobRecord) -> String {
+    r.spec.time_limit_s.map_or("UNLIMITED".into(), |s| {
+        jobtime::squeue_time((s * 1000.0) as u64)
+    })
 }
 
 /// `apiary job ID`.
@@ -449,14 +477,20 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     }
     let now = apiary_server::service::unix_ms();
     println!(
-        "job {}  {}  vc {}  {} GPUs  attempt {}",
+        "job {}  {}  vc {}  user {}  {} GPUs  attempt {}",
         r.id,
         r.state.as_str(),
         r.vc,
+        r.user.as_deref().unwrap_or("-"),
         r.spec.gpus,
         r.attempt
     );
     println!("command  {}", r.spec.command.join(" "));
+    println!(
+        "workdir  {}",
+        r.spec.workdir.as_deref().unwrap_or("(the agent's)")
+    );
+    println!("limit    {}", time_limit(&r));
     if let Some(why) = &r.reason {
         println!("waiting  {why}");
     }
@@ -600,12 +634,54 @@ fn follow_logs(client: &Client, mut r: JobRecord) -> Result<()> {
 }
 
 /// `apiary cancel ID`.
-pub fn cancel(c: &ClientArgs, id: u64) -> Result<()> {
-    let r: JobRecord = c
-        .client()?
-        .post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))?;
-    if !c.machine(&r)? {
-        println!("Cancelled job {}", r.id);
+pub fn cancel(
+    c: &ClientArgs,
+    ids: &[String],
+    name: Option<String>,
+    state: Option<&str>,
+    user: Option<String>,
+) -> Result<()> {
+    use apiary_client::cancel::{Filters, select, target};
+    let targets = ids
+        .iter()
+        .map(|t| target(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let state = match state {
+        None => None,
+        Some("queued" | "pending" | "PENDING" | "PD") => Some(JobState::Queued),
+        Some("running" | "RUNNING" | "R") => Some(JobState::Running),
+        Some(s) => bail!("--state {s}: only unfinished jobs cancel: queued or running"),
+    };
+    let f = Filters { name, state, user };
+    if targets.is_empty() && !f.any() {
+        bail!("cancel what? give job ids (12, 12_3, 12_[3-5]) or --name, --state, --user");
+    }
+    let client = c.client()?;
+    let unfinished: Vec<JobRecord> = client.get_all("/v1/jobs?state=queued,running")?;
+    let (chosen, absent) = select(&unfinished, &targets, &f);
+    let mut done = Vec::new();
+    let mut failed = 0;
+    // Ids not among the unfinished jobs are asked too: the server says why not.
+    for id in chosen.iter().chain(absent.iter().filter(|_| !f.any())) {
+        match client.post::<_, JobRecord>(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({}))
+        {
+            Ok(r) => done.push(r),
+            Err(e) => {
+                eprintln!("error: job {id}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    if !c.machine(&done)? {
+        for r in &done {
+            println!("Cancelled job {}", r.id);
+        }
+        if done.is_empty() && failed == 0 {
+            println!("No job matched");
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} jobs not cancelled", failed + done.len());
     }
     Ok(())
 }

@@ -119,6 +119,9 @@ enum Cmd {
         /// time) or unix seconds.
         #[arg(long, value_name = "WHEN", requires = "all")]
         since: Option<String>,
+        /// Only this user's jobs.
+        #[arg(long)]
+        user: Option<String>,
         /// Print the list again every SECONDS (default 2) until interrupted.
         #[arg(long, short, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
         watch: Option<f64>,
@@ -145,8 +148,18 @@ enum Cmd {
     },
     /// Cancel a job.
     Cancel {
-        /// Job id.
-        id: u64,
+        /// Jobs, as scancel takes them: ids (an array's id cancels all its tasks), array
+        /// tasks (12_3, 12_[3-5], 12_[1,4]).
+        ids: Vec<String>,
+        /// Only jobs of this name (an array's tasks match its name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Only jobs in this state (queued or running).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this user's jobs.
+        #[arg(long)]
+        user: Option<String>,
         #[command(flatten)]
         client: live::ClientArgs,
     },
@@ -362,7 +375,7 @@ fn main() {
             lease_ms,
             command,
         } => {
-            match apiary_agent::procs::job_exec(
+            match apiary_agent::supervisor::job_exec(
                 std::time::Duration::from_millis(grace_ms),
                 lease_ms.map(std::time::Duration::from_millis),
                 &command,
@@ -381,6 +394,7 @@ fn main() {
             state,
             all,
             since,
+            user,
             watch,
             client,
         } => live::jobs(
@@ -390,11 +404,18 @@ fn main() {
                 state,
                 all,
                 since,
+                user,
             },
             watch,
         ),
         Cmd::Job { id, client } => live::job(&client, id),
-        Cmd::Cancel { id, client } => live::cancel(&client, id),
+        Cmd::Cancel {
+            ids,
+            name,
+            state,
+            user,
+            client,
+        } => live::cancel(&client, &ids, name, state.as_deref(), user),
         Cmd::Logs { id, follow, client } => live::logs(&client, id, follow),
         Cmd::Nodes { client } => live::nodes(&client),
         Cmd::Cordon { node, client } => live::node_action(&client, &node, "cordon"),

@@ -60,6 +60,7 @@ fn clients_read_like_squeue_sacct_and_kubectl() {
             "JOBID",
             "VC",
             "NAME",
+            "USER",
             "STATE",
             "GPUS",
             "TIME",
@@ -70,15 +71,15 @@ fn clients_read_like_squeue_sacct_and_kubectl() {
         "{a}"
     );
     let row = time_of(&a, ok);
-    assert_eq!(&row[1..4], ["default", "quick", "succeeded"], "{a}");
-    assert!(row[5] == "0:01" || row[5] == "0:02", "TIME {}: {a}", row[5]);
-    assert_eq!(row[7], "0", "{a}");
-    assert_eq!(time_of(&a, bad)[7], "3", "{a}");
+    assert_eq!(&row[1..5], ["default", "quick", "-", "succeeded"], "{a}");
+    assert!(row[6] == "0:01" || row[6] == "0:02", "TIME {}: {a}", row[6]);
+    assert_eq!(row[8], "0", "{a}");
+    assert_eq!(time_of(&a, bad)[8], "3", "{a}");
     std::thread::sleep(Duration::from_millis(1100));
     let later = out(&cli(&c, &["jobs", "-a"]));
     assert_eq!(
-        time_of(&later, ok)[5],
-        row[5],
+        time_of(&later, ok)[6],
+        row[6],
         "TIME kept counting:\n{later}"
     );
 

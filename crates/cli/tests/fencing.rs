@@ -1,6 +1,7 @@
 //! Node identity and self-fencing, on the real binary: two agents claiming one node
-//! never both run its jobs, and a stopped or cut-off agent's jobs are dead before the
-//! server runs them elsewhere.
+//! never both run its jobs, a stopped or cut-off agent's jobs are dead before the
+//! server runs them elsewhere, a process that calls `setsid` ends with its attempt, and
+//! the agent's log is timestamped and quiet through an outage.
 
 mod common;
 
@@ -234,4 +235,109 @@ fn an_agent_cut_off_from_the_server_stops_its_jobs_before_they_run_elsewhere() {
     let j = &c.wait_terminal(&[id], Duration::from_secs(30))[0];
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(assert_no_overlap(&log), 2);
+}
+
+#[test]
+fn an_agent_logs_with_timestamps_says_an_outage_once_and_stops_promptly_without_the_server() {
+    let mut c = Cluster::new("agentlog", "fifo");
+    let id = c
+        .submit(json!({"gpus": 8, "command": ["sleep", "60"]}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let node = c.wait_running(id);
+    std::thread::sleep(Duration::from_millis(300));
+    c.kill_server();
+    // Heartbeats fail about 10 times a second for 3 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let t0 = Instant::now();
+    assert!(c.term_agent(&node), "a stopped agent exits 0");
+    // Its job's grace is 0.3 s: it stops within about that, not after retries.
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t0.elapsed()
+    );
+    let log = std::fs::read_to_string(c.dir.join(format!("agent-{node}.log"))).unwrap();
+    for line in log.lines().filter(|l| !l.is_empty()) {
+        let b = line.as_bytes();
+        assert!(
+            b.len() > 24 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z',
+            "not stamped: {line}"
+        );
+    }
+    let outage = log
+        .lines()
+        .filter(|l| l.contains("failed heartbeats"))
+        .count();
+    assert_eq!(outage, 1, "{log}");
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            != Some("Z")
+    })
+}
+
+fn pid_in(file: &std::path::Path) -> u32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_process_that_calls_setsid_does_not_outlive_its_attempt() {
+    let c = Cluster::new("setsid", "fifo");
+    let escapee = |f: &std::path::Path, then: &str| {
+        sh(&format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 300' & {then}",
+            f.display()
+        ))
+    };
+    // The job's main process exits, leaving a process in a session of its own.
+    let f1 = c.dir.join("one.pid");
+    let id = c
+        .submit(json!({"gpus": 8, "command": escapee(&f1, "sleep 0.5")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let j = &c.wait_terminal(&[id], Duration::from_secs(20))[0];
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let p1 = pid_in(&f1);
+    assert!(!alive(p1), "the setsid process {p1} outlived its job");
+    // A cancelled job's escapee goes too.
+    let f2 = c.dir.join("two.pid");
+    let id = c
+        .submit(json!({"gpus": 8, "command": escapee(&f2, "sleep 300")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(id);
+    let p2 = pid_in(&f2);
+    let (code, _) = call("POST", &c.url(&format!("/v1/jobs/{id}/cancel")), None, None);
+    assert!(code < 300);
+    let t0 = Instant::now();
+    while alive(p2) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the setsid process {p2} outlived its cancel"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

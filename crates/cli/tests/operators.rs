@@ -189,3 +189,230 @@ fn submit_and_cancel_cycles_keep_server_memory_and_state_flat() {
     let j: Value = serde_json::from_str(&out(&cli(&c, &["job", "2", "-o", "json"]))).unwrap();
     assert_eq!(j["id"], 2);
 }
+
+fn cli_as(c: &Cluster, token: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("APIARY_SERVER", c.url(""))
+        .env("APIARY_TOKEN", token)
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .envs(env.iter().copied())
+        .current_dir(&c.dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn jobs_record_their_user_whose_environment_only_they_and_admins_read() {
+    let c = Cluster::with_auth("users", "fifo", true);
+    // Alice submits with a secret-looking variable in her shell and one named.
+    let o = cli_as(
+        &c,
+        ALICE,
+        &[
+            "submit",
+            "-g",
+            "16",
+            "--time",
+            "90",
+            "--export=ALL,HF_TOKEN",
+            "--",
+            "sleep",
+            "30",
+        ],
+        &[
+            ("WANDB_API_KEY", "wandb-secret"),
+            ("HF_TOKEN", "hf-secret"),
+            ("LR", "0.1"),
+        ],
+    );
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    let text = out(&o);
+    let id: u64 = text.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(
+        said.contains("left out") && said.contains("WANDB_API_KEY"),
+        "{said}"
+    );
+    assert!(!said.contains("HF_TOKEN "), "named, so sent: {said}");
+    let mine: Value = serde_json::from_str(&out(&cli_as(
+        &c,
+        ALICE,
+        &["job", &id.to_string(), "-o", "json"],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(mine["user"], "alice");
+    assert_eq!(mine["spec"]["env"]["LR"], "0.1");
+    assert_eq!(mine["spec"]["env"]["HF_TOKEN"], "hf-secret");
+    assert!(mine["spec"]["env"].get("WANDB_API_KEY").is_none());
+    // Bob, in the same VC, sees the names but not the values; the admin sees both.
+    let theirs: Value = serde_json::from_str(&out(&cli_as(
+        &c,
+        BOB,
+        &["job", &id.to_string(), "-o", "json"],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(theirs["spec"]["env"]["HF_TOKEN"], "");
+    assert_eq!(theirs["spec"]["env"]["LR"], "");
+    let listed: Vec<Value> =
+        serde_json::from_str(&out(&cli_as(&c, BOB, &["jobs", "-o", "json"], &[]))).unwrap();
+    assert_eq!(listed[0]["spec"]["env"]["HF_TOKEN"], "");
+    let admin: Value = serde_json::from_str(&out(&cli_as(
+        &c,
+        ADMIN,
+        &["job", &id.to_string(), "-o", "json"],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(admin["spec"]["env"]["HF_TOKEN"], "hf-secret");
+    // USER, TIMELIMIT and WORKDIR show; --user filters.
+    let wide = out(&cli_as(&c, BOB, &["jobs", "-o", "wide"], &[]));
+    let head: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert!(
+        head.contains(&"USER") && head.contains(&"TIMELIMIT") && head.contains(&"WORKDIR"),
+        "{wide}"
+    );
+    let row = wide.lines().nth(1).unwrap();
+    assert!(
+        row.contains("alice") && row.contains("1:30") && row.contains(c.dir.to_str().unwrap()),
+        "{wide}"
+    );
+    assert_eq!(
+        out(&cli_as(&c, BOB, &["jobs", "--user", "bob"], &[]))
+            .lines()
+            .count(),
+        1
+    );
+    let one = out(&cli_as(&c, ADMIN, &["job", &id.to_string()], &[]));
+    assert!(
+        one.contains("user alice") && one.contains("limit    1:30") && one.contains("workdir"),
+        "{one}"
+    );
+}
+
+#[test]
+fn cancel_takes_lists_arrays_and_filters_as_scancel_does() {
+    let c = Cluster::with_auth("cancels", "fifo", true);
+    let blocker = out(&cli_as(
+        &c,
+        ALICE,
+        &["submit", "-g", "16", "--", "sleep", "60"],
+        &[],
+    ));
+    let blocker: u64 = blocker.split_whitespace().last().unwrap().parse().unwrap();
+    let ids = |text: &str| -> Vec<u64> {
+        text.split(|ch: char| !ch.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let arr = out(&cli_as(
+        &c,
+        ALICE,
+        &[
+            "submit", "-g", "1", "--array", "0-5", "--name", "train", "--", "true",
+        ],
+        &[],
+    ));
+    assert!(
+        arr.ends_with(&format!("{}-{}\n", blocker + 1, blocker + 6)),
+        "{arr}"
+    );
+    let tasks: Vec<u64> = (blocker + 1..=blocker + 6).collect();
+    let a = tasks[0];
+    let state = |id: u64| {
+        serde_json::from_str::<Value>(&out(&cli_as(
+            &c,
+            ADMIN,
+            &["job", &id.to_string(), "-o", "json"],
+            &[],
+        )))
+        .unwrap()["state"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Tasks 1 and 2 by array syntax.
+    out(&cli_as(&c, ALICE, &["cancel", &format!("{a}_[1-2]")], &[]));
+    assert_eq!(
+        tasks.iter().map(|&t| state(t)).collect::<Vec<_>>(),
+        [
+            "queued",
+            "cancelled",
+            "cancelled",
+            "queued",
+            "queued",
+            "queued"
+        ]
+    );
+    // Bob's jobs by --user only.
+    let b1 = ids(&out(&cli_as(
+        &c,
+        BOB,
+        &["submit", "-g", "1", "--", "true"],
+        &[],
+    )))[0];
+    let b2 = ids(&out(&cli_as(
+        &c,
+        BOB,
+        &["submit", "-g", "1", "--", "true"],
+        &[],
+    )))[0];
+    let o = out(&cli_as(&c, ADMIN, &["cancel", "--user", "bob"], &[]));
+    assert_eq!(ids(&o), [b1, b2], "{o}");
+    // The array's id: every task left; then two ids at once, one of them over.
+    out(&cli_as(&c, ALICE, &["cancel", &a.to_string()], &[]));
+    assert!(tasks.iter().all(|&t| state(t) == "cancelled"));
+    let o = cli_as(
+        &c,
+        ALICE,
+        &["cancel", &blocker.to_string(), &a.to_string()],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already cancelled"),
+        "{o:?}"
+    );
+    assert_eq!(state(blocker), "cancelled");
+    // Nothing named: a clear refusal.
+    let o = cli_as(&c, ALICE, &["cancel"], &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cancel what?"));
+}
+
+#[test]
+fn the_job_page_shows_an_ended_jobs_real_state_exit_and_last_output() {
+    let c = Cluster::new("jobpage", "fifo");
+    let id = c
+        .submit(json!({"gpus": 8, "command": sh("echo hello-from-the-job; sleep 30")}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(id);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    cancel(&c, id);
+    let t0 = std::time::Instant::now();
+    let html = loop {
+        let mut r = client()
+            .get(&c.url(&format!("/ui/jobs/{id}")))
+            .call()
+            .unwrap();
+        let html = r.body_mut().read_to_string().unwrap();
+        if html.contains("<td>143</td>") || t0.elapsed() > std::time::Duration::from_secs(10) {
+            break html;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        html.contains("class=\"state-cancelled\">cancelled"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<td>143</td>"),
+        "exit of the stopped process: {html}"
+    );
+    assert!(html.contains("hello-from-the-job"), "{html}");
+    assert!(!html.contains("running; its output so far"), "{html}");
+    let j = c.job(id);
+    assert_eq!(j["parts"][0]["exit"], 143, "{j}");
+}

@@ -55,12 +55,31 @@ pub fn reserved(name: &str) -> bool {
 /// agent gives the job its own user's).
 const PERSONAL: &[&str] = &["USER", "LOGNAME", "HOME", "PWD", "OLDPWD", "SHLVL", "_"];
 
-/// The environment a job gets under `--export=SPEC` from the submitter's `vars`, and
-/// how many of `vars` were left out for not being UTF-8 (with `ALL`).
+/// Whether a variable's name says it holds a secret (`*_KEY`, `*_TOKEN`, `*_SECRET`,
+/// `*PASSWORD*`, in any case): `--export=ALL` leaves it out unless it is named.
+pub fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["_KEY", "_TOKEN", "_SECRET"].iter().any(|s| n.ends_with(s))
+        || n.contains("PASSWORD")
+        || ["KEY", "TOKEN", "SECRET"].contains(&n.as_str())
+}
+
+/// What `--export=SPEC` sends.
+#[derive(Debug, Default)]
+pub struct Exported {
+    /// The job's environment.
+    pub env: BTreeMap<String, String>,
+    /// Variables left out for not being UTF-8 (with `ALL`).
+    pub unreadable: usize,
+    /// Variables left out of `ALL` because their names look like secrets.
+    pub secrets: Vec<String>,
+}
+
+/// The environment a job gets under `--export=SPEC` from the submitter's `vars`.
 pub fn exported_env(
     spec: &str,
     vars: impl Iterator<Item = (OsString, OsString)>,
-) -> Result<(BTreeMap<String, String>, usize), SubmitError> {
+) -> Result<Exported, SubmitError> {
     let mut mine = BTreeMap::new();
     let mut unreadable = 0usize;
     for (k, v) in vars {
@@ -78,14 +97,18 @@ pub fn exported_env(
         .collect();
     let mut out = BTreeMap::new();
     let all = items.contains(&"ALL");
+    let mut secrets = Vec::new();
     if all {
-        out.extend(
-            mine.iter()
-                .filter(|(k, _)| {
-                    !reserved(k) && !PERSONAL.contains(&k.as_str()) && !k.starts_with("BASH_FUNC_")
-                })
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
+        for (k, v) in &mine {
+            if reserved(k) || PERSONAL.contains(&k.as_str()) || k.starts_with("BASH_FUNC_") {
+                continue;
+            }
+            if looks_secret(k) {
+                secrets.push(k.clone());
+                continue;
+            }
+            out.insert(k.clone(), v.clone());
+        }
     }
     for item in items {
         if item == "ALL" || item == "NONE" {
@@ -106,6 +129,7 @@ pub fn exported_env(
         }
         match v.or_else(|| mine.get(k).cloned()) {
             Some(v) => {
+                secrets.retain(|s| s != k);
                 out.insert(k.to_string(), v);
             }
             None => return Err(bad(format!("{k} is not set here (give {k}=VALUE)"))),
@@ -118,7 +142,11 @@ pub fn exported_env(
             bytes,
         });
     }
-    Ok((out, if all { unreadable } else { 0 }))
+    Ok(Exported {
+        env: out,
+        unreadable: if all { unreadable } else { 0 },
+        secrets,
+    })
 }
 
 /// Submits `spec` as the job array `a`, task by task: each named `NAME[i]` with
@@ -138,6 +166,10 @@ pub fn submit_array(
     for (pos, &task) in a.tasks.iter().enumerate() {
         let mut t = spec.clone();
         t.name = Some(format!("{base}[{task}]"));
+        t.array = Some(apiary_api::ArrayTask {
+            task,
+            of: records.first().map(|r| r.id),
+        });
         let env = [
             ("APIARY_ARRAY_TASK_ID", task),
             ("APIARY_ARRAY_TASK_COUNT", a.tasks.len() as u64),
@@ -180,6 +212,12 @@ pub fn exit_code(r: &JobRecord) -> i32 {
     if r.state == JobState::Succeeded {
         return 0;
     }
+    // Stopped by apiary (cancelled, past its time limit): its processes' own codes
+    // say only how the stop went.
+    if r.state == JobState::Cancelled || r.history.last().is_some_and(|t| t.event == "timeout")
+    {
+        return 1;
+    }
     r.parts
         .iter()
         .filter_map(|p| p.exit)
@@ -208,19 +246,47 @@ mod tests {
             ("APIARY_TOKEN", "secret-token"),
             ("CUDA_VISIBLE_DEVICES", "3"),
         ];
-        let (all, _) = exported_env("ALL", vars(&here)).unwrap();
+        let all = exported_env("ALL", vars(&here)).unwrap().env;
         assert_eq!(
             all.keys().map(String::as_str).collect::<Vec<_>>(),
             ["FOO", "PATH"]
         );
-        assert!(exported_env("NONE", vars(&here)).unwrap().0.is_empty());
-        let (some, _) = exported_env("FOO,X=1", vars(&here)).unwrap();
+        assert!(exported_env("NONE", vars(&here)).unwrap().env.is_empty());
+        let some = exported_env("FOO,X=1", vars(&here)).unwrap().env;
         assert_eq!(some.len(), 2);
         assert_eq!(some["X"], "1");
-        let (plus, _) = exported_env("ALL,HOME", vars(&here)).unwrap();
+        let plus = exported_env("ALL,HOME", vars(&here)).unwrap().env;
         assert_eq!(plus["HOME"], "/home/me");
         let e = exported_env("APIARY_TOKEN", vars(&here)).unwrap_err();
         assert!(e.to_string().contains("cannot be exported"), "{e}");
         assert!(exported_env("NOPE", vars(&here)).is_err());
+    }
+
+    #[test]
+    fn export_all_leaves_out_names_that_look_like_secrets_unless_named() {
+        let here = [
+            ("AWS_SECRET_ACCESS_KEY", "a"),
+            ("WANDB_API_KEY", "b"),
+            ("GITHUB_TOKEN", "c"),
+            ("DB_PASSWORD_FILE", "d"),
+            ("my_secret", "e"),
+            ("KEYBOARD", "f"),
+            ("LR", "0.1"),
+        ];
+        let e = exported_env("ALL", vars(&here)).unwrap();
+        assert_eq!(e.env.keys().collect::<Vec<_>>(), ["KEYBOARD", "LR"]);
+        assert_eq!(
+            e.secrets,
+            [
+                "AWS_SECRET_ACCESS_KEY",
+                "DB_PASSWORD_FILE",
+                "GITHUB_TOKEN",
+                "WANDB_API_KEY",
+                "my_secret"
+            ]
+        );
+        let named = exported_env("ALL,WANDB_API_KEY", vars(&here)).unwrap();
+        assert_eq!(named.env["WANDB_API_KEY"], "b");
+        assert!(!named.secrets.contains(&"WANDB_API_KEY".to_string()));
     }
 }

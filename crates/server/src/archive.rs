@@ -43,6 +43,8 @@ pub struct ArchiveQuery {
     pub vc: Option<String>,
     /// Only these states (none: all).
     pub states: Vec<JobState>,
+    /// Only this user's.
+    pub user: Option<String>,
     /// Only ids below this.
     pub after: Option<u64>,
     /// Records at most.
@@ -213,6 +215,7 @@ impl Archive {
             .map(|(_, r)| r)
             .filter(|r| ended_at(r) >= q.since_ms)
             .filter(|r| q.vc.as_deref().is_none_or(|v| r.vc == v))
+            .filter(|r| q.user.is_none() || r.user == q.user)
             .filter(|r| q.states.is_empty() || q.states.contains(&r.state));
         for r in selected {
             let size = serde_json::to_vec(r).map_or(0, |b| b.len());
@@ -246,6 +249,8 @@ mod tests {
             }))
             .unwrap(),
             vc: vc.into(),
+            user: None,
+            array_id: None,
             state: JobState::Succeeded,
             submitted_ms: end - 10,
             attempt: 1,

@@ -29,14 +29,19 @@ impl App {
 pub enum Caller {
     /// No tokens are configured: everyone may do everything.
     Open,
-    /// An admin token.
-    Admin,
+    /// An admin token, and the user it names.
+    Admin(Option<String>),
     /// An agent token, for these nodes (`*`: any).
     Agent(Vec<String>),
     /// A metrics token: `/metrics` only.
     Metrics,
-    /// A tenant token of this VC.
-    Tenant(String),
+    /// A tenant token of a VC, and the user it names.
+    Tenant {
+        /// Its VC.
+        vc: String,
+        /// Its user.
+        user: Option<String>,
+    },
 }
 
 /// Compares without an early exit, so response time does not tell how much of a guess
@@ -81,10 +86,13 @@ impl App {
                 Err(ApiError::unauthorized("token expired"))
             }
             Some(t) => Ok(match t.role {
-                Role::Admin => Caller::Admin,
+                Role::Admin => Caller::Admin(t.user.clone()),
                 Role::Agent => Caller::Agent(t.nodes.clone()),
                 Role::Metrics => Caller::Metrics,
-                Role::Tenant => Caller::Tenant(t.vc.clone().unwrap_or_default()),
+                Role::Tenant => Caller::Tenant {
+                    vc: t.vc.clone().unwrap_or_default(),
+                    user: t.user.clone(),
+                },
             }),
         }
     }
@@ -93,7 +101,7 @@ impl App {
 impl Caller {
     pub(crate) fn admin(&self) -> Result<(), ApiError> {
         match self {
-            Caller::Open | Caller::Admin => Ok(()),
+            Caller::Open | Caller::Admin(_) => Ok(()),
             _ => Err(ApiError::forbidden("this needs an admin token")),
         }
     }
@@ -107,16 +115,41 @@ impl Caller {
     /// Whether this caller may see and cancel a job of `vc`.
     pub(crate) fn sees(&self, vc: &str) -> bool {
         match self {
-            Caller::Open | Caller::Admin => true,
+            Caller::Open | Caller::Admin(_) => true,
             Caller::Agent(_) | Caller::Metrics => false,
-            Caller::Tenant(v) => v == vc,
+            Caller::Tenant { vc: v, .. } => v == vc,
         }
     }
+    /// The user this caller speaks for, if its token names one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        match self {
+            Caller::Admin(u) | Caller::Tenant { user: u, .. } => u.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A record as this caller may see it: the environment's values only for admins
+    /// and the job's submitter (the same token user, or both unnamed); others get the
+    /// names with empty values.
+    pub(crate) fn redact(&self, mut r: crate::types::JobRecord) -> crate::types::JobRecord {
+        let own = match self {
+            Caller::Open | Caller::Admin(_) => true,
+            Caller::Tenant { user, .. } => *user == r.user,
+            Caller::Agent(_) | Caller::Metrics => false,
+        };
+        if !own {
+            for v in r.spec.env.values_mut() {
+                v.clear();
+            }
+        }
+        r
+    }
+
     /// Whether this caller may heartbeat for `node`: an agent token bound to it, or an
     /// admin (for tools), never a tenant.
     pub(crate) fn serves(&self, node: &str) -> Result<(), ApiError> {
         match self {
-            Caller::Open | Caller::Admin => Ok(()),
+            Caller::Open | Caller::Admin(_) => Ok(()),
             Caller::Agent(nodes) if nodes.iter().any(|n| n == "*" || n == node) => Ok(()),
             Caller::Agent(_) => Err(ApiError::forbidden(format!(
                 "this agent token does not serve node {node}"

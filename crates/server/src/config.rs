@@ -168,6 +168,10 @@ pub struct TokenConfig {
     /// The VC of a tenant token.
     #[serde(default)]
     pub vc: Option<String>,
+    /// The person a tenant or admin token speaks for: jobs it submits record them, and
+    /// only they (and admins) see those jobs' environment values.
+    #[serde(default)]
+    pub user: Option<String>,
     /// Unix time (seconds) after which the token is refused.
     #[serde(default)]
     pub expires_unix_s: Option<u64>,

@@ -93,7 +93,7 @@ pub fn router(h: Handle, tokens: Vec<TokenConfig>) -> Router {
 async fn submit(State(app): State<App>, who: Caller, body: Bytes) -> Result<Response, ApiError> {
     who.user()?;
     let mut spec: JobSpec = parse(&body)?;
-    if let Caller::Tenant(vc) = &who {
+    if let Caller::Tenant { vc, .. } = &who {
         match &spec.vc {
             Some(v) if v != vc => {
                 return Err(ApiError {
@@ -105,7 +105,7 @@ async fn submit(State(app): State<App>, who: Caller, body: Bytes) -> Result<Resp
             _ => spec.vc = Some(vc.clone()),
         }
     }
-    let r = app.h.submit(spec).await?;
+    let r = app.h.submit_as(spec, who.name().map(String::from)).await?;
     Ok(json(StatusCode::CREATED, &r))
 }
 
@@ -119,6 +119,8 @@ struct ListQuery {
     after: Option<u64>,
     /// Unix seconds: archived jobs that ended from then on.
     since: Option<u64>,
+    /// Only this user's jobs.
+    user: Option<String>,
 }
 
 /// A listing's VC (a tenant's own, whatever it asks), states and page size.
@@ -128,7 +130,7 @@ fn selection(
 ) -> Result<(Option<String>, Vec<JobState>, usize), ApiError> {
     use crate::types::paging::LIST_MAX;
     let mut vc = q.vc.clone();
-    if let Caller::Tenant(own) = who {
+    if let Caller::Tenant { vc: own, .. } = who {
         if vc.as_ref().is_some_and(|v| v != own) {
             return Err(ApiError::forbidden(format!(
                 "this token sees VC {own} only"
@@ -161,8 +163,10 @@ fn selection(
     Ok((vc, states, limit))
 }
 
-/// A page of records, with the next page's `after` in its header.
-fn page(jobs: &[JobRecord], next: Option<u64>) -> Response {
+/// A page of records as `who` may see them, with the next page's `after` in its
+/// header.
+fn page(who: &Caller, jobs: Vec<JobRecord>, next: Option<u64>) -> Response {
+    let jobs: Vec<JobRecord> = jobs.into_iter().map(|r| who.redact(r)).collect();
     let mut r = json(StatusCode::OK, &jobs);
     if let Some(n) = next {
         r.headers_mut().insert(
@@ -192,6 +196,7 @@ async fn list_jobs(
     let query = crate::core::JobQuery {
         vc,
         states,
+        user: q.user.clone(),
         after: q.after,
         limit,
     };
@@ -199,7 +204,7 @@ async fn list_jobs(
         .h
         .read(move |c| c.page(&query, crate::types::paging::LIST_BYTES))
         .await?;
-    Ok(page(&jobs, next))
+    Ok(page(&who, jobs, next))
 }
 
 /// `GET /v1/jobs/archived?since=UNIX_S`: jobs that left the hot state and ended at or
@@ -222,6 +227,7 @@ async fn list_archived(
         since_ms: since.saturating_mul(1000),
         vc,
         states,
+        user: q.user.clone(),
         after: q.after,
         limit,
     };
@@ -240,7 +246,7 @@ async fn list_archived(
         field: None,
         message: e.to_string(),
     })?;
-    Ok(page(&jobs, next))
+    Ok(page(&who, jobs, next))
 }
 
 fn id_of(s: &str) -> Result<u64, ApiError> {
@@ -268,7 +274,7 @@ async fn get_job(
     let id = id_of(&id)?;
     match visible(&app, &who, id).await {
         Err(e) if e.status == 404 => {}
-        r => return Ok(json(StatusCode::OK, &r?)),
+        r => return Ok(json(StatusCode::OK, &who.redact(r?))),
     }
     // Archived in the last 31 days, as sacct finds it.
     let archive = app.h.archive();
@@ -279,7 +285,7 @@ async fn get_job(
         .and_then(Result::ok)
         .flatten();
     match found {
-        Some(r) if who.sees(&r.vc) => Ok(json(StatusCode::OK, &r)),
+        Some(r) if who.sees(&r.vc) => Ok(json(StatusCode::OK, &who.redact(r))),
         Some(_) => Err(ApiError::forbidden(format!(
             "job {id} belongs to another VC"
         ))),
@@ -295,7 +301,7 @@ async fn cancel(
     let id = id_of(&id)?;
     visible(&app, &who, id).await?;
     let r = app.h.cancel(id).await?;
-    Ok(json(StatusCode::OK, &r))
+    Ok(json(StatusCode::OK, &who.redact(r)))
 }
 
 /// The output the server holds of each part of the job's current attempt, for
@@ -319,7 +325,7 @@ async fn nodes(State(app): State<App>, who: Caller) -> Result<Response, ApiError
         .read(move |c| {
             let mut list = c.nodes();
             // A tenant sees the nodes, but only its own VC's job ids on them.
-            if !matches!(seen, Caller::Open | Caller::Admin) {
+            if !matches!(seen, Caller::Open | Caller::Admin(_)) {
                 for n in &mut list {
                     n.jobs
                         .retain(|&id| c.job(id).is_ok_and(|r| seen.sees(&r.vc)));
@@ -354,7 +360,7 @@ async fn node_action(
 }
 
 async fn heartbeat(State(app): State<App>, who: Caller, body: Bytes) -> Result<Response, ApiError> {
-    if !matches!(who, Caller::Open | Caller::Admin | Caller::Agent(_)) {
+    if !matches!(who, Caller::Open | Caller::Admin(_) | Caller::Agent(_)) {
         return Err(ApiError::forbidden("heartbeats need an agent token"));
     }
     let hb: Heartbeat = parse(&body)?;
@@ -504,7 +510,7 @@ pub fn metrics_text(c: &crate::core::Core) -> String {
 
 /// `/metrics` names every VC and its queue: admins and metrics tokens only.
 async fn metrics(State(app): State<App>, who: Caller) -> Result<Response, ApiError> {
-    if !matches!(who, Caller::Open | Caller::Admin | Caller::Metrics) {
+    if !matches!(who, Caller::Open | Caller::Admin(_) | Caller::Metrics) {
         return Err(ApiError::forbidden(
             "/metrics needs an admin or a metrics token",
         ));

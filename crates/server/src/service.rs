@@ -93,7 +93,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 type ReadFn = Box<dyn FnOnce(&Core) + Send>;
 
 enum Request {
-    Submit(JobSpec, Reply<JobRecord>),
+    Submit(JobSpec, Option<String>, Reply<JobRecord>),
     Cancel(u64, Reply<JobRecord>),
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
     Cordon(String, bool, Reply<()>),
@@ -131,7 +131,15 @@ impl Handle {
     }
     /// Accepts a job; returns its durable record.
     pub async fn submit(&self, spec: JobSpec) -> Result<JobRecord, ApiError> {
-        self.ask(|r| Request::Submit(spec, r)).await
+        self.submit_as(spec, None).await
+    }
+    /// Accepts a job from `user`; returns its durable record.
+    pub async fn submit_as(
+        &self,
+        spec: JobSpec,
+        user: Option<String>,
+    ) -> Result<JobRecord, ApiError> {
+        self.ask(|r| Request::Submit(spec, user, r)).await
     }
     /// Cancels a job.
     pub async fn cancel(&self, id: u64) -> Result<JobRecord, ApiError> {
@@ -488,7 +496,9 @@ async fn run(
         let mut pending = Vec::with_capacity(batch.len());
         for m in batch.drain(..) {
             pending.push(match m {
-                Request::Submit(spec, r) => Pending::Submit(core.submit(spec, now), r),
+                Request::Submit(spec, user, r) => {
+                    Pending::Submit(core.submit_as(spec, user, now), r)
+                }
                 Request::Cancel(id, r) => Pending::Cancel(id, core.cancel(id, now), r),
                 Request::Heartbeat(hb, r) => {
                     let n = core.heartbeat(&hb, now);

@@ -233,6 +233,7 @@ fn spec_of(job: &Job) -> JobSpec {
         time_limit_s: None,
         after_ok: Vec::new(),
         after_any: Vec::new(),
+        array: None,
     }
 }
 

@@ -387,10 +387,17 @@ fn render_job(
 <tr><th>submitted</th><td>{sub}</td></tr>\
 <tr><th>command</th><td><code>{cmd}</code></td></tr></table>",
         st = r.state.as_str(),
-        why = reason.map_or(String::new(), |w| format!(
-            " <span class=\"muted reason\">({})</span>",
-            esc(w)
-        )),
+        why = reason
+            .map(String::from)
+            .or_else(|| {
+                // How it ended, where the state does not say it (a timeout, a refusal).
+                let last = r.history.last()?;
+                (r.state.terminal() && last.event != r.state.as_str()).then(|| last.event.clone())
+            })
+            .map_or(String::new(), |w| format!(
+                " <span class=\"muted reason\">({})</span>",
+                esc(&w)
+            )),
         vc = esc(&r.vc),
         g = r.spec.gpus,
         p = r.spec.priority,
@@ -413,12 +420,36 @@ fn render_job(
                 "<tr><td>{}</td><td>{:?}</td><td>{}</td></tr>",
                 esc(&p.node),
                 p.gpus,
-                p.exit.map_or(String::new(), |e| e.to_string())
+                p.exit.map_or_else(
+                    || if r.state.terminal() {
+                        "stopping".into()
+                    } else {
+                        String::new()
+                    },
+                    |e| e.to_string()
+                )
             );
         }
         b.push_str("</table><h2>Output</h2>");
         for p in &r.parts {
-            if p.exit.is_none() {
+            if p.exit.is_none() && r.state.terminal() {
+                let so_far = live
+                    .iter()
+                    .find(|l| l.node == p.node)
+                    .map_or(String::new(), |l| l.data.clone());
+                let _ = write!(
+                    b,
+                    "<p>{} ({}; asked to stop, its exit not reported yet{})</p><pre class=\"output\">{}</pre>",
+                    esc(&p.node),
+                    r.state.as_str(),
+                    if so_far.is_empty() {
+                        "; no output"
+                    } else {
+                        "; its last output"
+                    },
+                    esc(&so_far)
+                );
+            } else if p.exit.is_none() {
                 match live.iter().find(|l| l.node == p.node) {
                     Some(l) if !l.data.is_empty() => {
                         let _ = write!(

@@ -59,6 +59,9 @@ pub const METRICS: &str = "metrics-token-0123456789";
 pub const TENANT_A: &str = "tenant-a-token-0123456789";
 pub const TENANT_B: &str = "tenant-b-token-0123456789";
 pub const EXPIRED: &str = "expired-token-0123456789";
+/// Tenant tokens of VC `a` that name their users.
+pub const ALICE: &str = "alice-a-token-0123456789";
+pub const BOB: &str = "bob-a-token-0123456789";
 
 impl Cluster {
     pub fn new(name: &str, policy: &str) -> Cluster {
@@ -131,6 +134,16 @@ vc = "b"
 token = "{EXPIRED}"
 role = "admin"
 expires_unix_s = 1000
+[[tokens]]
+token = "{ALICE}"
+role = "tenant"
+vc = "a"
+user = "alice"
+[[tokens]]
+token = "{BOB}"
+role = "tenant"
+vc = "a"
+user = "bob"
 "#
             ),
         )

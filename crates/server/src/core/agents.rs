@@ -383,6 +383,16 @@ impl Core {
             };
             let _ = self.world.state.release(&p);
             if let Some(&j) = self.by_id.get(&job) {
+                // A job that ended before its processes did (cancelled, timed out)
+                // shows how they ended.
+                let name = &self.nodes[n as usize].name;
+                let r = &mut self.jobs[j as usize];
+                if r.attempt == attempt
+                    && let Some(part) = r.parts.iter_mut().find(|p| &p.node == name)
+                    && part.exit.is_none()
+                {
+                    part.exit = Some(code);
+                }
                 let stopping = self
                     .stopping
                     .range((job, 0, 0)..=(job, u32::MAX, u32::MAX))
@@ -446,6 +456,9 @@ impl Core {
             env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
             env.insert("APIARY_VC".into(), r.vc.clone());
             env.insert("APIARY_NODE".into(), name.clone());
+            if let Some(a) = r.array_id {
+                env.insert("APIARY_ARRAY_JOB_ID".into(), a.to_string());
+            }
             start.push(Launch {
                 job: r.id,
                 attempt: r.attempt,

@@ -17,6 +17,8 @@ pub struct JobQuery {
     pub vc: Option<String>,
     /// Only jobs in these states (none: all).
     pub states: Vec<JobState>,
+    /// Only this user's.
+    pub user: Option<String>,
     /// Only jobs with ids below this (the previous page's last).
     pub after: Option<u64>,
     /// Records at most.
@@ -157,6 +159,11 @@ impl Core {
         if let Some(d) = s.after_any.iter().find(|&&d| visible(d).is_none()) {
             return Err(ApiError::bad("after_any", format!("no job {d} in VC {vc}")));
         }
+        if let Some(a) = s.array.and_then(|a| a.of)
+            && visible(a).is_none()
+        {
+            return Err(ApiError::bad("array.of", format!("no job {a} in VC {vc}")));
+        }
         for &d in &s.after_ok {
             let Some(st) = visible(d) else {
                 return Err(ApiError::bad("after_ok", format!("no job {d} in VC {vc}")));
@@ -273,6 +280,16 @@ impl Core {
 
     /// Accepts a job: queued now, durable once the caller persisted [`Core::take_dirty`].
     pub fn submit(&mut self, spec: JobSpec, now: u64) -> Result<u64, ApiError> {
+        self.submit_as(spec, None, now)
+    }
+
+    /// Accepts a job from `user` (the submitting token's user, if it names one).
+    pub fn submit_as(
+        &mut self,
+        spec: JobSpec,
+        user: Option<String>,
+        now: u64,
+    ) -> Result<u64, ApiError> {
         self.validate(&spec)?;
         self.advance(now);
         let id = self.next_id;
@@ -280,6 +297,8 @@ impl Core {
             schema_version: SCHEMA_VERSION,
             id,
             vc: spec.vc.clone().unwrap_or_else(|| "default".into()),
+            user,
+            array_id: spec.array.map(|a| a.of.unwrap_or(id)),
             spec,
             state: JobState::Queued,
             submitted_ms: now,
@@ -440,6 +459,7 @@ impl Core {
             .rev()
             .map(|(_, &j)| &self.jobs[j as usize])
             .filter(|r| q.vc.as_deref().is_none_or(|v| r.vc == v))
+            .filter(|r| q.user.is_none() || r.user == q.user)
             .filter(|r| q.states.is_empty() || q.states.contains(&r.state));
         for r in selected {
             if out.len() >= q.limit {
