@@ -325,6 +325,21 @@ fn a_lost_or_damaged_state_is_a_clean_startup_error() {
     assert!(found > 0, "the record is in the file");
     std::fs::write(&state, &bad).unwrap();
     refused(&c, "");
+    // Damage at each page: a refusal or a start, never a panic printed on the way.
+    for at in (4096..good.len()).step_by(4096) {
+        let mut bad = good.clone();
+        for b in &mut bad[at..(at + 64).min(good.len())] {
+            *b ^= 0xFF;
+        }
+        std::fs::write(&state, &bad).unwrap();
+        if let Some((ok, err)) = serve_once(&c, &[]) {
+            assert!(!ok && err.contains("state.redb"), "page at {at}: {err}");
+            assert!(
+                !err.contains("panicked") && !err.contains("backtrace"),
+                "page at {at}: {err}"
+            );
+        }
+    }
     let mut cut = good.clone();
     cut.truncate(good.len() / 3);
     std::fs::write(&state, &cut).unwrap();

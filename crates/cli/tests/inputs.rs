@@ -212,3 +212,37 @@ fn a_closed_stdout_ends_the_run_quietly() {
         assert!(stderr.is_empty(), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn out_of_range_values_that_used_to_pass_silently_are_refused() {
+    let ef = file(
+        "ef-best-effort.csv",
+        "job_id,submit_time,num_gpu,duration,ddl,best_effort\nj1,0,1,100,200,18446744073709551615\n",
+    );
+    refused(
+        &["simulate", "-q", "-p", "fifo", "-t", &ef],
+        &[
+            "ef-best-effort.csv, line 2, field 'best_effort'",
+            "expected 0 or 1",
+        ],
+    );
+    let alibaba = file(
+        "alibaba-milli.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\np1,1,1,1,18446744073709551615,,LS,Running,0,100,0\n",
+    );
+    refused(
+        &["simulate", "-q", "-t", &alibaba],
+        &[
+            "alibaba-milli.csv, line 2, field 'gpu_milli'",
+            "at most 1000",
+        ],
+    );
+    let topo = file(
+        "empty-name.toml",
+        "compute = [\"gpu0\", \"\"]\nswitches = []\nlinks = [{ from = \"gpu0\", to = \"\", bw = 10 }]\n",
+    );
+    refused(
+        &["comm", "plan", "-t", &topo],
+        &["empty-name.toml: compute[1]: a node's name is empty"],
+    );
+}

@@ -214,8 +214,7 @@ pub fn exit_code(r: &JobRecord) -> i32 {
     }
     // Stopped by apiary (cancelled, past its time limit): its processes' own codes
     // say only how the stop went.
-    if r.state == JobState::Cancelled || r.history.last().is_some_and(|t| t.event == "timeout")
-    {
+    if r.state == JobState::Cancelled || r.history.last().is_some_and(|t| t.event == "timeout") {
         return 1;
     }
     r.parts

@@ -76,6 +76,12 @@ pub enum TopologyError {
         /// The name.
         name: String,
     },
+    /// A node is declared with an empty name (or only spaces).
+    #[error("{at}: a node's name is empty")]
+    EmptyName {
+        /// Where.
+        at: String,
+    },
     /// A node is declared twice.
     #[error("{at}: node '{name}' is declared twice")]
     DuplicateNode {
@@ -467,6 +473,13 @@ impl Topology {
             let line = line_of_quoted(text, name, 0).map_or(String::new(), |l| format!(":{l}"));
             format!("{file}{line}: {field}[{i}]")
         };
+        for (field, names) in [("compute", &parsed.compute), ("switches", &parsed.switches)] {
+            if let Some(i) = names.iter().position(|n| n.trim().is_empty()) {
+                return Err(TopologyError::EmptyName {
+                    at: format!("{file}: {field}[{i}]"),
+                });
+            }
+        }
         for (i, name) in parsed.compute.iter().enumerate() {
             b.add(name, NodeKind::Compute)
                 .map_err(|name| TopologyError::DuplicateNode {

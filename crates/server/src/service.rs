@@ -185,6 +185,7 @@ const JOB_PREFIX: &str = "jobs/";
 const NEXT_ID: &str = "meta/next_id";
 const CORDON_PREFIX: &str = "cordoned/";
 const VC_PREFIX: &str = "vcs/";
+const INSTANCE_PREFIX: &str = "instances/";
 
 fn job_key(id: u64) -> String {
     format!("{JOB_PREFIX}{id:020}")
@@ -326,6 +327,12 @@ pub async fn start(
     }
     let _ = core.take_dirty();
     core.recover(records, next_id, &cordoned, now);
+    for kv in store.range(INSTANCE_PREFIX).await? {
+        core.recover_instance(
+            &kv.key[INSTANCE_PREFIX.len()..],
+            &String::from_utf8_lossy(&kv.value),
+        );
+    }
     core.expire(now);
     persist(&store, &archive, &mut core, now).await?;
     log(&format!(
@@ -352,6 +359,7 @@ async fn persist(
         && d.cordons.is_empty()
         && d.vcs.is_empty()
         && d.archived.is_empty()
+        && d.instances.is_empty()
     {
         return Ok(Vec::new());
     }
@@ -388,6 +396,9 @@ async fn persist(
     }
     for (node, on) in d.cordons {
         t = t.put(format!("{CORDON_PREFIX}{node}"), on.to_string());
+    }
+    for (node, instance) in d.instances {
+        t = t.put(format!("{INSTANCE_PREFIX}{node}"), instance);
     }
     store.txn(t).await?;
     Ok(d.jobs)

@@ -699,3 +699,23 @@ fn a_node_takes_one_agent_instance_and_a_replaced_ones_parts_stay_held_past_its_
     next.succeeds = Some("dup".into());
     c.heartbeat(&next, 7500).unwrap();
 }
+
+#[test]
+fn a_nodes_agent_binding_survives_a_server_restart() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    c.recover(Vec::new(), 1, &Default::default(), 10_000);
+    c.recover_instance("a", "test");
+    // The recovered instance gets the full node timeout (5 s) from the restart.
+    let mut dup = hb("a", &[], &[]);
+    dup.instance = "dup".into();
+    assert_eq!(c.heartbeat(&dup, 12_000).unwrap_err().status, 409);
+    c.heartbeat(&hb("a", &[], &[]), 12_500).unwrap();
+    assert_eq!(c.heartbeat(&dup, 13_000).unwrap_err().status, 409);
+    // Silent past the timeout, it may be taken over.
+    c.heartbeat(&dup, 18_000).unwrap();
+    assert!(
+        c.take_dirty()
+            .instances
+            .contains(&("a".into(), "dup".into()))
+    );
+}

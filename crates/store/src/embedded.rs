@@ -41,9 +41,33 @@ fn encode(buf: &mut Vec<u8>, key: &str, create: u64, modified: u64, value: &[u8]
     buf.extend_from_slice(value);
 }
 
+thread_local! {
+    /// Set while [`guarded`] runs redb on this thread: a panic there becomes an error,
+    /// so the panic hook must not print it (with a backtrace) first.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Wraps the panic hook, once, so that it stays silent for panics [`guarded`] catches
+/// and passes every other panic on to the hook that was there.
+fn quiet_guarded_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 /// Runs `f`, turning a panic inside redb into an error naming the file.
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+    quiet_guarded_panics();
+    let was = GUARDED.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(was));
+    result.unwrap_or_else(|p| {
         let msg = p
             .downcast_ref::<String>()
             .cloned()

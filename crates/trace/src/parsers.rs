@@ -229,7 +229,11 @@ fn elasticflow(h: &StringRecord, file: &str, opts: &ReadOptions) -> Result<Parse
             j.batch_size = Some(cx.u32(r, i, "batch_size")?)
         }
         let best_effort = match be {
-            Some(i) => cx.integer(r, i, "best_effort")? == 1,
+            Some(i) => match cx.integer(r, i, "best_effort")? {
+                0 => false,
+                1 => true,
+                v => return Err(cx.err("best_effort", format!("{v}: expected 0 or 1"))),
+            },
             None => false,
         };
         if !best_effort {
@@ -345,6 +349,12 @@ fn alibaba(h: &StringRecord, file: &str) -> Result<Parser, TraceError> {
     Ok(Box::new(move |cx, r| {
         let g = cx.gpus(r, ng, "num_gpu")?;
         let milli = cx.integer(r, gm, "gpu_milli")?;
+        if milli > 1000 {
+            return Err(cx.err(
+                "gpu_milli",
+                format!("{milli}: thousandths of one GPU, at most 1000"),
+            ));
+        }
         if g == 0 {
             return Ok(Parsed::Excluded("CPU-only pod (num_gpu = 0)"));
         }

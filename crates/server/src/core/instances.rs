@@ -30,7 +30,9 @@ impl Core {
             Some(c) if *c == hb.instance => return Ok(()),
             Some(c) => c.clone(),
             None => {
+                let name = node.name.clone();
                 self.nodes[n as usize].instance = Some(hb.instance.clone());
+                self.dirty_instances.push((name, hb.instance.clone()));
                 return Ok(());
             }
         };
@@ -40,7 +42,9 @@ impl Core {
                 hb.instance, node.name
             )));
         }
-        let heard = now.saturating_sub(node.last_heartbeat.unwrap_or(0));
+        // A binding recovered after a restart counts as heard at the start: its agent
+        // gets the full timeout to heartbeat again.
+        let heard = now.saturating_sub(node.last_heartbeat.unwrap_or(self.started));
         let silent = node.health == NodeHealth::Down || heard > timeout;
         let successor = hb.succeeds.as_deref() == Some(current.as_str());
         if !(hb.replace || silent || successor) {
@@ -69,12 +73,21 @@ impl Core {
             ),
         });
         self.nodes[n as usize].instance = Some(hb.instance.clone());
+        self.dirty_instances
+            .push((self.nodes[n as usize].name.clone(), hb.instance.clone()));
         self.orphan_parts(n, now);
         if self.fenced.len() >= FENCED_KEPT {
             self.fenced.pop_front();
         }
         self.fenced.push_back((current, hb.instance.clone()));
         Ok(())
+    }
+
+    /// Binds node `name` to the agent instance the store recorded, after a restart.
+    pub fn recover_instance(&mut self, name: &str, instance: &str) {
+        if let Some(&n) = self.node_ix.get(name) {
+            self.nodes[n as usize].instance = Some(instance.to_string());
+        }
     }
 
     /// The parts assigned to node `n` when its agent instance was replaced: the old

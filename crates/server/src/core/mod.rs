@@ -64,6 +64,8 @@ pub struct Dirty {
     /// Records that left the hot state: the caller appends them to the archive, then
     /// deletes them from the store.
     pub archived: Vec<JobRecord>,
+    /// Nodes whose agent instance changed: (node, instance).
+    pub instances: Vec<(String, String)>,
 }
 
 /// Upper bounds of the scheduling-pass latency histogram, seconds.
@@ -168,6 +170,8 @@ pub struct Core {
     ended: BTreeMap<u64, (JobState, String)>,
     /// Records that left the hot state, for the caller to archive.
     to_archive: Vec<JobRecord>,
+    /// Node bindings to persist.
+    dirty_instances: Vec<(String, String)>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -343,6 +347,7 @@ impl Core {
             finished_seen: BTreeSet::new(),
             ended: BTreeMap::new(),
             to_archive: Vec::new(),
+            dirty_instances: Vec::new(),
         };
         Ok(core)
     }
@@ -517,6 +522,7 @@ impl Core {
             cordons: std::mem::take(&mut self.dirty_cordons),
             vcs: std::mem::take(&mut self.dirty_vcs),
             archived: std::mem::take(&mut self.to_archive),
+            instances: std::mem::take(&mut self.dirty_instances),
         }
     }
 }
