@@ -3,7 +3,8 @@
 //! a lease that the agent renews whenever the server hears it: if no renewal comes
 //! within `node_timeout_s` of the last heartbeat the server took (the agent is stopped,
 //! hung, or cut off from the server), the supervisor stops the job (SIGTERM, then
-//! SIGKILL after the grace period) before the server may start it again elsewhere.
+//! SIGKILL after the grace period) before the server may start it again elsewhere. The
+//! lease is [`LEASE_SHARE`] of the node timeout, for margin.
 //!
 //! A heartbeat whose connection the server's host refused renews the lease too:
 //! nothing listens there, so no server runs that could give the jobs away, and a server
@@ -11,6 +12,11 @@
 //! the full timeout afresh). A timeout or any other failure does not renew it.
 
 use std::io::Write as _;
+
+/// The lease is this share of the server's node timeout, counted from the send of the
+/// last heartbeat the server took: a margin for the supervisors' 50 ms polling and for
+/// the time a heartbeat takes to reach the server.
+pub const LEASE_SHARE: f64 = 0.9;
 use std::process::ChildStdin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -283,7 +283,11 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             Ok(reply) => {
                 outage.over();
                 lease_said = false;
-                let ttl = Duration::from_secs_f64(reply.node_timeout_s.clamp(0.0, 86_400.0));
+                // 90 % of the node timeout: the supervisors' polling and the server's
+                // clock then never bring a rerun before the old copy is dead.
+                let ttl = Duration::from_secs_f64(
+                    (reply.node_timeout_s * lease::LEASE_SHARE).clamp(0.0, 86_400.0),
+                );
                 lease.renew(sent_at, ttl);
                 streams.sent(&hb.output);
                 interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
