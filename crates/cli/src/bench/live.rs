@@ -26,7 +26,7 @@ pub struct LiveFigures {
 fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
     // One VC holds every benchmark job: lift the per-VC job limit past them.
     let mut t = format!(
-        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\n"
+        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\nmax_records_per_vc = 100000000\nmax_record_bytes_per_vc = 1000000000000\n"
     );
     for i in 0..nodes {
         t.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ngpus = 8\n"));
