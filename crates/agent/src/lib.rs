@@ -192,6 +192,110 @@ impl Outage {
     }
 }
 
+/// What the agent's loop carries from one heartbeat to the next.
+struct State {
+    records: Records,
+    running: BTreeMap<AttemptRef, Running>,
+    /// Exits not yet acknowledged.
+    exited: Vec<Exit>,
+    interval: Duration,
+    grace: Duration,
+    streams: stream::Streams,
+    lease: lease::Lease,
+    /// The lease's running out was logged.
+    lease_said: bool,
+    outage: Outage,
+}
+
+impl State {
+    /// Applies the server's reply to the heartbeat sent at `sent_at`: renews the lease,
+    /// forgets acknowledged exits, stops and starts attempts.
+    fn take_reply(
+        &mut self,
+        reply: HeartbeatReply,
+        sent_at: Instant,
+        sent_output: &[OutputChunk],
+        starting: Option<(&AgentOptions, &Path)>,
+    ) -> Result<(), AgentError> {
+        self.outage.over();
+        self.lease_said = false;
+        // 90 % of the node timeout: the supervisors' polling and the server's clock then
+        // never bring a rerun before the old copy is dead.
+        let ttl = Duration::from_secs_f64(
+            (reply.node_timeout_s * lease::LEASE_SHARE).clamp(0.0, 86_400.0),
+        );
+        self.lease.renew(sent_at, ttl);
+        self.streams.sent(sent_output);
+        self.interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
+        self.grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
+        for a in &reply.acked {
+            self.records.acked(a.job, a.attempt)?;
+        }
+        self.exited.retain(|e| {
+            !reply.acked.contains(&AttemptRef {
+                job: e.job,
+                attempt: e.attempt,
+            })
+        });
+        for s in reply.stop {
+            if let Some(r) = self.running.get_mut(&s)
+                && r.term_at.is_none()
+            {
+                signal_group(r.pgid, Signal::TERM);
+                r.term_at = Some(Instant::now());
+            }
+        }
+        let Some((o, exe)) = starting else {
+            return Ok(());
+        };
+        let l = Launcher {
+            o,
+            exe,
+            grace: self.grace,
+            lease: self.lease.left().unwrap_or(ttl),
+            passwd: if reply.start.is_empty() {
+                String::new()
+            } else {
+                std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+            },
+        };
+        l.start_assigned(
+            reply.start,
+            &self.records,
+            &mut self.running,
+            &mut self.exited,
+        )
+    }
+
+    /// Tells every supervisor how long its lease has left.
+    fn renew_supervisors(&mut self) {
+        let Some(left) = self.lease.left() else {
+            return;
+        };
+        for r in self.running.values_mut() {
+            if let Some(p) = &mut r.lease
+                && !lease::tell(p, left)
+            {
+                r.lease = None;
+            }
+        }
+    }
+
+    /// Stops every attempt once the lease ran out (their supervisors do too); they are
+    /// reported lost when the server hears the agent again.
+    fn check_lease(&mut self) {
+        if self.lease.expired() && !self.running.is_empty() && !self.lease_said {
+            log!(
+                "no heartbeat taken by the server within the node timeout: stopping {} jobs, \
+                 which the server may run elsewhere",
+                self.running.len()
+            );
+            self.lease_said = true;
+            stop_all(&mut self.running);
+        }
+    }
+}
+
 /// Runs the agent until SIGTERM or SIGINT, or until the server fences it.
 pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
     let gpus = o.gpus.or_else(detect_gpus).ok_or(AgentError::NoGpus)?;
@@ -201,7 +305,6 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
     let stop = stop_flag()?;
     let exe = std::env::current_exe().map_err(AgentError::Exe)?;
     let client = Client::new(&o.server, Duration::from_secs(2)).with_token(o.token.clone());
-    let mut grace = Duration::from_secs(10);
     log!(
         "node {}, {gpus} GPUs, server {}, logs in {}, state in {}, instance {}{}",
         o.node,
@@ -214,43 +317,46 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             u.uid, u.gid
         ))
     );
+    let grace = Duration::from_secs(10);
     end_leftovers(&records, &o.logs, grace)?;
-    let mut exited: Vec<Exit> = records.exits()?;
-    let mut running: BTreeMap<AttemptRef, Running> = BTreeMap::new();
-    let mut interval = Duration::from_secs(2);
+    let mut st = State {
+        exited: records.exits()?,
+        records,
+        running: BTreeMap::new(),
+        interval: Duration::from_secs(2),
+        grace,
+        streams: stream::Streams::default(),
+        lease: lease::Lease::default(),
+        lease_said: false,
+        outage: Outage::default(),
+    };
     let mut stopping_since: Option<Instant> = None;
-    let mut streams = stream::Streams::default();
-    let mut lease = lease::Lease::default();
-    let mut lease_said = false;
-    let mut outage = Outage::default();
     loop {
         let shutting_down = stop.load(Ordering::SeqCst);
         if shutting_down && stopping_since.is_none() {
-            log!("stopping: ending {} jobs first", running.len());
+            log!("stopping: ending {} jobs first", st.running.len());
             stopping_since = Some(Instant::now());
-            stop_all(&mut running);
+            stop_all(&mut st.running);
         }
-        if lease.expired() && !running.is_empty() && !lease_said {
-            // The supervisors stop their jobs themselves; the agent does too, and
-            // reports them lost when the server hears it again.
-            log!(
-                "no heartbeat taken by the server within the node timeout: stopping {} jobs, \
-                 which the server may run elsewhere",
-                running.len()
-            );
-            lease_said = true;
-            stop_all(&mut running);
-        }
-        reap(&mut running, grace, &o.logs, &records, &mut exited)?;
-        let output = streams.chunks(&o.logs, running.keys().copied(), &exited);
+        st.check_lease();
+        reap(
+            &mut st.running,
+            st.grace,
+            &o.logs,
+            &st.records,
+            &mut st.exited,
+        )?;
+        let output = st
+            .streams
+            .chunks(&o.logs, st.running.keys().copied(), &st.exited);
         let hb = Heartbeat {
             node: o.node.clone(),
             instance: me.instance.clone(),
             succeeds: me.previous.clone(),
             replace: o.replace,
             gpus,
-            running: running.keys().copied().collect(),
-            exited: exited.clone(),
+            running: st.running.keys().copied().collect(),
+            exited: st.exited.clone(),
             shutting_down,
             output,
         };
@@ -259,17 +365,14 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         if let Err(e) = &sent
             && e.status() == Some(409)
         {
-            log!("{e}: killing {} jobs and stopping", running.len());
-            for r in running.values() {
-                procs::end_group(
-                    r.pgid,
-                    grace + SUPERVISOR_SLACK,
-                    grace + Duration::from_secs(30),
-                );
+            log!("{e}: killing {} jobs and stopping", st.running.len());
+            for r in st.running.values() {
+                let kill_at = st.grace + SUPERVISOR_SLACK;
+                procs::end_group(r.pgid, kill_at, kill_at + Duration::from_secs(30));
             }
             return Err(AgentError::Fenced(e.to_string()));
         }
-        if shutting_down && running.is_empty() {
+        if shutting_down && st.running.is_empty() {
             if let Err(e) = &sent {
                 log!(
                     "could not tell the server ({e}); the exits stay in {} for the next start",
@@ -281,72 +384,24 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         }
         match sent {
             Ok(reply) => {
-                outage.over();
-                lease_said = false;
-                // 90 % of the node timeout: the supervisors' polling and the server's
-                // clock then never bring a rerun before the old copy is dead.
-                let ttl = Duration::from_secs_f64(
-                    (reply.node_timeout_s * lease::LEASE_SHARE).clamp(0.0, 86_400.0),
-                );
-                lease.renew(sent_at, ttl);
-                streams.sent(&hb.output);
-                interval = Duration::from_secs_f64(reply.interval_s.clamp(0.05, 60.0));
-                grace = Duration::from_secs_f64(reply.grace_s.clamp(0.0, 3600.0));
-                for a in &reply.acked {
-                    records.acked(a.job, a.attempt)?;
-                }
-                exited.retain(|e| {
-                    !reply.acked.contains(&AttemptRef {
-                        job: e.job,
-                        attempt: e.attempt,
-                    })
-                });
-                for s in reply.stop {
-                    if let Some(r) = running.get_mut(&s)
-                        && r.term_at.is_none()
-                    {
-                        signal_group(r.pgid, Signal::TERM);
-                        r.term_at = Some(Instant::now());
-                    }
-                }
-                if !shutting_down {
-                    let l = Launcher {
-                        o: &o,
-                        exe: &exe,
-                        grace,
-                        lease: lease.left().unwrap_or(ttl),
-                        passwd: if reply.start.is_empty() {
-                            String::new()
-                        } else {
-                            std::fs::read_to_string("/etc/passwd").unwrap_or_default()
-                        },
-                    };
-                    l.start_assigned(reply.start, &records, &mut running, &mut exited)?;
-                }
+                let starting = (!shutting_down).then_some((&o, exe.as_path()));
+                st.take_reply(reply, sent_at, &hb.output, starting)?;
             }
             // The jobs keep running through a server outage: nothing is given away
             // while no server runs, and when it does again its reply says what to
             // stop. Cut off from a running server, the lease runs out instead.
             Err(e) => {
-                if e.connection_refused() && !lease.expired() {
-                    lease.heard(sent_at);
+                if e.connection_refused() && !st.lease.expired() {
+                    st.lease.heard(sent_at);
                 }
-                outage.failed(&e);
+                st.outage.failed(&e);
             }
         }
-        if let Some(left) = lease.left() {
-            for r in running.values_mut() {
-                if let Some(p) = &mut r.lease
-                    && !lease::tell(p, left)
-                {
-                    r.lease = None;
-                }
-            }
-        }
+        st.renew_supervisors();
         let nap = if shutting_down {
             Duration::from_millis(50)
         } else {
-            interval.min(Duration::from_millis(500))
+            st.interval.min(Duration::from_millis(500))
         };
         std::thread::sleep(nap);
     }

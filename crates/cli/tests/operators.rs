@@ -416,3 +416,42 @@ fn the_job_page_shows_an_ended_jobs_real_state_exit_and_last_output() {
     let j = c.job(id);
     assert_eq!(j["parts"][0]["exit"], 143, "{j}");
 }
+
+#[test]
+fn a_cancel_with_a_body_gets_its_whole_reply() {
+    use std::io::{Read as _, Write as _};
+    let c = Cluster::new("cancelbody", "fifo");
+    let blocker = c
+        .submit(json!({"gpus": 16, "command": ["sleep", "60"]}))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    c.wait_running(blocker);
+    let big = "x".repeat(120 << 10);
+    for _ in 0..20 {
+        let id = c
+            .submit(json!({"gpus": 16, "command": ["true", big]}))
+            .unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        // A body the handler has no use for, on a connection that closes after the
+        // reply: the whole reply arrives.
+        let body = format!("{}{{}}", " ".repeat(256 << 10));
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+        write!(
+            s,
+            "POST /v1/jobs/{id}/cancel HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        let text = String::from_utf8_lossy(&reply);
+        assert!(
+            text.starts_with("HTTP/1.1 200"),
+            "{}",
+            &text[..text.len().min(200)]
+        );
+        assert!(text.ends_with("}"), "cut short: {} bytes", reply.len());
+    }
+}

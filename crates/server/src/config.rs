@@ -140,7 +140,7 @@ fn max_records() -> u64 {
     20_000
 }
 fn max_record_bytes() -> u64 {
-    256 << 20
+    64 << 20
 }
 
 /// Who a bearer token speaks for.

@@ -293,10 +293,14 @@ async fn get_job(
     }
 }
 
+/// `POST /v1/jobs/{id}/cancel` (and `DELETE /v1/jobs/{id}`). The body, if any, is
+/// read and ignored, so that the connection closes after the reply with nothing left
+/// unread in it.
 async fn cancel(
     State(app): State<App>,
     who: Caller,
     Path(id): Path<String>,
+    _body: Bytes,
 ) -> Result<Response, ApiError> {
     let id = id_of(&id)?;
     visible(&app, &who, id).await?;
@@ -342,6 +346,7 @@ async fn node_action(
     State(app): State<App>,
     who: Caller,
     Path((n, verb)): Path<(String, String)>,
+    _body: Bytes,
 ) -> Result<Response, ApiError> {
     who.admin()?;
     match verb.as_str() {

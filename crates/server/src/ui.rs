@@ -545,7 +545,12 @@ pub async fn job(
 /// `POST /ui/jobs/{id}/cancel`: the job page's cancel button, for callers who may
 /// cancel the job (its VC's tenant, an admin); then back to the job's page. The token
 /// cookie is `SameSite=Strict`, so another site's form cannot send it.
-pub async fn cancel(State(app): State<App>, Path(id): Path<u64>, headers: HeaderMap) -> Response {
+pub async fn cancel(
+    State(app): State<App>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+    _form: axum::body::Bytes,
+) -> Response {
     let q = TokenQuery { token: None };
     let (caller, _) = match who(&app, &q, &headers) {
         Ok(x) => x,

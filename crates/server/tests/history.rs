@@ -113,3 +113,71 @@ fn a_tenant_depends_only_on_its_own_vcs_jobs() {
         absent.message.replace("999", "N")
     );
 }
+
+#[test]
+fn a_vc_at_its_byte_budget_makes_room_by_archiving_finished_jobs() {
+    let cfg = common::two_nodes("fifo", "max_record_bytes_per_vc = 1048576").unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    let big = |t: u64| -> JobSpec {
+        serde_json::from_value(serde_json::json!(
+            {"gpus": 8, "command": ["true", "x".repeat(100 << 10)], "vc": "a", "name": format!("j{t}")}))
+        .unwrap()
+    };
+    let mut ids = Vec::new();
+    let mut t = 0;
+    let e = loop {
+        t += 1;
+        match c.submit(big(t), t) {
+            Ok(id) => ids.push(id),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(e.status, 429, "{e}");
+    assert!(e.message.contains("max_record_bytes_per_vc"), "{e}");
+    assert!((9..=10).contains(&ids.len()), "{} fit in 1 MiB", ids.len());
+    for id in ids {
+        t += 1;
+        c.cancel(id, t).unwrap();
+    }
+    c.take_dirty();
+    for _ in 0..5 {
+        t += 1;
+        c.submit(big(t), t).unwrap();
+    }
+    assert!(!c.take_dirty().archived.is_empty());
+}
+
+#[test]
+fn a_finished_job_whose_processes_still_stop_holds_back_none_behind_it() {
+    // 8-GPU jobs start on the two 4-GPU nodes; cancelled, their processes are asked to
+    // stop, and no agent ever confirms it.
+    let cfg = common::two_nodes("fifo", "max_record_bytes_per_vc = 1048576").unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    let big = || -> JobSpec {
+        serde_json::from_value(serde_json::json!(
+            {"gpus": 8, "command": ["true", "x".repeat(60 << 10)], "env": {"BIG": "y".repeat(60 << 10)}}))
+        .unwrap()
+    };
+    let mut ids = Vec::new();
+    for t in 0..8 {
+        ids.push(c.submit(big(), t).unwrap());
+        c.schedule(t);
+        c.take_dirty();
+    }
+    assert_eq!(c.job(ids[0]).unwrap().state, JobState::Running);
+    for (k, id) in ids.iter().enumerate() {
+        c.cancel(*id, 100 + k as u64).unwrap();
+        c.schedule(100);
+        c.take_dirty();
+    }
+    // The first, still stopping, stays; the queued ones behind it make room.
+    for t in 0..5 {
+        c.submit(big(), 200 + t).unwrap();
+    }
+    let archived: Vec<u64> = c.take_dirty().archived.iter().map(|r| r.id).collect();
+    assert!(
+        !archived.contains(&ids[0]) && !archived.is_empty(),
+        "{archived:?}"
+    );
+    assert!(c.job(ids[0]).is_ok());
+}

@@ -70,7 +70,7 @@ role = "agent"
 nodes = ["a"]
 "#;
 const JOB: &str = r#"{"name": "train", "gpus": 2, "vc": "research", "priority": 3, "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}, "workdir": "/tmp", "estimated_duration_s": 3600, "deadline_unix_s": 1900000000, "restart": {"max_restarts": 3}}"#;
-const HEARTBEAT: &str = r#"{"node": "a", "gpus": 4, "running": [{"job": 1, "attempt": 1}], "exited": [{"job": 1, "attempt": 0, "code": 1}], "shutting_down": false}"#;
+const HEARTBEAT: &str = r#"{"node": "a", "instance": "1@host/00", "gpus": 4, "running": [{"job": 1, "attempt": 1}], "exited": [{"job": 1, "attempt": 0, "code": 1}], "shutting_down": false}"#;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

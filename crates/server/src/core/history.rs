@@ -86,7 +86,11 @@ impl Core {
     pub(super) fn track_finished(&mut self, js: &[JobIdx]) {
         for &j in js {
             let r = &self.jobs[j as usize];
-            if !r.state.terminal() || self.finished_seen.contains(&j) {
+            // A tombstone left the hot state already.
+            if !r.state.terminal()
+                || self.finished_seen.contains(&j)
+                || !self.by_id.contains_key(&r.id)
+            {
                 continue;
             }
             let b = record_bytes(r);
@@ -116,12 +120,12 @@ impl Core {
             if count < max_n && held.saturating_add(bytes) <= max_b {
                 return Ok(());
             }
-            if !self.evict_oldest(vc) {
+            if !self.evict_oldest(vc, u64::MAX) {
                 return Err(ApiError::too_many(
                     "vc",
                     format!(
-                        "VC {vc} holds {} records ({} bytes) and none has finished: its \
-                         limits are max_records_per_vc = {max_n} and \
+                        "VC {vc} holds {} records ({} bytes) and none of them has finished \
+                         with its processes gone: its limits are max_records_per_vc = {max_n} and \
                          max_record_bytes_per_vc = {max_b}",
                         count, held
                     ),
@@ -141,11 +145,14 @@ impl Core {
                 let v = &self.records[&vc];
                 let over = v.count > self.cfg.max_records_per_vc
                     || v.bytes > self.cfg.max_record_bytes_per_vc;
-                let due = v
-                    .finished
-                    .front()
-                    .is_some_and(|&(end, _)| end.saturating_add(retain) <= now);
-                if !(over || due) || !self.evict_oldest(&vc) {
+                // Over a limit, the oldest goes whenever it ended; else only past its
+                // retention.
+                let ended_by = if over {
+                    u64::MAX
+                } else {
+                    now.saturating_sub(retain)
+                };
+                if !self.evict_oldest(&vc, ended_by) {
                     break;
                 }
                 moved = true;
@@ -154,25 +161,37 @@ impl Core {
         moved
     }
 
-    /// Moves `vc`'s oldest finished record out of the hot state into the archive
-    /// queue. False when it has none that may go (its processes still stopping).
-    fn evict_oldest(&mut self, vc: &str) -> bool {
+    /// Moves `vc`'s oldest finished record that ended by `ended_by` (unix ms) and whose
+    /// processes are all gone out of the hot state into the archive queue. False when it
+    /// has none.
+    fn evict_oldest(&mut self, vc: &str, ended_by: u64) -> bool {
+        let Some(v) = self.records.get(vc) else {
+            return false;
+        };
+        // A record whose processes are still stopping stays (its GPUs are held in its
+        // name); those behind it may go.
+        let stopping = |j: JobIdx| {
+            let id = self.jobs[j as usize].id;
+            self.stopping
+                .range((id, 0, 0)..=(id, u32::MAX, u32::MAX))
+                .next()
+                .is_some()
+        };
+        let Some(at) = v
+            .finished
+            .iter()
+            .take_while(|&&(end, _)| end <= ended_by)
+            .position(|&(_, j)| !stopping(j))
+        else {
+            return false;
+        };
         let Some(v) = self.records.get_mut(vc) else {
             return false;
         };
-        let Some(&(_, j)) = v.finished.front() else {
+        let Some((_, j)) = v.finished.remove(at) else {
             return false;
         };
         let id = self.jobs[j as usize].id;
-        if self
-            .stopping
-            .range((id, 0, 0)..=(id, u32::MAX, u32::MAX))
-            .next()
-            .is_some()
-        {
-            return false;
-        }
-        v.finished.pop_front();
         v.count = v.count.saturating_sub(1);
         v.bytes = v.bytes.saturating_sub(self.hot_bytes[j as usize] as u64);
         self.hot_bytes[j as usize] = 0;
