@@ -176,9 +176,10 @@ struct EfJob {
     /// Under `ef_sim_jobs`' loop: the last decision that ran it, its iterations left
     /// then and its GPUs, from which the artifact dates a job that finishes early.
     round: (i64, f64, u32),
-    /// The exact end of its minimum-share plan (the artifact's `real_end_time`, which
-    /// the greedy pass leaves): under `progress=artifact`, where its work stops
-    /// counting and where its deadline is judged.
+    /// The exact end of its plan (the artifact's `real_end_time`: the minimum-share
+    /// plan's, moved to the new plan's when the greedy pass scales the job up): under
+    /// `progress=artifact`, where its work stops counting and where its deadline is
+    /// judged.
     cap_end: i64,
 }
 
@@ -574,6 +575,9 @@ impl ElasticFlow {
                 e.next_level = s.next_level(e.num_gpu);
                 e.memo = None;
                 e.gpu_time = gpu_time(&e.plan.allocs, e.plan.end);
+                // The artifact's `allocate_free_gpus` moves `real_end_time` to the new
+                // plan's (`next_level_realendtime`): the cap and the verdict follow it.
+                e.cap_end = e.plan.real_end;
                 allocated = true;
                 // Scores that read where the timeline changed are made again.
                 differences(&self.cand_tl, &self.timeline, &mut self.diffs);
