@@ -12,21 +12,6 @@ use serde_json::json;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn cli(c: &Cluster, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("APIARY_SERVER", c.url(""))
-        .env_remove("APIARY_TOKEN")
-        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
-        .output()
-        .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn clients_read_like_squeue_sacct_and_kubectl() {
     let c = Cluster::new("clients", "fifo");

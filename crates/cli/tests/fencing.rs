@@ -14,20 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn logged_job(log: &std::path::Path, secs: f64) -> serde_json::Value {
-    let line = |what: &str| {
-        format!(
-            "echo $APIARY_JOB_ID $APIARY_ATTEMPT $APIARY_NODE $CUDA_VISIBLE_DEVICES {what} $(date +%s%N) >> {}",
-            log.display()
-        )
-    };
-    sh(&format!(
-        "trap '{end}; exit 143' TERM; {start}; sleep {secs} & wait $!; {end}",
-        end = line("end"),
-        start = line("start"),
-    ))
-}
-
 /// Waits for a child to exit, at most `limit`.
 fn exits_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let t0 = Instant::now();

@@ -134,23 +134,6 @@ fn tenants_see_only_their_vc_in_nodes_and_metrics_need_a_metrics_token() {
     );
 }
 
-/// A job that logs `<job> <attempt> <node> <gpus> start|end <ns>` lines, the end line
-/// also when SIGTERM stops it.
-fn logged_job(log: &std::path::Path, secs: f64) -> Value {
-    let line = |what: &str| {
-        format!(
-            "echo $APIARY_JOB_ID $APIARY_ATTEMPT $APIARY_NODE $CUDA_VISIBLE_DEVICES {what} $(date +%s%N) >> {}",
-            log.display()
-        )
-    };
-    let script = format!(
-        "trap '{end}; exit 143' TERM; {start}; sleep {secs} & wait $!; {end}",
-        end = line("end"),
-        start = line("start"),
-    );
-    json!(["sh", "-c", script])
-}
-
 #[test]
 fn agents_killed_or_stopped_and_restarted_never_run_a_job_twice() {
     let rounds: usize = std::env::var("APIARY_AGENT_ROUNDS")
@@ -222,13 +205,6 @@ fn jobs_keep_running_through_a_server_outage() {
         "{j}"
     );
     assert_eq!(assert_no_overlap(&log), 1);
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 #[test]

@@ -8,21 +8,6 @@ use common::*;
 use serde_json::{Value, json};
 use std::process::{Command, Output};
 
-fn cli(c: &Cluster, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("APIARY_SERVER", c.url(""))
-        .env_remove("APIARY_TOKEN")
-        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
-        .output()
-        .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 fn cancel(c: &Cluster, id: u64) {
     let (code, v) = call("POST", &c.url(&format!("/v1/jobs/{id}/cancel")), None, None);
     assert!(code < 300, "{code} {v}");

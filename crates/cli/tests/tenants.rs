@@ -10,13 +10,6 @@ use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 fn submit_as(c: &Cluster, token: &str, body: Value) -> u64 {
     let (code, v) = call("POST", &c.url("/v1/jobs"), Some(token), Some(body));
     assert_eq!(code, 201, "{v}");

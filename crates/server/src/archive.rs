@@ -10,6 +10,7 @@
 //! With `data_dir = ":memory:"` the archive is in memory (the newest
 //! [`MEMORY_KEPT`] records), as the state is.
 
+use crate::core::ended_at;
 use crate::types::JobRecord;
 use crate::types::JobState;
 use std::collections::BTreeMap;
@@ -93,10 +94,6 @@ pub fn trimmed(mut r: JobRecord) -> JobRecord {
     }
     r.reason = None;
     r
-}
-
-fn ended_at(r: &JobRecord) -> u64 {
-    r.history.last().map_or(r.submitted_ms, |t| t.at_ms)
 }
 
 fn day(unix_ms: u64) -> String {

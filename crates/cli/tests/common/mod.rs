@@ -349,6 +349,48 @@ user = "bob"
     }
 }
 
+/// Runs a client command of the real binary against `c`, with no token or client
+/// config from the environment.
+pub fn cli(c: &Cluster, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("APIARY_SERVER", c.url(""))
+        .env_remove("APIARY_TOKEN")
+        .env("APIARY_CONFIG", c.dir.join("no-client.toml"))
+        .output()
+        .unwrap()
+}
+
+/// A command's stdout, asserting that it succeeded.
+pub fn out(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A job that logs `<job> <attempt> <node> <gpus> start|end <ns>` lines to `log`, the
+/// end line also when SIGTERM stops it (see [`assert_no_overlap`]).
+pub fn logged_job(log: &Path, secs: f64) -> Value {
+    let line = |what: &str| {
+        format!(
+            "echo $APIARY_JOB_ID $APIARY_ATTEMPT $APIARY_NODE $CUDA_VISIBLE_DEVICES {what} $(date +%s%N) >> {}",
+            log.display()
+        )
+    };
+    sh(&format!(
+        "trap '{end}; exit 143' TERM; {start}; sleep {secs} & wait $!; {end}",
+        end = line("end"),
+        start = line("start"),
+    ))
+}
+
 pub fn sh(script: &str) -> Value {
     json!(["sh", "-c", script])
 }

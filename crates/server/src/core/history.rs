@@ -54,7 +54,7 @@ pub(super) fn record_bytes(r: &JobRecord) -> u64 {
 }
 
 /// When a finished record ended: its last transition.
-fn ended_at(r: &JobRecord) -> u64 {
+pub(crate) fn ended_at(r: &JobRecord) -> u64 {
     r.history.last().map_or(r.submitted_ms, |t| t.at_ms)
 }
 

@@ -25,18 +25,6 @@ pub struct JobQuery {
     pub limit: usize,
 }
 
-/// A page whose next `after` is its last record's id.
-trait WithNext {
-    fn with_next(self) -> Self;
-}
-
-impl WithNext for (Vec<JobRecord>, Option<u64>) {
-    fn with_next(self) -> Self {
-        let next = self.0.last().map(|r| r.id);
-        (self.0, next)
-    }
-}
-
 /// Refuses a submission whose fields are over the [`limits`]: 413 naming the field, or 400
 /// for a value no process could be started with.
 fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
@@ -462,14 +450,17 @@ impl Core {
             .filter(|r| q.user.is_none() || r.user == q.user)
             .filter(|r| q.states.is_empty() || q.states.contains(&r.state));
         for r in selected {
+            // More match: the next page starts below the last id sent.
             if out.len() >= q.limit {
-                return (out, None).with_next();
+                let next = out.last().map(|l| l.id);
+                return (out, next);
             }
             let mut shown = r.clone();
             shown.reason = (r.state == JobState::Queued).then(|| self.reason_in(&f, r).to_string());
             let size = serde_json::to_vec(&shown).map_or(0, |b| b.len());
             if !out.is_empty() && bytes + size > max_bytes {
-                return (out, None).with_next();
+                let next = out.last().map(|l| l.id);
+                return (out, next);
             }
             bytes += size;
             out.push(shown);

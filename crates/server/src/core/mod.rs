@@ -20,6 +20,7 @@ mod jobs;
 mod views;
 
 pub use error::{ApiError, CoreError};
+pub(crate) use history::ended_at;
 pub use jobs::JobQuery;
 
 use crate::config::ServerConfig;
