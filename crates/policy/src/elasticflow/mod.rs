@@ -19,12 +19,14 @@
 
 mod buddy;
 mod events;
+mod nodesets;
 mod pass;
 mod planner;
 mod timeline;
 
 pub use buddy::{buddy, buddy_ordered};
 use events::Events;
+use nodesets::NodeSets;
 
 pub use planner::{
     Plan, PlanJob, Scored, align, edf_plan_into, gpu_time, plan, plan_into, score_assigned,
@@ -206,7 +208,10 @@ pub struct ElasticFlow {
     arrived: Vec<JobIdx>,
     next_pass: Time,
     schedule_count: u64,
-    cache: BTreeSet<Vec<(u32, u64)>>,
+    /// The GPU sets placed since the last restart round, by first GPU and count.
+    cache: BTreeSet<(u32, u32)>,
+    /// Under `progress=artifact`, the artifact's own placement ([`NodeSets`]).
+    node_sets: Option<NodeSets>,
     /// Free GPUs after every plan.
     timeline: Steps,
     /// Buffers the greedy pass plans in, reused so that scoring a job allocates
@@ -283,6 +288,7 @@ impl ElasticFlow {
             next_pass: 0,
             schedule_count: 0,
             cache: BTreeSet::new(),
+            node_sets: None,
             timeline: Steps::default(),
             without: Steps::default(),
             cand: Plan::default(),
@@ -647,6 +653,10 @@ impl Policy for ElasticFlow {
         }
         self.node_gpus = g;
         self.nodes = cluster.nodes.len();
+        if self.artifact_progress && self.kind == Kind::Elastic {
+            let switch_of: Vec<u32> = cluster.nodes.iter().map(|n| n.switch).collect();
+            self.node_sets = Some(NodeSets::new(g, &switch_of));
+        }
         Ok(())
     }
 
@@ -687,6 +697,9 @@ impl Policy for ElasticFlow {
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        if let Some(ns) = self.node_sets.as_mut() {
+            ns.release(j);
+        }
         if let Some(ev) = self.events.as_mut() {
             ev.forget(j);
         }

@@ -6,6 +6,12 @@ use super::{ElasticFlow, Kind, NO_DEADLINE, buddy_ordered, round_overhead, table
 use crate::{Ctx, Handles, JobIdx, PolicyError, Status};
 use apiary_model::{Placement, Time};
 
+/// A GPU set as the artifact's cache knows it: the rank of its first GPU and its count.
+type CacheKey = (u32, u32);
+
+/// A round's placements, each with its cache key.
+type Placed = Vec<(JobIdx, Placement, CacheKey)>;
+
 impl ElasticFlow {
     /// Ends the jobs whose work is done at this decision (the artifact's progress and
     /// hold modes); true when that ends the pass (their completions call it again).
@@ -128,6 +134,13 @@ impl ElasticFlow {
         let jobs = &self.jobs;
         self.runnable
             .sort_by_key(|&j| jobs[j as usize].as_ref().map_or(NO_DEADLINE, |e| e.ddl));
+        if let Some(ns) = self.node_sets.as_mut() {
+            // `estimate_all_jobs` frees every job's GPUs in this order (the ended ones
+            // were freed as they ended); the order decides the free list's.
+            for &j in &self.runnable {
+                ns.release(j);
+            }
+        }
         for &j in &self.runnable {
             let e = self.jobs[j as usize].as_mut().expect("runnable job");
             e.num_gpu = e.plan.allocs.get(now).unwrap_or(0);
@@ -204,8 +217,20 @@ impl ElasticFlow {
             }
             sum += w.1;
         }
-        let placed = buddy_ordered(self.node_gpus, self.nodes, &want, self.events.is_some())
-            .unwrap_or_default();
+        let big_in_order = self.events.is_some();
+        let triples = match self.artifact_place(&want, big_in_order) {
+            Some(x) => x,
+            None => buddy_ordered(self.node_gpus, self.nodes, &want, big_in_order)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(j, p)| {
+                    let k = self.cache_key(&p);
+                    (j, p, k)
+                })
+                .collect(),
+        };
+        let (placed, keys): (Vec<_>, Vec<_>) =
+            triples.into_iter().map(|(j, p, k)| ((j, p), k)).unzip();
         ctx.elastic()?.reassign(&placed);
 
         // The per-round rescaling overhead every running job pays; and, under `hold`,
@@ -229,13 +254,12 @@ impl ElasticFlow {
                 }
             }
         }
-        for (j, p) in &placed {
+        for ((j, p), key) in placed.iter().zip(keys) {
             if p.gpus() == 0 || ctx.status(*j) != Status::Running {
                 continue;
             }
             let mut o = 0;
             if self.overhead {
-                let key: Vec<(u32, u64)> = p.parts.clone();
                 let cached = !self.cache.insert(key);
                 o = round_overhead(total, p.gpus(), restart, cached);
                 ctx.stalls()?.stall(*j, o as Time);
@@ -273,6 +297,48 @@ impl ElasticFlow {
             self.cache.clear();
         }
         Ok(placed)
+    }
+
+    /// The round's placements by the artifact's node sets, with its cache keys, in
+    /// the order it places (jobs of a node or more first, in the order given or by
+    /// size; then the smaller ones by size); `None` without node sets, or if the
+    /// artifact could not have placed them (its sets are then emptied).
+    fn artifact_place(&mut self, want: &[(JobIdx, u32)], big_in_order: bool) -> Option<Placed> {
+        let node_gpus = self.node_gpus;
+        let ns = self.node_sets.as_mut()?;
+        let mut order: Vec<(JobIdx, u32)> = want.iter().copied().filter(|w| w.1 > 0).collect();
+        order.sort_by_key(|&(_, n)| {
+            std::cmp::Reverse(if big_in_order && n >= node_gpus {
+                u32::MAX
+            } else {
+                n
+            })
+        });
+        for &(j, n) in &order {
+            if !ns.place(j, n) {
+                ns.reset();
+                return None;
+            }
+        }
+        let mut out = Vec::with_capacity(want.len());
+        ns.placements(&mut out);
+        // Jobs planned no GPUs now give theirs up.
+        out.extend(
+            want.iter()
+                .filter(|w| w.1 == 0)
+                .map(|&(j, _)| (j, Placement::default(), (0, 0))),
+        );
+        Some(out)
+    }
+
+    /// A buddy placement's cache key: its first GPU's rank and its GPU count (its GPUs
+    /// are consecutive).
+    fn cache_key(&self, p: &Placement) -> CacheKey {
+        let first = p
+            .parts
+            .first()
+            .map_or(0, |&(n, m)| n * self.node_gpus + m.trailing_zeros());
+        (first, p.gpus())
     }
 
     /// The next decision: a slot from now, or when a plan next changes if later.
