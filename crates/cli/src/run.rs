@@ -458,6 +458,14 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
         .map(|s| settings::params(s, &r.set, &settings))
         .collect::<Result<Vec<_>>>()?;
     let (cluster, tname, jobs, cfg, record) = setup(r)?;
+    // Every setting is built and readied for this trace and cluster before the first
+    // runs, so a bad value or a trace a policy cannot read fails at once.
+    for (s, p) in settings.iter().zip(&params) {
+        let mut policy =
+            registry::build(&s.policy, p).with_context(|| format!("-p {}", s.label))?;
+        apiary_sim::backend::preflight(&cluster, &jobs, policy.as_mut())
+            .with_context(|| format!("-p {}", s.label))?;
+    }
     let pct = percentile(r)?;
     if !r.quiet && !r.json {
         println!(

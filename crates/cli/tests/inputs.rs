@@ -246,3 +246,38 @@ fn out_of_range_values_that_used_to_pass_silently_are_refused() {
         &["empty-name.toml: compute[1]: a node's name is empty"],
     );
 }
+
+#[test]
+fn compare_checks_every_setting_before_the_first_run() {
+    // Each of these used to run fifo (and srtf) first and fail on its turn.
+    for (policies, want) in [
+        (
+            "fifo,srtf,elasticflow",
+            "-p elasticflow: policy elasticflow reads a throughput table",
+        ),
+        (
+            "fifo,pollux",
+            "-p pollux: policy pollux reads a goodput model",
+        ),
+        (
+            "fifo,tiresias:thresholds=abc",
+            "-p tiresias:thresholds=abc: parameter 'thresholds'",
+        ),
+        (
+            "fifo,tiresias:thresholds=1000,5000",
+            "write thresholds=[1000,5000]",
+        ),
+    ] {
+        let (code, stderr) = run(&["compare", "-p", policies]);
+        assert_ne!(code, 0, "{policies}");
+        assert!(
+            stderr.contains(want),
+            "{policies}: want '{want}' in: {stderr}"
+        );
+        // No run started: a run prints its timing line.
+        assert!(
+            !stderr.contains("events in"),
+            "{policies} ran first: {stderr}"
+        );
+    }
+}

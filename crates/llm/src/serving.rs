@@ -65,8 +65,9 @@ pub(crate) fn run<S: Serving>(
             }
             _ => break,
         }
-        #[cfg(debug_assertions)]
-        sim.audit();
+        if cfg!(debug_assertions) {
+            sim.audit();
+        }
         let done = sim.progress().0;
         if done >= reported + 4096 {
             reported = done;

@@ -73,19 +73,7 @@ impl<'a> SimBackend<'a> {
         policy: &'a mut dyn Policy,
         cfg: &Config,
     ) -> Result<SimBackend<'a>, SimError> {
-        check_job_data(policy, &jobs)?;
-        if let Some(t) = policy.tenancy() {
-            let table = t.plan(&cluster, &jobs)?;
-            t.set_table(table);
-        }
-        policy.attach(&cluster)?;
-        if policy.adaptive().is_some() && !policy.capabilities().has(Capability::Adaptive) {
-            return Err(PolicyError::Undeclared {
-                policy: policy.name(),
-                capability: Capability::Adaptive,
-            }
-            .into());
-        }
+        preflight(&cluster, &jobs, policy)?;
         // The engine sets the clock to the first submission.
         let mut world = World::new(cluster, jobs);
         world.restart_overhead = cfg.restart_overhead;
@@ -146,6 +134,28 @@ impl Backend for SimBackend<'_> {
     fn adaptive(&self) -> Option<AdaptiveHosting> {
         self.policy.adaptive()
     }
+}
+
+/// Readies `policy` for a run of `jobs` on `cluster`, or says why it cannot run them:
+/// its declared data needs are checked against the jobs, its tenancy is planned from
+/// the whole trace, and it is attached to the cluster. A front end that runs several
+/// policies calls it on each before the first run, so a setting that cannot run fails
+/// before any other has spent time.
+pub fn preflight(cluster: &Cluster, jobs: &[Job], policy: &mut dyn Policy) -> Result<(), SimError> {
+    check_job_data(policy, jobs)?;
+    if let Some(t) = policy.tenancy() {
+        let table = t.plan(cluster, jobs)?;
+        t.set_table(table);
+    }
+    policy.attach(cluster)?;
+    if policy.adaptive().is_some() && !policy.capabilities().has(Capability::Adaptive) {
+        return Err(PolicyError::Undeclared {
+            policy: policy.name(),
+            capability: Capability::Adaptive,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Refuses a run whose jobs lack data the policy declares it reads: a trace of the
