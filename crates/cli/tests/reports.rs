@@ -110,7 +110,7 @@ fn compare_report_reads_like_a_paper_table() {
     );
     let out = text(&o.stdout);
     // Human units and ratios against the first policy in the terminal table.
-    let jct = out.lines().find(|l| l.starts_with("JCT mean")).unwrap();
+    let jct = out.lines().find(|l| l.starts_with("mean JCT")).unwrap();
     assert!(jct.contains(" d") && jct.contains("x)"), "{out}");
     assert!(!out.contains("e6"), "{out}");
     // Rows that do not apply are left out.
@@ -118,7 +118,7 @@ fn compare_report_reads_like_a_paper_table() {
         !out.contains("deadlines met") && !out.contains("cluster efficiency"),
         "{out}"
     );
-    assert!(out.contains("pending mean"), "{out}");
+    assert!(out.contains("mean pending time"), "{out}");
     assert!(
         out.lines()
             .any(|l| l.starts_with("tiresias: mean JCT ") && l.contains("x lower than fifo")),

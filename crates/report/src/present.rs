@@ -173,104 +173,112 @@ pub enum Better {
 
 /// A row of the comparison.
 pub struct Measure {
-    /// The row's label.
-    pub label: &'static str,
-    /// Its name in a headline (`mean JCT`); rows without one get no headline.
-    pub headline: Option<(&'static str, Better)>,
+    /// Its metric (a field of `summary.json`, one of [`crate::METRICS`]), whose name
+    /// for people ([`metric_info`]) labels the row, as every output names it.
+    pub key: &'static str,
+    /// Which way is better, for the row's headline; rows without one get no headline.
+    pub headline: Option<Better>,
     /// How the values read.
     pub kind: Kind,
     /// The value of a run; `None` where the row does not apply to it.
     pub value: fn(&Summary) -> Option<f64>,
 }
 
+impl Measure {
+    /// The row's label: its metric's name for people.
+    pub fn label(&self) -> &'static str {
+        metric_info(self.key).1
+    }
+}
+
 /// The rows, in the order tables show them.
 pub const MEASURES: &[Measure] = &[
     Measure {
-        label: "jobs finished",
+        key: "finished",
         headline: None,
         kind: Kind::Count,
         value: |s| Some(s.finished as f64),
     },
     Measure {
-        label: "unfinished",
+        key: "unfinished",
         headline: None,
         kind: Kind::Count,
         value: |s| Some(s.unfinished as f64),
     },
     Measure {
-        label: "rejected",
+        key: "rejected",
         headline: None,
         kind: Kind::Count,
         value: |s| (s.rejected > 0).then_some(s.rejected as f64),
     },
     Measure {
-        label: "JCT mean",
-        headline: Some(("mean JCT", Better::Lower)),
+        key: "jct_mean",
+        headline: Some(Better::Lower),
         kind: Kind::Duration,
         value: |s| Some(s.jct_mean),
     },
     Measure {
-        label: "JCT median",
+        key: "jct_median",
         headline: None,
         kind: Kind::Duration,
         value: |s| Some(s.jct_median),
     },
     Measure {
-        label: "JCT p95",
+        key: "jct_p95",
         headline: None,
         kind: Kind::Duration,
         value: |s| Some(s.jct_p95),
     },
     Measure {
-        label: "JCT p99",
-        headline: Some(("p99 JCT", Better::Lower)),
+        key: "jct_p99",
+        headline: Some(Better::Lower),
         kind: Kind::Duration,
         value: |s| Some(s.jct_p99),
     },
     Measure {
-        label: "first-start delay mean",
+        key: "queue_mean",
         headline: None,
         kind: Kind::Duration,
         value: |s| Some(s.queue_mean),
     },
     Measure {
-        label: "pending mean",
-        headline: Some(("mean pending time", Better::Lower)),
+        key: "pending_mean",
+        headline: Some(Better::Lower),
         kind: Kind::Duration,
         value: |s| Some(s.pending_mean),
     },
     Measure {
-        label: "makespan",
-        headline: Some(("makespan", Better::Lower)),
+        key: "makespan",
+        headline: Some(Better::Lower),
         kind: Kind::Duration,
         value: |s| Some(s.makespan),
     },
     Measure {
-        label: "GPU utilisation",
-        headline: Some(("GPU utilisation", Better::Higher)),
+        key: "util_mean",
+        headline: Some(Better::Higher),
         kind: Kind::Percent,
         value: |s| Some(s.util_mean),
     },
     Measure {
-        label: "cluster efficiency",
+        key: "ce_mean",
         headline: None,
         kind: Kind::Percent,
         value: |s| s.ce_mean,
     },
     Measure {
-        label: "preemptions",
+        key: "preemptions",
         headline: None,
         kind: Kind::Count,
         value: |s| Some(s.preemptions as f64),
     },
     Measure {
-        label: "deadlines met",
-        headline: Some(("deadlines met", Better::Higher)),
+        key: "deadline_ratio",
+        headline: Some(Better::Higher),
         kind: Kind::Percent,
         value: |s| s.deadline_ratio,
     },
     Measure {
-        label: "best-effort JCT mean",
+        key: "best_effort_jct_mean",
         headline: None,
         kind: Kind::Duration,
         value: |s| s.best_effort_jct_mean,
@@ -310,7 +318,7 @@ fn cells(m: &Measure, sums: &[Summary]) -> Vec<(String, Option<f64>)> {
         .map(|(i, s)| {
             let v = (m.value)(s);
             let text = match v {
-                Some(x) if m.label == "jobs finished" => {
+                Some(x) if m.key == "finished" => {
                     format!("{} / {}", thousands(x), thousands(s.jobs as f64))
                 }
                 Some(x) => show(m.kind, x),
@@ -334,7 +342,7 @@ pub fn table(sums: &[Summary]) -> String {
                     None => t,
                 })
                 .collect();
-            (m.label, c)
+            (m.label(), c)
         })
         .collect();
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
@@ -379,11 +387,11 @@ pub fn html_table(sums: &[Summary]) -> String {
     }
     o.push_str("</tr></thead>\n<tbody>\n");
     for m in applying(sums) {
-        let _ = write!(o, "<tr><th>{}</th>", esc(m.label));
+        let _ = write!(o, "<tr><th>{}</th>", esc(m.label()));
         for (t, r) in cells(m, sums) {
             let _ = write!(o, "<td>{}", esc(&t));
             if let Some(r) = r {
-                let class = match m.headline.map(|h| h.1) {
+                let class = match m.headline {
                     Some(Better::Lower) if r < 0.995 => " good",
                     Some(Better::Lower) if r > 1.005 => " bad",
                     Some(Better::Higher) if r > 1.005 => " good",
@@ -426,7 +434,7 @@ pub fn headlines(sums: &[Summary]) -> Vec<String> {
     };
     let mut out = Vec::new();
     for m in MEASURES {
-        let Some((name, better)) = m.headline else {
+        let (name, Some(better)) = (m.label(), m.headline) else {
             continue;
         };
         let Some(b) = (m.value)(base) else { continue };

@@ -121,7 +121,8 @@ pub fn table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
         "seeds".into(),
     ];
     for m in &s.metrics {
-        head.push(m.clone());
+        // The name every output gives the metric; the sweep file names it by key.
+        head.push(metric_info(m).1.to_string());
         if let Some(b) = baseline {
             head.push(format!("x {b}"));
         }

@@ -265,7 +265,7 @@ impl Sweep {
             }
         }
         let metrics = f.metrics.unwrap_or_else(|| {
-            ["jct_mean", "queue_mean", "util_mean"]
+            ["jct_mean", "pending_mean", "util_mean"]
                 .map(String::from)
                 .to_vec()
         });
