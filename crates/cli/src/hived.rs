@@ -70,7 +70,11 @@ fn table(h: &Hived, vc: Option<&str>) -> Result<String> {
             "{:<44} {:<26} {:>9} {:>8} {:>5}  VC",
             "PHYSICAL CELL", "TYPE", "STATE", "HEALTH", "PRIO"
         )?;
-        for c in &s.physical_cluster {
+        // HiveD lists top-level cells in its own order (the JSON keeps it); the table
+        // sorts them by address, numbers as numbers.
+        let mut top: Vec<_> = s.physical_cluster.iter().collect();
+        top.sort_by(|a, b| address_order(&a.cell_address, &b.cell_address));
+        for c in top {
             walk(&mut out, c, 0, 2)?;
         }
         out.push('\n');
@@ -94,6 +98,16 @@ fn table(h: &Hived, vc: Option<&str>) -> Result<String> {
         bail!("VC {v} is not in the config");
     }
     Ok(out)
+}
+
+/// Addresses compared piece by piece (`/` and `.` separated), numeric pieces as numbers.
+fn address_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let key = |s: &str| -> Vec<(u64, String)> {
+        s.split(['/', '.'])
+            .map(|p| (p.parse().unwrap_or(u64::MAX), p.to_string()))
+            .collect()
+    };
+    key(a).cmp(&key(b))
 }
 
 /// Prints a cell and its children down to `depth` levels below it.

@@ -79,10 +79,10 @@ pub(crate) fn read_requests(
 /// prints it).
 pub(crate) fn print_timing(name: &str, events: u64, wall: f64, sum: &LlmSummary) {
     eprintln!(
-        "{name}: {} events in {:.3} s ({:.2} M events/s), {} requests, {} iterations, peak memory {}",
+        "{name}: {} events in {:.3} s ({}), {} requests, {} iterations, peak memory {}",
         events,
         wall,
-        events as f64 / wall.max(1e-9) / 1e6,
+        crate::run::events_rate(events, wall),
         sum.requests,
         sum.iterations,
         crate::run::peak_rss_mb().map_or("n/a".into(), |m| format!("{m:.0} MB"))

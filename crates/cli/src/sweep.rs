@@ -11,6 +11,7 @@ use apiary_sweep::results::{Row, done, merge, ranges, read_rows, write_cell};
 use apiary_sweep::shard::{self, Planned};
 use apiary_sweep::{Sweep, plan};
 use clap::{Subcommand, ValueEnum};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -329,6 +330,11 @@ fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -
     );
     bar.enable_steady_tick(Duration::from_millis(500));
     let t0 = Instant::now();
+    // Without a terminal (a log, a batch job) the bar is hidden: a plain line every
+    // 10 s says how far the sweep is instead.
+    let plain = !quiet && !std::io::stderr().is_terminal();
+    let last_line = Mutex::new(0.0f64);
+    let done_cells = AtomicUsize::new(0);
     let inputs = Inputs::new(s);
     let next = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
@@ -353,6 +359,19 @@ fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -
                     }
                     bar.inc(1);
                     let t = t0.elapsed().as_secs_f64();
+                    let n = done_cells.fetch_add(1, Ordering::Relaxed) + 1;
+                    if plain {
+                        let mut last = last_line.lock().unwrap_or_else(|p| p.into_inner());
+                        if t - *last >= 10.0 && n < todo.len() {
+                            *last = t;
+                            let eta = t / n as f64 * (todo.len() - n) as f64;
+                            eprintln!(
+                                "{}: {n}/{} cells, {t:.0} s elapsed, about {eta:.0} s to go",
+                                s.name,
+                                todo.len()
+                            );
+                        }
+                    }
                     bar.set_message(format!(
                         "{:.1} cells/s",
                         bar.position() as f64 / t.max(1e-9)

@@ -216,6 +216,14 @@ pub(crate) fn trace_cmd(cmd: TraceCmd) -> Result<()> {
             };
             let js = apiary_trace::efgen::generate(&o, &tables)?;
             apiary_trace::efgen::write(&js, open_out(&out)?)?;
+            if out != Path::new("-") {
+                eprintln!(
+                    "wrote {}: {} ElasticFlow jobs (seed {seed}, {gpu} tables; read it with \
+                     -t {0}, ElasticFlow's format)",
+                    out.display(),
+                    js.len()
+                );
+            }
             Ok(())
         }
         TraceCmd::Synth {

@@ -251,3 +251,73 @@ fn getting_started_commands_say_what_they_did() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// What a researcher reported missing from the terminal: why jobs were rejected, why
+/// two policies matched, what a generator wrote, a near-miss cluster name, and HiveD's
+/// cells in order.
+#[test]
+fn the_terminal_says_why() {
+    let d = scratch("why");
+    std::fs::create_dir_all(&d).unwrap();
+    let t = d.join("ef.csv");
+    // Every job at time 0 on two nodes: admission control turns most away.
+    let o = apiary(&[
+        "trace",
+        "elasticflow",
+        "--jobs",
+        "40",
+        "--seed",
+        "3",
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(text(&o.stderr).contains("wrote") && text(&o.stderr).contains("40 ElasticFlow jobs"));
+    let o = apiary(&[
+        "simulate",
+        "-q",
+        "-t",
+        t.to_str().unwrap(),
+        "-c",
+        "n2g8",
+        "-p",
+        "elasticflow",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.lines().any(|l| l.starts_with("elasticflow: ")
+            && l.contains("rejected: declined: its deadline cannot be met")),
+        "{out}"
+    );
+    let o = apiary(&["compare", "-q", "-p", "private,hived", "-c", "n48g8"]);
+    assert!(
+        text(&o.stdout).contains("opportunistic jobs"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = apiary(&["simulate", "-c", "philli"]);
+    assert!(text(&o.stderr).contains("did you mean 'philly'?"));
+    let o = apiary(&[
+        "hived",
+        "status",
+        root().join("testdata/hived/design.yaml").to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    let top: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(top.len() > 3, "{out}");
+    assert!(
+        top.windows(2).all(|w| {
+            let k =
+                |s: &str| -> Vec<u64> { s.split(['/', '.']).map(|p| p.parse().unwrap()).collect() };
+            k(w[0]) <= k(w[1])
+        }),
+        "{top:?}"
+    );
+}

@@ -37,7 +37,10 @@ pub enum ClusterSpecError {
         message: String,
     },
     /// No preset of that name.
-    #[error("unknown cluster preset '{0}' (try n8g8, nNgG, philly, itp, or a .toml / .csv file)")]
+    #[error(
+        "unknown cluster preset '{0}'{hint} (try n8g8, nNgG, philly, itp, or a .toml / .csv file)",
+        hint = apiary_core::params::did_you_mean(.0, ["philly", "itp"])
+    )]
     UnknownPreset(String),
 }
 

@@ -69,6 +69,20 @@ pub fn page_start(title: &str, table: &str) -> String {
     format!("{}<pre>{}</pre>\n", page_head(title), esc(table))
 }
 
+/// Why a run's rejected jobs were turned away: each reason with how many jobs it
+/// turned away, most first.
+pub fn rejections(out: &RunOutcome) -> Vec<(String, usize)> {
+    let mut by: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for j in &out.jobs {
+        if let Some(r) = &j.rejected {
+            *by.entry(r).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(String, usize)> = by.into_iter().map(|(r, n)| (r.to_string(), n)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
 /// Groups of runs that gave the same result for every job (same first start, finish,
 /// preemptions and refusal), each as `"srtf and tiresias"`.
 pub fn identical(runs: &[(&str, &RunOutcome)]) -> Vec<String> {
