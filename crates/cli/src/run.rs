@@ -214,6 +214,17 @@ pub(crate) fn progress_bar(
     b
 }
 
+/// When a report is made, UTC to the second: `SOURCE_DATE_EPOCH` (the reproducible-builds
+/// convention) when set, so a report can be made byte-identical again, else now.
+pub(crate) fn made_date() -> String {
+    let ts = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    ts.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
 /// Events per second as people read a rate: `1.08 M events/s`, `2.4 k events/s`,
 /// `12 events/s` (a slow policy's rate no longer shows as 0.00 M).
 pub(crate) fn events_rate(events: u64, secs: f64) -> String {
@@ -423,6 +434,8 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
     Ok(Record {
         command: std::env::args().collect(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: env!("APIARY_GIT_COMMIT").to_string(),
+        date: made_date(),
         trace: TraceRecord { path, sha256, jobs },
         cluster: r.cluster.clone(),
         options,

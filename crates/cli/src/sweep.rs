@@ -466,6 +466,64 @@ fn absolute(dir: &Path) -> Result<Planned> {
     Ok(shard::open(&abs)?)
 }
 
+/// How a sweep report was made: the command, apiary and its commit, the date, the
+/// manifest it read (with its SHA-256) and what the manifest fixes.
+fn made(dir: &Path, s: &Sweep, planned: &Planned) -> Result<Vec<(String, String)>> {
+    use sha2::Digest;
+    let manifest = dir.join(shard::MANIFEST);
+    let bytes =
+        std::fs::read(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let sha: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut rows = vec![
+        (
+            "command".to_string(),
+            std::env::args().collect::<Vec<_>>().join(" "),
+        ),
+        (
+            "apiary".into(),
+            format!(
+                "{} (commit {})",
+                env!("CARGO_PKG_VERSION"),
+                env!("APIARY_GIT_COMMIT")
+            ),
+        ),
+        ("made".into(), crate::run::made_date()),
+        ("manifest".into(), manifest.display().to_string()),
+        ("manifest SHA-256".into(), sha),
+        ("cells".into(), planned.cells.len().to_string()),
+        (
+            "seeds".into(),
+            s.seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        (
+            "loads".into(),
+            s.loads
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("clusters".into(), s.cluster_sources.join(", ")),
+    ];
+    for t in &s.traces {
+        let sample = t
+            .sample
+            .map_or(String::new(), |n| format!(", {n} jobs a seed"));
+        rows.push((
+            format!("trace {}", t.name),
+            format!("{}{sample}", t.path.display()),
+        ));
+    }
+    Ok(rows)
+}
+
 fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
     let planned = shard::open(dir)?;
     let s = &planned.sweep;
@@ -492,8 +550,11 @@ fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
         println!("({missing} cells have no results yet: run the sweep again to finish it)");
     }
     let p = dir.join("report.html");
-    std::fs::write(&p, html(s, &lines, baseline.as_deref()))
-        .with_context(|| format!("writing {}", p.display()))?;
+    std::fs::write(
+        &p,
+        html(s, &lines, baseline.as_deref(), &made(dir, s, &planned)?),
+    )
+    .with_context(|| format!("writing {}", p.display()))?;
     // Each chart also as its own SVG file, for papers and docs.
     let charts = dir.join("charts");
     std::fs::create_dir_all(&charts).with_context(|| format!("creating {}", charts.display()))?;

@@ -321,3 +321,55 @@ fn the_terminal_says_why() {
         "{top:?}"
     );
 }
+
+/// Every report says how it was made: apiary's version and commit, and the date
+/// (`SOURCE_DATE_EPOCH` fixes it); a sweep report also its manifest's SHA-256.
+#[test]
+fn reports_record_the_commit_and_the_date() {
+    let d = scratch("made");
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .args(args)
+            .env("SOURCE_DATE_EPOCH", "1790000000")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    };
+    let cmp = d.join("cmp");
+    run(&[
+        "compare",
+        "-q",
+        "-p",
+        "fifo,srtf",
+        "-o",
+        cmp.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(cmp.join("report.html")).unwrap();
+    assert!(page.contains("(commit "), "no commit in the compare report");
+    assert!(
+        page.contains("2026-09-21 14:13:20 UTC"),
+        "no date in the compare report"
+    );
+    // summary.json stays the same whenever it is made.
+    let summary = std::fs::read_to_string(cmp.join("fifo-summary.json")).unwrap();
+    assert!(summary.contains("\"commit\"") && !summary.contains("2026-09-21"));
+    let sw = d.join("sweep");
+    let toml = root().join("testdata/sweeps/philly-load.toml");
+    run(&[
+        "sweep",
+        "run",
+        toml.to_str().unwrap(),
+        "-o",
+        sw.to_str().unwrap(),
+    ]);
+    run(&["sweep", "report", sw.to_str().unwrap()]);
+    let page = std::fs::read_to_string(sw.join("report.html")).unwrap();
+    for want in [
+        "How it was made",
+        "(commit ",
+        "2026-09-21 14:13:20 UTC",
+        "manifest SHA-256",
+    ] {
+        assert!(page.contains(want), "sweep report lacks {want}");
+    }
+}

@@ -317,7 +317,8 @@ fn record_html(r: &crate::Record, runs: &[(Summary, &RunOutcome)]) -> String {
         );
     };
     row("command", &r.command.join(" "));
-    row("apiary", &r.version);
+    row("apiary", &format!("{} (commit {})", r.version, r.commit));
+    row("made", &r.date);
     row("trace", &r.trace.path);
     row("trace SHA-256", &r.trace.sha256);
     row("jobs read", &r.trace.jobs.to_string());

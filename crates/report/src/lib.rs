@@ -348,6 +348,12 @@ pub struct Record {
     pub command: Vec<String>,
     /// apiary's version.
     pub version: String,
+    /// The git commit apiary was built from ("unknown" outside a checkout).
+    pub commit: String,
+    /// When the run was made (UTC; `SOURCE_DATE_EPOCH` when set). Shown in report.html
+    /// only: summary.json stays byte-identical for the same inputs.
+    #[serde(skip)]
+    pub date: String,
     /// The trace.
     pub trace: TraceRecord,
     /// The cluster, as given (preset or file).

@@ -299,7 +299,14 @@ pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usiz
 
 /// The HTML report: the table, headlines, and per trace and cluster one chart per
 /// metric of its mean against load, a line per setting with its 95 % band.
-pub fn html(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
+/// `made` is how the report was made (command, apiary, commit, date, inputs), shown at
+/// its foot.
+pub fn html(
+    s: &Sweep,
+    lines: &[Line],
+    baseline: Option<&str>,
+    made: &[(String, String)],
+) -> String {
     let mut o = page_head(&format!("apiary sweep: {}", s.name));
     if let Some(b) = baseline {
         o.push_str("<ul class=\"headlines\">\n");
@@ -322,6 +329,18 @@ pub fn html(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
     }
     o.push_str("<h2>All configurations</h2>\n");
     o.push_str(&html_table(s, lines, baseline));
+    if !made.is_empty() {
+        o.push_str("<h2>How it was made</h2>\n<table class=\"record\">\n");
+        for (k, v) in made {
+            let _ = writeln!(
+                o,
+                "<tr><th>{}</th><td><code>{}</code></td></tr>",
+                esc(k),
+                esc(v)
+            );
+        }
+        o.push_str("</table>\n");
+    }
     o.push_str("</body></html>\n");
     o
 }

@@ -261,6 +261,14 @@ impl ElasticFlow {
             let mut o = 0;
             if self.overhead {
                 let cached = !self.cache.insert(key);
+                if (1_747_000..1_749_000).contains(&now) {
+                    eprintln!(
+                        "PLC {now} {} {} {:?} {cached}",
+                        ctx.job(*j).id,
+                        p.gpus(),
+                        key
+                    );
+                }
                 o = round_overhead(total, p.gpus(), restart, cached);
                 ctx.stalls()?.stall(*j, o as Time);
             }
