@@ -3,7 +3,7 @@
 //! baseline.
 
 use anyhow::{Context, Result, bail};
-use apiary_sweep::aggregate::{aggregate, headlines, html, load_chart, table};
+use apiary_sweep::aggregate::{aggregate, headlines, html, load_chart, relative_chart, table};
 use apiary_sweep::cell::Inputs;
 use apiary_sweep::launch::{self, K8sOptions, Launch, SlurmOptions};
 use apiary_sweep::plan::Cell;
@@ -524,6 +524,32 @@ fn made(dir: &Path, s: &Sweep, planned: &Planned) -> Result<Vec<(String, String)
     Ok(rows)
 }
 
+/// A chart's points as CSV: setting, load, value and the 95 % half-width.
+fn chart_data(
+    lines: &[apiary_sweep::aggregate::Line],
+    trace: &str,
+    cluster: &str,
+    what: &str,
+    value: impl Fn(&apiary_sweep::aggregate::Line) -> Option<apiary_report::stats::Estimate>,
+) -> String {
+    let mut o = format!("setting,load,{what},ci95_half_width\n");
+    for l in lines
+        .iter()
+        .filter(|l| l.trace == trace && l.cluster == cluster)
+    {
+        if let Some(e) = value(l) {
+            // A setting's label can hold commas (`tiresias:starvation=2,backfill=true`).
+            let setting = if l.setting.contains([',', '"']) {
+                format!("\"{}\"", l.setting.replace('"', "\"\""))
+            } else {
+                l.setting.clone()
+            };
+            o.push_str(&format!("{setting},{},{},{}\n", l.load, e.mean, e.ci95));
+        }
+    }
+    o
+}
+
 fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
     let planned = shard::open(dir)?;
     let s = &planned.sweep;
@@ -564,17 +590,29 @@ fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
             groups.push((&l.trace, &l.cluster));
         }
     }
+    let write = |stem: &str, fig: &str, data: String| -> Result<()> {
+        let stem = stem.replace(['/', '\\', ' '], "_");
+        let svg = fig
+            .trim_start_matches("<figure>")
+            .trim_end()
+            .trim_end_matches("</figure>");
+        for (ext, body) in [("svg", format!("{svg}\n")), ("csv", data)] {
+            let f = charts.join(format!("{stem}.{ext}"));
+            std::fs::write(&f, body).with_context(|| format!("writing {}", f.display()))?;
+        }
+        Ok(())
+    };
     for (trace, cluster) in groups {
         for (m, metric) in s.metrics.iter().enumerate() {
-            let fig = load_chart(s, &lines, trace, cluster, m);
-            let svg = fig
-                .trim_start_matches("<figure>")
-                .trim_end()
-                .trim_end_matches("</figure>");
-            let name = format!("{trace}-{cluster}-{metric}.svg").replace(['/', '\\', ' '], "_");
-            let f = charts.join(name);
-            std::fs::write(&f, format!("{svg}\n"))
-                .with_context(|| format!("writing {}", f.display()))?;
+            let stem = format!("{trace}-{cluster}-{metric}");
+            // Each chart's numbers beside it, in the metric's own units (seconds for
+            // times), for a plotting tool of the reader's choice.
+            let data = chart_data(&lines, trace, cluster, "mean", |l| l.stats[m]);
+            write(&stem, &load_chart(s, &lines, trace, cluster, m), data)?;
+            if let Some(fig) = relative_chart(s, &lines, trace, cluster, m, baseline.as_deref()) {
+                let data = chart_data(&lines, trace, cluster, "ratio", |l| l.ratios[m]);
+                write(&format!("{stem}-relative"), &fig, data)?;
+            }
         }
     }
     eprintln!(

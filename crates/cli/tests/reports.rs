@@ -373,3 +373,51 @@ fn reports_record_the_commit_and_the_date() {
         assert!(page.contains(want), "sweep report lacks {want}");
     }
 }
+
+/// A sweep's charts stay readable when its settings differ by decades: such a chart
+/// gets a log y axis, each metric also gets a chart relative to the baseline, and every
+/// chart's numbers are written beside its SVG.
+#[test]
+fn sweep_charts_span_decades_and_come_with_their_data() {
+    let d = scratch("decades");
+    let toml = root().join("testdata/sweeps/philly-load.toml");
+    let sw = d.join("sweep");
+    for args in [
+        vec![
+            "sweep",
+            "run",
+            toml.to_str().unwrap(),
+            "-o",
+            sw.to_str().unwrap(),
+        ],
+        vec![
+            "sweep",
+            "report",
+            sw.to_str().unwrap(),
+            "--baseline",
+            "fifo",
+        ],
+    ] {
+        let o = apiary(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let charts = sw.join("charts");
+    let pending =
+        std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean.svg")).unwrap();
+    // FIFO waits days and Tiresias minutes: 46x apart.
+    assert!(pending.contains("log scale"), "pending chart is linear");
+    let rel = std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean-relative.svg"))
+        .unwrap();
+    assert!(rel.contains("relative to fifo"));
+    let data =
+        std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean.csv")).unwrap();
+    let mut rows = data.lines();
+    assert_eq!(rows.next(), Some("setting,load,mean,ci95_half_width"));
+    assert_eq!(rows.count(), 15, "{data}");
+    let data =
+        std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean-relative.csv"))
+            .unwrap();
+    assert!(data.lines().any(|l| l.starts_with("fifo,1,1,")), "{data}");
+    let page = std::fs::read_to_string(sw.join("report.html")).unwrap();
+    assert!(page.contains("relative to fifo"));
+}

@@ -45,6 +45,9 @@ pub struct Chart<'a> {
     pub log_x: bool,
     /// The y values' unit.
     pub y: Unit,
+    /// A log-scale y axis, for values that span more than a factor of ten (values at or
+    /// below 0 are drawn at the smallest positive one).
+    pub log_y: bool,
     /// Mark each point with a dot, and tick the x axis at each point's x when there are
     /// few (a sweep's loads).
     pub dots: bool,
@@ -95,8 +98,44 @@ fn nice_ticks(lo: f64, hi: f64, scale: f64) -> Vec<f64> {
 }
 
 /// Ticks of a log axis over `[lo, hi]` (both positive): round durations for seconds,
-/// powers of ten otherwise.
+/// powers of ten otherwise; where those give fewer than three, a denser set (1-2-5, or
+/// durations such as 3 h and 12 h).
 fn log_ticks(lo: f64, hi: f64, unit: Unit) -> Vec<f64> {
+    let sparse = log_ticks_sparse(lo, hi, unit);
+    if sparse.len() >= 3 {
+        return sparse;
+    }
+    let dense: Vec<f64> = if unit == Unit::Seconds {
+        vec![
+            1.0,
+            10.0,
+            30.0,
+            60.0,
+            300.0,
+            600.0,
+            1800.0,
+            3600.0,
+            10_800.0,
+            43_200.0,
+            86_400.0,
+            259_200.0,
+            864_000.0,
+            2_592_000.0,
+            8_640_000.0,
+        ]
+    } else {
+        (-6..=12)
+            .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+            .collect()
+    };
+    let t: Vec<f64> = dense
+        .into_iter()
+        .filter(|t| *t >= lo * (1.0 - 1e-9) && *t <= hi * (1.0 + 1e-9))
+        .collect();
+    if t.len() > sparse.len() { t } else { sparse }
+}
+
+fn log_ticks_sparse(lo: f64, hi: f64, unit: Unit) -> Vec<f64> {
     let candidates: Vec<f64> = if unit == Unit::Seconds {
         vec![
             0.001,
@@ -152,11 +191,32 @@ pub fn draw(c: &Chart, lines: &[Line]) -> String {
         x1 = x0 + 1.0;
     }
     let y1 = if y1 > 0.0 { y1 * 1.05 } else { 1.0 };
+    // A log y axis runs from the smallest positive value to the largest, a little
+    // padded on both sides.
+    let ymin = pts()
+        .map(|p| p.1)
+        .filter(|y| *y > 0.0)
+        .fold(f64::MAX, f64::min);
+    let log_y = c.log_y && ymin < f64::MAX && y1 > ymin;
+    let (ly0, ly1) = if log_y {
+        let (a, b) = (ymin.log10(), (y1 / 1.05).log10());
+        let pad = (b - a).max(1e-9) * 0.05;
+        (a - pad, b + pad)
+    } else {
+        (0.0, 1.0)
+    };
     let pw = BW - LEFT - RIGHT;
     let ph = BH - TOP - BOTTOM;
     let px = |x: f64| LEFT + (tx(x) - x0) / (x1 - x0) * pw;
     let pxt = |t: f64| LEFT + (t - x0) / (x1 - x0) * pw;
-    let py = |y: f64| TOP + ph - (y / y1).clamp(0.0, 1.0) * ph;
+    let py = |y: f64| {
+        let f = if log_y {
+            (y.max(ymin).log10() - ly0) / (ly1 - ly0)
+        } else {
+            y / y1
+        };
+        TOP + ph - f.clamp(0.0, 1.0) * ph
+    };
     let mut o = String::new();
     let _ = write!(
         o,
@@ -171,7 +231,26 @@ pub fn draw(c: &Chart, lines: &[Line]) -> String {
     // y gridlines and labels.
     let y_days = c.y == Unit::Hours && y1 > 72.0;
     let yscale = if y_days { 24.0 } else { 1.0 };
-    for yv in nice_ticks(0.0, y1, yscale) {
+    let yticks: Vec<(f64, String)> = if log_y {
+        // Hours tick at round durations (a minute, an hour, a day), read as durations.
+        let (lo, hi) = (10f64.powf(ly0), 10f64.powf(ly1));
+        match c.y {
+            Unit::Hours => log_ticks(lo * 3600.0, hi * 3600.0, Unit::Seconds)
+                .into_iter()
+                .map(|v| (v / 3600.0, present::duration_tick(v)))
+                .collect(),
+            u => log_ticks(lo, hi, u)
+                .into_iter()
+                .map(|v| (v, label(v, u, false)))
+                .collect(),
+        }
+    } else {
+        nice_ticks(0.0, y1, yscale)
+            .into_iter()
+            .map(|v| (v, label(v, c.y, y_days)))
+            .collect()
+    };
+    for (yv, text) in yticks {
         let y = py(yv);
         let _ = write!(
             o,
@@ -179,7 +258,7 @@ pub fn draw(c: &Chart, lines: &[Line]) -> String {
             LEFT + pw,
             LEFT - 6.0,
             y + 4.0,
-            label(yv, c.y, y_days)
+            text
         );
     }
     // x ticks.
@@ -321,6 +400,7 @@ mod tests {
                 x: Unit::Hours,
                 log_x: false,
                 y: Unit::Percent,
+                log_y: false,
                 dots: false,
             },
             &lines(&[("fifo".into(), vec![(0.0, 0.1), (200.0, 0.5)])]),

@@ -243,23 +243,71 @@ fn html_table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
 }
 
 /// The chart of one metric against load for one trace and cluster: a line per setting
-/// with its 95 % band.
+/// with its 95 % band. The y axis is logarithmic when the settings' means span more
+/// than a factor of ten (a linear one squashes every line but the highest onto the
+/// axis).
 pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usize) -> String {
-    let metric = &s.metrics[m];
-    let (kind, name, _) = metric_info(metric);
+    let (kind, name, _) = metric_info(&s.metrics[m]);
     // Durations are drawn in hours, so the axis reads in hours or days.
     let scale = if kind == Kind::Duration {
         1.0 / 3600.0
     } else {
         1.0
     };
+    let series = series(lines, trace, cluster, |l| {
+        l.stats[m].map(|e| (e.mean * scale, e.ci95 * scale))
+    });
+    let title = format!(
+        "{name} against load, {trace} on {cluster} ({} seeds, 95 % band)",
+        s.seeds.len()
+    );
+    let y = match kind {
+        Kind::Duration => Unit::Hours,
+        Kind::Percent => Unit::Percent,
+        Kind::Count => Unit::Number,
+    };
+    draw(&series, &title, name, y)
+}
+
+/// The chart of one metric against load relative to the baseline: each setting's
+/// seed-paired ratio to it (the baseline's line is 1) with its 95 % band; `None` without
+/// a baseline.
+pub fn relative_chart(
+    s: &Sweep,
+    lines: &[Line],
+    trace: &str,
+    cluster: &str,
+    m: usize,
+    baseline: Option<&str>,
+) -> Option<String> {
+    let b = baseline?;
+    let (_, name, _) = metric_info(&s.metrics[m]);
+    let series = series(lines, trace, cluster, |l| {
+        l.ratios[m].map(|e| (e.mean, e.ci95))
+    });
+    let title = format!("{name} relative to {b}, {trace} on {cluster} (x {b}, 95 % band)");
+    Some(draw(
+        &series,
+        &title,
+        &format!("{name}, x {b}"),
+        Unit::Number,
+    ))
+}
+
+/// Per setting, its points (load, value, half-width) for one trace and cluster.
+fn series(
+    lines: &[Line],
+    trace: &str,
+    cluster: &str,
+    value: impl Fn(&Line) -> Option<(f64, f64)>,
+) -> Vec<chart::Line> {
     let mut series: Vec<chart::Line> = Vec::new();
     for l in lines
         .iter()
         .filter(|l| l.trace == trace && l.cluster == cluster)
     {
-        let Some(e) = l.stats[m] else { continue };
-        let p = (l.load, e.mean * scale, e.ci95 * scale);
+        let Some((v, h)) = value(l) else { continue };
+        let p = (l.load, v, h);
         match series.iter_mut().find(|x| x.0 == l.setting) {
             Some(x) => x.1.push(p),
             None => series.push((l.setting.clone(), vec![p])),
@@ -268,6 +316,23 @@ pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usiz
     for x in &mut series {
         x.1.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    series
+}
+
+/// Whether values spread over more than a factor of ten: drawn on a log axis.
+fn spans_decades(series: &[chart::Line]) -> bool {
+    let pos = || {
+        series
+            .iter()
+            .flat_map(|x| x.1.iter().map(|p| p.1))
+            .filter(|v| *v > 0.0)
+    };
+    let lo = pos().fold(f64::MAX, f64::min);
+    let hi = pos().fold(f64::MIN, f64::max);
+    lo < f64::MAX && hi / lo > 10.0
+}
+
+fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit) -> String {
     let loads: Vec<f64> = series
         .iter()
         .flat_map(|x| x.1.iter().map(|p| p.0))
@@ -275,25 +340,24 @@ pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usiz
     // Loads that double (1, 2, 4, 8) read best on a log axis.
     let lo = loads.iter().copied().fold(f64::MAX, f64::min);
     let hi = loads.iter().copied().fold(f64::MIN, f64::max);
-    let title = format!(
-        "{name} against load, {trace} on {cluster} ({} seeds, 95 % band)",
-        s.seeds.len()
-    );
+    let log_y = spans_decades(series);
+    let title = if log_y {
+        format!("{title}; log scale")
+    } else {
+        title.to_string()
+    };
     chart::draw(
         &Chart {
             title: &title,
             xlabel: "load (x the trace's arrival rate)",
-            ylabel: name,
+            ylabel,
             x: Unit::Number,
             log_x: lo > 0.0 && hi / lo >= 8.0,
-            y: match kind {
-                Kind::Duration => Unit::Hours,
-                Kind::Percent => Unit::Percent,
-                Kind::Count => Unit::Number,
-            },
+            y,
+            log_y,
             dots: true,
         },
-        &series,
+        series,
     )
 }
 
@@ -325,6 +389,9 @@ pub fn html(
         let _ = writeln!(o, "<h2>{} on {}</h2>", esc(trace), esc(cluster));
         for m in 0..s.metrics.len() {
             o.push_str(&load_chart(s, lines, trace, cluster, m));
+            if let Some(r) = relative_chart(s, lines, trace, cluster, m, baseline) {
+                o.push_str(&r);
+            }
         }
     }
     o.push_str("<h2>All configurations</h2>\n");
