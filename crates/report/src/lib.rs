@@ -79,6 +79,14 @@ pub struct Summary {
     pub pending_mean: f64,
     /// Median pending time.
     pub pending_median: f64,
+    /// Mean slowdown of finished jobs: JCT over the job's duration alone on its GPUs
+    /// (normalised JCT; 1 is no wait and no slowdown).
+    pub slowdown_mean: f64,
+    /// 99th percentile slowdown.
+    pub slowdown_p99: f64,
+    /// Jain's fairness index of finished jobs' speed (duration over JCT, the inverse of
+    /// slowdown): (Σx)² / (n Σx²), 1 when every job is slowed alike, 1/n at worst.
+    pub jain: f64,
     /// Last finish − first submit.
     pub makespan: f64,
     /// Busy GPU-time ÷ (GPUs × makespan).
@@ -121,6 +129,15 @@ pub const METRICS: &[(&str, &str)] = &[
         "mean time finished jobs spent not running (JCT less running time), s",
     ),
     ("pending_median", "median pending time, s"),
+    (
+        "slowdown_mean",
+        "mean slowdown: JCT over the job's duration alone (normalised JCT)",
+    ),
+    ("slowdown_p99", "99th percentile slowdown"),
+    (
+        "jain",
+        "Jain's fairness index of jobs' speed (duration over JCT), 1 = all alike",
+    ),
     ("makespan", "last finish minus first submission, s"),
     ("util_mean", "busy GPU time over GPUs x makespan"),
     (
@@ -155,6 +172,9 @@ impl Summary {
             "queue_median" => self.queue_median,
             "pending_mean" => self.pending_mean,
             "pending_median" => self.pending_median,
+            "slowdown_mean" => self.slowdown_mean,
+            "slowdown_p99" => self.slowdown_p99,
+            "jain" => self.jain,
             "makespan" => self.makespan,
             "util_mean" => self.util_mean,
             "ce_mean" => self.ce_mean?,
@@ -190,6 +210,7 @@ impl Summary {
         let mut preemptions = 0u64;
         let (mut deadline_jobs, mut deadline_met) = (0usize, 0usize);
         let mut be_jct: Vec<f64> = Vec::new();
+        let mut slowdown: Vec<f64> = Vec::new();
         for j in &o.jobs {
             if let (None, Some(f)) = (j.deadline, j.finish) {
                 be_jct.push(s(f - j.submit));
@@ -206,6 +227,9 @@ impl Summary {
             preemptions += j.preemptions as u64;
             if let Some(f) = j.finish {
                 jct.push(s(f - j.submit));
+                if j.duration > 0 {
+                    slowdown.push((f - j.submit) as f64 / j.duration as f64);
+                }
                 pending.push(s(pending_ms(f - j.submit, j.executed)));
                 last_finish = last_finish.max(f);
             }
@@ -218,6 +242,16 @@ impl Summary {
         jct.sort_unstable_by(f64::total_cmp);
         queue.sort_unstable_by(f64::total_cmp);
         pending.sort_unstable_by(f64::total_cmp);
+        // Jain's index over speeds, summed before the sort reorders them.
+        let (sx, sxx) = slowdown
+            .iter()
+            .fold((0.0, 0.0), |(a, b), d| (a + 1.0 / d, b + 1.0 / (d * d)));
+        let jain = if slowdown.is_empty() || sxx == 0.0 {
+            1.0
+        } else {
+            sx * sx / (slowdown.len() as f64 * sxx)
+        };
+        slowdown.sort_unstable_by(f64::total_cmp);
         let mean = |v: &[f64]| {
             if v.is_empty() {
                 0.0
@@ -248,6 +282,9 @@ impl Summary {
             queue_median: Percentile::NearestRank.at(&queue, 0.5),
             pending_mean: mean(&pending),
             pending_median: Percentile::NearestRank.at(&pending, 0.5),
+            slowdown_mean: mean(&slowdown),
+            slowdown_p99: pct.at(&slowdown, 0.99),
+            jain,
             makespan: s(makespan),
             util_mean: util,
             ce_mean: o.cluster_efficiency.as_ref().map(|ce| {
@@ -498,6 +535,30 @@ mod tests {
             passes: 0,
             seed: 0,
         }
+    }
+
+    #[test]
+    fn slowdown_and_jain() {
+        // Durations of 1 s: JCTs of 1 s and 4 s are slowdowns 1 and 4, speeds 1 and 0.25.
+        let s = Summary::of(
+            &outcome(vec![
+                job("a", 0, Some(1_000), None),
+                job("b", 0, Some(4_000), None),
+                job("unfinished", 0, None, None),
+            ]),
+            Percentile::NearestRank,
+        );
+        assert_eq!(s.slowdown_mean, 2.5);
+        assert_eq!(s.slowdown_p99, 4.0);
+        // (1 + 0.25)^2 / (2 (1 + 0.0625)) = 1.5625 / 2.125.
+        assert!((s.jain - 1.5625 / 2.125).abs() < 1e-12, "{}", s.jain);
+        assert_eq!(s.metric("jain"), Some(s.jain));
+        // Alike: index 1.
+        let s = Summary::of(
+            &outcome(vec![job("a", 0, Some(2_000), None), job("b", 0, Some(2_000), None)]),
+            Percentile::NearestRank,
+        );
+        assert!((s.jain - 1.0).abs() < 1e-12);
     }
 
     #[test]

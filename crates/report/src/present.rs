@@ -92,6 +92,9 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "queue_median" => (Kind::Duration, "median first-start delay", Lower),
         "pending_mean" => (Kind::Duration, "mean pending time", Lower),
         "pending_median" => (Kind::Duration, "median pending time", Lower),
+        "slowdown_mean" => (Kind::Ratio, "mean slowdown", Lower),
+        "slowdown_p99" => (Kind::Ratio, "p99 slowdown", Lower),
+        "jain" => (Kind::Ratio, "Jain's fairness index", Higher),
         "makespan" => (Kind::Duration, "makespan", Lower),
         "best_effort_jct_mean" => (Kind::Duration, "best-effort mean JCT", Lower),
         "util_mean" => (Kind::Percent, "GPU utilisation", Higher),
@@ -112,6 +115,7 @@ pub fn show_pm(kind: Kind, mean: f64, ci: f64) -> String {
         Kind::Percent => format!("{:.1} ± {:.1} %", mean * 100.0, ci * 100.0),
         Kind::Count if mean.abs() >= 1000.0 => format!("{} ± {}", thousands(mean), thousands(ci)),
         Kind::Count => format!("{mean:.1} ± {ci:.1}"),
+        Kind::Ratio => format!("{} ± {}", short(mean, 3), short(ci, 2)),
     }
 }
 
@@ -160,6 +164,8 @@ pub enum Kind {
     Count,
     /// A fraction, shown as a percentage.
     Percent,
+    /// A dimensionless ratio, shown to three figures (`1.84`, `0.973`).
+    Ratio,
 }
 
 /// Which way is better, for headlines.
@@ -248,6 +254,24 @@ pub const MEASURES: &[Measure] = &[
         value: |s| Some(s.pending_mean),
     },
     Measure {
+        key: "slowdown_mean",
+        headline: Some(Better::Lower),
+        kind: Kind::Ratio,
+        value: |s| Some(s.slowdown_mean),
+    },
+    Measure {
+        key: "slowdown_p99",
+        headline: None,
+        kind: Kind::Ratio,
+        value: |s| Some(s.slowdown_p99),
+    },
+    Measure {
+        key: "jain",
+        headline: Some(Better::Higher),
+        kind: Kind::Ratio,
+        value: |s| Some(s.jain),
+    },
+    Measure {
         key: "makespan",
         headline: Some(Better::Lower),
         kind: Kind::Duration,
@@ -291,6 +315,7 @@ pub fn show(kind: Kind, v: f64) -> String {
         Kind::Duration => duration(v),
         Kind::Count => thousands(v),
         Kind::Percent => format!("{:.1} %", v * 100.0),
+        Kind::Ratio => short(v, 3),
     }
 }
 

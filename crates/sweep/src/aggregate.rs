@@ -264,7 +264,7 @@ pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usiz
     let y = match kind {
         Kind::Duration => Unit::Hours,
         Kind::Percent => Unit::Percent,
-        Kind::Count => Unit::Number,
+        Kind::Count | Kind::Ratio => Unit::Number,
     };
     draw(&series, &title, name, y)
 }
