@@ -13,6 +13,7 @@ mod llm;
 mod llm_input;
 mod llm_pool;
 mod run;
+mod seeds;
 mod settings;
 mod sweep;
 mod traces;

@@ -17,7 +17,8 @@ use std::time::Instant;
 
 const SAMPLE_TRACE: &str = "testdata/traces/philly-sample.csv";
 
-const SAMPLE_TRACE_BYTES: &[u8] = include_bytes!("../../../testdata/traces/philly-sample.csv");
+pub(crate) const SAMPLE_TRACE_BYTES: &[u8] =
+    include_bytes!("../../../testdata/traces/philly-sample.csv");
 
 #[derive(Args, Clone)]
 pub(crate) struct ReadArgs {
@@ -98,6 +99,37 @@ pub(crate) struct RunArgs {
     read: ReadArgs,
 }
 
+impl RunArgs {
+    pub(crate) fn out(&self) -> Option<&Path> {
+        self.out.as_deref()
+    }
+    pub(crate) fn trace_path(&self) -> Option<&Path> {
+        self.trace.as_deref()
+    }
+    pub(crate) fn cluster(&self) -> &str {
+        &self.cluster
+    }
+    pub(crate) fn format(&self) -> Option<&str> {
+        self.read.format.as_deref()
+    }
+    pub(crate) fn quiet(&self) -> bool {
+        self.quiet
+    }
+    /// The simulator options as a sweep file's `[sim]` table.
+    pub(crate) fn sweep_sim(&self) -> toml::Table {
+        let mut t = toml::Table::new();
+        t.insert("mode".into(), self.mode.clone().into());
+        t.insert("restart_overhead".into(), self.restart_overhead.into());
+        t.insert("per_event_overhead".into(), self.per_event_overhead.into());
+        t.insert("percentile".into(), self.percentile.clone().into());
+        t.insert("speed".into(), self.speed.clone().into());
+        if let Some(d) = &self.speed_data {
+            t.insert("speed_data".into(), d.display().to_string().into());
+        }
+        t
+    }
+}
+
 #[derive(Args)]
 pub(crate) struct SimArgs {
     /// Policy (see `apiary policies`).
@@ -112,6 +144,15 @@ pub(crate) struct CompareArgs {
     /// Comma-separated policies.
     #[arg(long, short, default_value = "fifo,sjf,srtf,srsf,tiresias")]
     policies: String,
+    /// Repeat the comparison over seeds 0..N and report means with 95 % intervals and
+    /// seed-paired ratios against the first policy (as `apiary sweep` does; `-o DIR`
+    /// keeps the sweep file, results and report in DIR/seeds).
+    #[arg(long, value_name = "N")]
+    seeds: Option<u64>,
+    /// With --seeds: jobs each seed draws from the trace (in trace order). Without it
+    /// every seed runs every job, and only what the simulator draws changes.
+    #[arg(long, value_name = "JOBS", requires = "seeds")]
+    sample: Option<usize>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -500,6 +541,12 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
             registry::build(&s.policy, p).with_context(|| format!("-p {}", s.label))?;
         apiary_sim::backend::preflight(&cluster, &jobs, policy.as_mut())
             .with_context(|| format!("-p {}", s.label))?;
+    }
+    if let Some(n) = a.seeds {
+        if r.driver != "sim" || r.json {
+            bail!("--seeds runs the simulator and prints its table: drop --driver and --json");
+        }
+        return crate::seeds::compare_seeds(r, &settings, &params, n, a.sample);
     }
     let pct = percentile(r)?;
     if !r.quiet && !r.json {

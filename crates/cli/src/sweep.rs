@@ -293,14 +293,19 @@ fn run_cmd(
 }
 
 /// What [`run_cells`] did.
-struct Ran {
-    ran: usize,
-    failed: usize,
-    secs: f64,
+pub(crate) struct Ran {
+    pub(crate) ran: usize,
+    pub(crate) failed: usize,
+    pub(crate) secs: f64,
 }
 
 /// Runs those of `cells` not done yet on `threads` threads, one result file each.
-fn run_cells(p: &Planned, cells: &[Cell], threads: Option<usize>, quiet: bool) -> Result<Ran> {
+pub(crate) fn run_cells(
+    p: &Planned,
+    cells: &[Cell],
+    threads: Option<usize>,
+    quiet: bool,
+) -> Result<Ran> {
     let (s, dir) = (&p.sweep, p.dir.as_path());
     let finished = done(dir, s, cells);
     let todo: Vec<Cell> = cells

@@ -421,3 +421,56 @@ fn sweep_charts_span_decades_and_come_with_their_data() {
     let page = std::fs::read_to_string(sw.join("report.html")).unwrap();
     assert!(page.contains("relative to fifo"));
 }
+
+/// `compare --seeds N` repeats the comparison over seeds and reports means with
+/// intervals and seed-paired ratios, as the sweep it writes would.
+#[test]
+fn compare_over_seeds_gives_intervals() {
+    let d = scratch("seeds");
+    let o = apiary(&[
+        "compare",
+        "-q",
+        "-p",
+        "fifo,srtf",
+        "--seeds",
+        "3",
+        "--sample",
+        "1000",
+        "-c",
+        "n16g8",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let fifo = out
+        .lines()
+        .find(|l| l.starts_with("philly-sample") && l.contains(" fifo "))
+        .unwrap();
+    assert!(fifo.contains(" 3 ") && fifo.contains('±'), "{out}");
+    assert!(
+        out.contains("srtf: mean JCT") && out.contains("over 3 seeds"),
+        "{out}"
+    );
+    // The sweep file it ran is kept with -o, and runs again as written.
+    let file = d.join("seeds/compare-seeds.toml");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("sample = 1000")
+    );
+    let again = d.join("again");
+    let o = apiary(&[
+        "sweep",
+        "run",
+        "-q",
+        file.to_str().unwrap(),
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(again.join("results.csv")).unwrap(),
+        std::fs::read_to_string(d.join("seeds/cells/results.csv")).unwrap()
+    );
+}

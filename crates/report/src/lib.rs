@@ -555,7 +555,10 @@ mod tests {
         assert_eq!(s.metric("jain"), Some(s.jain));
         // Alike: index 1.
         let s = Summary::of(
-            &outcome(vec![job("a", 0, Some(2_000), None), job("b", 0, Some(2_000), None)]),
+            &outcome(vec![
+                job("a", 0, Some(2_000), None),
+                job("b", 0, Some(2_000), None),
+            ]),
             Percentile::NearestRank,
         );
         assert!((s.jain - 1.0).abs() < 1e-12);

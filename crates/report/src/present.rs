@@ -43,6 +43,19 @@ pub fn duration_tick(secs: f64) -> String {
     format!("{} {unit}", short(v, 2))
 }
 
+/// `v` to `n` significant figures (`0.0362`, `1.77`, `7,673`): a ratio reads the same at
+/// any size, and a small interval does not round to 0.
+pub fn significant(v: f64, n: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    if v.abs() >= 1000.0 {
+        return thousands(v);
+    }
+    let d = (n - 1 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{v:.d$}")
+}
+
 /// `v` as short as an axis label wants it: thousands separators from 1,000, whole
 /// numbers without decimals, else at most `decimals` of them, trailing zeros dropped.
 pub fn short(v: f64, decimals: usize) -> String {
@@ -115,7 +128,7 @@ pub fn show_pm(kind: Kind, mean: f64, ci: f64) -> String {
         Kind::Percent => format!("{:.1} ± {:.1} %", mean * 100.0, ci * 100.0),
         Kind::Count if mean.abs() >= 1000.0 => format!("{} ± {}", thousands(mean), thousands(ci)),
         Kind::Count => format!("{mean:.1} ± {ci:.1}"),
-        Kind::Ratio => format!("{} ± {}", short(mean, 3), short(ci, 2)),
+        Kind::Ratio => format!("{} ± {}", significant(mean, 3), significant(ci, 2)),
     }
 }
 
@@ -315,7 +328,7 @@ pub fn show(kind: Kind, v: f64) -> String {
         Kind::Duration => duration(v),
         Kind::Count => thousands(v),
         Kind::Percent => format!("{:.1} %", v * 100.0),
-        Kind::Ratio => short(v, 3),
+        Kind::Ratio => significant(v, 3),
     }
 }
 
