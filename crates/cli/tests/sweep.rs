@@ -86,8 +86,10 @@ fn threads_do_not_change_results_and_a_rerun_resumes() {
     );
     assert!(out.contains("tiresias: mean JCT "), "{out}");
     let html = std::fs::read_to_string(one.join("report.html")).unwrap();
-    assert_eq!(html.matches("<svg").count(), 3);
+    // Per metric, the chart against load and the one relative to the baseline.
+    assert_eq!(html.matches("<svg").count(), 6);
     assert!(html.contains("mean JCT against load"));
+    assert!(html.contains("mean JCT relative to fifo"));
     for d in [one, two] {
         let _ = std::fs::remove_dir_all(d);
     }
