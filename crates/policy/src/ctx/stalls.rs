@@ -29,6 +29,24 @@ impl Handle<'_, '_, Stalls> {
         self.ctx.actions.push(Action::Stall(i));
     }
 
+    /// A pause of `dur` from now that replaces whatever is left of an earlier one, as
+    /// ElasticFlow's artifact charges each round's overhead afresh (a restart round's
+    /// 62 s in a 60 s round costs the round, not 2 s of the next).
+    pub fn restall(&mut self, i: JobIdx, dur: Time) {
+        let w = &mut *self.ctx.w;
+        if w.rt[i as usize].status != Status::Running {
+            return;
+        }
+        w.sync(i);
+        let now = w.now;
+        let rt = &mut w.rt[i as usize];
+        let until = now + dur;
+        if rt.overhead_until != until && (dur > 0 || rt.overhead_until > now) {
+            rt.overhead_until = until;
+            self.ctx.actions.push(Action::Stall(i));
+        }
+    }
+
     /// A running job makes no progress after `t` until this is called again (0 or a
     /// time not after now: no cap).
     pub fn cap_work(&mut self, i: JobIdx, t: Time) {

@@ -270,7 +270,13 @@ impl ElasticFlow {
                     );
                 }
                 o = round_overhead(total, p.gpus(), restart, cached);
-                ctx.stalls()?.stall(*j, o as Time);
+                if self.artifact_progress {
+                    // `run_all_jobs` charges each round its own overhead: what a long
+                    // one leaves at the next decision is dropped, not carried.
+                    ctx.stalls()?.restall(*j, o as Time);
+                } else {
+                    ctx.stalls()?.stall(*j, o as Time);
+                }
             }
             let Some(e) = self.jobs[*j as usize].as_ref() else {
                 continue;
