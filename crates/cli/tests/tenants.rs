@@ -72,7 +72,30 @@ fn each_vcs_jobs_run_as_its_account_and_cannot_touch_another_tenants() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let out_a = c.dir.join(format!("logs-{node}/{a}-1.out"));
+    // Its output file, once the agent has made it: under load the first attempt can be
+    // requeued while the restarted agents settle, so any attempt's file will do.
+    let t0 = std::time::Instant::now();
+    let out_a = loop {
+        let found = std::fs::read_dir(c.dir.join(format!("logs-{node}")))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{a}-")) && n.ends_with(".out"))
+            })
+            .max();
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "job a wrote no output file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let meta = std::fs::metadata(&out_a).unwrap();
     assert_eq!((meta.uid(), meta.mode() & 0o777), (65534, 0o600));
 
