@@ -255,6 +255,11 @@ pub(crate) fn progress_bar(
     b
 }
 
+/// Bytes as lower-case hex (a SHA-256 for a record).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// When a report is made, UTC to the second: `SOURCE_DATE_EPOCH` (the reproducible-builds
 /// convention) when set, so a report can be made byte-identical again, else now.
 pub(crate) fn made_date() -> String {
@@ -441,11 +446,7 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
             format!("{SAMPLE_TRACE} (built in)")
         }
     };
-    let sha256: String = digest
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = hex(&digest.finalize());
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let path_opt = |v: &Option<PathBuf>| v.as_ref().map_or("-".into(), |p| p.display().to_string());
     let options = [

@@ -478,10 +478,7 @@ fn made(dir: &Path, s: &Sweep, planned: &Planned) -> Result<Vec<(String, String)
     let manifest = dir.join(shard::MANIFEST);
     let bytes =
         std::fs::read(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
-    let sha: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha = crate::run::hex(&sha2::Sha256::digest(&bytes));
     let mut rows = vec![
         (
             "command".to_string(),

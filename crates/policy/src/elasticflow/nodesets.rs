@@ -147,24 +147,35 @@ impl NodeSets {
         }
     }
 
-    /// Adds `j` (of `n` GPUs) to set `s` taken from list `from`, and files the set by
-    /// its free GPUs (the artifact's two "fits an existing set" branches).
+    /// Files set `s` as the artifact does after a job joins it: by its free GPUs into
+    /// the list of the largest key dividing them, or, when full, under the job's size
+    /// (`own`), wherever it came from; the lists it touches are sorted by use. The list
+    /// it went to, when by its free GPUs.
+    fn refile(&mut self, s: usize, own: usize) -> Option<usize> {
+        let set = &self.sets[s];
+        let free = set.nodes.len() as u32 * self.node_gpus - set.util;
+        if free > 0 {
+            let k = class_of(free);
+            self.file(s, k);
+            self.sort_list(own);
+            self.sort_list(k);
+            Some(k)
+        } else {
+            self.file(s, own);
+            self.sort_list(own);
+            None
+        }
+    }
+
+    /// Adds `j` (of `n` GPUs) to set `s` (the artifact's two "fits an existing set"
+    /// branches), which then believes it is in the list it is filed into.
     fn join(&mut self, s: usize, j: JobIdx, n: u32, own: usize) {
         let set = &mut self.sets[s];
         set.util += n;
         set.jobs.push((j, n));
-        let free = set.nodes.len() as u32 * self.node_gpus - set.util;
         self.job_set[j as usize] = Some(s);
-        if free > 0 {
-            let k = class_of(free);
-            set.num_gpus = KEYS[k];
-            self.file(s, k);
-            self.sort_list(own);
-            self.sort_list(k);
-        } else {
-            // Filed under the job's size, wherever it came from.
-            self.file(s, own);
-            self.sort_list(own);
+        if let Some(k) = self.refile(s, own) {
+            self.sets[s].num_gpus = KEYS[k];
         }
     }
 
@@ -221,17 +232,8 @@ impl NodeSets {
             list: own,
         };
         self.job_set[j as usize] = Some(s);
-        let free = capacity - n;
-        if free > 0 {
-            // Filed by its free GPUs, its `num_gpus` left at the job's size.
-            let k = class_of(free);
-            self.file(s, k);
-            self.sort_list(own);
-            self.sort_list(k);
-        } else {
-            self.file(s, own);
-            self.sort_list(own);
-        }
+        // A new set keeps the job's size as its `num_gpus`, whichever list it goes to.
+        self.refile(s, own);
         true
     }
 
