@@ -14,11 +14,12 @@ use apiary_sweep::shard;
 use std::path::{Path, PathBuf};
 
 /// Metrics a seeded comparison reports.
-const METRICS: [&str; 5] = [
+const METRICS: [&str; 6] = [
     "jct_mean",
     "pending_mean",
     "slowdown_mean",
     "jain",
+    "ftf_mean",
     "util_mean",
 ];
 

@@ -7,6 +7,7 @@
 //! table, and a self-contained HTML report with inline SVG charts.
 
 pub mod chart;
+pub mod fairness;
 pub mod html;
 pub mod present;
 pub mod stats;
@@ -87,6 +88,12 @@ pub struct Summary {
     /// Jain's fairness index of finished jobs' speed (duration over JCT, the inverse of
     /// slowdown): (Σx)² / (n Σx²), 1 when every job is slowed alike, 1/n at worst.
     pub jain: f64,
+    /// Mean of Themis' finish-time fairness ρ over finished jobs: JCT over the JCT the
+    /// job would have had alone on 1/N of the cluster, N the jobs contending over its
+    /// lifetime ([`fairness`]); ρ > 1 is worse than a fair share.
+    pub ftf_mean: f64,
+    /// Largest ρ, the quantity Themis minimises.
+    pub ftf_max: f64,
     /// Last finish − first submit.
     pub makespan: f64,
     /// Busy GPU-time ÷ (GPUs × makespan).
@@ -138,6 +145,14 @@ pub const METRICS: &[(&str, &str)] = &[
         "jain",
         "Jain's fairness index of jobs' speed (duration over JCT), 1 = all alike",
     ),
+    (
+        "ftf_mean",
+        "mean of Themis' finish-time fairness rho: JCT over JCT alone on 1/N of the cluster",
+    ),
+    (
+        "ftf_max",
+        "largest finish-time fairness rho (Themis minimises it)",
+    ),
     ("makespan", "last finish minus first submission, s"),
     ("util_mean", "busy GPU time over GPUs x makespan"),
     (
@@ -175,6 +190,8 @@ impl Summary {
             "slowdown_mean" => self.slowdown_mean,
             "slowdown_p99" => self.slowdown_p99,
             "jain" => self.jain,
+            "ftf_mean" => self.ftf_mean,
+            "ftf_max" => self.ftf_max,
             "makespan" => self.makespan,
             "util_mean" => self.util_mean,
             "ce_mean" => self.ce_mean?,
@@ -259,6 +276,7 @@ impl Summary {
                 v.iter().sum::<f64>() / v.len() as f64
             }
         };
+        let ftf = fairness::finish_time_fairness(o);
         let makespan = last_finish.saturating_sub(first_submit);
         let util = if makespan > 0 {
             o.util.total_busy() / (makespan as f64 * o.total_gpus as f64)
@@ -285,6 +303,8 @@ impl Summary {
             slowdown_mean: mean(&slowdown),
             slowdown_p99: pct.at(&slowdown, 0.99),
             jain,
+            ftf_mean: mean(&ftf),
+            ftf_max: ftf.iter().copied().fold(0.0, f64::max),
             makespan: s(makespan),
             util_mean: util,
             ce_mean: o.cluster_efficiency.as_ref().map(|ce| {

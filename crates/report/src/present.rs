@@ -108,6 +108,8 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "slowdown_mean" => (Kind::Ratio, "mean slowdown", Lower),
         "slowdown_p99" => (Kind::Ratio, "p99 slowdown", Lower),
         "jain" => (Kind::Ratio, "Jain's fairness index", Higher),
+        "ftf_mean" => (Kind::Ratio, "mean finish-time fairness", Lower),
+        "ftf_max" => (Kind::Ratio, "worst finish-time fairness", Lower),
         "makespan" => (Kind::Duration, "makespan", Lower),
         "best_effort_jct_mean" => (Kind::Duration, "best-effort mean JCT", Lower),
         "util_mean" => (Kind::Percent, "GPU utilisation", Higher),
@@ -283,6 +285,18 @@ pub const MEASURES: &[Measure] = &[
         headline: Some(Better::Higher),
         kind: Kind::Ratio,
         value: |s| Some(s.jain),
+    },
+    Measure {
+        key: "ftf_mean",
+        headline: None,
+        kind: Kind::Ratio,
+        value: |s| Some(s.ftf_mean),
+    },
+    Measure {
+        key: "ftf_max",
+        headline: Some(Better::Lower),
+        kind: Kind::Ratio,
+        value: |s| Some(s.ftf_max),
     },
     Measure {
         key: "makespan",
