@@ -3,7 +3,7 @@
 # first that fails. `apiary` is the binary given (a release build); `cargo run` and
 # `cargo install` commands run as written (install into a scratch root, reusing the
 # build). Commands run in a scratch folder laid out like a checkout: `testdata/` and
-# `../shared/` are the real ones, and the README's placeholder `trace.csv` is a
+# `../shared/` are the real ones (`examples/` too), and the README's placeholder `trace.csv` is a
 # committed sample. Each must exit 0 and print something; its output is kept in the
 # log folder for a look afterwards.
 #
@@ -18,6 +18,7 @@ SHARED=$(cd "$ROOT/.." && pwd)/shared
 WORK=$(mktemp -d)
 mkdir -p "$WORK/checkout" "$WORK/bin" "$WORK/logs"
 ln -s "$ROOT/testdata" "$WORK/checkout/testdata"
+ln -s "$ROOT/examples" "$WORK/checkout/examples"
 [ -d "$SHARED" ] && ln -s "$SHARED" "$WORK/shared"
 cp "$ROOT/testdata/traces/philly-sample.csv" "$WORK/checkout/trace.csv"
 ln -s "$BIN" "$WORK/bin/apiary"

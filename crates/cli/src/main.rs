@@ -458,14 +458,16 @@ fn main() {
 }
 
 fn policies() {
-    for s in registry::BUILTIN {
+    for s in registry::ALL {
         println!("{:<18} {}", s.name, s.about);
         let live = match s.capabilities.live_blocker() {
             Some((c, _)) => format!("simulator only (`{c}`)"),
             None => "simulator and live".into(),
         };
-        // What an instance with the defaults uses, and what some parameters add.
-        let default = (s.build)(&Default::default()).map_or(s.capabilities, |p| p.capabilities());
+        // What an instance with the defaults uses, and what some parameters add (the
+        // plugin bridge needs a command to build: with it, the core contract).
+        let default = (s.build)(&Default::default())
+            .map_or(apiary_policy::Capabilities::CORE, |p| p.capabilities());
         let more = s.capabilities.minus(default);
         let by_params = if more == apiary_policy::Capabilities::CORE {
             String::new()

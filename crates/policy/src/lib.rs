@@ -21,6 +21,7 @@ pub mod gavel;
 pub mod greedy;
 pub mod muri;
 pub mod placement;
+pub mod plugin;
 pub mod pollux;
 pub mod registry;
 pub mod spec;
@@ -68,6 +69,14 @@ pub enum PolicyError {
         /// The policy.
         policy: &'static str,
         /// Why.
+        reason: String,
+    },
+    /// A plugin's process failed or broke the protocol.
+    #[error("plugin `{command}`: {reason}")]
+    Plugin {
+        /// Its command line.
+        command: String,
+        /// What went wrong.
         reason: String,
     },
     /// It used a mechanism its spec does not declare.

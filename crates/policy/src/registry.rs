@@ -4,14 +4,17 @@
 
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
-use crate::{antman, elasticflow, fifo, gandiva, gavel, muri, pollux, srtf, themis, tiresias, vc};
+use crate::{
+    antman, elasticflow, fifo, gandiva, gavel, muri, plugin, pollux, srtf, themis, tiresias, vc,
+};
 use apiary_core::Registry;
 
-/// Every built-in policy, with the lookups front ends need.
-pub const POLICIES: Registry<PolicySpec> = Registry::new("policy", "apiary policies", BUILTIN);
+/// Every policy, with the lookups front ends need.
+pub const POLICIES: Registry<PolicySpec> = Registry::new("policy", "apiary policies", ALL);
 
-/// Every built-in policy.
-pub const BUILTIN: &[PolicySpec] = &[
+/// Every policy a name on the command line can pick: the built-in ones, then the bridge
+/// to policies written in other languages (`plugin`), which needs a command to run.
+pub const ALL: &[PolicySpec] = &[
     fifo::FIFO,
     fifo::SJF,
     srtf::SRTF,
@@ -31,7 +34,13 @@ pub const BUILTIN: &[PolicySpec] = &[
     vc::HIVED,
     vc::QUOTA,
     vc::PRIVATE,
+    plugin::PLUGIN,
 ];
+
+/// The policies implemented here, in Rust: every one of them builds with its defaults
+/// and runs on any trace, which the conformance tests rely on. [`ALL`] less the plugin
+/// bridge.
+pub const BUILTIN: &[PolicySpec] = ALL.split_at(ALL.len() - 1).0;
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicySpec> {

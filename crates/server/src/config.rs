@@ -248,7 +248,10 @@ impl ServerConfig {
     /// its parameters, which the live core checks again when it starts.
     fn check_policy(&self) -> Result<(), (String, String)> {
         let Some(spec) = apiary_policy::find(&self.policy) else {
-            let names: Vec<&str> = apiary_policy::BUILTIN.iter().map(|s| s.name).collect();
+            let names: Vec<&str> = apiary_policy::registry::ALL
+                .iter()
+                .map(|s| s.name)
+                .collect();
             return Err((
                 "policy".into(),
                 format!(
