@@ -7,6 +7,7 @@
 mod agent;
 mod bench;
 mod comm;
+mod figures;
 mod hived;
 mod live;
 mod llm;

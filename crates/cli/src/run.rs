@@ -153,6 +153,10 @@ pub(crate) struct CompareArgs {
     /// every seed runs every job, and only what the simulator draws changes.
     #[arg(long, value_name = "JOBS", requires = "seeds")]
     sample: Option<usize>,
+    /// With -o: also write each chart of report.html as a pgfplots figure for papers
+    /// (`charts/NAME.tex`, beside its SVG and CSV).
+    #[arg(long, value_enum)]
+    figures: Option<crate::figures::Figures>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -588,8 +592,15 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
         );
         let p = dir.join("report.html");
         std::fs::write(&p, html).with_context(|| format!("writing {}", p.display()))?;
+        let charts = dir.join("charts");
+        let figs = apiary_report::html::figures(&refs);
+        crate::figures::write_all(&charts, figs.all(), a.figures)?;
         if !r.quiet {
-            eprintln!("wrote {}", p.display());
+            eprintln!(
+                "wrote {} and its charts in {}",
+                p.display(),
+                charts.display()
+            );
         }
     }
     if r.json {

@@ -2,7 +2,9 @@
 //! previous run left), and report means with 95 % intervals and ratios against a
 //! baseline.
 
+use crate::figures::Figures;
 use anyhow::{Context, Result, bail};
+use apiary_report::chart::Format;
 use apiary_sweep::aggregate::{aggregate, headlines, html, load_chart, relative_chart, table};
 use apiary_sweep::cell::Inputs;
 use apiary_sweep::launch::{self, K8sOptions, Launch, SlurmOptions};
@@ -104,6 +106,10 @@ pub enum SweepCmd {
         /// The setting ratios are taken against (default: the sweep file's `baseline`).
         #[arg(long)]
         baseline: Option<String>,
+        /// Also write each chart as a pgfplots figure for papers (`charts/NAME.tex`,
+        /// beside its SVG and CSV).
+        #[arg(long, value_enum)]
+        figures: Option<Figures>,
     },
 }
 
@@ -173,7 +179,11 @@ pub fn run(cmd: SweepCmd) -> Result<()> {
                 ),
             }
         }
-        SweepCmd::Report { dir, baseline } => report_cmd(&dir, baseline),
+        SweepCmd::Report {
+            dir,
+            baseline,
+            figures,
+        } => report_cmd(&dir, baseline, figures),
     }
 }
 
@@ -552,7 +562,7 @@ fn chart_data(
     o
 }
 
-fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
+fn report_cmd(dir: &Path, baseline: Option<String>, figures: Option<Figures>) -> Result<()> {
     let planned = shard::open(dir)?;
     let s = &planned.sweep;
     let baseline = baseline.or_else(|| s.baseline.clone());
@@ -592,28 +602,24 @@ fn report_cmd(dir: &Path, baseline: Option<String>) -> Result<()> {
             groups.push((&l.trace, &l.cluster));
         }
     }
-    let write = |stem: &str, fig: &str, data: String| -> Result<()> {
-        let stem = stem.replace(['/', '\\', ' '], "_");
-        let svg = fig
-            .trim_start_matches("<figure>")
-            .trim_end()
-            .trim_end_matches("</figure>");
-        for (ext, body) in [("svg", format!("{svg}\n")), ("csv", data)] {
-            let f = charts.join(format!("{stem}.{ext}"));
-            std::fs::write(&f, body).with_context(|| format!("writing {}", f.display()))?;
-        }
-        Ok(())
-    };
+    let write =
+        |stem: &str, fig: &str, data, tex| crate::figures::write(&charts, stem, fig, data, tex);
+    let pgf = figures == Some(Figures::Pgf);
+    let b = baseline.as_deref();
     for (trace, cluster) in groups {
         for (m, metric) in s.metrics.iter().enumerate() {
             let stem = format!("{trace}-{cluster}-{metric}");
             // Each chart's numbers beside it, in the metric's own units (seconds for
             // times), for a plotting tool of the reader's choice.
             let data = chart_data(&lines, trace, cluster, "mean", |l| l.stats[m]);
-            write(&stem, &load_chart(s, &lines, trace, cluster, m), data)?;
-            if let Some(fig) = relative_chart(s, &lines, trace, cluster, m, baseline.as_deref()) {
+            let tex = pgf.then(|| load_chart(s, &lines, trace, cluster, m, Format::Pgf));
+            let svg = load_chart(s, &lines, trace, cluster, m, Format::Svg);
+            write(&stem, &svg, data, tex)?;
+            if let Some(fig) = relative_chart(s, &lines, trace, cluster, m, b, Format::Svg) {
                 let data = chart_data(&lines, trace, cluster, "ratio", |l| l.ratios[m]);
-                write(&format!("{stem}-relative"), &fig, data)?;
+                let tex =
+                    relative_chart(s, &lines, trace, cluster, m, b, Format::Pgf).filter(|_| pgf);
+                write(&format!("{stem}-relative"), &fig, data, tex)?;
             }
         }
     }

@@ -375,8 +375,9 @@ fn reports_record_the_commit_and_the_date() {
 }
 
 /// A sweep's charts stay readable when its settings differ by decades: such a chart
-/// gets a log y axis, each metric also gets a chart relative to the baseline, and every
-/// chart's numbers are written beside its SVG.
+/// gets a log y axis, each metric also gets a chart relative to the baseline, every
+/// chart's numbers are written beside its SVG, and `--figures pgf` adds each as a
+/// pgfplots figure for papers.
 #[test]
 fn sweep_charts_span_decades_and_come_with_their_data() {
     let d = scratch("decades");
@@ -396,12 +397,25 @@ fn sweep_charts_span_decades_and_come_with_their_data() {
             sw.to_str().unwrap(),
             "--baseline",
             "fifo",
+            "--figures",
+            "pgf",
         ],
     ] {
         let o = apiary(&args);
         assert!(o.status.success(), "{}", text(&o.stderr));
     }
     let charts = sw.join("charts");
+    let tex = std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean.tex")).unwrap();
+    assert!(
+        tex.contains("\\begin{tikzpicture}") && tex.contains("ymode=log"),
+        "{tex}"
+    );
+    assert_eq!(tex.matches("\\addplot").count(), 3, "{tex}");
+    assert!(
+        charts
+            .join("philly-sample-n32g8-pending_mean-relative.tex")
+            .exists()
+    );
     let pending =
         std::fs::read_to_string(charts.join("philly-sample-n32g8-pending_mean.svg")).unwrap();
     // FIFO waits days and Tiresias minutes: 46x apart.
@@ -473,4 +487,52 @@ fn compare_over_seeds_gives_intervals() {
         std::fs::read_to_string(again.join("results.csv")).unwrap(),
         std::fs::read_to_string(d.join("seeds/cells/results.csv")).unwrap()
     );
+}
+
+/// `compare -o` writes each chart of its report as SVG with its numbers as CSV, and with
+/// `--figures pgf` as pgfplots; a second comparison leaves no chart of the first.
+#[test]
+fn compare_charts_come_as_files_for_papers() {
+    let d = scratch("compare-figures");
+    let out = d.to_str().unwrap();
+    let o = apiary(&[
+        "compare",
+        "-q",
+        "-p",
+        "fifo,tiresias",
+        "-o",
+        out,
+        "--figures",
+        "pgf",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let charts = d.join("charts");
+    for ext in ["svg", "csv", "tex"] {
+        assert!(
+            charts.join(format!("jct-cdf.{ext}")).exists(),
+            "no jct-cdf.{ext}"
+        );
+    }
+    let csv = std::fs::read_to_string(charts.join("jct-cdf.csv")).unwrap();
+    assert!(csv.starts_with("line,seconds,fraction\nfifo,"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("tiresias,")), "{csv}");
+    let tex = std::fs::read_to_string(charts.join("utilisation.tex")).unwrap();
+    assert!(tex.contains("ylabel={busy GPUs (\\%)}"), "{tex}");
+    // The sample's VCs each get a chart; a run on a trace without VCs has none.
+    assert!(charts.join("vc-103959-jct-cdf.svg").exists());
+    let pollux = root().join("testdata/traces/pollux-workload-6.csv");
+    let o = apiary(&[
+        "compare",
+        "-q",
+        "-p",
+        "fifo",
+        "-t",
+        pollux.to_str().unwrap(),
+        "-o",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!charts.join("vc-103959-jct-cdf.svg").exists());
+    assert!(!charts.join("jct-cdf.tex").exists());
+    assert!(charts.join("jct-cdf.svg").exists());
 }

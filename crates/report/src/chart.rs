@@ -160,6 +160,95 @@ fn log_ticks_sparse(lo: f64, hi: f64, unit: Unit) -> Vec<f64> {
         .collect()
 }
 
+/// A chart with its lines, owned: what a report draws inline and also writes as files
+/// (SVG, its numbers as CSV, and for papers pgfplots).
+#[derive(Clone, Debug)]
+pub struct Figure {
+    /// A file name for it, without extension.
+    pub name: String,
+    /// Title above the plot.
+    pub title: String,
+    /// The x axis's label.
+    pub xlabel: String,
+    /// The y axis's label.
+    pub ylabel: String,
+    /// The x values' unit.
+    pub x: Unit,
+    /// A log-scale x axis.
+    pub log_x: bool,
+    /// The y values' unit.
+    pub y: Unit,
+    /// A log-scale y axis.
+    pub log_y: bool,
+    /// Dots at each point.
+    pub dots: bool,
+    /// The CSV's names of the x and y columns (`seconds`, `fraction`).
+    pub columns: (&'static str, &'static str),
+    /// Its lines.
+    pub lines: Vec<Line>,
+}
+
+impl Figure {
+    fn chart(&self) -> Chart<'_> {
+        Chart {
+            title: &self.title,
+            xlabel: &self.xlabel,
+            ylabel: &self.ylabel,
+            x: self.x,
+            log_x: self.log_x,
+            y: self.y,
+            log_y: self.log_y,
+            dots: self.dots,
+        }
+    }
+
+    /// It, as `format` writes it.
+    pub fn render(&self, format: Format) -> String {
+        render(&self.chart(), &self.lines, format)
+    }
+
+    /// Its numbers: a row per point, named by its line, with the half-width of the
+    /// point's band where the figure has bands.
+    pub fn csv(&self) -> String {
+        let bands = self.lines.iter().any(|l| l.1.iter().any(|p| p.2 > 0.0));
+        let (x, y) = self.columns;
+        let mut o = format!("line,{x},{y}");
+        o.push_str(if bands { ",ci95_half_width\n" } else { "\n" });
+        for (name, points) in &self.lines {
+            let name = if name.contains([',', '"']) {
+                format!("\"{}\"", name.replace('"', "\"\""))
+            } else {
+                name.clone()
+            };
+            for &(px, py, h) in points {
+                let _ = write!(o, "{name},{px},{py}");
+                if bands {
+                    let _ = write!(o, ",{h}");
+                }
+                o.push('\n');
+            }
+        }
+        o
+    }
+}
+
+/// What a chart is written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Inline SVG in a `<figure>`, for pages and screens.
+    Svg,
+    /// A pgfplots `tikzpicture`, for papers ([`crate::pgf`]).
+    Pgf,
+}
+
+/// `lines` on `c`, as `format` writes them.
+pub fn render(c: &Chart, lines: &[Line], format: Format) -> String {
+    match format {
+        Format::Svg => draw(c, lines),
+        Format::Pgf => crate::pgf::pgf(c, lines),
+    }
+}
+
 /// Draws `lines` on `c`.
 pub fn draw(c: &Chart, lines: &[Line]) -> String {
     let pts = || lines.iter().flat_map(|s| s.1.iter());

@@ -2,7 +2,7 @@
 //! queueing-delay CDF, utilisation over time), no scripts, no external files.
 //! Charts are drawn by hand so the bytes depend only on the numbers.
 
-use crate::chart::{self, Chart, Unit};
+use crate::chart::{self, Chart, Figure, Format, Unit};
 use crate::present::{headlines, html_table};
 use crate::text::esc;
 use crate::{Summary, pending_ms};
@@ -142,42 +142,173 @@ fn secs(ms: u64) -> f64 {
 }
 
 /// A CDF over jobs with a log-scale time axis.
-fn cdf_chart(
+fn cdf_figure(
+    name: &str,
     title: &str,
     xlabel: &str,
     ylabel: &str,
     series: &[(String, Vec<(f64, f64)>)],
-) -> String {
-    chart::draw(
-        &Chart {
-            title,
-            xlabel,
-            ylabel,
-            x: Unit::Seconds,
-            log_x: true,
-            y: Unit::Percent,
-            log_y: false,
-            dots: false,
-        },
-        &chart::lines(series),
-    )
+) -> Figure {
+    Figure {
+        name: name.into(),
+        title: title.into(),
+        xlabel: xlabel.into(),
+        ylabel: ylabel.into(),
+        x: Unit::Seconds,
+        log_x: true,
+        y: Unit::Percent,
+        log_y: false,
+        dots: false,
+        columns: ("seconds", "fraction"),
+        lines: chart::lines(series),
+    }
 }
 
 /// A series over the run's time, in hours or days.
-fn over_time(title: &str, ylabel: &str, y: Unit, series: &[(String, Vec<(f64, f64)>)]) -> String {
-    chart::draw(
-        &Chart {
-            title,
-            xlabel: "time since the first submission",
-            ylabel,
-            x: Unit::Hours,
-            log_x: false,
-            y,
-            log_y: false,
-            dots: false,
-        },
-        &chart::lines(series),
-    )
+fn over_time(
+    name: &str,
+    title: &str,
+    ylabel: &str,
+    y: Unit,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Figure {
+    Figure {
+        name: name.into(),
+        title: title.into(),
+        xlabel: "time since the first submission".into(),
+        ylabel: ylabel.into(),
+        x: Unit::Hours,
+        log_x: false,
+        y,
+        log_y: false,
+        dots: false,
+        columns: (
+            "hours",
+            if y == Unit::Percent {
+                "fraction"
+            } else {
+                "value"
+            },
+        ),
+        lines: chart::lines(series),
+    }
+}
+
+/// The charts of a comparison report, in page order: CDFs of JCT, first-start delay and
+/// pending time; utilisation, queue length and running jobs over time; cluster
+/// efficiency where jobs carry throughput tables; and a JCT CDF per VC (with a note
+/// on which VCs are drawn) where the trace has VCs.
+pub struct Figures {
+    /// The charts of the whole cluster.
+    pub main: Vec<Figure>,
+    /// The per-VC charts.
+    pub vcs: Vec<Figure>,
+    /// Which VCs are drawn, when not all are.
+    pub vc_note: Option<String>,
+}
+
+impl Figures {
+    /// Every figure, in page order.
+    pub fn all(&self) -> impl Iterator<Item = &Figure> {
+        self.main.iter().chain(&self.vcs)
+    }
+}
+
+/// The charts of `runs` (see [`Figures`]).
+pub fn figures(runs: &[(Summary, &RunOutcome)]) -> Figures {
+    let mut main = vec![
+        cdf_figure(
+            "jct-cdf",
+            "JCT CDF",
+            "job completion time (log scale)",
+            "fraction of jobs",
+            &per_job(runs, |j| j.finish.map(|f| secs(f - j.submit))),
+        ),
+        cdf_figure(
+            "first-start-delay-cdf",
+            "First-start delay CDF",
+            "wait before the first start (log scale; waits of 0 drawn at the smallest)",
+            "fraction of jobs",
+            &per_job(runs, |j| j.first_start.map(|f| secs(f - j.submit))),
+        ),
+        cdf_figure(
+            "pending-time-cdf",
+            "Pending time CDF",
+            "JCT less running time: every wait, after preemptions too (log scale)",
+            "fraction of jobs",
+            &per_job(runs, |j| {
+                j.finish.map(|f| secs(pending_ms(f - j.submit, j.executed)))
+            }),
+        ),
+    ];
+    let util: Vec<_> = runs
+        .iter()
+        .map(|(s, o)| (s.policy.clone(), hours(&o.util)))
+        .collect();
+    main.push(over_time(
+        "utilisation",
+        "GPU utilisation over time",
+        "busy GPUs",
+        Unit::Percent,
+        &util,
+    ));
+    let occ: Vec<_> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.clone(), o.occupancy.as_ref()?)))
+        .collect();
+    if !occ.is_empty() {
+        // A count series stops where its last job left; it reads 0 to the run's end.
+        let end = util
+            .iter()
+            .filter_map(|(_, p)| p.last().map(|q| q.0))
+            .fold(0.0, f64::max);
+        let padded = |u: &apiary_model::UtilSeries| {
+            let mut p = hours(u);
+            if p.last().is_none_or(|q| q.0 < end) {
+                p.push((p.last().map_or(0.0, |q| q.0), 0.0));
+                p.push((end, 0.0));
+            }
+            p
+        };
+        let pending: Vec<_> = occ
+            .iter()
+            .map(|(n, c)| (n.clone(), padded(&c.pending)))
+            .collect();
+        let running: Vec<_> = occ
+            .iter()
+            .map(|(n, c)| (n.clone(), padded(&c.running)))
+            .collect();
+        main.push(over_time(
+            "queue-length",
+            "Queue length over time",
+            "jobs waiting",
+            Unit::Number,
+            &pending,
+        ));
+        main.push(over_time(
+            "running-jobs",
+            "Running jobs over time",
+            "jobs running",
+            Unit::Number,
+            &running,
+        ));
+    }
+    // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
+    let ce: Vec<(String, Vec<(f64, f64)>)> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.clone(), hours(o.cluster_efficiency.as_ref()?))))
+        .collect();
+    if !ce.is_empty() {
+        main.push(over_time(
+            "cluster-efficiency",
+            "Cluster efficiency over time (ElasticFlow: speed-up over one GPU per cluster GPU)",
+            "cluster efficiency",
+            Unit::Percent,
+            &ce,
+        ));
+    }
+    let (vcs, vc_note) = vc_figures(runs);
+    Figures { main, vcs, vc_note }
 }
 
 /// Renders the report for several runs of one trace: the table with ratios against the
@@ -218,89 +349,20 @@ pub fn html_report(
     if let Some(t) = tenants {
         h.push_str(t);
     }
-    h.push_str(&cdf_chart(
-        "JCT CDF",
-        "job completion time (log scale)",
-        "fraction of jobs",
-        &per_job(runs, |j| j.finish.map(|f| secs(f - j.submit))),
-    ));
-    h.push_str(&cdf_chart(
-        "First-start delay CDF",
-        "wait before the first start (log scale; waits of 0 drawn at the smallest)",
-        "fraction of jobs",
-        &per_job(runs, |j| j.first_start.map(|f| secs(f - j.submit))),
-    ));
-    h.push_str(&cdf_chart(
-        "Pending time CDF",
-        "JCT less running time: every wait, after preemptions too (log scale)",
-        "fraction of jobs",
-        &per_job(runs, |j| {
-            j.finish.map(|f| secs(pending_ms(f - j.submit, j.executed)))
-        }),
-    ));
-    let util: Vec<_> = runs
-        .iter()
-        .map(|(s, o)| (s.policy.clone(), hours(&o.util)))
-        .collect();
-    h.push_str(&over_time(
-        "GPU utilisation over time",
-        "busy GPUs",
-        Unit::Percent,
-        &util,
-    ));
-    let occ: Vec<_> = runs
-        .iter()
-        .filter_map(|(s, o)| Some((s.policy.clone(), o.occupancy.as_ref()?)))
-        .collect();
-    if !occ.is_empty() {
-        // A count series stops where its last job left; it reads 0 to the run's end.
-        let end = util
-            .iter()
-            .filter_map(|(_, p)| p.last().map(|q| q.0))
-            .fold(0.0, f64::max);
-        let padded = |u: &apiary_model::UtilSeries| {
-            let mut p = hours(u);
-            if p.last().is_none_or(|q| q.0 < end) {
-                p.push((p.last().map_or(0.0, |q| q.0), 0.0));
-                p.push((end, 0.0));
-            }
-            p
-        };
-        let pending: Vec<_> = occ
-            .iter()
-            .map(|(n, c)| (n.clone(), padded(&c.pending)))
-            .collect();
-        let running: Vec<_> = occ
-            .iter()
-            .map(|(n, c)| (n.clone(), padded(&c.running)))
-            .collect();
-        h.push_str(&over_time(
-            "Queue length over time",
-            "jobs waiting",
-            Unit::Number,
-            &pending,
-        ));
-        h.push_str(&over_time(
-            "Running jobs over time",
-            "jobs running",
-            Unit::Number,
-            &running,
-        ));
+    let figs = figures(runs);
+    for f in &figs.main {
+        h.push_str(&f.render(Format::Svg));
     }
-    // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
-    let ce: Vec<(String, Vec<(f64, f64)>)> = runs
-        .iter()
-        .filter_map(|(s, o)| Some((s.policy.clone(), hours(o.cluster_efficiency.as_ref()?))))
-        .collect();
-    if !ce.is_empty() {
-        h.push_str(&over_time(
-            "Cluster efficiency over time (ElasticFlow: speed-up over one GPU per cluster GPU)",
-            "cluster efficiency",
-            Unit::Percent,
-            &ce,
-        ));
+    if !figs.vcs.is_empty() {
+        h.push_str("<h2>Per VC</h2>\n");
+        if let Some(n) = &figs.vc_note {
+            let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
+        }
+        for f in &figs.vcs {
+            h.push_str(&f.render(Format::Svg));
+        }
     }
-    h.push_str(&vc_charts(runs));
+
     if let Some(r) = record {
         h.push_str(&record_html(r, runs));
     }
@@ -343,49 +405,53 @@ fn record_html(r: &crate::Record, runs: &[(Summary, &RunOutcome)]) -> String {
 const VC_CHARTS: usize = 6;
 const VC_MIN_JOBS: usize = 20;
 
-/// A JCT CDF per VC, a line per run, where the trace's jobs carry VCs.
-fn vc_charts(runs: &[(Summary, &RunOutcome)]) -> String {
+/// A JCT CDF per VC, a line per run, where the trace's jobs carry VCs, and which are
+/// drawn when not all are.
+fn vc_figures(runs: &[(Summary, &RunOutcome)]) -> (Vec<Figure>, Option<String>) {
     let Some((_, first)) = runs.first() else {
-        return String::new();
+        return (Vec::new(), None);
     };
     let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
     for v in first.jobs.iter().filter_map(|j| j.vc.as_deref()) {
         *counts.entry(v).or_default() += 1;
     }
     if counts.len() < 2 {
-        return String::new();
+        return (Vec::new(), None);
     }
     let mut vcs: Vec<&str> = counts
         .iter()
         .filter(|(_, n)| **n >= VC_MIN_JOBS)
         .map(|(v, _)| *v)
         .collect();
-    let mut o = String::from("<h2>Per VC</h2>\n");
+    let mut note = None;
     if vcs.len() > VC_CHARTS || vcs.len() < counts.len() {
         vcs.sort_by_key(|v| (std::cmp::Reverse(counts[v]), *v));
         vcs.truncate(VC_CHARTS);
         vcs.sort_unstable();
-        let _ = writeln!(
-            o,
-            "<p class=\"note\">{} VCs; drawn: the {} with the most jobs (at least {VC_MIN_JOBS}).</p>",
+        note = Some(format!(
+            "{} VCs; drawn: the {} with the most jobs (at least {VC_MIN_JOBS}).",
             counts.len(),
             vcs.len()
-        );
-    }
-    for vc in vcs {
-        let series = per_job(runs, |j| {
-            if j.vc.as_deref() == Some(vc) {
-                j.finish.map(|f| secs(f - j.submit))
-            } else {
-                None
-            }
-        });
-        o.push_str(&cdf_chart(
-            &format!("JCT CDF in VC {vc}"),
-            "job completion time (log scale)",
-            "fraction of the VC's jobs",
-            &series,
         ));
     }
-    o
+    let figs = vcs
+        .into_iter()
+        .map(|vc| {
+            let series = per_job(runs, |j| {
+                if j.vc.as_deref() == Some(vc) {
+                    j.finish.map(|f| secs(f - j.submit))
+                } else {
+                    None
+                }
+            });
+            cdf_figure(
+                &format!("vc-{vc}-jct-cdf"),
+                &format!("JCT CDF in VC {vc}"),
+                "job completion time (log scale)",
+                "fraction of the VC's jobs",
+                &series,
+            )
+        })
+        .collect();
+    (figs, note)
 }

@@ -9,6 +9,7 @@
 pub mod chart;
 pub mod fairness;
 pub mod html;
+pub mod pgf;
 pub mod present;
 pub mod stats;
 pub mod text;

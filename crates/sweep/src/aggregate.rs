@@ -4,7 +4,7 @@
 
 use crate::results::Row;
 use crate::spec::Sweep;
-use apiary_report::chart::{self, Chart, Unit};
+use apiary_report::chart::{self, Chart, Format, Unit};
 use apiary_report::html::page_head;
 use apiary_report::present::{Kind, compare_ratio, metric_info, show, show_pm};
 use apiary_report::stats::{Estimate, paired_ratio};
@@ -246,7 +246,14 @@ fn html_table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
 /// with its 95 % band. The y axis is logarithmic when the settings' means span more
 /// than a factor of ten (a linear one squashes every line but the highest onto the
 /// axis).
-pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usize) -> String {
+pub fn load_chart(
+    s: &Sweep,
+    lines: &[Line],
+    trace: &str,
+    cluster: &str,
+    m: usize,
+    format: Format,
+) -> String {
     let (kind, name, _) = metric_info(&s.metrics[m]);
     // Durations are drawn in hours, so the axis reads in hours or days.
     let scale = if kind == Kind::Duration {
@@ -266,7 +273,7 @@ pub fn load_chart(s: &Sweep, lines: &[Line], trace: &str, cluster: &str, m: usiz
         Kind::Percent => Unit::Percent,
         Kind::Count | Kind::Ratio => Unit::Number,
     };
-    draw(&series, &title, name, y)
+    draw(&series, &title, name, y, format)
 }
 
 /// The chart of one metric against load relative to the baseline: each setting's
@@ -279,6 +286,7 @@ pub fn relative_chart(
     cluster: &str,
     m: usize,
     baseline: Option<&str>,
+    format: Format,
 ) -> Option<String> {
     let b = baseline?;
     let (_, name, _) = metric_info(&s.metrics[m]);
@@ -291,6 +299,7 @@ pub fn relative_chart(
         &title,
         &format!("{name}, x {b}"),
         Unit::Number,
+        format,
     ))
 }
 
@@ -332,7 +341,7 @@ fn spans_decades(series: &[chart::Line]) -> bool {
     lo < f64::MAX && hi / lo > 10.0
 }
 
-fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit) -> String {
+fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit, format: Format) -> String {
     let loads: Vec<f64> = series
         .iter()
         .flat_map(|x| x.1.iter().map(|p| p.0))
@@ -346,7 +355,7 @@ fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit) -> String {
     } else {
         title.to_string()
     };
-    chart::draw(
+    chart::render(
         &Chart {
             title: &title,
             xlabel: "load (x the trace's arrival rate)",
@@ -358,6 +367,7 @@ fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit) -> String {
             dots: true,
         },
         series,
+        format,
     )
 }
 
@@ -388,8 +398,8 @@ pub fn html(
     for (trace, cluster) in groups {
         let _ = writeln!(o, "<h2>{} on {}</h2>", esc(trace), esc(cluster));
         for m in 0..s.metrics.len() {
-            o.push_str(&load_chart(s, lines, trace, cluster, m));
-            if let Some(r) = relative_chart(s, lines, trace, cluster, m, baseline) {
+            o.push_str(&load_chart(s, lines, trace, cluster, m, Format::Svg));
+            if let Some(r) = relative_chart(s, lines, trace, cluster, m, baseline, Format::Svg) {
                 o.push_str(&r);
             }
         }
