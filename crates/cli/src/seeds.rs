@@ -127,7 +127,7 @@ pub(crate) fn compare_seeds(
     }
     if keep {
         let p = planned.dir.join("report.html");
-        std::fs::write(&p, html(s, &lines, baseline.as_deref(), &[]))
+        std::fs::write(&p, html(s, &lines, baseline.as_deref(), None, &[]))
             .with_context(|| format!("writing {}", p.display()))?;
         if !r.quiet() {
             eprintln!(

@@ -5,11 +5,15 @@
 use crate::figures::Figures;
 use anyhow::{Context, Result, bail};
 use apiary_report::chart::Format;
-use apiary_sweep::aggregate::{aggregate, headlines, html, load_chart, relative_chart, table};
+use apiary_sweep::aggregate::{
+    aggregate, groups, headlines, html, load_chart, per_vc, relative_chart, table,
+};
 use apiary_sweep::cell::Inputs;
 use apiary_sweep::launch::{self, K8sOptions, Launch, SlurmOptions};
 use apiary_sweep::plan::Cell;
-use apiary_sweep::results::{Row, done, merge, ranges, read_rows, write_cell};
+use apiary_sweep::results::{
+    Row, done, merge, ranges, read_rows, read_vc_rows, vc_results, write_cell, write_vc_cell,
+};
 use apiary_sweep::shard::{self, Planned};
 use apiary_sweep::{Sweep, plan};
 use clap::{Subcommand, ValueEnum};
@@ -361,14 +365,23 @@ pub(crate) fn run_cells(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = todo.get(i) else { break };
                     let outcome = inputs.run(cell);
-                    let row = Row::of(s, cell, &outcome);
+                    let row = Row::of(s, cell, outcome.as_ref().map(|o| &o.summary));
+                    let vcs = outcome
+                        .as_ref()
+                        .ok()
+                        .filter(|o| !o.vcs.is_empty())
+                        .map(|o| vc_results(s, cell, &o.vcs));
                     if let Err(e) = &outcome {
                         bar.suspend(|| {
                             eprintln!("failed: cell {} ({}): {e}", cell.id, cell.describe(s))
                         });
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
-                    if let Err(e) = write_cell(dir, s, &row) {
+                    let written = match &vcs {
+                        Some(v) => write_vc_cell(dir, s, cell.id, v),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = written.and_then(|()| write_cell(dir, s, &row)) {
                         *write_err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.into());
                         next.store(todo.len(), Ordering::Relaxed);
                     }
@@ -587,26 +600,33 @@ fn report_cmd(dir: &Path, baseline: Option<String>, figures: Option<Figures>) ->
     if missing > 0 {
         println!("({missing} cells have no results yet: run the sweep again to finish it)");
     }
+    let vc_file = dir.join("vc-results.csv");
+    let vcs = if s.per_vc.is_empty() || !vc_file.exists() {
+        None
+    } else {
+        Some(per_vc(s, &read_vc_rows(&vc_file, s)?, baseline.as_deref()))
+    };
+    let vc_view = vcs.as_ref().map(|(vs, vl)| (vs, vl.as_slice()));
     let p = dir.join("report.html");
     std::fs::write(
         &p,
-        html(s, &lines, baseline.as_deref(), &made(dir, s, &planned)?),
+        html(
+            s,
+            &lines,
+            baseline.as_deref(),
+            vc_view,
+            &made(dir, s, &planned)?,
+        ),
     )
     .with_context(|| format!("writing {}", p.display()))?;
     // Each chart also as its own SVG file, for papers and docs.
     let charts = dir.join("charts");
     std::fs::create_dir_all(&charts).with_context(|| format!("creating {}", charts.display()))?;
-    let mut groups: Vec<(&str, &str)> = Vec::new();
-    for l in &lines {
-        if !groups.contains(&(l.trace.as_str(), l.cluster.as_str())) {
-            groups.push((&l.trace, &l.cluster));
-        }
-    }
     let write =
         |stem: &str, fig: &str, data, tex| crate::figures::write(&charts, stem, fig, data, tex);
     let pgf = figures == Some(Figures::Pgf);
     let b = baseline.as_deref();
-    for (trace, cluster) in groups {
+    for (trace, cluster) in groups(&lines) {
         for (m, metric) in s.metrics.iter().enumerate() {
             let stem = format!("{trace}-{cluster}-{metric}");
             // Each chart's numbers beside it, in the metric's own units (seconds for
@@ -620,6 +640,17 @@ fn report_cmd(dir: &Path, baseline: Option<String>, figures: Option<Figures>) ->
                 let tex =
                     relative_chart(s, &lines, trace, cluster, m, b, Format::Pgf).filter(|_| pgf);
                 write(&format!("{stem}-relative"), &fig, data, tex)?;
+            }
+        }
+    }
+    // Per VC: each VC's chart of each per-VC metric against load.
+    if let Some((vs, vlines)) = &vcs {
+        for (trace, cluster) in groups(vlines) {
+            for (m, metric) in vs.metrics.iter().enumerate() {
+                let data = chart_data(vlines, trace, cluster, "mean", |l| l.stats[m]);
+                let tex = pgf.then(|| load_chart(vs, vlines, trace, cluster, m, Format::Pgf));
+                let svg = load_chart(vs, vlines, trace, cluster, m, Format::Svg);
+                write(&format!("{trace}-{cluster}-{metric}"), &svg, data, tex)?;
             }
         }
     }

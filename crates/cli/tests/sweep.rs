@@ -334,3 +334,38 @@ fn launchers_write_a_job_array_and_an_indexed_job() {
     );
     let _ = std::fs::remove_dir_all(planned);
 }
+
+/// `per_vc` collects metrics per VC into vc-results.csv, with either thread count
+/// alike, and the report charts each VC's against load.
+#[test]
+fn per_vc_metrics_are_collected_and_charted_against_load() {
+    let file = root().join("testdata/sweeps/philly-vcs.toml");
+    let (one, two) = (scratch("vc-one"), scratch("vc-two"));
+    for (dir, threads) in [(&one, "1"), (&two, "2")] {
+        let o = run_sweep(&file, dir, threads);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let vcs = std::fs::read_to_string(one.join("vc-results.csv")).unwrap();
+    assert_eq!(
+        vcs,
+        std::fs::read_to_string(two.join("vc-results.csv")).unwrap()
+    );
+    let mut lines = vcs.lines();
+    assert_eq!(
+        lines.next(),
+        Some("cell,trace,cluster,load,setting,seed,vc,jct_mean,pending_mean")
+    );
+    // Every cell (3 loads x 3 policies x 3 seeds) has a row per VC of its jobs.
+    let cells: std::collections::BTreeSet<&str> =
+        lines.map(|l| l.split(',').next().unwrap()).collect();
+    assert_eq!(cells.len(), 27, "{vcs}");
+    assert!(vcs.contains(",hived,0,103959,"), "{vcs}");
+    let o = apiary(&["sweep", "report", one.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let chart = one.join("charts/philly-sample_VC_103959-n48g8-pending_mean.svg");
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("philly-sample VC 103959"), "{svg}");
+    let page = std::fs::read_to_string(one.join("report.html")).unwrap();
+    assert!(page.contains("<h2>Per VC</h2>"));
+    assert!(page.contains("<h3>philly-sample VC 103959 on n48g8</h3>"));
+}

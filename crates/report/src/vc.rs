@@ -118,6 +118,59 @@ pub fn vc_rows(o: &RunOutcome, private: Option<&RunOutcome>) -> Result<Vec<VcRow
         .collect())
 }
 
+/// The metrics of [`crate::METRICS`] that mean something for one VC's jobs alone: those
+/// of jobs' times and counts. Utilisation, cluster efficiency and makespan are the
+/// cluster's, and finish-time fairness counts contention over the whole cluster.
+pub const VC_METRICS: &[&str] = &[
+    "jct_mean",
+    "jct_median",
+    "jct_p95",
+    "jct_p99",
+    "queue_mean",
+    "queue_median",
+    "pending_mean",
+    "pending_median",
+    "slowdown_mean",
+    "slowdown_p99",
+    "jain",
+    "preemptions",
+    "finished",
+    "unfinished",
+    "rejected",
+];
+
+/// The summary of each VC's jobs alone (`default` for jobs without one), in name
+/// order, for the metrics of [`VC_METRICS`]; empty when the run has fewer than two VCs.
+pub fn vc_summaries(o: &RunOutcome, pct: crate::Percentile) -> Vec<(String, crate::Summary)> {
+    let mut by: BTreeMap<&str, Vec<apiary_model::JobOutcome>> = BTreeMap::new();
+    for j in &o.jobs {
+        by.entry(j.vc.as_deref().unwrap_or("default"))
+            .or_default()
+            .push(j.clone());
+    }
+    if by.len() < 2 {
+        return Vec::new();
+    }
+    by.into_iter()
+        .map(|(vc, jobs)| {
+            let part = RunOutcome {
+                policy: o.policy.clone(),
+                params: Vec::new(),
+                cluster: o.cluster.clone(),
+                total_gpus: o.total_gpus,
+                jobs,
+                util: apiary_model::UtilSeries::new(0, o.total_gpus),
+                cluster_efficiency: None,
+                occupancy: None,
+                events: 0,
+                passes: 0,
+                seed: o.seed,
+            };
+            (vc.to_string(), crate::Summary::of(&part, pct))
+        })
+        .collect()
+}
+
 /// Every VC of `runs`, in name order.
 fn vc_names(runs: &[(String, Vec<VcRow>)]) -> Vec<&str> {
     let mut vcs: Vec<&str> = runs
@@ -313,5 +366,54 @@ mod tests {
         assert!(html.contains("<td>1</td><td>2.0 min</td>"), "{html}");
         let other = run("x", &[("a", Some(1000))]);
         assert!(vc_rows(&other, Some(&private)).is_err());
+    }
+
+    fn vc_job(vc: Option<&str>, jct: u64) -> JobOutcome {
+        JobOutcome {
+            id: "j".into(),
+            submit: 0,
+            gpus: 1,
+            duration: 1000,
+            vc: vc.map(Into::into),
+            first_start: Some(jct - 1000),
+            finish: Some(jct),
+            preemptions: 0,
+            executed: 1000,
+            gpu_time: 1000,
+            rejected: None,
+            deadline: None,
+            judged: None,
+        }
+    }
+
+    #[test]
+    fn each_vc_is_summarised_alone() {
+        let o = RunOutcome {
+            policy: "p".into(),
+            params: Vec::new(),
+            cluster: "c".into(),
+            total_gpus: 4,
+            jobs: vec![
+                vc_job(Some("b"), 4000),
+                vc_job(None, 1000),
+                vc_job(Some("b"), 2000),
+            ],
+            util: apiary_model::UtilSeries::new(0, 4),
+            cluster_efficiency: None,
+            occupancy: None,
+            events: 0,
+            passes: 0,
+            seed: 0,
+        };
+        let v = vc_summaries(&o, crate::Percentile::NearestRank);
+        let names: Vec<&str> = v.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(names, ["b", "default"]);
+        assert_eq!(v[0].1.jct_mean, 3.0);
+        assert_eq!(v[0].1.finished, 2);
+        assert_eq!(v[1].1.pending_mean, 0.0);
+        // One VC is the whole cluster: nothing to break down.
+        let mut one = o.clone();
+        one.jobs.truncate(1);
+        assert!(vc_summaries(&one, crate::Percentile::NearestRank).is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! setting) each metric's mean over seeds with a 95 % interval, and its ratio against
 //! the baseline setting at the same trace, cluster and load, paired by seed.
 
-use crate::results::Row;
+use crate::results::{Row, VcResult};
 use crate::spec::Sweep;
 use apiary_report::chart::{self, Chart, Format, Unit};
 use apiary_report::html::page_head;
@@ -371,14 +371,45 @@ fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit, format: Form
     )
 }
 
+/// The sweep's per-VC figures ([`Sweep::per_vc`]): each VC's rows as rows of a sweep
+/// whose metrics are the per-VC ones and whose trace label names the VC
+/// (`philly VC a`), so that they aggregate and chart as the sweep's own do.
+pub fn per_vc(s: &Sweep, vcs: &[VcResult], baseline: Option<&str>) -> (Sweep, Vec<Line>) {
+    let vs = Sweep {
+        metrics: s.per_vc.clone(),
+        ..s.clone()
+    };
+    let rows: Vec<Row> = vcs
+        .iter()
+        .map(|v| Row {
+            trace: format!("{} VC {}", v.row.trace, v.vc),
+            ..v.row.clone()
+        })
+        .collect();
+    let lines = aggregate(&vs, &rows, baseline);
+    (vs, lines)
+}
+
+/// Each (trace, cluster) of `lines`, in the order they first appear.
+pub fn groups(lines: &[Line]) -> Vec<(&str, &str)> {
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for l in lines {
+        if !groups.contains(&(l.trace.as_str(), l.cluster.as_str())) {
+            groups.push((&l.trace, &l.cluster));
+        }
+    }
+    groups
+}
+
 /// The HTML report: the table, headlines, and per trace and cluster one chart per
-/// metric of its mean against load, a line per setting with its 95 % band.
-/// `made` is how the report was made (command, apiary, commit, date, inputs), shown at
-/// its foot.
+/// metric of its mean against load, a line per setting with its 95 % band; then, when
+/// given ([`per_vc`]), the same per VC. `made` is how the report was made (command,
+/// apiary, commit, date, inputs), shown at its foot.
 pub fn html(
     s: &Sweep,
     lines: &[Line],
     baseline: Option<&str>,
+    vcs: Option<(&Sweep, &[Line])>,
     made: &[(String, String)],
 ) -> String {
     let mut o = page_head(&format!("apiary sweep: {}", s.name));
@@ -389,18 +420,21 @@ pub fn html(
         }
         o.push_str("</ul>\n");
     }
-    let mut groups: Vec<(&str, &str)> = Vec::new();
-    for l in lines {
-        if !groups.contains(&(l.trace.as_str(), l.cluster.as_str())) {
-            groups.push((&l.trace, &l.cluster));
-        }
-    }
-    for (trace, cluster) in groups {
+    for (trace, cluster) in groups(lines) {
         let _ = writeln!(o, "<h2>{} on {}</h2>", esc(trace), esc(cluster));
         for m in 0..s.metrics.len() {
             o.push_str(&load_chart(s, lines, trace, cluster, m, Format::Svg));
             if let Some(r) = relative_chart(s, lines, trace, cluster, m, baseline, Format::Svg) {
                 o.push_str(&r);
+            }
+        }
+    }
+    if let Some((vs, vlines)) = vcs.filter(|v| !v.1.is_empty()) {
+        o.push_str("<h2>Per VC</h2>\n");
+        for (trace, cluster) in groups(vlines) {
+            let _ = writeln!(o, "<h3>{} on {}</h3>", esc(trace), esc(cluster));
+            for m in 0..vs.metrics.len() {
+                o.push_str(&load_chart(vs, vlines, trace, cluster, m, Format::Svg));
             }
         }
     }

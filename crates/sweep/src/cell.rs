@@ -89,8 +89,8 @@ impl<'a> Inputs<'a> {
             .map_err(CellError::Trace)
     }
 
-    /// Runs `cell` and returns its summary.
-    pub fn run(&self, cell: &Cell) -> Result<Summary, CellError> {
+    /// Runs `cell` and returns its summary, and each VC's when the sweep asks for them.
+    pub fn run(&self, cell: &Cell) -> Result<CellOutcome, CellError> {
         let s = self.sweep;
         let cluster = self.cluster(cell.cluster)?;
         let all = self.jobs(cell.trace, cell.cluster, &cluster)?;
@@ -121,8 +121,26 @@ impl<'a> Inputs<'a> {
             &mut |_| {},
         )?;
         out.params = setting.params.clone();
-        Ok(Summary::of(&out, s.percentile))
+        let vcs = if s.per_vc.is_empty() {
+            Vec::new()
+        } else {
+            apiary_report::vc::vc_summaries(&out, s.percentile)
+        };
+        Ok(CellOutcome {
+            summary: Summary::of(&out, s.percentile),
+            vcs,
+        })
     }
+}
+
+/// What one cell measured.
+#[derive(Clone, Debug)]
+pub struct CellOutcome {
+    /// The run's summary.
+    pub summary: Summary,
+    /// Each VC's summary (VCs in name order), when the sweep has `per_vc` metrics and
+    /// the trace has VCs.
+    pub vcs: Vec<(String, Summary)>,
 }
 
 /// `n` jobs of `jobs` drawn without replacement by `seed`, in trace order (all of them

@@ -48,7 +48,7 @@ fn header(s: &Sweep) -> Vec<String> {
 
 impl Row {
     /// The row of `cell` with its outcome.
-    pub fn of(s: &Sweep, cell: &Cell, outcome: &Result<Summary, CellError>) -> Row {
+    pub fn of(s: &Sweep, cell: &Cell, outcome: Result<&Summary, &CellError>) -> Row {
         let (values, error) = match outcome {
             Ok(sum) => (s.metrics.iter().map(|m| sum.metric(m)).collect(), None),
             Err(e) => (vec![None; s.metrics.len()], Some(e.to_string())),
@@ -176,6 +176,125 @@ pub fn read_rows(path: &Path, s: &Sweep) -> Result<Vec<Row>, SweepError> {
     Ok(out)
 }
 
+/// One VC of one cell: its label, and the sweep's `per_vc` metrics over its jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VcResult {
+    /// The cell's row, its values the VC's (in `per_vc` order).
+    pub row: Row,
+    /// The VC.
+    pub vc: String,
+}
+
+fn vc_header(s: &Sweep) -> Vec<String> {
+    let mut h: Vec<String> = ["cell", "trace", "cluster", "load", "setting", "seed", "vc"]
+        .map(String::from)
+        .to_vec();
+    h.extend(s.per_vc.iter().cloned());
+    h
+}
+
+/// The file holding `cell`'s per-VC rows.
+pub fn vc_cell_path(dir: &Path, cell: usize) -> PathBuf {
+    dir.join("cells").join(format!("{cell:06}.vc.csv"))
+}
+
+fn vc_csv(s: &Sweep, rows: &[VcResult]) -> Vec<u8> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(vc_header(s));
+    for r in rows {
+        let mut rec = r.row.record();
+        rec.pop(); // the error column: a VC row is written only for a run that finished
+        rec.insert(6, r.vc.clone());
+        let _ = w.write_record(rec);
+    }
+    w.into_inner().unwrap_or_default()
+}
+
+/// The per-VC rows of `cell`'s summaries `vcs`.
+pub fn vc_results(s: &Sweep, cell: &Cell, vcs: &[(String, Summary)]) -> Vec<VcResult> {
+    vcs.iter()
+        .map(|(vc, sum)| {
+            let mut row = Row::of(s, cell, Ok(sum));
+            row.values = s.per_vc.iter().map(|m| sum.metric(m)).collect();
+            VcResult {
+                row,
+                vc: vc.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Writes `cell`'s per-VC rows, before its row (which marks the cell done).
+pub fn write_vc_cell(
+    dir: &Path,
+    s: &Sweep,
+    cell: usize,
+    rows: &[VcResult],
+) -> Result<(), SweepError> {
+    let cells = dir.join("cells");
+    std::fs::create_dir_all(&cells).map_err(io(&cells))?;
+    write_whole(&vc_cell_path(dir, cell), &vc_csv(s, rows))
+}
+
+/// Reads per-VC rows written for `s` (a cell's file or `vc-results.csv`).
+pub fn read_vc_rows(path: &Path, s: &Sweep) -> Result<Vec<VcResult>, SweepError> {
+    let bad = |line: u64, message: String| SweepError::Results {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let mut r = csv::Reader::from_path(path).map_err(|e| bad(1, e.to_string()))?;
+    let want = vc_header(s);
+    let got: Vec<String> = r
+        .headers()
+        .map_err(|e| bad(1, e.to_string()))?
+        .iter()
+        .map(String::from)
+        .collect();
+    if got != want {
+        return Err(bad(
+            1,
+            format!(
+                "columns are {} but this sweep writes {}",
+                got.join(","),
+                want.join(",")
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(|e| bad(0, e.to_string()))?;
+        let line = rec.position().map_or(0, |p| p.line());
+        let num = |i: usize, what: &str| -> Result<f64, SweepError> {
+            rec[i]
+                .parse::<f64>()
+                .map_err(|_| bad(line, format!("{what} '{}' is not a number", &rec[i])))
+        };
+        let mut values = Vec::with_capacity(s.per_vc.len());
+        for (k, name) in s.per_vc.iter().enumerate() {
+            values.push(if rec[7 + k].is_empty() {
+                None
+            } else {
+                Some(num(7 + k, name)?)
+            });
+        }
+        out.push(VcResult {
+            row: Row {
+                cell: num(0, "cell")? as usize,
+                trace: rec[1].to_string(),
+                cluster: rec[2].to_string(),
+                load: num(3, "load")?,
+                setting: rec[4].to_string(),
+                seed: num(5, "seed")? as u64,
+                values,
+                error: None,
+            },
+            vc: rec[6].to_string(),
+        });
+    }
+    Ok(out)
+}
+
 /// Which of `cells` have a file without an error.
 pub fn done(dir: &Path, s: &Sweep, cells: &[Cell]) -> Vec<bool> {
     cells
@@ -226,6 +345,17 @@ pub fn merge(dir: &Path, s: &Sweep, cells: &[Cell]) -> Result<Merged, SweepError
     }
     let refs: Vec<&Row> = rows.iter().collect();
     write_whole(&dir.join("results.csv"), &to_csv(s, &refs))?;
+    if !s.per_vc.is_empty() {
+        let mut vcs = Vec::new();
+        for r in rows.iter().filter(|r| r.error.is_none()) {
+            let p = vc_cell_path(dir, r.cell);
+            // A trace without VCs writes none.
+            if p.exists() {
+                vcs.extend(read_vc_rows(&p, s)?);
+            }
+        }
+        write_whole(&dir.join("vc-results.csv"), &vc_csv(s, &vcs))?;
+    }
     Ok(m)
 }
 

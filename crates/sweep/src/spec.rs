@@ -4,6 +4,7 @@
 
 use apiary_model::time::secs_f64;
 use apiary_policy::{Params, registry};
+use apiary_report::vc::VC_METRICS;
 use apiary_report::{METRICS, Percentile};
 use apiary_sim::{Config, Mode};
 use serde::Deserialize;
@@ -130,6 +131,8 @@ struct SweepFile {
     seeds: Option<Seeds>,
     loads: Option<Vec<f64>>,
     metrics: Option<Vec<String>>,
+    #[serde(default)]
+    per_vc: Vec<String>,
     baseline: Option<String>,
     clusters: Vec<String>,
     trace: Vec<TraceFile>,
@@ -174,6 +177,9 @@ pub struct Sweep {
     pub loads: Vec<f64>,
     /// Metrics collected, from [`METRICS`].
     pub metrics: Vec<String>,
+    /// Metrics collected per VC as well (from [`VC_METRICS`]), into `vc-results.csv`;
+    /// none unless the sweep file asks.
+    pub per_vc: Vec<String>,
     /// The setting ratios are taken against.
     pub baseline: Option<String>,
     /// Cluster names or files, as the sweep file gives them (their labels in results).
@@ -279,6 +285,18 @@ impl Sweep {
                 ));
             }
         }
+        for (i, m) in f.per_vc.iter().enumerate() {
+            if !VC_METRICS.contains(&m.as_str()) {
+                return Err(field(
+                    path,
+                    format!("per_vc[{i}]"),
+                    format!(
+                        "'{m}' is not a metric of one VC's jobs (those are: {})",
+                        VC_METRICS.join(", ")
+                    ),
+                ));
+            }
+        }
         if f.clusters.is_empty() {
             return Err(field(path, "clusters", "at least one cluster"));
         }
@@ -342,6 +360,7 @@ impl Sweep {
             seeds,
             loads,
             metrics,
+            per_vc: f.per_vc,
             baseline: f.baseline,
             cluster_sources: f
                 .clusters
@@ -515,5 +534,19 @@ name = "fifo"
             .unwrap_err()
             .to_string();
         assert!(e.contains("baseline"), "{e}");
+        // Utilisation is the cluster's: no VC has one of its own.
+        let e = parse(&format!("per_vc = [\"jct_mean\", \"util_mean\"]\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("per_vc[1]") && e.contains("not a metric of one VC"),
+            "{e}"
+        );
+        assert_eq!(
+            parse(&format!("per_vc = [\"jct_mean\"]\n{MIN}"))
+                .unwrap()
+                .per_vc,
+            ["jct_mean"]
+        );
     }
 }
