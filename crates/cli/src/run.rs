@@ -519,8 +519,27 @@ pub(crate) fn simulate(a: SimArgs) -> Result<()> {
     } else {
         print!("{}", apiary_report::table(std::slice::from_ref(&sum)));
         print_rejections(&setting.label, &out);
+        print_notes(setting, &params, &sum);
     }
     Ok(())
+}
+
+/// Why a run's jobs waited where the numbers alone would puzzle: Gandiva's pending
+/// time on a mostly idle cluster comes from an artifact quirk.
+fn print_notes(setting: &Setting, params: &apiary_policy::Params, sum: &Summary) {
+    if setting.policy == "gandiva"
+        && apiary_policy::gandiva::idle_queueing_quirk(params)
+        && sum.pending_mean >= 60.0
+        && sum.util_mean < 0.5
+    {
+        println!(
+            "{}: {} mean pending time at {:.1} % GPU utilisation: {}",
+            setting.label,
+            apiary_report::present::duration(sum.pending_mean),
+            sum.util_mean * 100.0,
+            apiary_policy::gandiva::IDLE_QUEUEING
+        );
+    }
 }
 
 /// Why jobs were rejected, a line per reason (the table counts them).
@@ -612,8 +631,9 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
         }
         let named: Vec<(&str, &RunOutcome)> =
             runs.iter().map(|(s, o)| (s.policy.as_str(), o)).collect();
-        for ((_, o), s) in runs.iter().zip(&settings) {
+        for (((sum, o), s), p) in runs.iter().zip(&settings).zip(&params) {
             print_rejections(&s.label, o);
+            print_notes(s, p, sum);
         }
         for g in apiary_report::html::identical(&named) {
             let names: Vec<&str> = g.split([',', ' ']).filter(|w| !w.is_empty()).collect();

@@ -34,9 +34,11 @@
 //! finishes (only a rearrangement resets it), and growing a class whose node-sets fit on
 //! one node rearranges its jobs only when the last attempt to take free nodes failed (a
 //! reused loop variable in `gandiva_node_set_expand`); the retry of waiting jobs skips
-//! the job after each one it places (a list mutated while iterated). `quirks=false`
-//! gives the evident intent: `load ≤ capacity`, live loads, rearrange after every
-//! growth, and every waiting job retried.
+//! the job after each one it places (a list mutated while iterated); and node-sets grow
+//! and shrink by `ceil(GPUs / g)` sets although a set of jobs smaller than a node holds
+//! the whole node ([`IDLE_QUEUEING`]). `quirks=false` gives the evident intent:
+//! `load ≤ capacity`, live loads, rearrange after every growth, every waiting job
+//! retried, and sets counted by the GPUs they hold.
 
 use crate::PolicyError;
 use crate::ctx::{Ctx, Handles};
@@ -58,6 +60,19 @@ pub const GANDIVA: PolicySpec = PolicySpec {
     params: GANDIVA_PARAMS,
     build: |p| Ok(Box::new(Gandiva::new(p)?)),
 };
+
+/// Why Gandiva with the artifacts' quirks keeps jobs waiting on a cluster with idle
+/// nodes, for the output to say where that shows (pending time at low utilisation).
+pub const IDLE_QUEUEING: &str = "the artifacts' node-set adjustment counts a node-set \
+     of g-GPU jobs as g GPUs although it holds a whole node, so it shrinks classes of jobs \
+     smaller than a node onto too few nodes, where they time-slice while other nodes idle; \
+     --set quirks=false counts the GPUs a set holds \
+     (docs/policies/gandiva.md, quirk 5)";
+
+/// Whether the quirk [`IDLE_QUEUEING`] explains is on with `p`.
+pub fn idle_queueing_quirk(p: &Params) -> bool {
+    p.bool(&QUIRKS).unwrap_or(true)
+}
 
 const GANDIVA_PARAMS: &[ParamSpec] = &[QUANTUM, TICK, QUIRKS, CLOCK, SLOT];
 
@@ -369,10 +384,27 @@ impl Gandiva {
             let plan = ((d as f64 / total as f64) * cluster).floor() as u64;
             let target = plan.min(d) as i64;
             let diff = target - held as i64;
+            // The artifact counts node-sets of `g` GPUs, but a set of jobs smaller than
+            // a node holds the whole node: with the quirk it grows and shrinks by up to
+            // node/g times too many sets (shrinking a class of nine 1-GPU jobs on two
+            // 8-GPU nodes to one node, to time-slice on an idle cluster). Without it, a
+            // set counts the GPUs it holds, and a class shrinks only by sets its excess
+            // covers whole.
+            let per_set = if self.quirks {
+                g as u64
+            } else {
+                let n = ctx.cluster().max_gpus_per_node.max(1) as u64;
+                (g as u64).div_ceil(n) * n
+            };
             if diff > 0 {
-                self.expand(ctx, g, (diff as u64).div_ceil(g as u64));
+                self.expand(ctx, g, (diff as u64).div_ceil(per_set));
             } else if diff < 0 {
-                self.shrink(g, diff.unsigned_abs().div_ceil(g as u64));
+                let n = if self.quirks {
+                    diff.unsigned_abs().div_ceil(per_set)
+                } else {
+                    diff.unsigned_abs() / per_set
+                };
+                self.shrink(g, n);
             }
         }
     }
