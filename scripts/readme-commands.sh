@@ -49,7 +49,7 @@ for doc in "${DOCS[@]}"; do
       "cargo test"*)
         echo "skip  $cmd   (the test suite is CI's first step)"; continue ;;
       "cargo install"*)
-        run=(bash -c "cd '$ROOT' && CARGO_TARGET_DIR='$ROOT/target' ${cmd} --root '$WORK/install'") ;;
+        run=(bash -c "cd '$ROOT' && CARGO_TARGET_DIR='${CARGO_TARGET_DIR:-$ROOT/target}' ${cmd} --root '$WORK/install'") ;;
       "cargo "*)
         run=(bash -c "cd '$ROOT' && $cmd") ;;
       *sbatch*)

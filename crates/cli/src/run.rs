@@ -83,6 +83,14 @@ pub(crate) struct RunArgs {
     /// Percentile definition: `nearest` (nearest rank) or `floor` (Muri's calc.py).
     #[arg(long, default_value = "nearest")]
     percentile: String,
+    /// Grid carbon intensity for energy and carbon: a grid apiary ships (BPAT, CISO,
+    /// ERCO, MISO, NYIS, PJM: EIA-930 2022, hourly) or a CSV of hourly g/kWh
+    /// (docs/carbon.md). Default: a constant 289 g/kWh, the six grids' mean.
+    #[arg(long, value_name = "GRID|FILE")]
+    carbon: Option<String>,
+    /// The facility's power usage effectiveness, multiplying the GPUs' energy.
+    #[arg(long, default_value_t = 1.0)]
+    pue: f64,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -123,6 +131,10 @@ impl RunArgs {
         t.insert("per_event_overhead".into(), self.per_event_overhead.into());
         t.insert("percentile".into(), self.percentile.clone().into());
         t.insert("speed".into(), self.speed.clone().into());
+        if let Some(c) = &self.carbon {
+            t.insert("carbon".into(), c.clone().into());
+        }
+        t.insert("pue".into(), self.pue.into());
         if let Some(d) = &self.speed_data {
             t.insert("speed_data".into(), d.display().to_string().into());
         }
@@ -224,11 +236,22 @@ fn config(a: &RunArgs) -> Result<Config> {
     let Some(restart_overhead) = apiary_model::time::secs_f64(a.restart_overhead) else {
         bail!("--restart-overhead must be a number of seconds, 0 to 10^12");
     };
+    if !(a.pue.is_finite() && (1.0..=10.0).contains(&a.pue)) {
+        bail!("--pue must be between 1 and 10 (got {})", a.pue);
+    }
+    let carbon = match &a.carbon {
+        Some(c) => Some(std::sync::Arc::new(apiary_trace::carbon::read_intensity(
+            c,
+        )?)),
+        None => None,
+    };
     Ok(Config {
         mode,
         restart_overhead,
         per_event_overhead: a.per_event_overhead,
         seed: a.seed,
+        carbon,
+        pue: a.pue,
     })
 }
 
@@ -462,6 +485,8 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
         ("speed-unknown", r.speed_unknown.to_string()),
         ("driver", r.driver.clone()),
         ("percentile", r.percentile.clone()),
+        ("carbon", opt(&r.carbon)),
+        ("pue", r.pue.to_string()),
         ("format", opt(&r.read.format)),
         ("skip-bad-rows", r.read.skip_bad_rows.to_string()),
         ("gavel-throughputs", path_opt(&r.read.gavel_throughputs)),

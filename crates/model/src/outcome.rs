@@ -181,6 +181,8 @@ pub struct RunOutcome {
     pub cluster_efficiency: Option<UtilSeries>,
     /// Jobs waiting and jobs running over time, where the driver measured them.
     pub occupancy: Option<Occupancy>,
+    /// GPU energy and carbon, where the driver measured them.
+    pub energy: Option<crate::energy::EnergyReport>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.

@@ -12,6 +12,7 @@
 //! validation read.
 
 pub mod antman;
+pub mod carbon;
 pub mod ctx;
 mod demands;
 pub mod elasticflow;

@@ -5,7 +5,8 @@
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
-    antman, elasticflow, fifo, gandiva, gavel, muri, plugin, pollux, srtf, themis, tiresias, vc,
+    antman, carbon, elasticflow, fifo, gandiva, gavel, muri, plugin, pollux, srtf, themis,
+    tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -34,6 +35,7 @@ pub const ALL: &[PolicySpec] = &[
     vc::HIVED,
     vc::QUOTA,
     vc::PRIVATE,
+    carbon::CARBON_PAUSE,
     plugin::PLUGIN,
 ];
 

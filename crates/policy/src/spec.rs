@@ -55,11 +55,14 @@ pub enum Capability {
     /// world holds the whole trace; live, only the jobs submitted so far, so there the
     /// policy sees no future.
     Lookahead,
+    /// Reads the grid's carbon intensity over time ([`crate::ctx::Carbon`]): the run's
+    /// series in the simulator, the file the server re-reads live.
+    Carbon,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 15] = [
+    pub const ALL: [Capability; 16] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -75,6 +78,7 @@ impl Capability {
         Capability::Tenants,
         Capability::WholeCluster,
         Capability::Lookahead,
+        Capability::Carbon,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -95,6 +99,7 @@ impl Capability {
             Capability::Tenants => "tenants",
             Capability::WholeCluster => "whole-cluster",
             Capability::Lookahead => "lookahead",
+            Capability::Carbon => "carbon",
         }
     }
 
@@ -124,7 +129,10 @@ impl Capability {
     /// Whether a policy with it can run inside one tenant's share (a VC), where GPUs
     /// come from the tenant's placer and the tenant's view is all there is.
     pub const fn in_tenant(self) -> bool {
-        matches!(self, Capability::Durations | Capability::Lookahead)
+        matches!(
+            self,
+            Capability::Durations | Capability::Lookahead | Capability::Carbon
+        )
     }
 }
 

@@ -175,6 +175,9 @@ pub struct World {
     pub restart_overhead: Time,
     /// The run's seed (random placement draws from it).
     pub seed: u64,
+    /// The grid's carbon intensity, where the driver has a series (the `carbon`
+    /// mechanism reads it).
+    pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
     /// What prices placements for the topology strategy, if the driver injected one
     /// ([`World::set_scorer`]); kept for the run.
     scorer: placement::ScorerSlot,
@@ -265,6 +268,7 @@ impl World {
             now: 0,
             restart_overhead: 0,
             seed: 0,
+            carbon: None,
             scorer: Default::default(),
             running: Vec::new(),
             share: Vec::new(),

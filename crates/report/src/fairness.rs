@@ -131,6 +131,7 @@ mod tests {
             util: apiary_model::UtilSeries::new(0, gpus),
             cluster_efficiency: None,
             occupancy: None,
+            energy: None,
             events: 0,
             passes: 0,
             seed: 0,

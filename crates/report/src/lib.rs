@@ -104,6 +104,18 @@ pub struct Summary {
     /// tables.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ce_mean: Option<f64>,
+    /// Facility energy of the GPUs while they held jobs, kWh (PUE applied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_kwh: Option<f64>,
+    /// Carbon that energy emitted at the grid's intensity of the time, kg CO2eq.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carbon_kg: Option<f64>,
+    /// Carbon of every GPU of the cluster over the makespan, idle ones included, kg.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_carbon_kg: Option<f64>,
+    /// How energy and carbon were computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_model: Option<EnergyModel>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -122,6 +134,26 @@ pub struct Summary {
     pub events: u64,
     /// Seed.
     pub seed: u64,
+}
+
+/// How a run's energy and carbon were computed, for `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EnergyModel {
+    /// The carbon-intensity series (`default`: a constant, the mean of the six EIA-930
+    /// 2022 series apiary ships).
+    pub intensity: String,
+    /// Its mean, g/kWh.
+    pub intensity_mean: f64,
+    /// Hours missing from it and filled from the hour before.
+    pub filled_hours: usize,
+    /// The PUE the GPUs' energy was multiplied by.
+    pub pue: f64,
+    /// GPU energy while holding jobs, kWh before PUE.
+    pub busy_kwh: f64,
+    /// GPU energy while idle, kWh before PUE.
+    pub idle_kwh: f64,
+    /// The whole cluster's facility energy, idle GPUs included, kWh.
+    pub cluster_energy_kwh: f64,
 }
 
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
@@ -160,6 +192,15 @@ pub const METRICS: &[(&str, &str)] = &[
         "ce_mean",
         "ElasticFlow's cluster efficiency (jobs with throughput tables)",
     ),
+    (
+        "energy_kwh",
+        "energy of the GPUs while they held jobs (times the PUE), kWh",
+    ),
+    ("carbon_kg", "carbon that energy emitted, kg CO2eq"),
+    (
+        "cluster_carbon_kg",
+        "carbon of every GPU over the makespan, idle ones included, kg CO2eq",
+    ),
     ("preemptions", "preemptions in total"),
     (
         "deadline_ratio",
@@ -196,6 +237,9 @@ impl Summary {
             "makespan" => self.makespan,
             "util_mean" => self.util_mean,
             "ce_mean" => self.ce_mean?,
+            "energy_kwh" => self.energy_kwh?,
+            "carbon_kg" => self.carbon_kg?,
+            "cluster_carbon_kg" => self.cluster_carbon_kg?,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -314,6 +358,21 @@ impl Summary {
                 } else {
                     0.0
                 }
+            }),
+            energy_kwh: o.energy.as_ref().map(|e| e.energy_kwh()),
+            carbon_kg: o.energy.as_ref().map(|e| e.busy_carbon_kg),
+            cluster_carbon_kg: o
+                .energy
+                .as_ref()
+                .map(|e| e.busy_carbon_kg + e.idle_carbon_kg),
+            energy_model: o.energy.as_ref().map(|e| EnergyModel {
+                intensity: e.intensity.clone(),
+                intensity_mean: e.intensity_mean,
+                filled_hours: e.filled,
+                pue: e.pue,
+                busy_kwh: e.busy_kwh,
+                idle_kwh: e.idle_kwh,
+                cluster_energy_kwh: e.cluster_energy_kwh(),
             }),
             preemptions,
             deadline_jobs,
@@ -552,6 +611,7 @@ mod tests {
             util: apiary_model::UtilSeries::new(0, 1),
             cluster_efficiency: None,
             occupancy: None,
+            energy: None,
             events: 0,
             passes: 0,
             seed: 0,

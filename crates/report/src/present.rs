@@ -119,6 +119,9 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "unfinished" => (Kind::Count, "jobs unfinished", Lower),
         "rejected" => (Kind::Count, "jobs rejected", Lower),
         "preemptions" => (Kind::Count, "preemptions", Lower),
+        "energy_kwh" => (Kind::Count, "jobs' GPU energy, kWh", Lower),
+        "carbon_kg" => (Kind::Count, "jobs' carbon, kg CO2eq", Lower),
+        "cluster_carbon_kg" => (Kind::Count, "cluster carbon (idle too), kg", Lower),
         _ => (Kind::Count, "events", Lower),
     }
 }
@@ -315,6 +318,24 @@ pub const MEASURES: &[Measure] = &[
         headline: None,
         kind: Kind::Percent,
         value: |s| s.ce_mean,
+    },
+    Measure {
+        key: "energy_kwh",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| s.energy_kwh,
+    },
+    Measure {
+        key: "carbon_kg",
+        headline: Some(Better::Lower),
+        kind: Kind::Count,
+        value: |s| s.carbon_kg,
+    },
+    Measure {
+        key: "cluster_carbon_kg",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| s.cluster_carbon_kg,
     },
     Measure {
         key: "preemptions",

@@ -162,6 +162,7 @@ pub fn vc_summaries(o: &RunOutcome, pct: crate::Percentile) -> Vec<(String, crat
                 util: apiary_model::UtilSeries::new(0, o.total_gpus),
                 cluster_efficiency: None,
                 occupancy: None,
+                energy: None,
                 events: 0,
                 passes: 0,
                 seed: o.seed,
@@ -309,6 +310,7 @@ mod tests {
         RunOutcome {
             cluster_efficiency: None,
             occupancy: None,
+            energy: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),
@@ -401,6 +403,7 @@ mod tests {
             util: apiary_model::UtilSeries::new(0, 4),
             cluster_efficiency: None,
             occupancy: None,
+            energy: None,
             events: 0,
             passes: 0,
             seed: 0,

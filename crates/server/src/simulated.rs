@@ -150,6 +150,7 @@ impl LiveBackend {
         let world = core.world_mut();
         world.seed = cfg.seed;
         world.restart_overhead = cfg.restart_overhead;
+        world.carbon = cfg.carbon.clone();
         Ok(LiveBackend {
             core,
             index: vec![None; jobs.len()],

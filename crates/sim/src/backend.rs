@@ -77,6 +77,7 @@ impl<'a> SimBackend<'a> {
         // The engine sets the clock to the first submission.
         let mut world = World::new(cluster, jobs);
         world.restart_overhead = cfg.restart_overhead;
+        world.carbon = cfg.carbon.clone();
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {

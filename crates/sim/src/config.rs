@@ -40,6 +40,10 @@ pub struct Config {
     pub per_event_overhead: bool,
     /// Seed for any randomness (recorded in the outcome).
     pub seed: u64,
+    /// The grid's carbon intensity over the run (the documented constant when `None`).
+    pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
+    /// The facility's power usage effectiveness, multiplying the GPUs' energy.
+    pub pue: f64,
 }
 
 impl Default for Config {
@@ -49,6 +53,8 @@ impl Default for Config {
             restart_overhead: 0,
             per_event_overhead: false,
             seed: 0,
+            carbon: None,
+            pue: 1.0,
         }
     }
 }

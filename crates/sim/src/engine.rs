@@ -115,10 +115,11 @@ impl<'a, B: Backend> Engine<'a, B> {
         } else {
             &[]
         };
-        let observers = observe::standard(with_extras, start, total_gpus)
-            .into_iter()
-            .map(|o| o as Box<dyn Observer + 'a>)
-            .collect();
+        let observers =
+            observe::standard(with_extras, start, total_gpus, cfg.carbon.clone(), cfg.pue)
+                .into_iter()
+                .map(|o| o as Box<dyn Observer + 'a>)
+                .collect();
         let cluster_name = b.world().cluster.name.clone();
         let mut hooks: Vec<Box<dyn Hook + 'a>> = Vec::new();
         if cfg.per_event_overhead {
@@ -435,6 +436,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             util: UtilSeries::new(self.observed, total_gpus),
             cluster_efficiency: None,
             occupancy: None,
+            energy: None,
             events: self.events,
             passes: self.passes,
             seed: self.seed,

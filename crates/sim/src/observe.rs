@@ -6,8 +6,10 @@
 //! writes what it measured into the run's outcome at the end. New metrics (power,
 //! carbon, cache hit rates) arrive as new observers, not as new engine code.
 
+use apiary_model::energy::{EnergyReport, GpuPower, Intensity, gpu_power};
 use apiary_model::{Job, Occupancy, RunOutcome, Time, UtilSeries};
 use apiary_policy::World;
+use std::sync::Arc;
 
 /// Measures the cluster over the intervals between events.
 pub trait Observer {
@@ -87,6 +89,95 @@ impl Observer for ClusterEfficiency {
     }
 }
 
+/// GPU energy and carbon: every interval, each GPU draws its type's busy power while it
+/// holds a job and its idle power otherwise ([`apiary_model::energy::gpu_power`]), times
+/// the PUE, and emits that energy times the grid's intensity over the interval.
+#[derive(Clone, Debug)]
+pub struct Energy {
+    intensity: Arc<Intensity>,
+    pue: f64,
+    /// Per node, its GPUs' power; built at the first interval.
+    nodes: Vec<GpuPower>,
+    /// Every node's GPUs are of one type: the cluster's busy GPU count suffices.
+    uniform: Option<GpuPower>,
+    /// Joules.
+    busy_j: f64,
+    idle_j: f64,
+    /// Grams.
+    busy_g: f64,
+    idle_g: f64,
+}
+
+impl Energy {
+    /// Under `intensity` (the documented constant when `None`) and `pue`.
+    pub fn new(intensity: Option<Arc<Intensity>>, pue: f64) -> Energy {
+        Energy {
+            intensity: intensity.unwrap_or_else(|| Arc::new(Intensity::default_constant())),
+            pue,
+            nodes: Vec::new(),
+            uniform: None,
+            busy_j: 0.0,
+            idle_j: 0.0,
+            busy_g: 0.0,
+            idle_g: 0.0,
+        }
+    }
+
+    /// Busy and idle power (W) of the cluster as `world` holds it.
+    fn power(&mut self, world: &World) -> (f64, f64) {
+        let c = &world.cluster;
+        if self.nodes.is_empty() && !c.nodes.is_empty() {
+            self.nodes = c.nodes.iter().map(|n| gpu_power(&n.gpu_type)).collect();
+            let first = &c.nodes[0].gpu_type;
+            if c.nodes.iter().all(|n| &n.gpu_type == first) {
+                self.uniform = Some(self.nodes[0]);
+            }
+        }
+        if let Some(p) = self.uniform {
+            let busy = world.busy_gpus() as f64;
+            let idle = c.total_gpus as f64 - busy;
+            return (busy * p.busy_w, idle * p.idle_w);
+        }
+        let s = &world.state;
+        let (mut b, mut i) = (0.0, 0.0);
+        for (n, p) in self.nodes.iter().enumerate() {
+            let free = s.free_on(n as u32) as f64;
+            b += (s.capacity_of(n as u32) as f64 - free) * p.busy_w;
+            i += free * p.idle_w;
+        }
+        (b, i)
+    }
+}
+
+impl Observer for Energy {
+    fn interval(&mut self, world: &World, from: Time, to: Time) {
+        if to <= from {
+            return;
+        }
+        let (busy_w, idle_w) = self.power(world);
+        let secs = (to - from) as f64 / 1000.0;
+        self.busy_j += busy_w * secs;
+        self.idle_j += idle_w * secs;
+        // kW x (g/kWh)·h = g.
+        let ci = self.intensity.integral(from, to) * self.pue / 1000.0;
+        self.busy_g += busy_w * ci;
+        self.idle_g += idle_w * ci;
+    }
+    fn report(self: Box<Self>, outcome: &mut RunOutcome) {
+        const J_PER_KWH: f64 = 3.6e6;
+        outcome.energy = Some(EnergyReport {
+            busy_kwh: self.busy_j / J_PER_KWH,
+            idle_kwh: self.idle_j / J_PER_KWH,
+            pue: self.pue,
+            busy_carbon_kg: self.busy_g / 1000.0,
+            idle_carbon_kg: self.idle_g / 1000.0,
+            intensity: self.intensity.source.clone(),
+            intensity_mean: self.intensity.mean(),
+            filled: self.intensity.filled,
+        });
+    }
+}
+
 /// The running jobs' speed-ups over one GPU of their own throughput table; a job
 /// without one counts the GPUs it holds.
 fn useful_gpus(world: &World) -> f64 {
@@ -106,12 +197,19 @@ fn useful_gpus(world: &World) -> f64 {
         .sum()
 }
 
-/// The series a driver records for `jobs` by default: utilisation, and cluster
-/// efficiency where it applies.
-pub fn standard(jobs: &[Job], start: Time, total_gpus: u32) -> Vec<Box<dyn Observer>> {
+/// The series a driver records for `jobs` by default: utilisation, job counts, energy
+/// and carbon (under `carbon` and `pue`), and cluster efficiency where it applies.
+pub fn standard(
+    jobs: &[Job],
+    start: Time,
+    total_gpus: u32,
+    carbon: Option<Arc<Intensity>>,
+    pue: f64,
+) -> Vec<Box<dyn Observer>> {
     let mut out: Vec<Box<dyn Observer>> = vec![
         Box::new(Utilisation::new(start, total_gpus)),
         Box::new(JobCounts::new(start)),
+        Box::new(Energy::new(carbon, pue)),
     ];
     if ClusterEfficiency::applies(jobs) {
         out.push(Box::new(ClusterEfficiency::new(start, total_gpus)));

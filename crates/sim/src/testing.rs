@@ -104,6 +104,7 @@ fn blank(total_gpus: u32) -> RunOutcome {
         util: UtilSeries::new(0, total_gpus),
         cluster_efficiency: None,
         occupancy: None,
+        energy: None,
         events: 0,
         passes: 0,
         seed: 0,

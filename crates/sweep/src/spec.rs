@@ -122,6 +122,8 @@ struct SimFile {
     percentile: Option<String>,
     speed: Option<String>,
     speed_data: Option<PathBuf>,
+    carbon: Option<String>,
+    pue: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -354,7 +356,7 @@ impl Sweep {
                 format!("'{b}' is none of the settings ({})", known.join(", ")),
             ));
         }
-        let (config, percentile) = sim_options(path, &f.sim)?;
+        let (config, percentile) = sim_options(path, base, &f.sim)?;
         Ok(Sweep {
             name: f.name.unwrap_or_else(|| stem.to_string()),
             seeds,
@@ -442,7 +444,7 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
     Ok(out)
 }
 
-fn sim_options(path: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepError> {
+fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepError> {
     let text = s.mode.as_deref().unwrap_or("event");
     let Some(mode) = Mode::parse(text) else {
         return Err(field(
@@ -465,12 +467,37 @@ fn sim_options(path: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepEr
             ));
         }
     };
+    let pue = s.pue.unwrap_or(1.0);
+    if !(pue.is_finite() && (1.0..=10.0).contains(&pue)) {
+        return Err(field(
+            path,
+            "sim.pue",
+            format!("{pue} is not between 1 and 10"),
+        ));
+    }
+    // A grid's name, else a file relative to the sweep file.
+    let carbon = match &s.carbon {
+        None => None,
+        Some(c) => {
+            let grid = apiary_trace::carbon::grids().any(|g| g.eq_ignore_ascii_case(c));
+            let spec = if grid {
+                c.clone()
+            } else {
+                resolve(base, Path::new(c)).display().to_string()
+            };
+            let series = apiary_trace::carbon::read_intensity(&spec)
+                .map_err(|e| field(path, "sim.carbon", e.to_string()))?;
+            Some(std::sync::Arc::new(series))
+        }
+    };
     Ok((
         Config {
             mode,
             restart_overhead,
             per_event_overhead: s.per_event_overhead.unwrap_or(false),
             seed: 0,
+            carbon,
+            pue,
         },
         percentile,
     ))

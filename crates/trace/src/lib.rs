@@ -11,6 +11,7 @@
 //! keep file order).
 
 mod canonical;
+pub mod carbon;
 mod dates;
 pub mod efgen;
 pub mod elasticflow;

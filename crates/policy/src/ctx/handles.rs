@@ -2,8 +2,8 @@
 //! new mechanism adds its line here.
 
 use super::{
-    Adaptive, Admission, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting, Lookahead,
-    Speeds, Stalls,
+    Adaptive, Admission, Carbon, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting,
+    Lookahead, Speeds, Stalls,
 };
 use crate::PolicyError;
 
@@ -32,6 +32,8 @@ pub trait Handles<'a> {
     fn adaptive(&mut self) -> Result<Handle<'_, 'a, Adaptive>, PolicyError>;
     /// [`Hosting`]: other policies inside tenants' shares.
     fn hosting(&mut self) -> Result<Handle<'_, 'a, Hosting>, PolicyError>;
+    /// [`Carbon`]: the grid's carbon intensity.
+    fn carbon(&mut self) -> Result<Handle<'_, 'a, Carbon>, PolicyError>;
 }
 
 impl<'a> Handles<'a> for Ctx<'a> {
@@ -66,6 +68,9 @@ impl<'a> Handles<'a> for Ctx<'a> {
         self.open()
     }
     fn hosting(&mut self) -> Result<Handle<'_, 'a, Hosting>, PolicyError> {
+        self.open()
+    }
+    fn carbon(&mut self) -> Result<Handle<'_, 'a, Carbon>, PolicyError> {
         self.open()
     }
 }

@@ -14,6 +14,7 @@
 
 mod adaptive;
 mod admission;
+mod carbon;
 mod elastic;
 mod gpus;
 mod groups;
@@ -28,6 +29,7 @@ mod tenant;
 
 pub use adaptive::Adaptive;
 pub use admission::Admission;
+pub use carbon::Carbon;
 pub use elastic::Elastic;
 pub use gpus::Gpus;
 pub use groups::Groups;

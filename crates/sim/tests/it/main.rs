@@ -2,6 +2,7 @@
 //! `testdata/scenarios`, invariants under random workloads, and determinism.
 
 mod adding;
+mod carbon;
 mod conformance;
 mod efficiency;
 mod engine;

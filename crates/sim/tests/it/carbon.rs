@@ -1,0 +1,101 @@
+//! Energy and carbon: every run measures them, under the given intensity series, and
+//! `carbon-pause` moves work out of the dirty hours.
+
+use apiary_model::energy::Intensity;
+use apiary_model::{ClusterSpec, HOUR, Job};
+use apiary_policy::{Params, registry};
+use apiary_report::{Percentile, Summary};
+use apiary_sim::{Config, DurationModel};
+use std::sync::Arc;
+
+fn run(policy: &str, params: &[&str], jobs: Vec<Job>, carbon: Option<Intensity>) -> Summary {
+    let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
+    let mut p =
+        registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap()).unwrap();
+    let cfg = Config {
+        carbon: carbon.map(Arc::new),
+        ..Config::default()
+    };
+    let out = apiary_sim::run(c, jobs, p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+    Summary::of(&out, Percentile::NearestRank)
+}
+
+/// Hours alternating clean (100 g/kWh) and dirty (300).
+fn alternating() -> Intensity {
+    Intensity::new("test", vec![100.0, 300.0], 0)
+}
+
+#[test]
+fn energy_and_carbon_follow_busy_gpus_and_the_hour() {
+    // One 1-GPU job of 2 h on a node of two V100s (213 W busy, 47.5 W idle): FIFO runs
+    // it through a clean and a dirty hour.
+    let s = run(
+        "fifo",
+        &[],
+        vec![Job::new("a", 0, 1, 2 * HOUR)],
+        Some(alternating()),
+    );
+    let busy_kwh = 0.213 * 2.0;
+    assert!((s.energy_kwh.unwrap() - busy_kwh).abs() < 1e-9);
+    // 0.213 kW for an hour at 100 g/kWh and one at 300: 85.2 g.
+    assert!(
+        (s.carbon_kg.unwrap() - 0.0852).abs() < 1e-9,
+        "{:?}",
+        s.carbon_kg
+    );
+    // The idle GPU and the busy one over both hours: (0.213 + 0.0475) kW x 400 g.
+    let cluster = (0.213 + 0.0475) * 0.4;
+    assert!((s.cluster_carbon_kg.unwrap() - cluster).abs() < 1e-9);
+    let m = s.energy_model.unwrap();
+    assert_eq!((m.intensity.as_str(), m.intensity_mean), ("test", 200.0));
+    // Without a series, the documented constant.
+    let d = run("fifo", &[], vec![Job::new("a", 0, 1, HOUR)], None);
+    assert!((d.carbon_kg.unwrap() - 0.213 * 0.289).abs() < 1e-9);
+}
+
+#[test]
+fn carbon_pause_runs_only_in_clean_hours() {
+    // Above the series' mean (200) every job pauses: 3 h of work in hours 0, 2 and 4.
+    let jobs = vec![Job::new("a", 0, 1, 3 * HOUR)];
+    let s = run("carbon-pause", &[], jobs.clone(), Some(alternating()));
+    assert_eq!(s.jct_mean, 5.0 * 3600.0);
+    assert_eq!(s.preemptions, 2);
+    // All of its carbon at 100 g/kWh: a third less than FIFO's, with two dirty hours.
+    assert!((s.carbon_kg.unwrap() - 0.213 * 3.0 * 0.1).abs() < 1e-9);
+    let f = run("fifo", &[], jobs.clone(), Some(alternating()));
+    assert!((f.carbon_kg.unwrap() - 0.213 * 0.5).abs() < 1e-9);
+    assert_eq!(f.jct_mean, 3.0 * 3600.0);
+    // A threshold above every hour runs it straight through.
+    let s = run(
+        "carbon-pause",
+        &["threshold=300"],
+        jobs,
+        Some(alternating()),
+    );
+    assert_eq!((s.jct_mean, s.preemptions), (3.0 * 3600.0, 0));
+}
+
+#[test]
+fn a_threshold_no_hour_meets_is_refused() {
+    let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
+    let mut p = registry::build(
+        "carbon-pause",
+        &Params::from_pairs(["threshold=50"]).unwrap(),
+    )
+    .unwrap();
+    let cfg = Config {
+        carbon: Some(Arc::new(alternating())),
+        ..Config::default()
+    };
+    let e = apiary_sim::run(
+        c,
+        vec![Job::new("a", 0, 1, HOUR)],
+        p.as_mut(),
+        &DurationModel,
+        &cfg,
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("below every hour's intensity"), "{e}");
+}
