@@ -20,6 +20,7 @@ pub mod fifo;
 pub mod gandiva;
 pub mod gavel;
 pub mod greedy;
+pub mod greenflow;
 pub mod muri;
 pub mod placement;
 pub mod plugin;

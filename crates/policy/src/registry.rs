@@ -5,8 +5,8 @@
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
-    antman, carbon, elasticflow, fifo, gandiva, gavel, muri, plugin, pollux, srtf, themis,
-    tiresias, vc,
+    antman, carbon, elasticflow, fifo, gandiva, gavel, greenflow, muri, plugin, pollux, srtf,
+    themis, tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -36,6 +36,7 @@ pub const ALL: &[PolicySpec] = &[
     vc::QUOTA,
     vc::PRIVATE,
     carbon::CARBON_PAUSE,
+    greenflow::GREENFLOW,
     plugin::PLUGIN,
 ];
 
@@ -146,7 +147,7 @@ mod tests {
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(live, ["elasticflow", "edf", "pollux"]);
+        assert_eq!(live, ["elasticflow", "edf", "pollux", "greenflow"]);
     }
 
     /// The core context stays small: every mechanism beyond it is a handle of its own

@@ -178,6 +178,8 @@ pub struct World {
     /// The grid's carbon intensity, where the driver has a series (the `carbon`
     /// mechanism reads it).
     pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
+    /// The facility's power usage effectiveness the driver charges energy with.
+    pub pue: f64,
     /// What prices placements for the topology strategy, if the driver injected one
     /// ([`World::set_scorer`]); kept for the run.
     scorer: placement::ScorerSlot,
@@ -269,6 +271,7 @@ impl World {
             restart_overhead: 0,
             seed: 0,
             carbon: None,
+            pue: 1.0,
             scorer: Default::default(),
             running: Vec::new(),
             share: Vec::new(),

@@ -151,6 +151,7 @@ impl LiveBackend {
         world.seed = cfg.seed;
         world.restart_overhead = cfg.restart_overhead;
         world.carbon = cfg.carbon.clone();
+        world.pue = cfg.pue;
         Ok(LiveBackend {
             core,
             index: vec![None; jobs.len()],

@@ -78,6 +78,7 @@ impl<'a> SimBackend<'a> {
         let mut world = World::new(cluster, jobs);
         world.restart_overhead = cfg.restart_overhead;
         world.carbon = cfg.carbon.clone();
+        world.pue = cfg.pue;
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {

@@ -25,6 +25,11 @@ impl Handle<'_, '_, Carbon> {
             .map_or(DEFAULT_INTENSITY, |c| c.at(t))
     }
 
+    /// The facility's PUE, by which the driver multiplies GPU energy.
+    pub fn pue(&self) -> f64 {
+        self.ctx.w.pue
+    }
+
     /// The whole series (a forecast, to a policy that plans ahead), if the driver has
     /// one.
     pub fn series(&self) -> Option<&Intensity> {

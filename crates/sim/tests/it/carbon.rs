@@ -99,3 +99,58 @@ fn a_threshold_no_hour_meets_is_refused() {
     .to_string();
     assert!(e.contains("below every hour's intensity"), "{e}");
 }
+
+/// A 1-GPU job of 3 h that trains 1.8 times as fast on two GPUs.
+fn elastic_job() -> Job {
+    let mut j = Job::new("e", 0, 1, 3 * HOUR);
+    j.extras_mut().scaling = Some(apiary_model::Scaling::new(vec![(1, 1.0), (2, 1.8)], 2).unwrap());
+    j
+}
+
+#[test]
+fn greenflow_grows_without_a_budget_and_waits_for_clean_hours_with_a_small_one() {
+    // No budget: both GPUs from the start, 3 h of one-GPU work in 3/1.8 h.
+    let s = run(
+        "greenflow",
+        &["overhead=false"],
+        vec![elastic_job()],
+        Some(alternating()),
+    );
+    assert_eq!(s.jct_mean, 3.0 * 3600.0 / 1.8);
+    // No carbon to spend: one GPU (the cheapest work), in the clean hours only (the
+    // floor percentile's, here 100 g/kWh): hours 0, 2 and 4, as carbon-pause.
+    let s = run(
+        "greenflow",
+        &["overhead=false", "budget_kg=0"],
+        vec![elastic_job()],
+        Some(alternating()),
+    );
+    assert_eq!((s.jct_mean, s.preemptions), (5.0 * 3600.0, 2));
+    assert!((s.carbon_kg.unwrap() - 0.213 * 3.0 * 0.1).abs() < 1e-9);
+    // Restarts cost ElasticFlow's overhead: 2 s + 27 s + 2 (log2 1 + 1) s on a
+    // 2-GPU cluster, at each of the three starts.
+    let o = run(
+        "greenflow",
+        &["budget_kg=0"],
+        vec![elastic_job()],
+        Some(alternating()),
+    );
+    assert!(o.jct_mean > s.jct_mean, "{} {}", o.jct_mean, s.jct_mean);
+}
+
+#[test]
+fn greenflow_needs_throughput_tables() {
+    let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
+    let mut p = registry::build("greenflow", &Params::default()).unwrap();
+    let e = apiary_sim::run(
+        c,
+        vec![Job::new("a", 0, 1, HOUR)],
+        p.as_mut(),
+        &DurationModel,
+        &Config::default(),
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("throughput table"), "{e}");
+}

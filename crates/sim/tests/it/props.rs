@@ -155,7 +155,7 @@ fn run(
 
 /// Policies that pick GPU counts from throughput tables: their jobs get [`concave`],
 /// and may finish sooner than their trace duration.
-const ELASTIC: [&str; 2] = ["elasticflow", "edf"];
+const ELASTIC: [&str; 3] = ["elasticflow", "edf", "greenflow"];
 
 /// Concave speed-ups like ElasticFlow's measured tables: 1, 1.8, 3.2, 5.4 on 1..8 GPUs.
 fn concave() -> apiary_model::Scaling {
