@@ -25,6 +25,9 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
         ));
     }
     cfg.load_tokens(dir)?;
+    if let Some(f) = &cfg.carbon_file {
+        cfg.carbon_file = Some(dir.join(f));
+    }
     if cfg.tokens.is_empty() {
         apiary_server::service::log(
             "warning: no [[tokens]]: the API is open to anyone who can reach it",

@@ -70,9 +70,14 @@ pub struct Intensity {
     pub source: String,
     /// Hours whose value was missing and carried over from the hour before.
     pub filled: usize,
+    /// When the first hour began, as Unix milliseconds, where the source dates its rows.
+    pub stamped: Option<Time>,
     hourly: Vec<f64>,
     /// `prefix[k]`: the sum of the first `k` hours.
     prefix: Vec<f64>,
+    /// Where hour 0 is on the clock ([`Intensity::anchored`]); `None`: at time 0, the
+    /// series repeating (the simulator's runs start there).
+    origin: Option<Time>,
 }
 
 impl Intensity {
@@ -93,9 +98,19 @@ impl Intensity {
         Intensity {
             source: source.into(),
             filled,
+            stamped: None,
             hourly,
             prefix,
+            origin: None,
         }
+    }
+
+    /// The series read on a wall clock: its first hour at Unix time `origin` (ms),
+    /// without repeating. Before it the first hour's value holds, after its end the last
+    /// one's (a forecast that ran out).
+    pub fn anchored(mut self, origin: Time) -> Intensity {
+        self.origin = Some(origin);
+        self
     }
 
     /// One value at every hour.
@@ -108,6 +123,17 @@ impl Intensity {
         Intensity::constant("default", DEFAULT_INTENSITY)
     }
 
+    /// Whether it repeats from time 0 (the simulator's), rather than being read on the
+    /// wall clock ([`Intensity::anchored`]).
+    pub fn repeats(&self) -> bool {
+        self.origin.is_none()
+    }
+
+    /// The hourly values, in order.
+    pub fn values(&self) -> &[f64] {
+        &self.hourly
+    }
+
     /// Hours in one cycle of the series.
     pub fn hours(&self) -> usize {
         self.hourly.len()
@@ -115,7 +141,12 @@ impl Intensity {
 
     /// The intensity at time `t`.
     pub fn at(&self, t: Time) -> f64 {
-        self.hourly[((t / HOUR) % self.hourly.len() as u64) as usize]
+        let n = self.hourly.len() as u64;
+        let h = match self.origin {
+            None => (t / HOUR) % n,
+            Some(o) => (t.saturating_sub(o) / HOUR).min(n - 1),
+        };
+        self.hourly[h as usize]
     }
 
     /// The mean over one cycle.
@@ -123,9 +154,22 @@ impl Intensity {
         self.prefix[self.hourly.len()] / self.hourly.len() as f64
     }
 
-    /// ∫ intensity dt from time 0 to `t`, in (g/kWh)·h.
+    /// ∫ intensity dt from time 0 (or the origin) to `t`, in (g/kWh)·h.
     fn integral_to(&self, t: Time) -> f64 {
         let n = self.hourly.len() as u64;
+        if let Some(o) = self.origin {
+            if t <= o {
+                return -((o - t) as f64 / HOUR as f64) * self.hourly[0];
+            }
+            let d = t - o;
+            let h = d / HOUR;
+            if h >= n {
+                let past = (d - n * HOUR) as f64 / HOUR as f64;
+                return self.prefix[n as usize] + past * self.hourly[n as usize - 1];
+            }
+            let frac = (d % HOUR) as f64 / HOUR as f64;
+            return self.prefix[h as usize] + frac * self.hourly[h as usize];
+        }
         let h = t / HOUR;
         let (cycles, k) = (h / n, (h % n) as usize);
         let frac = (t % HOUR) as f64 / HOUR as f64;
@@ -201,5 +245,18 @@ mod tests {
         assert_eq!(s.integral(5, 5), 0.0);
         let c = Intensity::default_constant();
         assert_eq!(c.integral(0, 2 * HOUR), 2.0 * DEFAULT_INTENSITY);
+    }
+
+    #[test]
+    fn an_anchored_series_holds_its_ends_instead_of_repeating() {
+        let o = 1_000 * HOUR;
+        let s = Intensity::new("t", vec![100.0, 300.0], 0).anchored(o);
+        assert_eq!(
+            (s.at(0), s.at(o), s.at(o + HOUR), s.at(o + 9 * HOUR)),
+            (100.0, 100.0, 300.0, 300.0)
+        );
+        // An hour before it (100), its two hours, and two after (300 each).
+        assert_eq!(s.integral(o - HOUR, o + 4 * HOUR), 100.0 + 400.0 + 600.0);
+        assert_eq!(s.integral(o + HOUR / 2, o + HOUR), 50.0);
     }
 }

@@ -13,8 +13,8 @@ use crate::greedy::{self, Opts, Scratch};
 use crate::spec::{BACKFILL_OFF, Capabilities, Capability, PLACE_CONS, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy, PolicyError};
+use apiary_model::HOUR;
 use apiary_model::energy::{DEFAULT_INTENSITY, Intensity};
-use apiary_model::{HOUR, Time};
 use std::collections::BTreeSet;
 
 const THRESHOLD: ParamSpec = ParamSpec {
@@ -70,7 +70,7 @@ impl Threshold {
             Threshold::Percentile(p) => match series {
                 None => DEFAULT_INTENSITY,
                 Some(s) => {
-                    let mut v: Vec<f64> = (0..s.hours()).map(|h| s.at(h as Time * HOUR)).collect();
+                    let mut v = s.values().to_vec();
                     v.sort_by(f64::total_cmp);
                     let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
                     v[i]
@@ -84,8 +84,9 @@ impl Threshold {
 #[derive(Debug)]
 pub struct CarbonPause {
     threshold: Threshold,
-    /// Resolved at the first pass, against the run's series.
-    limit: Option<f64>,
+    /// Resolved against the series it was resolved for (its address: live, the server
+    /// replaces the series when its file changes, and `mean` or `pNN` follow it).
+    limit: Option<(usize, f64)>,
     opts: Opts,
     pending: BTreeSet<JobIdx>,
     scratch: Scratch,
@@ -113,21 +114,22 @@ impl CarbonPause {
         })
     }
 
-    /// The threshold in g/kWh; an error if no hour of the series is at or below it
-    /// (nothing would ever run).
+    /// The threshold in g/kWh for the series now; an error if the series repeats and
+    /// no hour of it is at or below the threshold (nothing would ever run).
     fn limit(&mut self, ctx: &mut Ctx<'_>) -> Result<f64, PolicyError> {
-        if let Some(l) = self.limit {
-            return Ok(l);
-        }
         let c = ctx.carbon()?;
         let series = c.series();
+        let key = series.map_or(0, |s| s as *const Intensity as usize);
+        if let Some((k, l)) = self.limit
+            && k == key
+        {
+            return Ok(l);
+        }
         let l = self.threshold.resolve(series);
         let lowest = series.map_or(DEFAULT_INTENSITY, |s| {
-            (0..s.hours())
-                .map(|h| s.at(h as Time * HOUR))
-                .fold(f64::MAX, f64::min)
+            s.values().iter().copied().fold(f64::MAX, f64::min)
         });
-        if l < lowest {
+        if l < lowest && series.is_none_or(Intensity::repeats) {
             return Err(PolicyError::Cluster {
                 policy: "carbon-pause",
                 reason: format!(
@@ -135,7 +137,7 @@ impl CarbonPause {
                 ),
             });
         }
-        self.limit = Some(l);
+        self.limit = Some((key, l));
         Ok(l)
     }
 }

@@ -116,7 +116,7 @@ fn whole_work(job: &Job) -> f64 {
 }
 
 fn percentile(s: &Intensity, p: f64) -> f64 {
-    let mut v: Vec<f64> = (0..s.hours()).map(|h| s.at(h as Time * HOUR)).collect();
+    let mut v = s.values().to_vec();
     v.sort_by(f64::total_cmp);
     let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
     v[i]

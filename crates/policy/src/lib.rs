@@ -13,6 +13,7 @@
 
 pub mod antman;
 pub mod carbon;
+pub mod carbon_window;
 pub mod ctx;
 mod demands;
 pub mod elasticflow;

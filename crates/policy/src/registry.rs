@@ -5,8 +5,8 @@
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
-    antman, carbon, elasticflow, fifo, gandiva, gavel, greenflow, muri, plugin, pollux, srtf,
-    themis, tiresias, vc,
+    antman, carbon, carbon_window, elasticflow, fifo, gandiva, gavel, greenflow, muri, plugin,
+    pollux, srtf, themis, tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -36,6 +36,7 @@ pub const ALL: &[PolicySpec] = &[
     vc::QUOTA,
     vc::PRIVATE,
     carbon::CARBON_PAUSE,
+    carbon_window::CARBON_WINDOW,
     greenflow::GREENFLOW,
     plugin::PLUGIN,
 ];

@@ -115,6 +115,12 @@ pub struct ServerConfig {
     /// (relative paths are relative to the config file).
     #[serde(default)]
     pub tokens_file: Option<PathBuf>,
+    /// A CSV of the grid's carbon intensity by hour, dated (a `timestamp` column and
+    /// `g_per_kwh` or `avg_CI`, docs/carbon.md), for the carbon-aware policies; read
+    /// again whenever it changes (relative paths are relative to the config file).
+    /// Without it they see the documented constant.
+    #[serde(default)]
+    pub carbon_file: Option<PathBuf>,
     /// Jobs one VC may have unfinished (queued or running) at once, like Slurm's
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]

@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod auth;
+pub mod carbon;
 pub mod config;
 pub mod core;
 pub mod http;

@@ -37,6 +37,9 @@ pub enum ServiceError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] apiary_store::StoreError),
+    /// The carbon file cannot be used.
+    #[error(transparent)]
+    Carbon(#[from] crate::carbon::CarbonError),
     /// A file of the data directory.
     #[error("{what} {}: {source}", path.display())]
     File {
@@ -279,7 +282,18 @@ pub async fn start(
                 source: e.source,
             })?,
     );
+    let carbon = match &cfg.carbon_file {
+        Some(f) => {
+            let (watch, series) = crate::carbon::CarbonFile::open(f)?;
+            Some((watch, series))
+        }
+        None => None,
+    };
     let mut core = Core::new(cfg, now)?;
+    let carbon = carbon.map(|(watch, series)| {
+        core.set_carbon(series);
+        watch
+    });
     let mut records = Vec::new();
     for kv in store.range(JOB_PREFIX).await? {
         let r: JobRecord = serde_json::from_slice(&kv.value).map_err(|e| ServiceError::Record {
@@ -341,7 +355,7 @@ pub async fn start(
         store.describe()
     ));
     let (tx, rx) = mpsc::channel(4096);
-    let task = tokio::spawn(run(core, store, archive.clone(), clock, rx));
+    let task = tokio::spawn(run(core, store, archive.clone(), clock, rx, carbon));
     Ok((Handle { tx, archive }, task))
 }
 
@@ -483,7 +497,10 @@ async fn run(
     archive: Arc<crate::archive::Archive>,
     clock: Clock,
     mut rx: mpsc::Receiver<Request>,
+    mut carbon: Option<crate::carbon::CarbonFile>,
 ) {
+    // The carbon file is looked at once a minute.
+    let mut carbon_due = clock();
     let tick =
         std::time::Duration::from_secs_f64((core.config().heartbeat_interval_s / 2.0).max(0.05));
     let mut batch: Vec<Request> = Vec::new();
@@ -520,6 +537,19 @@ async fn run(
                 Request::SetVc(name, q, r) => Pending::SetVc(core.set_vc(&name, q), r),
                 Request::Read(f) => Pending::Read(f),
             });
+        }
+        if let Some(watch) = &mut carbon
+            && now >= carbon_due
+        {
+            carbon_due = now + 60_000;
+            match watch.poll() {
+                Some(Ok(series)) => {
+                    log(&format!("carbon_file read again: {} hours", series.hours()));
+                    core.set_carbon(series);
+                }
+                Some(Err(e)) => log(&format!("{e}; the last series stays")),
+                None => {}
+            }
         }
         core.check_nodes(now);
         core.check_time_limits(now);

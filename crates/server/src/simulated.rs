@@ -115,6 +115,7 @@ fn service_config(
         nodes,
         tokens: Vec::new(),
         tokens_file: None,
+        carbon_file: None,
         max_jobs_per_vc: u64::MAX,
         // The engine reads every finished job's record at the end: none leaves.
         retain_finished_s: 1e9,

@@ -719,3 +719,22 @@ fn a_nodes_agent_binding_survives_a_server_restart() {
             .contains(&("a".into(), "dup".into()))
     );
 }
+
+/// Live, carbon-pause reads the series the server holds (its `carbon_file`, read again
+/// as it changes): above the threshold a job waits, and when the new series is clean
+/// it starts.
+#[test]
+fn carbon_pause_waits_for_a_clean_series_live() {
+    use apiary_model::energy::Intensity;
+    let hour = 3_600_000;
+    let mut c = Core::new(config("carbon-pause", r#"threshold = "200""#), 0).unwrap();
+    c.set_carbon(Intensity::new("dirty", vec![400.0], 0).anchored(0));
+    let a = c.submit(spec(4), 10).unwrap();
+    c.schedule(10);
+    assert_eq!(state(&c, a), JobState::Queued);
+    // It asked to look again on the hour.
+    assert_eq!(c.wake(), Some(hour));
+    c.set_carbon(Intensity::new("clean", vec![100.0], 0).anchored(0));
+    c.schedule(hour);
+    assert_eq!(state(&c, a), JobState::Running);
+}

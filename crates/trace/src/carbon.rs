@@ -105,6 +105,7 @@ fn read_file(path: &Path) -> Result<Intensity, TraceError> {
     let ts = col(&["timestamp"]);
     let mut values = Vec::new();
     let mut prev: Option<i64> = None;
+    let mut first: Option<i64> = None;
     for (i, rec) in r.records().enumerate() {
         let line = i as u64 + 2;
         let rec = rec.map_err(|e| row_err(line, "row", e.to_string()))?;
@@ -146,6 +147,7 @@ fn read_file(path: &Path) -> Result<Intensity, TraceError> {
                 ));
             }
             prev = Some(secs);
+            first = first.or(Some(secs));
         }
         values.push(value);
     }
@@ -153,7 +155,9 @@ fn read_file(path: &Path) -> Result<Intensity, TraceError> {
         return Err(row_err(1, &header[v], "no values".into()));
     }
     let (hourly, filled) = fill(values);
-    Ok(Intensity::new(file.clone(), hourly, filled))
+    let mut s = Intensity::new(file.clone(), hourly, filled);
+    s.stamped = first.and_then(|t| u64::try_from(t).ok()).map(|t| t * 1000);
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -183,6 +187,7 @@ mod tests {
         .unwrap();
         let s = read_intensity(ok.to_str().unwrap()).unwrap();
         assert_eq!((s.hours(), s.filled, s.mean()), (4, 2, 150.0));
+        assert_eq!(s.stamped, Some(1_640_995_200_000));
         let gap = d.join("gap.csv");
         std::fs::write(
             &gap,

@@ -375,6 +375,12 @@ impl Core {
         &self.world
     }
 
+    /// The grid's carbon intensity the carbon-aware policies read from now on (the
+    /// server's `carbon_file`, read again when it changes).
+    pub fn set_carbon(&mut self, series: apiary_model::energy::Intensity) {
+        self.world.carbon = Some(std::sync::Arc::new(series));
+    }
+
     /// The world, for a driver that models its jobs' progress (the simulator's engine
     /// over simulated agents, [`crate::simulated`]).
     pub fn world_mut(&mut self) -> &mut World {

@@ -154,3 +154,16 @@ fn greenflow_needs_throughput_tables() {
     .to_string();
     assert!(e.contains("throughput table"), "{e}");
 }
+
+#[test]
+fn carbon_window_starts_each_job_at_its_cleanest_window() {
+    // Submitted in a dirty hour (hour 1 at 300): a 1 h job waits for hour 2 (100).
+    let jobs = vec![Job::new("a", HOUR, 1, HOUR)];
+    let s = run("carbon-window", &[], jobs.clone(), Some(alternating()));
+    assert_eq!(s.jct_mean, 2.0 * 3600.0);
+    assert!((s.carbon_kg.unwrap() - 0.213 * 0.1).abs() < 1e-9);
+    // Not allowed to wait: at once, at 300.
+    let s = run("carbon-window", &["max_wait=0"], jobs, Some(alternating()));
+    assert_eq!(s.jct_mean, 3600.0);
+    assert!((s.carbon_kg.unwrap() - 0.213 * 0.3).abs() < 1e-9);
+}
