@@ -536,3 +536,49 @@ fn compare_charts_come_as_files_for_papers() {
     assert!(!charts.join("jct-cdf.tex").exists());
     assert!(charts.join("jct-cdf.svg").exists());
 }
+
+/// Under `--carbon`, the report charts the jobs' emission over time (which adds up to
+/// the summary's carbon) and the grid's intensity; under the constant default it does
+/// not.
+#[test]
+fn carbon_over_time_is_charted_under_a_series() {
+    let d = scratch("carbon-charts");
+    let out = d.to_str().unwrap();
+    let o = apiary(&[
+        "compare",
+        "-q",
+        "-p",
+        "fifo,carbon-pause",
+        "--carbon",
+        "CISO",
+        "-o",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let charts = d.join("charts");
+    let csv = std::fs::read_to_string(charts.join("carbon-emission.csv")).unwrap();
+    let rows: Vec<(String, f64, f64)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    let fifo: Vec<&(String, f64, f64)> = rows.iter().filter(|r| r.0 == "fifo").collect();
+    let width_h = fifo[1].1 - fifo[0].1;
+    let kg: f64 = fifo.iter().map(|r| r.2 * width_h).sum();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("fifo-summary.json")).unwrap())
+            .unwrap();
+    let carbon = summary["carbon_kg"].as_f64().unwrap();
+    assert!((kg - carbon).abs() < 1e-6 * carbon, "{kg} against {carbon}");
+    assert!(charts.join("carbon-intensity.svg").exists());
+    let o = apiary(&["compare", "-q", "-p", "fifo", "-o", out]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!charts.join("carbon-emission.svg").exists());
+}

@@ -206,6 +206,11 @@ pub struct EnergyReport {
     pub intensity_mean: f64,
     /// Hours of it that were missing and filled.
     pub filled: usize,
+    /// The jobs' emission rate over time, kg CO2eq per hour (a series over a "cluster"
+    /// of one, so its points read the rate).
+    pub emission: crate::UtilSeries,
+    /// The intensity over the run, g/kWh, likewise.
+    pub intensity_series: crate::UtilSeries,
 }
 
 impl EnergyReport {

@@ -307,6 +307,33 @@ pub fn figures(runs: &[(Summary, &RunOutcome)]) -> Figures {
             &ce,
         ));
     }
+    // Carbon over time, where a series was given (under the constant default the
+    // emission is utilisation scaled).
+    let energy: Vec<(&str, &apiary_model::energy::EnergyReport)> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.as_str(), o.energy.as_ref()?)))
+        .filter(|(_, e)| e.intensity != "default")
+        .collect();
+    if let Some((_, first)) = energy.first() {
+        let emission: Vec<_> = energy
+            .iter()
+            .map(|(n, e)| (n.to_string(), hours(&e.emission)))
+            .collect();
+        main.push(over_time(
+            "carbon-emission",
+            "Jobs' carbon emission over time",
+            "kg CO2eq per hour",
+            Unit::Number,
+            &emission,
+        ));
+        main.push(over_time(
+            "carbon-intensity",
+            &format!("Grid carbon intensity over the run ({})", first.intensity),
+            "gCO2eq/kWh",
+            Unit::Number,
+            &[("intensity".to_string(), hours(&first.intensity_series))],
+        ));
+    }
     let (vcs, vc_note) = vc_figures(runs);
     Figures { main, vcs, vc_note }
 }

@@ -106,11 +106,14 @@ pub struct Energy {
     /// Grams.
     busy_g: f64,
     idle_g: f64,
+    /// kg/h and g/kWh over time.
+    emission: UtilSeries,
+    intensity_over_time: UtilSeries,
 }
 
 impl Energy {
-    /// Under `intensity` (the documented constant when `None`) and `pue`.
-    pub fn new(intensity: Option<Arc<Intensity>>, pue: f64) -> Energy {
+    /// From `start`, under `intensity` (the documented constant when `None`) and `pue`.
+    pub fn new(start: Time, intensity: Option<Arc<Intensity>>, pue: f64) -> Energy {
         Energy {
             intensity: intensity.unwrap_or_else(|| Arc::new(Intensity::default_constant())),
             pue,
@@ -120,6 +123,8 @@ impl Energy {
             idle_j: 0.0,
             busy_g: 0.0,
             idle_g: 0.0,
+            emission: UtilSeries::new(start, 1),
+            intensity_over_time: UtilSeries::new(start, 1),
         }
     }
 
@@ -159,9 +164,15 @@ impl Observer for Energy {
         self.busy_j += busy_w * secs;
         self.idle_j += idle_w * secs;
         // kW x (g/kWh)·h = g.
-        let ci = self.intensity.integral(from, to) * self.pue / 1000.0;
+        let integral = self.intensity.integral(from, to);
+        let ci = integral * self.pue / 1000.0;
         self.busy_g += busy_w * ci;
         self.idle_g += idle_w * ci;
+        let mean_ci = integral / (secs / 3600.0);
+        self.intensity_over_time.add_weight(from, to, mean_ci);
+        // kW x g/kWh / 1000 = kg/h.
+        self.emission
+            .add_weight(from, to, busy_w * self.pue / 1000.0 * mean_ci / 1000.0);
     }
     fn report(self: Box<Self>, outcome: &mut RunOutcome) {
         const J_PER_KWH: f64 = 3.6e6;
@@ -174,6 +185,8 @@ impl Observer for Energy {
             intensity: self.intensity.source.clone(),
             intensity_mean: self.intensity.mean(),
             filled: self.intensity.filled,
+            emission: self.emission,
+            intensity_series: self.intensity_over_time,
         });
     }
 }
@@ -209,7 +222,7 @@ pub fn standard(
     let mut out: Vec<Box<dyn Observer>> = vec![
         Box::new(Utilisation::new(start, total_gpus)),
         Box::new(JobCounts::new(start)),
-        Box::new(Energy::new(carbon, pue)),
+        Box::new(Energy::new(start, carbon, pue)),
     ];
     if ClusterEfficiency::applies(jobs) {
         out.push(Box::new(ClusterEfficiency::new(start, total_gpus)));
