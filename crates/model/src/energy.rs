@@ -181,6 +181,9 @@ impl Intensity {
         if to <= from {
             return 0.0;
         }
+        if let [v] = self.hourly[..] {
+            return v * (to - from) as f64 / HOUR as f64;
+        }
         self.integral_to(to) - self.integral_to(from)
     }
 }

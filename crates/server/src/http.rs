@@ -501,6 +501,46 @@ pub fn metrics_text(c: &crate::core::Core) -> String {
         let n = k.decisions.get(kind).copied().unwrap_or(0);
         let _ = writeln!(out, "apiary_decisions_total{{kind=\"{kind}\"}} {n}");
     }
+    let e = c.energy();
+    head(
+        &mut out,
+        "apiary_gpu_energy_kwh_total",
+        "counter",
+        "GPU energy since the server started, by whether the GPUs held jobs (before the PUE).",
+    );
+    let _ = writeln!(
+        out,
+        "apiary_gpu_energy_kwh_total{{gpus=\"busy\"}} {}",
+        e.busy_kwh
+    );
+    let _ = writeln!(
+        out,
+        "apiary_gpu_energy_kwh_total{{gpus=\"idle\"}} {}",
+        e.idle_kwh
+    );
+    head(
+        &mut out,
+        "apiary_carbon_kg_total",
+        "counter",
+        "Carbon of that energy (times the PUE) at the grid's intensity, kg CO2eq.",
+    );
+    let _ = writeln!(
+        out,
+        "apiary_carbon_kg_total{{gpus=\"busy\"}} {}",
+        e.busy_carbon_kg
+    );
+    let _ = writeln!(
+        out,
+        "apiary_carbon_kg_total{{gpus=\"idle\"}} {}",
+        e.idle_carbon_kg
+    );
+    head(
+        &mut out,
+        "apiary_carbon_intensity",
+        "gauge",
+        "The grid's carbon intensity now, gCO2eq/kWh (carbon_file, or the constant default).",
+    );
+    let _ = writeln!(out, "apiary_carbon_intensity {}", c.intensity_now());
     let h = "apiary_scheduling_pass_seconds";
     head(&mut out, h, "histogram", "Time of one scheduling pass.");
     let mut cum = 0;

@@ -738,3 +738,43 @@ fn carbon_pause_waits_for_a_clean_series_live() {
     c.schedule(hour);
     assert_eq!(state(&c, a), JobState::Running);
 }
+
+/// The live service counts its GPUs' energy and carbon between passes, at the
+/// intensity it holds, and `/metrics` shows them.
+#[test]
+fn energy_and_carbon_are_counted_live() {
+    use apiary_model::energy::{Intensity, gpu_power};
+    let hour = 3_600_000;
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    c.set_carbon(Intensity::new("file", vec![100.0, 300.0], 0).anchored(0));
+    let p = gpu_power(&c.world().cluster.nodes[0].gpu_type);
+    let a = c.submit(spec(4), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(state(&c, a), JobState::Running);
+    // Two hours: four GPUs busy and four idle, at 100 and then 300 g/kWh.
+    c.schedule(2 * hour);
+    let e = c.energy();
+    assert!(
+        (e.busy_kwh - 4.0 * p.busy_w * 2.0 / 1000.0).abs() < 1e-9,
+        "{e:?}"
+    );
+    assert!(
+        (e.idle_kwh - 4.0 * p.idle_w * 2.0 / 1000.0).abs() < 1e-9,
+        "{e:?}"
+    );
+    let kg = 4.0 * p.busy_w / 1000.0 * 0.4;
+    assert!((e.busy_carbon_kg - kg).abs() < 1e-9, "{e:?}");
+    let text = apiary_server::http::metrics_text(&c);
+    assert!(
+        text.contains("# TYPE apiary_carbon_kg_total counter"),
+        "{text}"
+    );
+    assert!(text.contains("apiary_carbon_intensity 300"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "apiary_carbon_kg_total{{gpus=\"busy\"}} {}",
+            e.busy_carbon_kg
+        )),
+        "{text}"
+    );
+}

@@ -106,15 +106,19 @@ pub struct Energy {
     /// Grams.
     busy_g: f64,
     idle_g: f64,
-    /// kg/h and g/kWh over time.
+    /// kg/h and g/kWh over time, where a series was given (under the constant the
+    /// emission is utilisation scaled, and reports draw neither).
     emission: UtilSeries,
     intensity_over_time: UtilSeries,
+    over_time: bool,
 }
 
 impl Energy {
     /// From `start`, under `intensity` (the documented constant when `None`) and `pue`.
     pub fn new(start: Time, intensity: Option<Arc<Intensity>>, pue: f64) -> Energy {
+        let over_time = intensity.is_some();
         Energy {
+            over_time,
             intensity: intensity.unwrap_or_else(|| Arc::new(Intensity::default_constant())),
             pue,
             nodes: Vec::new(),
@@ -125,6 +129,34 @@ impl Energy {
             idle_g: 0.0,
             emission: UtilSeries::new(start, 1),
             intensity_over_time: UtilSeries::new(start, 1),
+        }
+    }
+
+    /// Reads `intensity` from now on (live: the server's file was read again).
+    pub fn set_intensity(&mut self, intensity: Arc<Intensity>) {
+        self.intensity = intensity;
+        self.over_time = true;
+    }
+
+    /// The intensity it reads now, g/kWh at `t`.
+    pub fn intensity_at(&self, t: Time) -> f64 {
+        self.intensity.at(t)
+    }
+
+    /// What it has measured so far.
+    pub fn snapshot(&self) -> EnergyReport {
+        const J_PER_KWH: f64 = 3.6e6;
+        EnergyReport {
+            busy_kwh: self.busy_j / J_PER_KWH,
+            idle_kwh: self.idle_j / J_PER_KWH,
+            pue: self.pue,
+            busy_carbon_kg: self.busy_g / 1000.0,
+            idle_carbon_kg: self.idle_g / 1000.0,
+            intensity: self.intensity.source.clone(),
+            intensity_mean: self.intensity.mean(),
+            filled: self.intensity.filled,
+            emission: self.emission.clone(),
+            intensity_series: self.intensity_over_time.clone(),
         }
     }
 
@@ -168,26 +200,16 @@ impl Observer for Energy {
         let ci = integral * self.pue / 1000.0;
         self.busy_g += busy_w * ci;
         self.idle_g += idle_w * ci;
-        let mean_ci = integral / (secs / 3600.0);
-        self.intensity_over_time.add_weight(from, to, mean_ci);
-        // kW x g/kWh / 1000 = kg/h.
-        self.emission
-            .add_weight(from, to, busy_w * self.pue / 1000.0 * mean_ci / 1000.0);
+        if self.over_time {
+            let mean_ci = integral / (secs / 3600.0);
+            self.intensity_over_time.add_weight(from, to, mean_ci);
+            // kW x g/kWh / 1000 = kg/h.
+            self.emission
+                .add_weight(from, to, busy_w * self.pue / 1000.0 * mean_ci / 1000.0);
+        }
     }
     fn report(self: Box<Self>, outcome: &mut RunOutcome) {
-        const J_PER_KWH: f64 = 3.6e6;
-        outcome.energy = Some(EnergyReport {
-            busy_kwh: self.busy_j / J_PER_KWH,
-            idle_kwh: self.idle_j / J_PER_KWH,
-            pue: self.pue,
-            busy_carbon_kg: self.busy_g / 1000.0,
-            idle_carbon_kg: self.idle_g / 1000.0,
-            intensity: self.intensity.source.clone(),
-            intensity_mean: self.intensity.mean(),
-            filled: self.intensity.filled,
-            emission: self.emission,
-            intensity_series: self.intensity_over_time,
-        });
+        outcome.energy = Some(self.snapshot());
     }
 }
 

@@ -140,6 +140,8 @@ pub struct Core {
     next_id_dirty: bool,
     wake: Option<u64>,
     started: u64,
+    /// GPU energy and carbon since the server started, charged between passes.
+    energy: apiary_sim::observe::Energy,
     counters: Counters,
     /// (unix ms, GPUs allocated), at most one sample per [`UTIL_SAMPLE_MS`].
     util: std::collections::VecDeque<(u64, u64)>,
@@ -334,6 +336,7 @@ impl Core {
             next_id_dirty: false,
             wake: None,
             started: now,
+            energy: apiary_sim::observe::Energy::new(now, None, 1.0),
             counters: Counters::default(),
             util: std::collections::VecDeque::new(),
             active: BTreeMap::new(),
@@ -378,7 +381,20 @@ impl Core {
     /// The grid's carbon intensity the carbon-aware policies read from now on (the
     /// server's `carbon_file`, read again when it changes).
     pub fn set_carbon(&mut self, series: apiary_model::energy::Intensity) {
-        self.world.carbon = Some(std::sync::Arc::new(series));
+        let series = std::sync::Arc::new(series);
+        self.energy.set_intensity(series.clone());
+        self.world.carbon = Some(series);
+    }
+
+    /// GPU energy and carbon since the server started (charged between scheduling
+    /// passes, at the intensity of `carbon_file` or the documented constant).
+    pub fn energy(&self) -> apiary_model::energy::EnergyReport {
+        self.energy.snapshot()
+    }
+
+    /// The intensity the carbon-aware policies read now, g/kWh.
+    pub fn intensity_now(&self) -> f64 {
+        self.energy.intensity_at(self.world.now)
     }
 
     /// The world, for a driver that models its jobs' progress (the simulator's engine
@@ -398,6 +414,10 @@ impl Core {
     }
 
     fn advance(&mut self, now: u64) {
+        use apiary_sim::observe::Observer as _;
+        if now > self.world.now {
+            self.energy.interval(&self.world, self.world.now, now);
+        }
         self.world.now = self.world.now.max(now);
     }
 
