@@ -129,9 +129,12 @@ impl Intensity {
         self.origin.is_none()
     }
 
-    /// The hourly values, in order.
-    pub fn values(&self) -> &[f64] {
-        &self.hourly
+    /// The nearest-rank `p`th percentile (0 to 100) of its hours.
+    pub fn percentile(&self, p: f64) -> f64 {
+        let mut v = self.hourly.clone();
+        v.sort_by(f64::total_cmp);
+        let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i]
     }
 
     /// Hours in one cycle of the series.
@@ -250,6 +253,10 @@ mod tests {
         assert_eq!(s.integral(HOUR, 4 * HOUR), 700.0);
         assert_eq!(s.at(2 * HOUR + 5), 100.0);
         assert_eq!(s.mean(), 200.0);
+        assert_eq!(
+            (s.percentile(0.0), s.percentile(50.0), s.percentile(100.0)),
+            (100.0, 100.0, 300.0)
+        );
         assert_eq!(s.integral(5, 5), 0.0);
         let c = Intensity::default_constant();
         assert_eq!(c.integral(0, 2 * HOUR), 2.0 * DEFAULT_INTENSITY);

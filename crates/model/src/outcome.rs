@@ -191,6 +191,31 @@ pub struct RunOutcome {
     pub seed: u64,
 }
 
+impl RunOutcome {
+    /// An outcome of `jobs` on `total_gpus` GPUs and nothing else measured: what a
+    /// report builds to summarise a subset of a run's jobs, and tests build by hand.
+    pub fn of_jobs(
+        cluster: impl Into<String>,
+        total_gpus: u32,
+        jobs: Vec<JobOutcome>,
+    ) -> RunOutcome {
+        RunOutcome {
+            policy: String::new(),
+            params: Vec::new(),
+            cluster: cluster.into(),
+            total_gpus,
+            jobs,
+            util: UtilSeries::new(0, total_gpus),
+            cluster_efficiency: None,
+            occupancy: None,
+            energy: None,
+            events: 0,
+            passes: 0,
+            seed: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

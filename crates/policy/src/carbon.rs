@@ -67,15 +67,7 @@ impl Threshold {
         match self {
             Threshold::Value(v) => v,
             Threshold::Mean => constant(),
-            Threshold::Percentile(p) => match series {
-                None => DEFAULT_INTENSITY,
-                Some(s) => {
-                    let mut v = s.values().to_vec();
-                    v.sort_by(f64::total_cmp);
-                    let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-                    v[i]
-                }
-            },
+            Threshold::Percentile(p) => series.map_or(DEFAULT_INTENSITY, |s| s.percentile(p)),
         }
     }
 }
@@ -126,9 +118,7 @@ impl CarbonPause {
             return Ok(l);
         }
         let l = self.threshold.resolve(series);
-        let lowest = series.map_or(DEFAULT_INTENSITY, |s| {
-            s.values().iter().copied().fold(f64::MAX, f64::min)
-        });
+        let lowest = series.map_or(DEFAULT_INTENSITY, |s| s.percentile(0.0));
         if l < lowest && series.is_none_or(Intensity::repeats) {
             return Err(PolicyError::Cluster {
                 policy: "carbon-pause",

@@ -26,7 +26,7 @@ use crate::elasticflow::{buddy, round_overhead};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy, PolicyError};
-use apiary_model::energy::{DEFAULT_INTENSITY, Intensity, gpu_power};
+use apiary_model::energy::{DEFAULT_INTENSITY, gpu_power};
 use apiary_model::{Cluster, HOUR, Job, Placement, Scaling, Time};
 use std::collections::BTreeMap;
 
@@ -115,13 +115,6 @@ fn whole_work(job: &Job) -> f64 {
     })
 }
 
-fn percentile(s: &Intensity, p: f64) -> f64 {
-    let mut v = s.values().to_vec();
-    v.sort_by(f64::total_cmp);
-    let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
 impl GreenFlow {
     /// From `budget_kg`, `floor` and `overhead`.
     pub fn new(p: &Params) -> Result<GreenFlow, ParamError> {
@@ -191,7 +184,7 @@ impl GreenFlow {
         let pue = carbon.pue();
         let floor_ci = carbon
             .series()
-            .map_or(DEFAULT_INTENSITY, |s| percentile(s, self.floor));
+            .map_or(DEFAULT_INTENSITY, |s| s.percentile(self.floor));
         // Jobs already admitted leave the jobs to come.
         let arrived: f64 = self.active.iter().map(|&j| whole_work(ctx.job(j))).sum();
         self.future = future - arrived;

@@ -122,20 +122,7 @@ mod tests {
     }
 
     fn outcome(gpus: u32, jobs: Vec<JobOutcome>) -> RunOutcome {
-        RunOutcome {
-            policy: "p".into(),
-            params: Vec::new(),
-            cluster: "c".into(),
-            total_gpus: gpus,
-            jobs,
-            util: apiary_model::UtilSeries::new(0, gpus),
-            cluster_efficiency: None,
-            occupancy: None,
-            energy: None,
-            events: 0,
-            passes: 0,
-            seed: 0,
-        }
+        RunOutcome::of_jobs("c", gpus, jobs)
     }
 
     #[test]

@@ -602,20 +602,7 @@ mod tests {
     }
 
     fn outcome(jobs: Vec<JobOutcome>) -> RunOutcome {
-        RunOutcome {
-            policy: "p".into(),
-            params: Vec::new(),
-            cluster: "c".into(),
-            total_gpus: 1,
-            jobs,
-            util: apiary_model::UtilSeries::new(0, 1),
-            cluster_efficiency: None,
-            occupancy: None,
-            energy: None,
-            events: 0,
-            passes: 0,
-            seed: 0,
-        }
+        RunOutcome::of_jobs("c", 1, jobs)
     }
 
     #[test]

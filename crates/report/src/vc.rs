@@ -153,20 +153,9 @@ pub fn vc_summaries(o: &RunOutcome, pct: crate::Percentile) -> Vec<(String, crat
     }
     by.into_iter()
         .map(|(vc, jobs)| {
-            let part = RunOutcome {
-                policy: o.policy.clone(),
-                params: Vec::new(),
-                cluster: o.cluster.clone(),
-                total_gpus: o.total_gpus,
-                jobs,
-                util: apiary_model::UtilSeries::new(0, o.total_gpus),
-                cluster_efficiency: None,
-                occupancy: None,
-                energy: None,
-                events: 0,
-                passes: 0,
-                seed: o.seed,
-            };
+            let mut part = RunOutcome::of_jobs(o.cluster.clone(), o.total_gpus, jobs);
+            part.policy = o.policy.clone();
+            part.seed = o.seed;
             (vc.to_string(), crate::Summary::of(&part, pct))
         })
         .collect()
@@ -390,24 +379,15 @@ mod tests {
 
     #[test]
     fn each_vc_is_summarised_alone() {
-        let o = RunOutcome {
-            policy: "p".into(),
-            params: Vec::new(),
-            cluster: "c".into(),
-            total_gpus: 4,
-            jobs: vec![
+        let o = RunOutcome::of_jobs(
+            "c",
+            4,
+            vec![
                 vc_job(Some("b"), 4000),
                 vc_job(None, 1000),
                 vc_job(Some("b"), 2000),
             ],
-            util: apiary_model::UtilSeries::new(0, 4),
-            cluster_efficiency: None,
-            occupancy: None,
-            energy: None,
-            events: 0,
-            passes: 0,
-            seed: 0,
-        };
+        );
         let v = vc_summaries(&o, crate::Percentile::NearestRank);
         let names: Vec<&str> = v.iter().map(|x| x.0.as_str()).collect();
         assert_eq!(names, ["b", "default"]);

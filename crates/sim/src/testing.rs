@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::hooks::Hook;
 use crate::observe::Observer;
 use crate::throughput::{Stack, Throughput};
-use apiary_model::{Cluster, ClusterSpec, Job, Placement, RunOutcome, Time, UtilSeries};
+use apiary_model::{Cluster, ClusterSpec, Job, Placement, RunOutcome, Time};
 use apiary_policy::placement::{self, PlacementStrategy};
 use apiary_policy::{JobIdx, Status, World};
 
@@ -95,20 +95,7 @@ fn busy_world(cluster: &Cluster, jobs: Vec<Job>) -> World {
 
 /// The outcome an observer writes into, empty.
 fn blank(total_gpus: u32) -> RunOutcome {
-    RunOutcome {
-        policy: String::new(),
-        params: Vec::new(),
-        cluster: String::new(),
-        total_gpus,
-        jobs: Vec::new(),
-        util: UtilSeries::new(0, total_gpus),
-        cluster_efficiency: None,
-        occupancy: None,
-        energy: None,
-        events: 0,
-        passes: 0,
-        seed: 0,
-    }
+    RunOutcome::of_jobs("", total_gpus, Vec::new())
 }
 
 /// Checks observers that `make` builds (called `name`): what one reports over

@@ -114,6 +114,30 @@ pub fn write_cell(dir: &Path, s: &Sweep, row: &Row) -> Result<(), SweepError> {
     write_whole(&cell_path(dir, row.cell), &to_csv(s, &[row]))
 }
 
+/// Opens a results file whose header must be `want`.
+fn open_checked(path: &Path, want: &[String]) -> Result<csv::Reader<std::fs::File>, SweepError> {
+    let bad = |message: String| SweepError::Results {
+        path: path.to_path_buf(),
+        line: 1,
+        message,
+    };
+    let mut r = csv::Reader::from_path(path).map_err(|e| bad(e.to_string()))?;
+    let got: Vec<String> = r
+        .headers()
+        .map_err(|e| bad(e.to_string()))?
+        .iter()
+        .map(String::from)
+        .collect();
+    if got != want {
+        return Err(bad(format!(
+            "columns are {} but this sweep writes {}",
+            got.join(","),
+            want.join(",")
+        )));
+    }
+    Ok(r)
+}
+
 /// Reads the rows of a results or cell file written for `s`.
 pub fn read_rows(path: &Path, s: &Sweep) -> Result<Vec<Row>, SweepError> {
     let bad = |line: u64, message: String| SweepError::Results {
@@ -121,24 +145,7 @@ pub fn read_rows(path: &Path, s: &Sweep) -> Result<Vec<Row>, SweepError> {
         line,
         message,
     };
-    let mut r = csv::Reader::from_path(path).map_err(|e| bad(1, e.to_string()))?;
-    let want = header(s);
-    let got: Vec<String> = r
-        .headers()
-        .map_err(|e| bad(1, e.to_string()))?
-        .iter()
-        .map(String::from)
-        .collect();
-    if got != want {
-        return Err(bad(
-            1,
-            format!(
-                "columns are {} but this sweep writes {}",
-                got.join(","),
-                want.join(",")
-            ),
-        ));
-    }
+    let mut r = open_checked(path, &header(s))?;
     let m = s.metrics.len();
     let mut out = Vec::new();
     for rec in r.records() {
@@ -243,24 +250,7 @@ pub fn read_vc_rows(path: &Path, s: &Sweep) -> Result<Vec<VcResult>, SweepError>
         line,
         message,
     };
-    let mut r = csv::Reader::from_path(path).map_err(|e| bad(1, e.to_string()))?;
-    let want = vc_header(s);
-    let got: Vec<String> = r
-        .headers()
-        .map_err(|e| bad(1, e.to_string()))?
-        .iter()
-        .map(String::from)
-        .collect();
-    if got != want {
-        return Err(bad(
-            1,
-            format!(
-                "columns are {} but this sweep writes {}",
-                got.join(","),
-                want.join(",")
-            ),
-        ));
-    }
+    let mut r = open_checked(path, &vc_header(s))?;
     let mut out = Vec::new();
     for rec in r.records() {
         let rec = rec.map_err(|e| bad(0, e.to_string()))?;
