@@ -91,6 +91,11 @@ pub(crate) struct RunArgs {
     /// The facility's power usage effectiveness, multiplying the GPUs' energy.
     #[arg(long, default_value_t = 1.0)]
     pue: f64,
+    /// Model data loading: jobs read their datasets through a cache and shared remote
+    /// bandwidth (docs/io.md). `default`, or `key=value,...` over it:
+    /// cache=lru|uniform|coordl, cache_gb_per_gpu (25), bandwidth_mbs_per_gpu (20).
+    #[arg(long, value_name = "default|KEY=VALUE,...")]
+    io: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -135,6 +140,9 @@ impl RunArgs {
             t.insert("carbon".into(), c.clone().into());
         }
         t.insert("pue".into(), self.pue.into());
+        if let Some(io) = &self.io {
+            t.insert("io".into(), io.clone().into());
+        }
         if let Some(d) = &self.speed_data {
             t.insert("speed_data".into(), d.display().to_string().into());
         }
@@ -245,6 +253,10 @@ fn config(a: &RunArgs) -> Result<Config> {
         )?)),
         None => None,
     };
+    let io =
+        a.io.as_deref()
+            .map(apiary_model::io::Storage::parse)
+            .transpose()?;
     Ok(Config {
         mode,
         restart_overhead,
@@ -252,6 +264,7 @@ fn config(a: &RunArgs) -> Result<Config> {
         seed: a.seed,
         carbon,
         pue: a.pue,
+        io,
     })
 }
 
@@ -339,6 +352,12 @@ fn run_one(
         for n in note.iter().chain(&notes) {
             eprintln!("{n}");
         }
+        if cfg.io.is_none() && p.capabilities().has(apiary_policy::Capability::Io) {
+            eprintln!(
+                "note: {label} allocates cache and remote bandwidth: no --io given, so it runs \
+                 under --io default (docs/io.md)"
+            );
+        }
     }
     let bar = progress_bar(
         a.quiet,
@@ -355,6 +374,12 @@ fn run_one(
         // Speed models and the per-event quirk read what trace jobs carry (models,
         // batch sizes, per-type speeds) and API submissions do not; restart overheads
         // and slots are the engine's and run over either backend.
+        if cfg.io.is_some() {
+            bail!(
+                "--driver live runs jobs as their agents report them, and a submission says \
+                 nothing of its dataset: drop --io"
+            );
+        }
         if a.speed != "trace" || cfg.per_event_overhead {
             bail!(
                 "--driver live runs jobs at trace speed (a submission carries no model for \
@@ -487,6 +512,7 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
         ("percentile", r.percentile.clone()),
         ("carbon", opt(&r.carbon)),
         ("pue", r.pue.to_string()),
+        ("io", opt(&r.io)),
         ("format", opt(&r.read.format)),
         ("skip-bad-rows", r.read.skip_bad_rows.to_string()),
         ("gavel-throughputs", path_opt(&r.read.gavel_throughputs)),

@@ -74,6 +74,9 @@ pub struct JobExtras {
     /// progresses by goodput through measured training curves; `duration` is then 0.
     /// Not serialised: the data is built into apiary and attached by the trace reader.
     pub adaptive: Option<crate::adaptive::Adaptive>,
+    /// What it reads and how fast (the IO model, `--io`): the trace's dataset size
+    /// with a model's rates, given by [`crate::io::assign`]. Not serialised.
+    pub data: Option<crate::io::DataProfile>,
 }
 
 impl JobExtras {
@@ -85,12 +88,14 @@ impl JobExtras {
             type_speeds,
             scaling,
             adaptive,
+            data,
         } = self;
         stages.is_none()
             && dataset_gb.is_none()
             && type_speeds.is_none()
             && scaling.is_none()
             && adaptive.is_none()
+            && data.is_none()
     }
 }
 
@@ -100,6 +105,7 @@ static NO_EXTRAS: JobExtras = JobExtras {
     type_speeds: None,
     scaling: None,
     adaptive: None,
+    data: None,
 };
 
 impl PartialEq for Job {
@@ -237,6 +243,7 @@ impl<'de> Deserialize<'de> for Job {
             type_speeds: r.type_speeds,
             scaling: r.scaling,
             adaptive: None,
+            data: None,
         });
         Ok(j)
     }

@@ -11,6 +11,7 @@ pub mod adaptive;
 pub mod cluster;
 pub mod energy;
 pub mod interleave;
+pub mod io;
 pub mod job;
 pub mod nodeset;
 pub mod outcome;

@@ -183,6 +183,8 @@ pub struct RunOutcome {
     pub occupancy: Option<Occupancy>,
     /// GPU energy and carbon, where the driver measured them.
     pub energy: Option<crate::energy::EnergyReport>,
+    /// Data loading, where the IO model ran (`--io`).
+    pub io: Option<crate::io::IoReport>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.
@@ -209,6 +211,7 @@ impl RunOutcome {
             cluster_efficiency: None,
             occupancy: None,
             energy: None,
+            io: None,
             events: 0,
             passes: 0,
             seed: 0,

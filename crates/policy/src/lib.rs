@@ -27,6 +27,7 @@ pub mod placement;
 pub mod plugin;
 pub mod pollux;
 pub mod registry;
+pub mod silod;
 pub mod spec;
 pub mod srtf;
 pub mod table;

@@ -6,7 +6,7 @@ use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
     antman, carbon, carbon_window, elasticflow, fifo, gandiva, gavel, greenflow, muri, plugin,
-    pollux, srtf, themis, tiresias, vc,
+    pollux, silod, srtf, themis, tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -38,6 +38,7 @@ pub const ALL: &[PolicySpec] = &[
     carbon::CARBON_PAUSE,
     carbon_window::CARBON_WINDOW,
     greenflow::GREENFLOW,
+    silod::SILOD,
     plugin::PLUGIN,
 ];
 
@@ -148,7 +149,7 @@ mod tests {
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(live, ["elasticflow", "edf", "pollux", "greenflow"]);
+        assert_eq!(live, ["elasticflow", "edf", "pollux", "greenflow", "silod"]);
     }
 
     /// The core context stays small: every mechanism beyond it is a handle of its own

@@ -58,11 +58,14 @@ pub enum Capability {
     /// Reads the grid's carbon intensity over time ([`crate::ctx::Carbon`]): the run's
     /// series in the simulator, the file the server re-reads live.
     Carbon,
+    /// Allocates cache and remote-storage bandwidth to jobs ([`crate::ctx::Io`],
+    /// SiloD): the driver's IO model runs them at what it gives.
+    Io,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 16] = [
+    pub const ALL: [Capability; 17] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -79,6 +82,7 @@ impl Capability {
         Capability::WholeCluster,
         Capability::Lookahead,
         Capability::Carbon,
+        Capability::Io,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -100,6 +104,7 @@ impl Capability {
             Capability::WholeCluster => "whole-cluster",
             Capability::Lookahead => "lookahead",
             Capability::Carbon => "carbon",
+            Capability::Io => "io",
         }
     }
 
@@ -122,6 +127,9 @@ impl Capability {
             Capability::Scaling => {
                 Some("it reads per-job throughput tables, which a live submission does not carry")
             }
+            Capability::Io => Some(
+                "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
+            ),
             _ => None,
         }
     }
@@ -164,6 +172,11 @@ impl Capabilities {
     /// Whether `c` is in the set.
     pub const fn has(self, c: Capability) -> bool {
         self.0 & c.bit() != 0
+    }
+
+    /// Those of `self` and those of `other`.
+    pub const fn union(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 | other.0)
     }
 
     /// Those of `self` that `other` lacks.

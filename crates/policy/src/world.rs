@@ -180,11 +180,27 @@ pub struct World {
     pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
     /// The facility's power usage effectiveness the driver charges energy with.
     pub pue: f64,
+    /// The cluster's cache and remote-storage bandwidth, where the driver models data
+    /// loading (`--io`; the `io` mechanism reads it).
+    pub storage: Option<apiary_model::io::Storage>,
+    /// Cache bytes and remote bandwidth (bytes/s) a policy with the `io` capability
+    /// gave each job, by job index; what the driver's IO model runs them at.
+    pub io_shares: Vec<(f64, f64)>,
+    /// The IO model's hit ratios changed this many times (see `io_hits`).
+    pub io_changes: u64,
+    /// Jobs whose `io_shares` changed since the driver's IO model last read them.
+    pub io_dirty: Vec<JobIdx>,
+    /// The hit ratio each job's cache gives now (a cache fills over an epoch), as the
+    /// driver's IO model last settled it, with the job's preemption count then (a
+    /// restart empties the cache); 0 for a job not running.
+    pub io_hits: Vec<(f64, u32)>,
     /// What prices placements for the topology strategy, if the driver injected one
     /// ([`World::set_scorer`]); kept for the run.
     scorer: placement::ScorerSlot,
     /// Jobs holding GPUs (each one's index here is its record's `slot`).
     running: Vec<JobIdx>,
+    /// Joins and leaves of `running` so far.
+    running_changes: u64,
     /// Pending jobs, unordered (each one's index here is its record's `slot`).
     pending: Vec<JobIdx>,
     pending_gpus: crate::demands::Demands,
@@ -272,6 +288,12 @@ impl World {
             seed: 0,
             carbon: None,
             pue: 1.0,
+            storage: None,
+            io_shares: Vec::new(),
+            io_hits: Vec::new(),
+            io_dirty: Vec::new(),
+            io_changes: 0,
+            running_changes: 0,
             scorer: Default::default(),
             running: Vec::new(),
             share: Vec::new(),
@@ -495,10 +517,18 @@ impl World {
     fn add_running(&mut self, i: JobIdx) {
         self.rt[i as usize].slot = self.running.len() as u32;
         self.running.push(i);
+        self.running_changes += 1;
     }
 
     fn remove_running(&mut self, i: JobIdx) {
         take_out(&mut self.running, &mut self.rt, i);
+        self.running_changes += 1;
+    }
+
+    /// How many times a job joined or left the running set: equal counts mean the
+    /// same running set (a policy that keeps per-running-job state skips its rescan).
+    pub fn running_changes(&self) -> u64 {
+        self.running_changes
     }
 
     /// Starts a pending job on `p`. Returns false (and changes nothing) if the job is

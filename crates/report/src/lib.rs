@@ -116,6 +116,19 @@ pub struct Summary {
     /// How energy and carbon were computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub energy_model: Option<EnergyModel>,
+    /// Of the bytes jobs read, the share caches served (`--io`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_hit_ratio: Option<f64>,
+    /// Remote bytes read over what the remote bandwidth could carry over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_util: Option<f64>,
+    /// GPU time spent computing rather than waiting for data, over GPUs × makespan:
+    /// `util_mean` less the GPUs held by jobs stalled on IO (`--io`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_computing: Option<f64>,
+    /// How data loading was modelled and what jobs were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_model: Option<IoModel>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -154,6 +167,25 @@ pub struct EnergyModel {
     pub idle_kwh: f64,
     /// The whole cluster's facility energy, idle GPUs included, kWh.
     pub cluster_energy_kwh: f64,
+}
+
+/// How a run's data loading was modelled, for `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct IoModel {
+    /// The storage setting, every key spelled out (`--io`).
+    pub storage: String,
+    /// Who allocated cache and bandwidth: `policy`, or the cache mode.
+    pub allocated_by: String,
+    /// Jobs whose model was drawn from Synergy's (the trace named none it knows).
+    pub drawn_models: usize,
+    /// Jobs whose dataset size was drawn from their family's range.
+    pub drawn_sizes: usize,
+    /// Jobs per data family.
+    pub families: std::collections::BTreeMap<&'static str, usize>,
+    /// Terabytes read from caches.
+    pub cache_tb: f64,
+    /// Terabytes read from remote storage.
+    pub remote_tb: f64,
 }
 
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
@@ -201,6 +233,18 @@ pub const METRICS: &[(&str, &str)] = &[
         "cluster_carbon_kg",
         "carbon of every GPU over the makespan, idle ones included, kg CO2eq",
     ),
+    (
+        "cache_hit_ratio",
+        "share of the bytes jobs read that caches served (--io)",
+    ),
+    (
+        "io_util",
+        "remote bytes read over what the remote bandwidth could carry (--io)",
+    ),
+    (
+        "util_computing",
+        "GPU time computing rather than waiting for data over GPUs x makespan (--io)",
+    ),
     ("preemptions", "preemptions in total"),
     (
         "deadline_ratio",
@@ -240,6 +284,9 @@ impl Summary {
             "energy_kwh" => self.energy_kwh?,
             "carbon_kg" => self.carbon_kg?,
             "cluster_carbon_kg" => self.cluster_carbon_kg?,
+            "cache_hit_ratio" => self.cache_hit_ratio?,
+            "io_util" => self.io_util?,
+            "util_computing" => self.util_computing?,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -373,6 +420,29 @@ impl Summary {
                 busy_kwh: e.busy_kwh,
                 idle_kwh: e.idle_kwh,
                 cluster_energy_kwh: e.cluster_energy_kwh(),
+            }),
+            cache_hit_ratio: o.io.as_ref().map(|i| i.hit_ratio()),
+            io_util: o.io.as_ref().map(|i| i.util()),
+            util_computing: o.io.as_ref().map(|i| {
+                if makespan > 0 {
+                    let busy = o.util.total_busy() - i.stalled_gpu_s * 1000.0;
+                    busy.max(0.0) / (makespan as f64 * o.total_gpus as f64)
+                } else {
+                    0.0
+                }
+            }),
+            io_model: o.io.as_ref().map(|i| IoModel {
+                storage: i.storage.clone(),
+                allocated_by: i.allocated_by.clone(),
+                drawn_models: i.assigned.drawn_models,
+                drawn_sizes: i.assigned.drawn_sizes,
+                families: apiary_model::io::FAMILIES
+                    .iter()
+                    .zip(i.assigned.per_family)
+                    .map(|(f, n)| (f.name, n))
+                    .collect(),
+                cache_tb: i.cache_bytes / 1e12,
+                remote_tb: i.remote_bytes / 1e12,
             }),
             preemptions,
             deadline_jobs,

@@ -122,6 +122,9 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "energy_kwh" => (Kind::Count, "jobs' GPU energy, kWh", Lower),
         "carbon_kg" => (Kind::Count, "jobs' carbon, kg CO2eq", Lower),
         "cluster_carbon_kg" => (Kind::Count, "cluster carbon (idle too), kg", Lower),
+        "cache_hit_ratio" => (Kind::Percent, "cache hit ratio", Higher),
+        "io_util" => (Kind::Percent, "remote IO utilisation", Higher),
+        "util_computing" => (Kind::Percent, "GPU utilisation, computing", Higher),
         _ => (Kind::Count, "events", Lower),
     }
 }
@@ -336,6 +339,24 @@ pub const MEASURES: &[Measure] = &[
         headline: None,
         kind: Kind::Count,
         value: |s| s.cluster_carbon_kg,
+    },
+    Measure {
+        key: "cache_hit_ratio",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.cache_hit_ratio,
+    },
+    Measure {
+        key: "io_util",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.io_util,
+    },
+    Measure {
+        key: "util_computing",
+        headline: Some(Better::Higher),
+        kind: Kind::Percent,
+        value: |s| s.util_computing,
     },
     Measure {
         key: "preemptions",

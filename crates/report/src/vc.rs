@@ -300,6 +300,7 @@ mod tests {
             cluster_efficiency: None,
             occupancy: None,
             energy: None,
+            io: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),

@@ -43,6 +43,10 @@ pub trait Backend {
     fn schedule(&mut self, now: Time, pass: &mut Pass) -> Result<(), PolicyError>;
     /// The policy's registry name.
     fn policy_name(&self) -> &'static str;
+    /// Whether the policy declares `capability`.
+    fn declares(&self, _capability: Capability) -> bool {
+        false
+    }
     /// How the policy hosts adaptive jobs, if it declares `adaptive`.
     fn adaptive(&self) -> Option<AdaptiveHosting> {
         None
@@ -79,6 +83,7 @@ impl<'a> SimBackend<'a> {
         world.restart_overhead = cfg.restart_overhead;
         world.carbon = cfg.carbon.clone();
         world.pue = cfg.pue;
+        world.storage = storage_for(cfg, policy.capabilities().has(Capability::Io));
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {
@@ -133,9 +138,19 @@ impl Backend for SimBackend<'_> {
     fn policy_name(&self) -> &'static str {
         self.policy.name()
     }
+    fn declares(&self, capability: Capability) -> bool {
+        self.who.capabilities.has(capability)
+    }
     fn adaptive(&self) -> Option<AdaptiveHosting> {
         self.policy.adaptive()
     }
+}
+
+/// The storage a run models: `cfg.io`, or the defaults for a policy that allocates
+/// cache and bandwidth (`io`) when none was given, so that it runs anywhere.
+pub fn storage_for(cfg: &Config, allocates: bool) -> Option<apiary_model::io::Storage> {
+    cfg.io
+        .or_else(|| allocates.then(apiary_model::io::Storage::default))
 }
 
 /// Readies `policy` for a run of `jobs` on `cluster`, or says why it cannot run them:

@@ -44,6 +44,9 @@ pub struct Config {
     pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
     /// The facility's power usage effectiveness, multiplying the GPUs' energy.
     pub pue: f64,
+    /// The cluster's cache and remote storage, when data loading is modelled (`--io`;
+    /// without it every job reads at no cost, as the traces' simulators assume).
+    pub io: Option<apiary_model::io::Storage>,
 }
 
 impl Default for Config {
@@ -55,6 +58,7 @@ impl Default for Config {
             seed: 0,
             carbon: None,
             pue: 1.0,
+            io: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::config::{Config, Mode, Progress};
 use crate::error::SimError;
 use crate::hooks::{Hook, MuriOverhead};
 use crate::observe::{self, Observer};
+use crate::resource::Resource;
 use crate::throughput::{Stack, Throughput};
 use apiary_core::EventQueue;
 use apiary_model::{Cluster, Job, JobOutcome, RunOutcome, Time, UtilSeries};
@@ -49,6 +50,13 @@ pub struct Engine<'a, B: Backend = SimBackend<'a>> {
     queue: EventQueue<Finish>,
     hooks: Vec<Box<dyn Hook + 'a>>,
     observers: Vec<Box<dyn Observer + 'a>>,
+    /// Resources besides GPUs that running jobs share; a job's rate is multiplied by
+    /// each one's factor.
+    resources: Vec<Box<dyn Resource + 'a>>,
+    /// When a resource's factors next change by themselves, as of the last look.
+    resource_next: Option<Time>,
+    /// Jobs started, restarted or resized since the resources last settled.
+    started: Vec<JobIdx>,
     agents: Agents,
     pass: Pass,
     /// Next trace job to arrive.
@@ -136,6 +144,13 @@ impl<'a, B: Backend> Engine<'a, B> {
             hosting.is_some_and(|h| h.tunes_batch),
             step,
         );
+        let mut resources: Vec<Box<dyn Resource + 'a>> = Vec::new();
+        let managed = b.declares(apiary_policy::Capability::Io);
+        if let Some(storage) = crate::backend::storage_for(cfg, managed) {
+            let policy = b.policy_name();
+            let io = crate::io::IoModel::new(b.world_mut(), storage, managed, policy, cfg.seed);
+            resources.push(Box::new(io));
+        }
         b.world_mut().now = start;
         Ok(Engine {
             b,
@@ -146,6 +161,9 @@ impl<'a, B: Backend> Engine<'a, B> {
             queue: EventQueue::new(),
             hooks,
             observers,
+            resources,
+            resource_next: None,
+            started: Vec::new(),
             agents,
             pass: Pass::default(),
             cursor: 0,
@@ -218,6 +236,14 @@ impl<'a, B: Backend> Engine<'a, B> {
         if let Some(t) = self.agents.next_step(now) {
             next = next.min(t);
         }
+        self.resource_next = self
+            .resources
+            .iter()
+            .filter_map(|r| r.next_change(world))
+            .min();
+        if let Some(t) = self.resource_next {
+            next = next.min(t);
+        }
         (next != Time::MAX).then_some(next)
     }
 
@@ -230,6 +256,11 @@ impl<'a, B: Backend> Engine<'a, B> {
         for o in &mut self.observers {
             o.interval(self.b.world(), self.observed, now);
         }
+        for r in &mut self.resources {
+            r.interval(self.b.world(), self.observed, now);
+        }
+        let resource_due = self.resource_next == Some(now);
+        let finished = self.finished;
         self.observed = now;
         let prev = self.b.world().now;
         self.b.world_mut().now = now;
@@ -255,7 +286,50 @@ impl<'a, B: Backend> Engine<'a, B> {
         if consult {
             self.pass(now)?;
         }
+        if !self.resources.is_empty() && (consult || resource_due || self.finished != finished) {
+            self.settle()?;
+        }
         Ok(Some(now))
+    }
+
+    /// Lets the shared resources recompute their shares, and re-times the jobs whose
+    /// factors changed.
+    fn settle(&mut self) -> Result<(), SimError> {
+        for r in &mut self.resources {
+            r.settle(self.b.world_mut(), &self.started, &mut self.touched)?;
+        }
+        self.started.clear();
+        for k in 0..self.touched.len() {
+            let j = self.touched[k];
+            let world = self.b.world_mut();
+            world.sync(j);
+            world.rt[j as usize].generation += 1;
+            self.set_rate(j)?;
+        }
+        self.touched.clear();
+        Ok(())
+    }
+
+    /// Sets running job `j`'s rate from the throughput models, the policy's speed
+    /// factor and the shared resources, and schedules its completion.
+    fn set_rate(&mut self, j: JobIdx) -> Result<(), SimError> {
+        let world = self.b.world_mut();
+        let rt = &world.rt[j as usize];
+        let job = &world.jobs[j as usize];
+        let mut rate = self
+            .rates
+            .rate(job, &rt.placement, &world.cluster)
+            .map_err(|source| SimError::Rate {
+                job: job.id.to_string(),
+                source,
+            })?
+            * world.speed(j);
+        for r in &self.resources {
+            rate *= r.factor(j);
+        }
+        world.rt[j as usize].rate = rate;
+        self.schedule_completion(j);
+        Ok(())
     }
 
     /// Lets the hooks change running jobs' work, and reschedules the jobs they name.
@@ -346,7 +420,12 @@ impl<'a, B: Backend> Engine<'a, B> {
             }
             let world = self.b.world_mut();
             let j = match a {
-                Action::Start(j) | Action::Resize(j) => j,
+                Action::Start(j) | Action::Resize(j) => {
+                    if !self.resources.is_empty() {
+                        self.started.push(j);
+                    }
+                    j
+                }
                 a if a.retimes() && world.rt[a.job() as usize].status == Status::Running => {
                     // Progress so far at the old rate, then the new one.
                     let j = a.job();
@@ -356,18 +435,7 @@ impl<'a, B: Backend> Engine<'a, B> {
                 }
                 _ => continue,
             };
-            let rt = &world.rt[j as usize];
-            let job = &world.jobs[j as usize];
-            let rate = self
-                .rates
-                .rate(job, &rt.placement, &world.cluster)
-                .map_err(|source| SimError::Rate {
-                    job: job.id.to_string(),
-                    source,
-                })?
-                * world.speed(j);
-            world.rt[j as usize].rate = rate;
-            self.schedule_completion(j);
+            self.set_rate(j)?;
         }
         self.pass.actions.clear();
         if self.agents.any() {
@@ -437,12 +505,16 @@ impl<'a, B: Backend> Engine<'a, B> {
             cluster_efficiency: None,
             occupancy: None,
             energy: None,
+            io: None,
             events: self.events,
             passes: self.passes,
             seed: self.seed,
         };
         for o in self.observers {
             o.report(&mut out);
+        }
+        for r in self.resources {
+            r.report(&mut out);
         }
         out
     }

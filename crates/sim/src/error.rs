@@ -44,4 +44,20 @@ pub enum SimError {
         /// Where such jobs come from.
         hint: &'static str,
     },
+    /// A policy gave running jobs more of a resource than the cluster has.
+    #[error(
+        "policy {policy} gave running jobs {given:.4e} {unit} of {resource}; the cluster has {has:.4e}"
+    )]
+    OverAllocated {
+        /// The policy.
+        policy: &'static str,
+        /// The resource.
+        resource: &'static str,
+        /// What it gave.
+        given: f64,
+        /// What there is.
+        has: f64,
+        /// Its unit.
+        unit: &'static str,
+    },
 }

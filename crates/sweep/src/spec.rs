@@ -124,6 +124,7 @@ struct SimFile {
     speed_data: Option<PathBuf>,
     carbon: Option<String>,
     pue: Option<f64>,
+    io: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -490,6 +491,11 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
             Some(std::sync::Arc::new(series))
         }
     };
+    let io =
+        s.io.as_deref()
+            .map(apiary_model::io::Storage::parse)
+            .transpose()
+            .map_err(|e| field(path, "sim.io", e.to_string()))?;
     Ok((
         Config {
             mode,
@@ -498,6 +504,7 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
             seed: 0,
             carbon,
             pue,
+            io,
         },
         percentile,
     ))

@@ -14,10 +14,21 @@ fn s(v: &[&str]) -> Vec<String> {
 /// Every case to run: with `full`, the 1 M-job runs too (generating their trace once,
 /// with `exe`, into `work`).
 pub(super) fn all(shared: Option<&Path>, full: bool, work: &Path, exe: &Path) -> Result<Vec<Case>> {
-    let mut cases = vec![Case {
-        name: "sample, tiresias, n64g8".into(),
-        args: s(&["simulate", "-p", "tiresias"]),
-    }];
+    let mut cases = vec![
+        Case {
+            name: "sample, tiresias, n64g8".into(),
+            args: s(&["simulate", "-p", "tiresias"]),
+        },
+        // The IO model's cost: SiloD on its storage model against plain SJF.
+        Case {
+            name: "sample, sjf, n64g8".into(),
+            args: s(&["simulate", "-p", "sjf"]),
+        },
+        Case {
+            name: "sample, silod --io default, n64g8".into(),
+            args: s(&["simulate", "-p", "silod", "--io", "default"]),
+        },
+    ];
     philly(shared, &mut cases);
     if let Some(d) = shared {
         muri(d, &mut cases);

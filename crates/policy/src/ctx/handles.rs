@@ -2,7 +2,7 @@
 //! new mechanism adds its line here.
 
 use super::{
-    Adaptive, Admission, Carbon, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting,
+    Adaptive, Admission, Carbon, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting, Io,
     Lookahead, Speeds, Stalls,
 };
 use crate::PolicyError;
@@ -34,6 +34,8 @@ pub trait Handles<'a> {
     fn hosting(&mut self) -> Result<Handle<'_, 'a, Hosting>, PolicyError>;
     /// [`Carbon`]: the grid's carbon intensity.
     fn carbon(&mut self) -> Result<Handle<'_, 'a, Carbon>, PolicyError>;
+    /// [`Io`]: cache and remote bandwidth.
+    fn io(&mut self) -> Result<Handle<'_, 'a, Io>, PolicyError>;
 }
 
 impl<'a> Handles<'a> for Ctx<'a> {
@@ -71,6 +73,9 @@ impl<'a> Handles<'a> for Ctx<'a> {
         self.open()
     }
     fn carbon(&mut self) -> Result<Handle<'_, 'a, Carbon>, PolicyError> {
+        self.open()
+    }
+    fn io(&mut self) -> Result<Handle<'_, 'a, Io>, PolicyError> {
         self.open()
     }
 }

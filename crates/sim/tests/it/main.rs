@@ -6,6 +6,7 @@ mod carbon;
 mod conformance;
 mod efficiency;
 mod engine;
+mod io;
 mod pollux;
 mod props;
 mod scenarios;
