@@ -96,6 +96,11 @@ pub(crate) struct RunArgs {
     /// cache=lru|uniform|coordl, cache_gb_per_gpu (25), bandwidth_mbs_per_gpu (20).
     #[arg(long, value_name = "default|KEY=VALUE,...")]
     io: Option<String>,
+    /// Model input pipelines: each job's preprocessing runs on CPUs, Synergy's measured
+    /// speed by CPUs per GPU (docs/io.md). `default` (3 CPUs per GPU) or
+    /// `cpus_per_gpu=N`.
+    #[arg(long, value_name = "default|cpus_per_gpu=N")]
+    cpu: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -142,6 +147,9 @@ impl RunArgs {
         t.insert("pue".into(), self.pue.into());
         if let Some(io) = &self.io {
             t.insert("io".into(), io.clone().into());
+        }
+        if let Some(cpu) = &self.cpu {
+            t.insert("cpu".into(), cpu.clone().into());
         }
         if let Some(d) = &self.speed_data {
             t.insert("speed_data".into(), d.display().to_string().into());
@@ -257,6 +265,11 @@ fn config(a: &RunArgs) -> Result<Config> {
         a.io.as_deref()
             .map(apiary_model::io::Storage::parse)
             .transpose()?;
+    let cpu = a
+        .cpu
+        .as_deref()
+        .map(apiary_model::cpu::CpuPool::parse)
+        .transpose()?;
     Ok(Config {
         mode,
         restart_overhead,
@@ -265,6 +278,7 @@ fn config(a: &RunArgs) -> Result<Config> {
         carbon,
         pue: a.pue,
         io,
+        cpu,
     })
 }
 
@@ -358,6 +372,12 @@ fn run_one(
                  under --io default (docs/io.md)"
             );
         }
+        if cfg.cpu.is_none() && p.capabilities().has(apiary_policy::Capability::CpuWorkers) {
+            eprintln!(
+                "note: {label} allocates CPUs to input pipelines: no --cpu given, so it runs \
+                 under --cpu default (docs/io.md)"
+            );
+        }
     }
     let bar = progress_bar(
         a.quiet,
@@ -374,10 +394,10 @@ fn run_one(
         // Speed models and the per-event quirk read what trace jobs carry (models,
         // batch sizes, per-type speeds) and API submissions do not; restart overheads
         // and slots are the engine's and run over either backend.
-        if cfg.io.is_some() {
+        if cfg.io.is_some() || cfg.cpu.is_some() {
             bail!(
                 "--driver live runs jobs as their agents report them, and a submission says \
-                 nothing of its dataset: drop --io"
+                 nothing of its dataset or its input pipeline: drop --io and --cpu"
             );
         }
         if a.speed != "trace" || cfg.per_event_overhead {
@@ -513,6 +533,7 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
         ("carbon", opt(&r.carbon)),
         ("pue", r.pue.to_string()),
         ("io", opt(&r.io)),
+        ("cpu", opt(&r.cpu)),
         ("format", opt(&r.read.format)),
         ("skip-bad-rows", r.read.skip_bad_rows.to_string()),
         ("gavel-throughputs", path_opt(&r.read.gavel_throughputs)),

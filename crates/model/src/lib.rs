@@ -9,6 +9,7 @@
 
 pub mod adaptive;
 pub mod cluster;
+pub mod cpu;
 pub mod energy;
 pub mod interleave;
 pub mod io;

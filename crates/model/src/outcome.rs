@@ -185,6 +185,8 @@ pub struct RunOutcome {
     pub energy: Option<crate::energy::EnergyReport>,
     /// Data loading, where the IO model ran (`--io`).
     pub io: Option<crate::io::IoReport>,
+    /// Input pipelines, where the CPU model ran (`--cpu`).
+    pub cpu: Option<crate::cpu::CpuReport>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.
@@ -212,6 +214,7 @@ impl RunOutcome {
             occupancy: None,
             energy: None,
             io: None,
+            cpu: None,
             events: 0,
             passes: 0,
             seed: 0,

@@ -20,6 +20,7 @@ pub mod elasticflow;
 pub mod fifo;
 pub mod gandiva;
 pub mod gavel;
+pub mod goldminer;
 pub mod greedy;
 pub mod greenflow;
 pub mod muri;

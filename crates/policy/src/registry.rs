@@ -5,8 +5,8 @@
 use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
-    antman, carbon, carbon_window, elasticflow, fifo, gandiva, gavel, greenflow, muri, plugin,
-    pollux, silod, srtf, themis, tiresias, vc,
+    antman, carbon, carbon_window, elasticflow, fifo, gandiva, gavel, goldminer, greenflow, muri,
+    plugin, pollux, silod, srtf, themis, tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -39,6 +39,7 @@ pub const ALL: &[PolicySpec] = &[
     carbon_window::CARBON_WINDOW,
     greenflow::GREENFLOW,
     silod::SILOD,
+    goldminer::GOLDMINER,
     plugin::PLUGIN,
 ];
 
@@ -149,7 +150,17 @@ mod tests {
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(live, ["elasticflow", "edf", "pollux", "greenflow", "silod"]);
+        assert_eq!(
+            live,
+            [
+                "elasticflow",
+                "edf",
+                "pollux",
+                "greenflow",
+                "silod",
+                "goldminer"
+            ]
+        );
     }
 
     /// The core context stays small: every mechanism beyond it is a handle of its own

@@ -99,43 +99,7 @@ impl std::fmt::Debug for Silod {
 impl Silod {
     /// `host` and its `host.KEY` parameters.
     pub fn new(p: &Params) -> Result<Silod, ParamError> {
-        let name = p.text(&HOST);
-        let spec = HOSTS
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| ParamError::Bad {
-                key: "host".into(),
-                value: name.into(),
-                message: "expected one of sjf, gavel, themis".into(),
-            })?;
-        let host_params = Params(
-            p.0.iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix("host.")?.to_string(), v.clone())))
-                .collect(),
-        );
-        let host = spec.build_checked(&host_params).map_err(|e| match e {
-            ParamError::Bad {
-                key,
-                value,
-                message,
-            } => ParamError::Bad {
-                key: format!("host.{key}"),
-                value,
-                message,
-            },
-            ParamError::Unknown {
-                policy,
-                key,
-                hint,
-                known,
-            } => ParamError::Unknown {
-                policy,
-                key: format!("host.{key}"),
-                hint,
-                known,
-            },
-            other => other,
-        })?;
+        let host = crate::spec::build_host(p, &HOST, &HOSTS)?;
         Ok(Silod {
             host,
             order: Vec::new(),

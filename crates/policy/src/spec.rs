@@ -61,11 +61,15 @@ pub enum Capability {
     /// Allocates cache and remote-storage bandwidth to jobs ([`crate::ctx::Io`],
     /// SiloD): the driver's IO model runs them at what it gives.
     Io,
+    /// Allocates CPUs from the cluster's pool to jobs' input pipelines
+    /// ([`crate::ctx::Cpus`], GoldMiner's data workers): the driver's CPU model runs
+    /// them at what it gives.
+    CpuWorkers,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 17] = [
+    pub const ALL: [Capability; 18] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -83,6 +87,7 @@ impl Capability {
         Capability::Lookahead,
         Capability::Carbon,
         Capability::Io,
+        Capability::CpuWorkers,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -105,6 +110,7 @@ impl Capability {
             Capability::Lookahead => "lookahead",
             Capability::Carbon => "carbon",
             Capability::Io => "io",
+            Capability::CpuWorkers => "cpu-workers",
         }
     }
 
@@ -129,6 +135,9 @@ impl Capability {
             }
             Capability::Io => Some(
                 "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
+            ),
+            Capability::CpuWorkers => Some(
+                "it runs jobs' input pipelines as data workers on CPUs anywhere, which live agents do not",
             ),
             _ => None,
         }
@@ -293,6 +302,54 @@ pub const PLACE_COUNT: ParamSpec = ParamSpec {
     default: "counting",
     about: "counting | consolidated (yarn) | best-fit | random | topology",
 };
+
+/// The policy a wrapper hosts (SiloD's and GoldMiner's GPU decisions): the one of
+/// `hosts` that parameter `key` names, built from the wrapper's `key.NAME` parameters,
+/// an error naming them as the user wrote them.
+pub fn build_host(
+    p: &Params,
+    key: &ParamSpec,
+    hosts: &[&PolicySpec],
+) -> Result<Box<dyn Policy>, ParamError> {
+    let name = p.text(key);
+    let spec = hosts.iter().find(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<&str> = hosts.iter().map(|s| s.name).collect();
+        ParamError::Bad {
+            key: key.key.into(),
+            value: name.into(),
+            message: format!("expected one of {}", names.join(", ")),
+        }
+    })?;
+    let prefix = format!("{}.", key.key);
+    let params = Params(
+        p.0.iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v.clone())))
+            .collect(),
+    );
+    spec.build_checked(&params).map_err(|e| match e {
+        ParamError::Bad {
+            key,
+            value,
+            message,
+        } => ParamError::Bad {
+            key: format!("{prefix}{key}"),
+            value,
+            message,
+        },
+        ParamError::Unknown {
+            policy,
+            key,
+            hint,
+            known,
+        } => ParamError::Unknown {
+            policy,
+            key: format!("{prefix}{key}"),
+            hint,
+            known,
+        },
+        other => other,
+    })
+}
 
 #[cfg(test)]
 mod tests {

@@ -188,6 +188,13 @@ pub struct World {
     pub io_shares: Vec<(f64, f64)>,
     /// The IO model's hit ratios changed this many times (see `io_hits`).
     pub io_changes: u64,
+    /// The cluster's CPUs for input pipelines, where the driver models them (`--cpu`;
+    /// the `cpu-workers` mechanism reads it).
+    pub cpu_pool: Option<apiary_model::cpu::CpuPool>,
+    /// CPUs a policy with the `cpu-workers` capability gave each job, by job index.
+    pub cpu_shares: Vec<f64>,
+    /// Jobs whose `cpu_shares` changed since the driver's CPU model last read them.
+    pub cpu_dirty: Vec<JobIdx>,
     /// Jobs whose `io_shares` changed since the driver's IO model last read them.
     pub io_dirty: Vec<JobIdx>,
     /// The hit ratio each job's cache gives now (a cache fills over an epoch), as the
@@ -293,6 +300,9 @@ impl World {
             io_hits: Vec::new(),
             io_dirty: Vec::new(),
             io_changes: 0,
+            cpu_pool: None,
+            cpu_shares: Vec::new(),
+            cpu_dirty: Vec::new(),
             running_changes: 0,
             scorer: Default::default(),
             running: Vec::new(),

@@ -129,6 +129,12 @@ pub struct Summary {
     /// How data loading was modelled and what jobs were given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub io_model: Option<IoModel>,
+    /// CPU time allocated to running jobs' input pipelines over the pool's (`--cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_util: Option<f64>,
+    /// How input pipelines were modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<CpuModel>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -188,6 +194,19 @@ pub struct IoModel {
     pub remote_tb: f64,
 }
 
+/// How a run's input pipelines were modelled, for `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CpuModel {
+    /// The pool's setting (`--cpu`).
+    pub pool: String,
+    /// Who allocated CPUs: `policy` (GoldMiner) or `fixed` (each job its GPUs' share).
+    pub allocated_by: String,
+    /// Jobs whose model was drawn from Synergy's (the trace named none it knows).
+    pub drawn_models: usize,
+    /// GPU-hours that held a job while its input pipeline kept it waiting.
+    pub stalled_gpu_hours: f64,
+}
+
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
 pub const METRICS: &[(&str, &str)] = &[
     ("jct_mean", "mean JCT of finished jobs, s"),
@@ -243,7 +262,11 @@ pub const METRICS: &[(&str, &str)] = &[
     ),
     (
         "util_computing",
-        "GPU time computing rather than waiting for data over GPUs x makespan (--io)",
+        "GPU time computing rather than waiting for data over GPUs x makespan (--io, --cpu)",
+    ),
+    (
+        "cpu_util",
+        "CPU time given to input pipelines over the pool's (--cpu)",
     ),
     ("preemptions", "preemptions in total"),
     (
@@ -287,6 +310,7 @@ impl Summary {
             "cache_hit_ratio" => self.cache_hit_ratio?,
             "io_util" => self.io_util?,
             "util_computing" => self.util_computing?,
+            "cpu_util" => self.cpu_util?,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -296,6 +320,20 @@ impl Summary {
             "events" => self.events as f64,
             _ => return None,
         })
+    }
+}
+
+/// GPU-seconds that held a job waiting for its data or its input pipeline, where a
+/// model of either ran. A job slowed by both waits on the scarcer, so with both models
+/// on this is the larger of the two stalls, a lower bound.
+fn stalled_gpu_s(o: &RunOutcome) -> Option<f64> {
+    match (&o.io, &o.cpu) {
+        (None, None) => None,
+        (io, cpu) => Some(
+            io.as_ref()
+                .map_or(0.0, |i| i.stalled_gpu_s)
+                .max(cpu.as_ref().map_or(0.0, |c| c.stalled_gpu_s)),
+        ),
     }
 }
 
@@ -423,13 +461,20 @@ impl Summary {
             }),
             cache_hit_ratio: o.io.as_ref().map(|i| i.hit_ratio()),
             io_util: o.io.as_ref().map(|i| i.util()),
-            util_computing: o.io.as_ref().map(|i| {
+            util_computing: stalled_gpu_s(o).map(|stalled| {
                 if makespan > 0 {
-                    let busy = o.util.total_busy() - i.stalled_gpu_s * 1000.0;
+                    let busy = o.util.total_busy() - stalled * 1000.0;
                     busy.max(0.0) / (makespan as f64 * o.total_gpus as f64)
                 } else {
                     0.0
                 }
+            }),
+            cpu_util: o.cpu.as_ref().map(|c| c.util()),
+            cpu_model: o.cpu.as_ref().map(|c| CpuModel {
+                pool: c.pool.clone(),
+                allocated_by: c.allocated_by.clone(),
+                drawn_models: c.drawn_models,
+                stalled_gpu_hours: c.stalled_gpu_s / 3600.0,
             }),
             io_model: o.io.as_ref().map(|i| IoModel {
                 storage: i.storage.clone(),

@@ -125,6 +125,7 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "cache_hit_ratio" => (Kind::Percent, "cache hit ratio", Higher),
         "io_util" => (Kind::Percent, "remote IO utilisation", Higher),
         "util_computing" => (Kind::Percent, "GPU utilisation, computing", Higher),
+        "cpu_util" => (Kind::Percent, "CPU pool utilisation", Higher),
         _ => (Kind::Count, "events", Lower),
     }
 }
@@ -357,6 +358,12 @@ pub const MEASURES: &[Measure] = &[
         headline: Some(Better::Higher),
         kind: Kind::Percent,
         value: |s| s.util_computing,
+    },
+    Measure {
+        key: "cpu_util",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.cpu_util,
     },
     Measure {
         key: "preemptions",

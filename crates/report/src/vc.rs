@@ -301,6 +301,7 @@ mod tests {
             occupancy: None,
             energy: None,
             io: None,
+            cpu: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),

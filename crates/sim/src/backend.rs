@@ -84,6 +84,7 @@ impl<'a> SimBackend<'a> {
         world.carbon = cfg.carbon.clone();
         world.pue = cfg.pue;
         world.storage = storage_for(cfg, policy.capabilities().has(Capability::Io));
+        world.cpu_pool = cpus_for(cfg, policy.capabilities().has(Capability::CpuWorkers));
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {
@@ -151,6 +152,13 @@ impl Backend for SimBackend<'_> {
 pub fn storage_for(cfg: &Config, allocates: bool) -> Option<apiary_model::io::Storage> {
     cfg.io
         .or_else(|| allocates.then(apiary_model::io::Storage::default))
+}
+
+/// The CPU pool a run models: `cfg.cpu`, or the defaults for a policy that allocates
+/// CPUs (`cpu-workers`) when none was given.
+pub fn cpus_for(cfg: &Config, allocates: bool) -> Option<apiary_model::cpu::CpuPool> {
+    cfg.cpu
+        .or_else(|| allocates.then(apiary_model::cpu::CpuPool::default))
 }
 
 /// Readies `policy` for a run of `jobs` on `cluster`, or says why it cannot run them:

@@ -47,6 +47,9 @@ pub struct Config {
     /// The cluster's cache and remote storage, when data loading is modelled (`--io`;
     /// without it every job reads at no cost, as the traces' simulators assume).
     pub io: Option<apiary_model::io::Storage>,
+    /// The cluster's CPUs for input pipelines, when preprocessing is modelled
+    /// (`--cpu`; without it every job has the CPUs it needs).
+    pub cpu: Option<apiary_model::cpu::CpuPool>,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             carbon: None,
             pue: 1.0,
             io: None,
+            cpu: None,
         }
     }
 }

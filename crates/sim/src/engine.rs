@@ -151,6 +151,12 @@ impl<'a, B: Backend> Engine<'a, B> {
             let io = crate::io::IoModel::new(b.world_mut(), storage, managed, policy, cfg.seed);
             resources.push(Box::new(io));
         }
+        let managed = b.declares(apiary_policy::Capability::CpuWorkers);
+        if let Some(pool) = crate::backend::cpus_for(cfg, managed) {
+            let policy = b.policy_name();
+            let cpu = crate::cpu::CpuModel::new(b.world_mut(), pool, managed, policy, cfg.seed);
+            resources.push(Box::new(cpu));
+        }
         b.world_mut().now = start;
         Ok(Engine {
             b,
@@ -324,9 +330,13 @@ impl<'a, B: Backend> Engine<'a, B> {
                 source,
             })?
             * world.speed(j);
-        for r in &self.resources {
-            rate *= r.factor(j);
-        }
+        // Each resource's factor is the share of its GPU-bound speed the job reaches
+        // for want of that resource alone; the scarcest one sets the pace.
+        rate *= self
+            .resources
+            .iter()
+            .map(|r| r.factor(j))
+            .fold(1.0, f64::min);
         world.rt[j as usize].rate = rate;
         self.schedule_completion(j);
         Ok(())
@@ -506,6 +516,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             occupancy: None,
             energy: None,
             io: None,
+            cpu: None,
             events: self.events,
             passes: self.passes,
             seed: self.seed,

@@ -18,6 +18,7 @@ mod adaptive;
 pub mod backend;
 pub mod comm;
 mod config;
+pub mod cpu;
 mod engine;
 mod error;
 pub mod experiment;

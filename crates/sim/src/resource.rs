@@ -3,7 +3,9 @@
 //!
 //! A throughput model prices a placement on its own; a shared resource's share depends
 //! on every other running job, so it is settled after each change to the running set,
-//! and a job runs at its throughput model's rate times each resource's factor. A
+//! and a job runs at its throughput model's rate times the smallest of the resources'
+//! factors: each is the share of its GPU-bound speed the job reaches for want of that
+//! resource alone, and the scarcest sets the pace (`min(GPU, IO, CPU)`). A
 //! resource may also change by itself (a cache warms up) and says when; and it measures
 //! its own use between events, as an observer does.
 

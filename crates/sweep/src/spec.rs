@@ -125,6 +125,7 @@ struct SimFile {
     carbon: Option<String>,
     pue: Option<f64>,
     io: Option<String>,
+    cpu: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -496,6 +497,12 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
             .map(apiary_model::io::Storage::parse)
             .transpose()
             .map_err(|e| field(path, "sim.io", e.to_string()))?;
+    let cpu = s
+        .cpu
+        .as_deref()
+        .map(apiary_model::cpu::CpuPool::parse)
+        .transpose()
+        .map_err(|e| field(path, "sim.cpu", e.to_string()))?;
     Ok((
         Config {
             mode,
@@ -505,6 +512,7 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
             carbon,
             pue,
             io,
+            cpu,
         },
         percentile,
     ))

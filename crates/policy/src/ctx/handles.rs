@@ -2,8 +2,8 @@
 //! new mechanism adds its line here.
 
 use super::{
-    Adaptive, Admission, Carbon, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting, Io,
-    Lookahead, Speeds, Stalls,
+    Adaptive, Admission, Carbon, Cpus, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting,
+    Io, Lookahead, Speeds, Stalls,
 };
 use crate::PolicyError;
 
@@ -36,6 +36,8 @@ pub trait Handles<'a> {
     fn carbon(&mut self) -> Result<Handle<'_, 'a, Carbon>, PolicyError>;
     /// [`Io`]: cache and remote bandwidth.
     fn io(&mut self) -> Result<Handle<'_, 'a, Io>, PolicyError>;
+    /// [`Cpus`]: CPUs for input pipelines.
+    fn cpus(&mut self) -> Result<Handle<'_, 'a, Cpus>, PolicyError>;
 }
 
 impl<'a> Handles<'a> for Ctx<'a> {
@@ -76,6 +78,9 @@ impl<'a> Handles<'a> for Ctx<'a> {
         self.open()
     }
     fn io(&mut self) -> Result<Handle<'_, 'a, Io>, PolicyError> {
+        self.open()
+    }
+    fn cpus(&mut self) -> Result<Handle<'_, 'a, Cpus>, PolicyError> {
         self.open()
     }
 }

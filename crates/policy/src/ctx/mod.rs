@@ -15,6 +15,7 @@
 mod adaptive;
 mod admission;
 mod carbon;
+mod cpus;
 mod elastic;
 mod gpus;
 mod groups;
@@ -31,6 +32,7 @@ mod tenant;
 pub use adaptive::Adaptive;
 pub use admission::Admission;
 pub use carbon::Carbon;
+pub use cpus::Cpus;
 pub use elastic::Elastic;
 pub use gpus::Gpus;
 pub use groups::Groups;

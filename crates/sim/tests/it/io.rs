@@ -1,6 +1,7 @@
 //! The IO model (`--io`): jobs slowed by what they read, worked by hand on one job; the
 //! model off changes nothing; SiloD's shares fit the cluster and beat LRU caches.
 
+use apiary_model::cpu::CpuPool;
 use apiary_model::io::{CacheMode, DataProfile, GB, MB, Storage};
 use apiary_model::{ClusterSpec, Job, RunOutcome, SECOND};
 use apiary_policy::spec::{Capabilities, Capability, PolicySpec};
@@ -225,4 +226,95 @@ fn silod_beats_sjf_with_lru_caches_on_the_philly_sample() {
     // silod without --io runs under the defaults rather than refusing.
     let default = summary("silod", None);
     assert_eq!(default.jct_mean, silod.jct_mean);
+}
+
+/// A 1-GPU ResNet-18 of 2,400 s: Synergy's speed is 1 at 9 CPUs per GPU, 1/2.4 at 3.
+fn res18(id: &str) -> Job {
+    let mut j = Job::new(id, 0, 1, 2400 * SECOND);
+    j.model = Some("resnet18".into());
+    j
+}
+
+fn run_cpu(
+    cluster: &str,
+    policy: &mut dyn Policy,
+    jobs: Vec<Job>,
+    cpus_per_gpu: f64,
+) -> RunOutcome {
+    let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
+    let cfg = Config {
+        cpu: Some(CpuPool { cpus_per_gpu }),
+        ..Config::default()
+    };
+    apiary_sim::run(c, jobs, policy, &DurationModel, &cfg, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn input_pipelines_hold_gpus_back_and_goldminer_lends_idle_cpus() {
+    // Fixed CPUs: 3 per GPU, so 2.4 times as long; its GPU waits 1.4/2.4 of the time.
+    let out = run_cpu("n1g4", build("fifo", &[]).as_mut(), vec![res18("a")], 3.0);
+    assert_eq!(out.jobs[0].finish, Some(5760 * SECOND));
+    let cpu = out.cpu.as_ref().unwrap();
+    assert!(
+        (cpu.stalled_gpu_s - 3360.0).abs() < 1e-6,
+        "{}",
+        cpu.stalled_gpu_s
+    );
+    assert_eq!(cpu.allocated_by, "fixed");
+    // 3 of the node's 12 CPUs in use the whole run.
+    assert!((cpu.util() - 0.25).abs() < 1e-9);
+    // GoldMiner gives the job the idle GPUs' CPUs too: 9 it can use of 12.
+    let out = run_cpu(
+        "n1g4",
+        build("goldminer", &[]).as_mut(),
+        vec![res18("a")],
+        3.0,
+    );
+    assert_eq!(out.jobs[0].finish, Some(2400 * SECOND));
+    assert_eq!(out.cpu.as_ref().unwrap().allocated_by, "policy");
+    // Four jobs share the 12 CPUs. Synergy's curve gains more from a 4th CPU than from
+    // a 3rd, so the greedy gives 4, 3, 3 and 2 (speeds 1.3, 1, 1 and 0.72 of 2.4, more
+    // in all than four times 1): the mean JCT is below fixed CPUs' 5,760 s.
+    let four: Vec<Job> = (0..4).map(|k| res18(&format!("j{k}"))).collect();
+    let out = run_cpu("n1g4", build("goldminer", &[]).as_mut(), four, 3.0);
+    let mean = out.jobs.iter().map(|j| j.finish.unwrap()).sum::<u64>() as f64 / 4.0;
+    assert!(mean < 5760.0 * SECOND as f64, "{mean}");
+    // The first, with 4, ends first: 2,400 s of work at 1.3 / 2.4.
+    let first = out.jobs[0].finish.unwrap() as f64;
+    assert!((first - 2400e3 * 2.4 / 1.3).abs() <= 1.0, "{first}");
+    // A language model needs a CPU per GPU and no more: GoldMiner gives the rest to the
+    // image model beside it, which then runs at 6 CPUs' speed (1.75 / 2.4) until...
+    let mut lm = Job::new("lm", 0, 1, 2400 * SECOND);
+    lm.model = Some("bert".into());
+    let out = run_cpu(
+        "n1g2",
+        build("goldminer", &[]).as_mut(),
+        vec![res18("a"), lm],
+        3.0,
+    );
+    assert_eq!(out.jobs[1].finish, Some(2400 * SECOND));
+    // ... the language model ends: 5 CPUs for 2,400 s (1.53/2.4 of its work), then 6.
+    let done = 2400.0 * 1.53 / 2.4;
+    let want = 2400.0 + (2400.0 - done) / (1.75 / 2.4);
+    let got = out.jobs[0].finish.unwrap() as f64 / SECOND as f64;
+    assert!((got - want).abs() <= 1.0, "{got} against {want}");
+}
+
+#[test]
+fn goldminer_beats_fixed_cpus_on_the_philly_sample() {
+    let summary = |policy: &str| {
+        let out = run_cpu("n64g8", build(policy, &[]).as_mut(), sample(), 3.0);
+        Summary::of(&out, Percentile::NearestRank)
+    };
+    let fixed = summary("fifo");
+    let gm = summary("goldminer");
+    assert!(
+        gm.jct_mean < fixed.jct_mean,
+        "{} {}",
+        gm.jct_mean,
+        fixed.jct_mean
+    );
+    assert!(gm.util_computing.unwrap() > fixed.util_computing.unwrap());
+    assert!(gm.cpu_util.unwrap() > fixed.cpu_util.unwrap());
+    assert_eq!(gm.cpu_model.unwrap().allocated_by, "policy");
 }
