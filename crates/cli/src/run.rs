@@ -354,6 +354,10 @@ fn run_one(
     cfg: &Config,
 ) -> Result<RunOutcome> {
     let (policy, label) = (setting.policy.as_str(), setting.label.as_str());
+    // A setting's own storage or CPU pool (`io.KEY`, `cpu.KEY`) over the run's.
+    let (mut params, mut cfg) = (params.clone(), cfg.clone());
+    experiment::resource_params(&mut params, &mut cfg).with_context(|| format!("-p {label}"))?;
+    let (params, cfg) = (&params, &cfg);
     let choice = SpeedChoice {
         model: a.speed.clone(),
         data: a.speed_data.clone(),
@@ -633,8 +637,11 @@ pub(crate) fn compare(a: CompareArgs) -> Result<()> {
     // Every setting is built and readied for this trace and cluster before the first
     // runs, so a bad value or a trace a policy cannot read fails at once.
     for (s, p) in settings.iter().zip(&params) {
+        let (mut p, mut scratch) = (p.clone(), cfg.clone());
+        experiment::resource_params(&mut p, &mut scratch)
+            .with_context(|| format!("-p {}", s.label))?;
         let mut policy =
-            registry::build(&s.policy, p).with_context(|| format!("-p {}", s.label))?;
+            registry::build(&s.policy, &p).with_context(|| format!("-p {}", s.label))?;
         apiary_sim::backend::preflight(&cluster, &jobs, policy.as_mut())
             .with_context(|| format!("-p {}", s.label))?;
     }

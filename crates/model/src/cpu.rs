@@ -80,7 +80,12 @@ pub enum CpuPoolError {
 impl CpuPool {
     /// `default`, or `cpus_per_gpu=N`.
     pub fn parse(s: &str) -> Result<CpuPool, CpuPoolError> {
-        let mut p = CpuPool::default();
+        CpuPool::default().with(s)
+    }
+
+    /// This setting with `cpus_per_gpu=N` laid over.
+    pub fn with(self, s: &str) -> Result<CpuPool, CpuPoolError> {
+        let mut p = self;
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "default" {
                 continue;

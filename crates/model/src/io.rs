@@ -292,7 +292,12 @@ impl Storage {
     /// `default`, or `key=value` pairs separated by commas over the defaults:
     /// `cache=lru|uniform|coordl`, `cache_gb_per_gpu`, `bandwidth_mbs_per_gpu`.
     pub fn parse(s: &str) -> Result<Storage, StorageError> {
-        let mut st = Storage::default();
+        Storage::default().with(s)
+    }
+
+    /// This setting with `key=value` pairs (as [`Storage::parse`] reads them) laid over.
+    pub fn with(self, s: &str) -> Result<Storage, StorageError> {
+        let mut st = self;
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "default" {
                 continue;

@@ -47,6 +47,46 @@ pub enum ExperimentError {
     /// The factor for models a speed table lacks is out of range.
     #[error("the speed factor for unknown models must be in (0, 1] (got {0})")]
     SpeedUnknown(f64),
+    /// A setting's `io.KEY` parameter is wrong.
+    #[error(transparent)]
+    Storage(#[from] apiary_model::io::StorageError),
+    /// A setting's `cpu.KEY` parameter is wrong.
+    #[error(transparent)]
+    Cpus(#[from] apiary_model::cpu::CpuPoolError),
+}
+
+/// Takes a setting's `io.KEY` and `cpu.KEY` parameters out of `params` and lays them
+/// over `cfg`'s storage and CPU pool (their defaults where the run has none), so that
+/// one comparison can put each policy beside its own cache system, as SiloD's
+/// evaluation does (`sjf:io.cache=uniform`).
+pub fn resource_params(
+    params: &mut apiary_policy::Params,
+    cfg: &mut crate::Config,
+) -> Result<(), ExperimentError> {
+    let take = |params: &mut apiary_policy::Params, prefix: &str| -> Option<String> {
+        let keys: Vec<String> = params
+            .0
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        (!keys.is_empty()).then(|| {
+            keys.iter()
+                .map(|k| {
+                    let v = params.0.remove(k).unwrap_or_default();
+                    format!("{}={v}", &k[prefix.len()..])
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    };
+    if let Some(io) = take(params, "io.") {
+        cfg.io = Some(cfg.io.unwrap_or_default().with(&io)?);
+    }
+    if let Some(cpu) = take(params, "cpu.") {
+        cfg.cpu = Some(cfg.cpu.unwrap_or_default().with(&cpu)?);
+    }
+    Ok(())
 }
 
 /// A cluster by name: a preset (`n64g8`, `philly`, ...), a `.toml` spec or a peer
@@ -201,6 +241,38 @@ mod tests {
             data: None,
             unknown: 1.0,
         }
+    }
+
+    #[test]
+    fn a_setting_carries_its_own_storage_and_cpus() {
+        let mut p = apiary_policy::Params::from_pairs([
+            "io.cache=uniform",
+            "io.bandwidth_mbs_per_gpu=5",
+            "cpu.cpus_per_gpu=6",
+            "backfill=true",
+        ])
+        .unwrap();
+        let mut cfg = crate::Config {
+            io: Some(apiary_model::io::Storage::parse("cache_gb_per_gpu=10").unwrap()),
+            ..crate::Config::default()
+        };
+        resource_params(&mut p, &mut cfg).unwrap();
+        // Only the policy's own parameter is left for it.
+        assert_eq!(p.0.keys().collect::<Vec<_>>(), ["backfill"]);
+        let io = cfg.io.unwrap();
+        assert_eq!(io.cache, apiary_model::io::CacheMode::Uniform);
+        assert_eq!(io.bandwidth_per_gpu, 5e6);
+        // The run's own setting stays under the setting's.
+        assert_eq!(io.cache_per_gpu, 10e9);
+        assert_eq!(cfg.cpu.unwrap().cpus_per_gpu, 6.0);
+        let mut bad = apiary_policy::Params::from_pairs(["io.cache=fifo"]).unwrap();
+        let e = resource_params(&mut bad, &mut crate::Config::default()).unwrap_err();
+        assert!(e.to_string().contains("lru, uniform or coordl"), "{e}");
+        // Nothing to take: nothing changes.
+        let mut none = apiary_policy::Params::default();
+        let mut cfg = crate::Config::default();
+        resource_params(&mut none, &mut cfg).unwrap();
+        assert!(cfg.io.is_none() && cfg.cpu.is_none());
     }
 
     #[test]

@@ -100,7 +100,9 @@ impl<'a> Inputs<'a> {
         };
         compress(&mut jobs, cell.load);
         let setting = &s.settings[cell.setting];
-        let params = Params::from_pairs(setting.params.iter().map(String::as_str))?;
+        let mut params = Params::from_pairs(setting.params.iter().map(String::as_str))?;
+        let mut cfg = s.config.clone();
+        experiment::resource_params(&mut params, &mut cfg)?;
         let mut policy = registry::build(&setting.policy, &params)?;
         let choice = SpeedChoice {
             model: s.speed.clone(),
@@ -110,7 +112,6 @@ impl<'a> Inputs<'a> {
         let (speed, _) =
             experiment::throughput(&choice, Some(&s.traces[cell.trace].path), &cluster)?;
         experiment::complete_jobs(policy.as_ref(), &choice, &mut jobs, cell.seed);
-        let mut cfg = s.config.clone();
         cfg.seed = cell.seed;
         let mut out = apiary_sim::run(
             cluster.as_ref().clone(),

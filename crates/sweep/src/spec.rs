@@ -427,10 +427,19 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
     for c in combos {
         let mut params = fixed.clone();
         params.extend(c);
+        // A setting's own storage or CPU pool (`io.KEY`, `cpu.KEY`) is checked here,
+        // then laid over `[sim]`'s when its cells run.
         let parsed = Params::from_pairs(params.iter().map(String::as_str))
-            .and_then(|ps| registry::build(&p.name, &ps).map(|_| ()));
+            .map_err(|e| e.to_string())
+            .and_then(|mut ps| {
+                apiary_sim::experiment::resource_params(&mut ps, &mut Config::default())
+                    .map_err(|e| e.to_string())?;
+                registry::build(&p.name, &ps)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
         if let Err(e) = parsed {
-            return Err(field(path, format!("policy[{i}]"), e.to_string()));
+            return Err(field(path, format!("policy[{i}]"), e));
         }
         let label = if params.is_empty() {
             p.name.clone()

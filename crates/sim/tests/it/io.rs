@@ -318,3 +318,44 @@ fn goldminer_beats_fixed_cpus_on_the_philly_sample() {
     assert!(gm.cpu_util.unwrap() > fixed.cpu_util.unwrap());
     assert_eq!(gm.cpu_model.unwrap().allocated_by, "policy");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+
+    /// Under both models, on random jobs and settings, SiloD's and GoldMiner's shares
+    /// always fit (the models stop the run otherwise), every job finishes, and no job
+    /// runs faster than its GPUs allow.
+    #[test]
+    fn shares_fit_and_every_job_finishes(
+        w in proptest::collection::vec((0u64..400, 0usize..4, 1u64..300), 1..30),
+        mbs in 1.0f64..100.0,
+        gb in 0.0f64..50.0,
+        cpus in 0.5f64..12.0,
+        seed in 0u64..1000,
+    ) {
+        let mut w = w;
+        w.sort_by_key(|x| x.0);
+        let jobs: Vec<Job> = w
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, g, d))| Job::new(format!("{i}"), s * SECOND, [1, 2, 4, 8][g], d * SECOND))
+            .collect();
+        for policy in ["fifo", "silod", "silod:host=themis", "goldminer", "goldminer:host=tiresias"] {
+            let (name, params) = policy.split_once(':').unwrap_or((policy, ""));
+            let params: Vec<&str> = params.split(',').filter(|p| !p.is_empty()).collect();
+            let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
+            let cfg = Config {
+                io: Some(storage(gb, mbs, CacheMode::Lru)),
+                cpu: Some(CpuPool { cpus_per_gpu: cpus }),
+                seed,
+                ..Config::default()
+            };
+            let out = apiary_sim::run(c, jobs.clone(), build(name, &params).as_mut(), &DurationModel, &cfg, &mut |_| {});
+            let out = out.map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{policy}: {e}")))?;
+            for j in &out.jobs {
+                let f = j.finish.ok_or_else(|| proptest::test_runner::TestCaseError::fail(format!("{policy}: job {} never finished", j.id)))?;
+                proptest::prop_assert!(f - j.first_start.unwrap() + 1 >= j.duration, "{policy}: job {} ran faster than its GPUs", j.id);
+            }
+        }
+    }
+}
