@@ -22,6 +22,9 @@ fn not_live(s: &Scenario) -> Option<String> {
     if caps.has(Capability::Lookahead) {
         return Some("it reads the jobs to come, which a live world does not hold".into());
     }
+    if s.cfg.io.is_some() || s.cfg.cpu.is_some() {
+        return Some("it models data loading, which live jobs do by themselves".into());
+    }
     let data = s.jobs.iter().find(|j| {
         let x = j.extras();
         x.stages.is_some() || x.type_speeds.is_some() || x.scaling.is_some()

@@ -8,6 +8,8 @@
 //! policy fifo backfill=true
 //! mode slot:60            (optional)
 //! restart_overhead 5      (optional, seconds)
+//! io cache=uniform,bandwidth_mbs_per_gpu=30   (optional: the IO model, as `--io`)
+//! cpu cpus_per_gpu=3      (optional: the CPU model, as `--cpu`)
 //! steps                   (optional: expect the state after every time stamp)
 //! job a submit=0 gpus=2 duration=10   (optional vc=NAME; priority=N; stages=DATA/GPU/NET
 //!                                       ms with iters=N for Muri's interleaving;
@@ -15,7 +17,10 @@
 //!                                       deadline=SECONDS; scaling=1:1,2:1.8 (GPUs:
 //!                                       iterations/s) with max=GPUS and batch=N for
 //!                                       elastic jobs, which run `duration` at `gpus`,
-//!                                       and iters=N, the trace's iteration count)
+//!                                       and iters=N, the trace's iteration count;
+//!                                       model=NAME; data=GB/KB/RATE, what it reads
+//!                                       under `io`: dataset GB, sample KB, samples/s
+//!                                       per GPU)
 //! ----
 //! t=0 running=a pending=-
 //! t=10 running=- pending=-
@@ -183,6 +188,30 @@ fn parse_job(id: &str, kv: &BTreeMap<&str, &str>) -> Result<Job, String> {
     if let Some(n) = kv.get("iters") {
         j.iterations = Some(parse_num("iters", n)?);
     }
+    if let Some(m) = kv.get("model") {
+        j.model = Some((*m).to_string());
+    }
+    if let Some(d) = kv.get("data") {
+        let v: Vec<f64> = d
+            .split('/')
+            .map(|x| parse_num("data", x))
+            .collect::<Result<_, _>>()?;
+        let [gb, kb, rate] = v[..] else {
+            return Err("data: expected GB/KB/RATE".into());
+        };
+        let model = j
+            .model
+            .as_deref()
+            .and_then(apiary_model::io::model)
+            .and_then(|m| apiary_model::io::MODELS.iter().position(|x| x == m))
+            .unwrap_or(0);
+        j.extras_mut().data = Some(apiary_model::io::DataProfile {
+            model,
+            dataset: gb * apiary_model::io::GB,
+            sample: kb * 1e3,
+            gpu_rate: rate,
+        });
+    }
     Ok(j)
 }
 
@@ -228,6 +257,14 @@ impl Parsed {
                 self.cfg.mode = Mode::Slotted(secs(slot)?);
             }
             "restart_overhead" => self.cfg.restart_overhead = secs(w.next().unwrap_or("-"))?,
+            "io" => {
+                let io = apiary_model::io::Storage::parse(w.next().unwrap_or("default"));
+                self.cfg.io = Some(io.map_err(|e| e.to_string())?);
+            }
+            "cpu" => {
+                let cpu = apiary_model::cpu::CpuPool::parse(w.next().unwrap_or("default"));
+                self.cfg.cpu = Some(cpu.map_err(|e| e.to_string())?);
+            }
             "steps" => self.steps = true,
             "job" => {
                 let id = w.next().ok_or("job: no id")?;
