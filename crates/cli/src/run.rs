@@ -91,6 +91,10 @@ pub(crate) struct RunArgs {
     /// The facility's power usage effectiveness, multiplying the GPUs' energy.
     #[arg(long, default_value_t = 1.0)]
     pue: f64,
+    /// Cap every GPU at this fraction of its type's top power limit (0.3 to 1): jobs
+    /// run slower and draw less, as Zeus measured per network (docs/carbon.md).
+    #[arg(long, value_name = "FRACTION")]
+    power_limit: Option<f64>,
     /// Model data loading: jobs read their datasets through a cache and shared remote
     /// bandwidth (docs/io.md). `default`, or `key=value,...` over it:
     /// cache=lru|uniform|coordl, cache_gb_per_gpu (25), bandwidth_mbs_per_gpu (20).
@@ -145,6 +149,9 @@ impl RunArgs {
             t.insert("carbon".into(), c.clone().into());
         }
         t.insert("pue".into(), self.pue.into());
+        if let Some(f) = self.power_limit {
+            t.insert("power_limit".into(), f.into());
+        }
         if let Some(io) = &self.io {
             t.insert("io".into(), io.clone().into());
         }
@@ -255,6 +262,11 @@ fn config(a: &RunArgs) -> Result<Config> {
     if !(a.pue.is_finite() && (1.0..=10.0).contains(&a.pue)) {
         bail!("--pue must be between 1 and 10 (got {})", a.pue);
     }
+    if let Some(f) = a.power_limit
+        && !(f.is_finite() && (0.3..=1.0).contains(&f))
+    {
+        bail!("--power-limit must be a fraction of the top limit from 0.3 to 1 (got {f})");
+    }
     let carbon = match &a.carbon {
         Some(c) => Some(std::sync::Arc::new(apiary_trace::carbon::read_intensity(
             c,
@@ -279,6 +291,7 @@ fn config(a: &RunArgs) -> Result<Config> {
         pue: a.pue,
         io,
         cpu,
+        power_limit: a.power_limit,
     })
 }
 
@@ -398,10 +411,11 @@ fn run_one(
         // Speed models and the per-event quirk read what trace jobs carry (models,
         // batch sizes, per-type speeds) and API submissions do not; restart overheads
         // and slots are the engine's and run over either backend.
-        if cfg.io.is_some() || cfg.cpu.is_some() {
+        if cfg.io.is_some() || cfg.cpu.is_some() || cfg.power_limit.is_some() {
             bail!(
                 "--driver live runs jobs as their agents report them, and a submission says \
-                 nothing of its dataset or its input pipeline: drop --io and --cpu"
+                 nothing of its dataset or its input pipeline, nor sets power limits: drop \
+                 --io, --cpu and --power-limit"
             );
         }
         if a.speed != "trace" || cfg.per_event_overhead {
@@ -536,6 +550,10 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
         ("percentile", r.percentile.clone()),
         ("carbon", opt(&r.carbon)),
         ("pue", r.pue.to_string()),
+        (
+            "power-limit",
+            r.power_limit.map_or("-".into(), |f| f.to_string()),
+        ),
         ("io", opt(&r.io)),
         ("cpu", opt(&r.cpu)),
         ("format", opt(&r.read.format)),

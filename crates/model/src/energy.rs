@@ -217,6 +217,9 @@ pub struct EnergyReport {
     pub emission: crate::UtilSeries,
     /// The intensity over the run, g/kWh, likewise.
     pub intensity_series: crate::UtilSeries,
+    /// Every GPU's power limit, as a fraction of its type's top limit, where one was
+    /// set (`--power-limit`; busy power then follows Zeus per job).
+    pub power_limit: Option<f64>,
 }
 
 impl EnergyReport {

@@ -16,6 +16,7 @@ pub mod io;
 pub mod job;
 pub mod nodeset;
 pub mod outcome;
+pub mod power;
 pub mod profiles;
 pub mod scaling;
 pub mod speed;

@@ -173,6 +173,9 @@ pub struct EnergyModel {
     pub idle_kwh: f64,
     /// The whole cluster's facility energy, idle GPUs included, kWh.
     pub cluster_energy_kwh: f64,
+    /// Every GPU's power limit as a fraction of its top one, where set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_limit: Option<f64>,
 }
 
 /// How a run's data loading was modelled, for `summary.json`.
@@ -458,6 +461,7 @@ impl Summary {
                 busy_kwh: e.busy_kwh,
                 idle_kwh: e.idle_kwh,
                 cluster_energy_kwh: e.cluster_energy_kwh(),
+                power_limit: e.power_limit,
             }),
             cache_hit_ratio: o.io.as_ref().map(|i| i.hit_ratio()),
             io_util: o.io.as_ref().map(|i| i.util()),

@@ -50,6 +50,9 @@ pub struct Config {
     /// The cluster's CPUs for input pipelines, when preprocessing is modelled
     /// (`--cpu`; without it every job has the CPUs it needs).
     pub cpu: Option<apiary_model::cpu::CpuPool>,
+    /// Every GPU capped at this fraction of its type's top power limit (`--power-limit`;
+    /// Zeus's time and power per network, [`apiary_model::power`]).
+    pub power_limit: Option<f64>,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             pue: 1.0,
             io: None,
             cpu: None,
+            power_limit: None,
         }
     }
 }

@@ -123,11 +123,17 @@ impl<'a, B: Backend> Engine<'a, B> {
         } else {
             &[]
         };
-        let observers =
-            observe::standard(with_extras, start, total_gpus, cfg.carbon.clone(), cfg.pue)
-                .into_iter()
-                .map(|o| o as Box<dyn Observer + 'a>)
-                .collect();
+        let observers = observe::standard(
+            with_extras,
+            start,
+            total_gpus,
+            cfg.carbon.clone(),
+            cfg.pue,
+            cfg.power_limit,
+        )
+        .into_iter()
+        .map(|o| o as Box<dyn Observer + 'a>)
+        .collect();
         let cluster_name = b.world().cluster.name.clone();
         let mut hooks: Vec<Box<dyn Hook + 'a>> = Vec::new();
         if cfg.per_event_overhead {
@@ -150,6 +156,12 @@ impl<'a, B: Backend> Engine<'a, B> {
             let policy = b.policy_name();
             let io = crate::io::IoModel::new(b.world_mut(), storage, managed, policy, cfg.seed);
             resources.push(Box::new(io));
+        }
+        if let Some(f) = cfg.power_limit {
+            resources.push(Box::new(crate::power::PowerCap::new(
+                f,
+                b.world().jobs.len(),
+            )));
         }
         let managed = b.declares(apiary_policy::Capability::CpuWorkers);
         if let Some(pool) = crate::backend::cpus_for(cfg, managed) {

@@ -26,6 +26,7 @@ pub mod hooks;
 pub mod io;
 pub mod observe;
 mod overhead;
+pub mod power;
 pub mod resource;
 pub mod scenario;
 pub mod testing;

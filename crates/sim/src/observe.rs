@@ -111,6 +111,12 @@ pub struct Energy {
     emission: UtilSeries,
     intensity_over_time: UtilSeries,
     over_time: bool,
+    /// Every GPU capped at this fraction of its top limit: busy power per job, from
+    /// Zeus ([`apiary_model::power`]).
+    power_limit: Option<f64>,
+    /// Per job, its busy power ratio under the cap, once looked up (by the type of the
+    /// first node it ran on).
+    ratios: Vec<Option<f64>>,
 }
 
 impl Energy {
@@ -129,7 +135,16 @@ impl Energy {
             idle_g: 0.0,
             emission: UtilSeries::new(start, 1),
             intensity_over_time: UtilSeries::new(start, 1),
+            power_limit: None,
+            ratios: Vec::new(),
         }
+    }
+
+    /// Every GPU capped at `fraction` of its type's top limit: a busy GPU draws what
+    /// Zeus measured for its job's network at that limit (relative to its top).
+    pub fn with_power_limit(mut self, fraction: Option<f64>) -> Energy {
+        self.power_limit = fraction;
+        self
     }
 
     /// Reads `intensity` from now on (live: the server's file was read again).
@@ -157,6 +172,7 @@ impl Energy {
             filled: self.intensity.filled,
             emission: self.emission.clone(),
             intensity_series: self.intensity_over_time.clone(),
+            power_limit: self.power_limit,
         }
     }
 
@@ -169,6 +185,9 @@ impl Energy {
             if c.nodes.iter().all(|n| &n.gpu_type == first) {
                 self.uniform = Some(self.nodes[0]);
             }
+        }
+        if let Some(fraction) = self.power_limit {
+            return self.capped_power(world, fraction);
         }
         if let Some(p) = self.uniform {
             let busy = world.busy_gpus() as f64;
@@ -183,6 +202,44 @@ impl Energy {
             i += free * p.idle_w;
         }
         (b, i)
+    }
+}
+
+impl Energy {
+    /// Busy and idle power under a power limit: each running job's GPUs at their type's
+    /// busy power times Zeus's power ratio for its network at the limit.
+    fn capped_power(&mut self, world: &World, fraction: f64) -> (f64, f64) {
+        if self.ratios.len() < world.jobs.len() {
+            self.ratios.resize(world.jobs.len(), None);
+        }
+        let c = &world.cluster;
+        let mut busy = 0.0;
+        let mut held = 0.0;
+        for &j in world.running() {
+            let parts = &world.rt[j as usize].placement.parts;
+            let Some(&(first, _)) = parts.first() else {
+                continue;
+            };
+            let ratio = *self.ratios[j as usize].get_or_insert_with(|| {
+                let net = world.jobs[j as usize]
+                    .model
+                    .as_deref()
+                    .and_then(apiary_model::power::network);
+                apiary_model::power::scaling(&c.nodes[first as usize].gpu_type, net, fraction).1
+            });
+            for &(n, mask) in parts {
+                let g = mask.count_ones() as f64;
+                busy += g * self.nodes[n as usize].busy_w * ratio;
+                held += g * self.nodes[n as usize].idle_w;
+            }
+        }
+        let idle_all: f64 = self
+            .nodes
+            .iter()
+            .zip(&c.nodes)
+            .map(|(p, n)| p.idle_w * n.gpus as f64)
+            .sum();
+        (busy, idle_all - held)
     }
 }
 
@@ -233,18 +290,20 @@ fn useful_gpus(world: &World) -> f64 {
 }
 
 /// The series a driver records for `jobs` by default: utilisation, job counts, energy
-/// and carbon (under `carbon` and `pue`), and cluster efficiency where it applies.
+/// and carbon (under `carbon`, `pue` and `power_limit`), and cluster efficiency where
+/// it applies.
 pub fn standard(
     jobs: &[Job],
     start: Time,
     total_gpus: u32,
     carbon: Option<Arc<Intensity>>,
     pue: f64,
+    power_limit: Option<f64>,
 ) -> Vec<Box<dyn Observer>> {
     let mut out: Vec<Box<dyn Observer>> = vec![
         Box::new(Utilisation::new(start, total_gpus)),
         Box::new(JobCounts::new(start)),
-        Box::new(Energy::new(start, carbon, pue)),
+        Box::new(Energy::new(start, carbon, pue).with_power_limit(power_limit)),
     ];
     if ClusterEfficiency::applies(jobs) {
         out.push(Box::new(ClusterEfficiency::new(start, total_gpus)));

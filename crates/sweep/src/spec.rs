@@ -126,6 +126,7 @@ struct SimFile {
     pue: Option<f64>,
     io: Option<String>,
     cpu: Option<String>,
+    power_limit: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -512,6 +513,15 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
         .map(apiary_model::cpu::CpuPool::parse)
         .transpose()
         .map_err(|e| field(path, "sim.cpu", e.to_string()))?;
+    if let Some(f) = s.power_limit
+        && !(f.is_finite() && (0.3..=1.0).contains(&f))
+    {
+        return Err(field(
+            path,
+            "sim.power_limit",
+            format!("{f} is not a fraction from 0.3 to 1"),
+        ));
+    }
     Ok((
         Config {
             mode,
@@ -522,6 +532,7 @@ fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percent
             pue,
             io,
             cpu,
+            power_limit: s.power_limit,
         },
         percentile,
     ))

@@ -167,3 +167,29 @@ fn carbon_window_starts_each_job_at_its_cleanest_window() {
     assert_eq!(s.jct_mean, 3600.0);
     assert!((s.carbon_kg.unwrap() - 0.213 * 0.3).abs() < 1e-9);
 }
+
+#[test]
+fn a_power_limit_slows_jobs_and_cuts_their_power_as_zeus_measured() {
+    // A ResNet-50 of 1 h on a V100 capped at 60 % (150 W of Zeus's 250): Zeus measured
+    // 1.169x the time at 0.654x the power.
+    let mut j = Job::new("r", 0, 1, HOUR);
+    j.model = Some("resnet50".into());
+    let c = ClusterSpec::preset("n1g2").unwrap().build().unwrap();
+    let mut p = registry::build("fifo", &Params::default()).unwrap();
+    let cfg = Config {
+        power_limit: Some(0.6),
+        ..Config::default()
+    };
+    let out = apiary_sim::run(c, vec![j], p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap();
+    let hours = out.jobs[0].finish.unwrap() as f64 / HOUR as f64;
+    assert!((hours - 1.169).abs() < 1e-6, "{hours}");
+    let s = Summary::of(&out, Percentile::NearestRank);
+    // 213 W busy at the top limit, times 0.654, for 1.169 h.
+    let kwh = 0.213 * 0.654 * 1.169;
+    assert!(
+        (s.energy_kwh.unwrap() - kwh).abs() < 1e-6,
+        "{:?}",
+        s.energy_kwh
+    );
+    assert_eq!(s.energy_model.unwrap().power_limit, Some(0.6));
+}
