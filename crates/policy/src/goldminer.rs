@@ -33,7 +33,7 @@ const HOST: ParamSpec = ParamSpec {
 /// `goldminer`: its spec.
 pub const GOLDMINER: PolicySpec = PolicySpec {
     name: "goldminer",
-    about: "GoldMiner: a host policy's GPUs, with input pipelines as data workers on the cluster's CPU pool, by marginal progress per CPU (needs --cpu)",
+    about: "GoldMiner: a host policy's GPUs, with input pipelines as data workers on the cluster's CPU pool, by marginal progress per CPU (the CPU model: --cpu, or its defaults)",
     // Its own, and every host's: an instance declares its host's and `cpu-workers`.
     capabilities: Capabilities::of(&[
         Capability::CpuWorkers,

@@ -32,7 +32,7 @@ const HOST: ParamSpec = ParamSpec {
 /// `silod`: its spec.
 pub const SILOD: PolicySpec = PolicySpec {
     name: "silod",
-    about: "SiloD: a host policy's GPUs, with pooled uniform cache by cache efficiency and water-filled remote bandwidth (needs --io)",
+    about: "SiloD: a host policy's GPUs, with pooled uniform cache by cache efficiency and water-filled remote bandwidth (the IO model: --io, or its defaults)",
     // Its own, and every host's: an instance declares its host's and `io`.
     capabilities: Capabilities::of(&[
         Capability::Io,
