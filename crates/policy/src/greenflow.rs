@@ -45,6 +45,11 @@ const OVERHEAD: ParamSpec = ParamSpec {
     default: "true",
     about: "charge ElasticFlow's restart overhead each time a job's GPUs change",
 };
+const LIMITS: ParamSpec = ParamSpec {
+    key: "power_limits",
+    default: "1",
+    about: "GPU power limits a job may run at, fractions of the top limit (e.g. 1,0.8,0.6): the GPU-level knob, by Zeus's time and power per network",
+};
 
 /// `greenflow`: its spec.
 pub const GREENFLOW: PolicySpec = PolicySpec {
@@ -57,8 +62,9 @@ pub const GREENFLOW: PolicySpec = PolicySpec {
         Capability::Carbon,
         Capability::Lookahead,
         Capability::Stalls,
+        Capability::PowerLimits,
     ]),
-    params: &[BUDGET, FLOOR, OVERHEAD],
+    params: &[BUDGET, FLOOR, OVERHEAD, LIMITS],
     build: |p| Ok(Box::new(GreenFlow::new(p)?)),
 };
 
@@ -71,10 +77,13 @@ pub struct GreenFlow {
     budget_g: Option<f64>,
     floor: f64,
     overhead: bool,
+    /// Power limits a job may run at, fractions of the top limit, the first 1.
+    limits: Vec<f64>,
     /// Set at the first pass.
     run: Option<Run>,
-    /// GPUs each job holds by the last decision.
-    alloc: BTreeMap<JobIdx, u32>,
+    /// GPUs each job holds by the last decision, and their power there relative to the
+    /// top limit.
+    alloc: BTreeMap<JobIdx, (u32, f64)>,
     /// Carbon the allocations have emitted up to `settled`, grams.
     spent_g: f64,
     settled: Time,
@@ -132,10 +141,22 @@ impl GreenFlow {
                 message: "a percentile, 0 to 100".into(),
             });
         }
+        let mut limits = p.f64_list(&LIMITS)?;
+        if limits.iter().any(|f| !(0.3..=1.0).contains(f)) {
+            return Err(ParamError::Bad {
+                key: LIMITS.key.into(),
+                value: p.text(&LIMITS).into(),
+                message: "fractions of the top power limit, 0.3 to 1".into(),
+            });
+        }
+        // The top limit is always an option, and tried first.
+        limits.retain(|&f| f < 1.0);
+        limits.insert(0, 1.0);
         Ok(GreenFlow {
             budget_g,
             floor,
             overhead: p.bool(&OVERHEAD)?,
+            limits,
             run: None,
             alloc: BTreeMap::new(),
             spent_g: 0.0,
@@ -152,14 +173,14 @@ impl GreenFlow {
             return Ok(());
         };
         if now > self.settled {
-            let gpus: u32 = self.alloc.values().sum();
+            let gpus: f64 = self.alloc.values().map(|&(n, p)| n as f64 * p).sum();
             let c = ctx.carbon()?;
             let integral = c.series().map_or_else(
                 || DEFAULT_INTENSITY * (now - self.settled) as f64 / HOUR as f64,
                 |s| s.integral(self.settled, now),
             );
             // kW x (g/kWh)·h = g.
-            self.spent_g += gpus as f64 * run.watts / 1000.0 * integral;
+            self.spent_g += gpus * run.watts / 1000.0 * integral;
         }
         self.settled = now;
         Ok(())
@@ -198,9 +219,32 @@ impl GreenFlow {
         Ok(())
     }
 
-    /// Each active job's GPU count: least work left first, each growing level by level
-    /// while the marginal carbon per marginal work is within the price and GPUs remain.
-    fn counts(&self, ctx: &mut Ctx<'_>, now: Time) -> Result<Vec<(JobIdx, u32)>, PolicyError> {
+    /// Each active job's GPU count and power limit: least work left first, each growing
+    /// level by level while the marginal carbon per marginal work is within the price
+    /// and GPUs remain. At each level the job runs at the power limit whose step from
+    /// where it stands costs least carbon per work (Zeus's time and power for its
+    /// network); with only the top limit, level by level as the counts alone.
+    fn counts(
+        &self,
+        ctx: &mut Ctx<'_>,
+        now: Time,
+    ) -> Result<Vec<(JobIdx, u32, f64, f64)>, PolicyError> {
+        // Time and power ratios of each limit below the top, per active job (Zeus's
+        // for its network), looked up before the jobs' tables are borrowed.
+        let mut ratios: BTreeMap<JobIdx, Vec<(f64, f64, f64)>> = BTreeMap::new();
+        if self.limits.len() > 1 {
+            let power = ctx.power()?;
+            for &j in &self.active {
+                let r = self.limits[1..]
+                    .iter()
+                    .map(|&f| {
+                        let (t, p) = power.scaling(j, f);
+                        (f, t, p)
+                    })
+                    .collect();
+                ratios.insert(j, r);
+            }
+        }
         let run = self.run.as_ref().expect("started");
         let ci = ctx.carbon()?.at(now);
         // Grams per GPU-second now, and at the floor's hours.
@@ -221,24 +265,47 @@ impl GreenFlow {
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut free = run.total;
         let mut out = Vec::with_capacity(jobs.len());
+        let top = [(1.0, 1.0, 1.0)];
         for (_, j, s) in jobs {
+            let below = ratios.get(&j).map_or(&[][..], Vec::as_slice);
             let (g0, t0) = s.levels[0];
-            let (mut n, mut tput) = (0u32, 0.0f64);
+            // Where the job stands: GPUs, iterations/s, grams/s, limit, power ratio.
+            let (mut n, mut tput, mut grams) = (0u32, 0.0f64, 0.0f64);
+            let (mut limit, mut pw) = (1.0, 1.0);
             for &(g, t) in &s.levels {
-                if !g.is_power_of_two() || g > s.max_gpus.max(g0) || g > free || t <= tput {
+                if !g.is_power_of_two() || g > s.max_gpus.max(g0) || g > free {
                     continue;
                 }
-                // Extra grams per second over extra work per second (GPU-seconds at the
-                // smallest level): the price of this step.
-                let extra_g = (g - n) as f64 * cost;
-                let extra_work = (t - tput) * g0 as f64 / t0;
+                // The limit whose step from here costs least per work: extra grams per
+                // second over extra work per second (GPU-seconds at the smallest level).
+                let mut best: Option<(f64, f64, f64, f64, f64, f64)> = None;
+                for &(f, time, p) in top.iter().chain(below) {
+                    let rate = t / time;
+                    if rate <= tput {
+                        continue;
+                    }
+                    let g_s = g as f64 * cost * p;
+                    // At the top limit from the top limit, as the counts alone price it.
+                    let extra_g = if p == 1.0 && pw == 1.0 {
+                        (g - n) as f64 * cost
+                    } else {
+                        g_s - grams
+                    };
+                    let extra_work = (rate - tput) * g0 as f64 / t0;
+                    if best.is_none_or(|b| extra_g * b.1 < b.0 * extra_work) {
+                        best = Some((extra_g, extra_work, rate, g_s, f, p));
+                    }
+                }
+                let Some((extra_g, extra_work, rate, g_s, f, p)) = best else {
+                    continue;
+                };
                 if extra_g > price * extra_work {
                     break;
                 }
-                (n, tput) = (g, t);
+                (n, tput, grams, limit, pw) = (g, rate, g_s, f, p);
             }
             free -= n;
-            out.push((j, n));
+            out.push((j, n, limit, pw));
         }
         Ok(out)
     }
@@ -256,6 +323,16 @@ fn no_table(ctx: &Ctx<'_>, j: JobIdx) -> PolicyError {
 impl Policy for GreenFlow {
     fn spec(&self) -> &'static PolicySpec {
         &GREENFLOW
+    }
+    fn capabilities(&self) -> Capabilities {
+        // Power limits only when it may set some below the top.
+        if self.limits.len() > 1 {
+            GREENFLOW.capabilities
+        } else {
+            GREENFLOW
+                .capabilities
+                .minus(Capabilities::of(&[Capability::PowerLimits]))
+        }
     }
     fn attach(&mut self, _cluster: &Cluster) -> Result<(), PolicyError> {
         Ok(())
@@ -282,9 +359,21 @@ impl Policy for GreenFlow {
         self.active.retain(|&j| ctx.status(j) != Status::Finished);
         self.alloc.retain(|&j, _| ctx.status(j) == Status::Running);
         let counts = self.counts(ctx, now)?;
+        if self.limits.len() > 1 {
+            let mut power = ctx.power()?;
+            for &(j, n, f, _) in &counts {
+                if n > 0 {
+                    power.set(j, f);
+                }
+            }
+        }
         let run = self.run.as_ref().expect("started");
         // Stable order, so an unchanged set keeps its GPUs.
-        let mut sized: Vec<(JobIdx, u32)> = counts.iter().copied().filter(|c| c.1 > 0).collect();
+        let mut sized: Vec<(JobIdx, u32)> = counts
+            .iter()
+            .filter(|c| c.1 > 0)
+            .map(|c| (c.0, c.1))
+            .collect();
         sized.sort_by_key(|c| c.0);
         let placed =
             buddy(run.node_gpus, run.nodes, &sized).ok_or_else(|| PolicyError::Cluster {
@@ -292,7 +381,7 @@ impl Policy for GreenFlow {
                 reason: "buddy placement failed for counts within the cluster".into(),
             })?;
         let mut changes: Vec<(JobIdx, Placement)> = placed;
-        for &(j, n) in &counts {
+        for &(j, n, _, _) in &counts {
             if n == 0 && ctx.status(j) == Status::Running {
                 changes.push((j, Placement::default()));
             }
@@ -315,7 +404,11 @@ impl Policy for GreenFlow {
                 stalls.stall(j, round_overhead(total, n, true, false) as Time);
             }
         }
-        self.alloc = counts.into_iter().filter(|c| c.1 > 0).collect();
+        self.alloc = counts
+            .into_iter()
+            .filter(|c| c.1 > 0)
+            .map(|(j, n, _, p)| (j, (n, p)))
+            .collect();
         if !self.active.is_empty() {
             ctx.wake_at((now / HOUR + 1) * HOUR);
         }

@@ -65,11 +65,14 @@ pub enum Capability {
     /// ([`crate::ctx::Cpus`], GoldMiner's data workers): the driver's CPU model runs
     /// them at what it gives.
     CpuWorkers,
+    /// Sets each job's GPU power limit ([`crate::ctx::Power`], GreenFlow's GPU-level
+    /// knob): the driver runs and charges it at Zeus's time and power for the limit.
+    PowerLimits,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 18] = [
+    pub const ALL: [Capability; 19] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -88,6 +91,7 @@ impl Capability {
         Capability::Carbon,
         Capability::Io,
         Capability::CpuWorkers,
+        Capability::PowerLimits,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -111,6 +115,7 @@ impl Capability {
             Capability::Carbon => "carbon",
             Capability::Io => "io",
             Capability::CpuWorkers => "cpu-workers",
+            Capability::PowerLimits => "power-limits",
         }
     }
 
@@ -139,6 +144,9 @@ impl Capability {
             Capability::CpuWorkers => Some(
                 "it runs jobs' input pipelines as data workers on CPUs anywhere, which live agents do not",
             ),
+            Capability::PowerLimits => {
+                Some("it sets GPUs' power limits per job, which live agents do not")
+            }
             _ => None,
         }
     }

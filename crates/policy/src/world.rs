@@ -188,6 +188,11 @@ pub struct World {
     pub io_shares: Vec<(f64, f64)>,
     /// The IO model's hit ratios changed this many times (see `io_hits`).
     pub io_changes: u64,
+    /// Each job's power limit as a fraction of its GPUs' top limit, where a policy with
+    /// the `power-limits` capability set one (0: the run's own, `--power-limit`).
+    pub power_caps: Vec<f64>,
+    /// Jobs whose `power_caps` changed since the driver last read them.
+    pub power_dirty: Vec<JobIdx>,
     /// The cluster's CPUs for input pipelines, where the driver models them (`--cpu`;
     /// the `cpu-workers` mechanism reads it).
     pub cpu_pool: Option<apiary_model::cpu::CpuPool>,
@@ -301,6 +306,8 @@ impl World {
             io_dirty: Vec::new(),
             io_changes: 0,
             cpu_pool: None,
+            power_caps: Vec::new(),
+            power_dirty: Vec::new(),
             cpu_shares: Vec::new(),
             cpu_dirty: Vec::new(),
             running_changes: 0,

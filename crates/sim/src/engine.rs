@@ -117,6 +117,11 @@ impl<'a, B: Backend> Engine<'a, B> {
             any_extras |= j.has_extras();
         }
         let start = b.trace().first().map_or(0, |j| j.submit);
+        // A policy that caps jobs itself runs under the cap model, uncapped by default.
+        let power_limit = cfg.power_limit.or_else(|| {
+            b.declares(apiary_policy::Capability::PowerLimits)
+                .then_some(1.0)
+        });
         let total_gpus = b.world().cluster.total_gpus;
         let with_extras = if any_extras && b.carries_trace_data() {
             b.trace()
@@ -129,7 +134,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             total_gpus,
             cfg.carbon.clone(),
             cfg.pue,
-            cfg.power_limit,
+            power_limit,
         )
         .into_iter()
         .map(|o| o as Box<dyn Observer + 'a>)
@@ -157,7 +162,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             let io = crate::io::IoModel::new(b.world_mut(), storage, managed, policy, cfg.seed);
             resources.push(Box::new(io));
         }
-        if let Some(f) = cfg.power_limit {
+        if let Some(f) = power_limit {
             resources.push(Box::new(crate::power::PowerCap::new(
                 f,
                 b.world().jobs.len(),

@@ -114,9 +114,9 @@ pub struct Energy {
     /// Every GPU capped at this fraction of its top limit: busy power per job, from
     /// Zeus ([`apiary_model::power`]).
     power_limit: Option<f64>,
-    /// Per job, its busy power ratio under the cap, once looked up (by the type of the
-    /// first node it ran on).
-    ratios: Vec<Option<f64>>,
+    /// Per job, its limit and busy power ratio there, once looked up (by the type of
+    /// the first node it ran on).
+    ratios: Vec<Option<(f64, f64)>>,
 }
 
 impl Energy {
@@ -220,13 +220,20 @@ impl Energy {
             let Some(&(first, _)) = parts.first() else {
                 continue;
             };
-            let ratio = *self.ratios[j as usize].get_or_insert_with(|| {
-                let net = world.jobs[j as usize]
-                    .model
-                    .as_deref()
-                    .and_then(apiary_model::power::network);
-                apiary_model::power::scaling(&c.nodes[first as usize].gpu_type, net, fraction).1
-            });
+            let f = crate::power::limit(world, j, fraction);
+            let ratio = match self.ratios[j as usize] {
+                Some((at, r)) if at == f => r,
+                _ => {
+                    let net = world.jobs[j as usize]
+                        .model
+                        .as_deref()
+                        .and_then(apiary_model::power::network);
+                    let r =
+                        apiary_model::power::scaling(&c.nodes[first as usize].gpu_type, net, f).1;
+                    self.ratios[j as usize] = Some((f, r));
+                    r
+                }
+            };
             for &(n, mask) in parts {
                 let g = mask.count_ones() as f64;
                 busy += g * self.nodes[n as usize].busy_w * ratio;

@@ -12,18 +12,42 @@ use apiary_policy::{JobIdx, Status, World};
 
 /// The cap over one run.
 pub struct PowerCap {
+    /// The run's limit, for jobs a policy did not cap itself.
     fraction: f64,
     /// Per job, its speed under the cap (0: not running).
     factors: Vec<f64>,
 }
 
 impl PowerCap {
-    /// Every GPU at `fraction` of its top limit, for `jobs` jobs.
+    /// Every GPU at `fraction` of its top limit unless a policy with `power-limits`
+    /// sets a job's own, for `jobs` jobs.
     pub fn new(fraction: f64, jobs: usize) -> PowerCap {
         PowerCap {
             fraction,
             factors: vec![0.0; jobs],
         }
+    }
+
+    /// Job `j`'s speed at its limit, on its first node's GPU type.
+    fn speed(&self, world: &World, j: JobIdx) -> Option<f64> {
+        let rt = &world.rt[j as usize];
+        let &(node, _) = rt.placement.parts.first()?;
+        let net = world.jobs[j as usize]
+            .model
+            .as_deref()
+            .and_then(apiary_model::power::network);
+        let gpu = &world.cluster.nodes[node as usize].gpu_type;
+        let f = limit(world, j, self.fraction);
+        let (time, _) = apiary_model::power::scaling(gpu, net, f);
+        Some((1.0 / time).min(1.0))
+    }
+}
+
+/// Job `j`'s power limit: its own where a policy set one, else the run's.
+pub fn limit(world: &World, j: JobIdx, run: f64) -> f64 {
+    match world.power_caps.get(j as usize) {
+        Some(&f) if f > 0.0 => f,
+        _ => run,
     }
 }
 
@@ -34,26 +58,27 @@ impl Resource for PowerCap {
         started: &[JobIdx],
         changed: &mut Vec<JobIdx>,
     ) -> Result<(), SimError> {
-        for &j in started {
-            let rt = &world.rt[j as usize];
-            if rt.status != Status::Running {
+        let dirty = std::mem::take(&mut world.power_dirty);
+        for &j in started.iter().chain(&dirty) {
+            if world.rt[j as usize].status != Status::Running {
                 continue;
             }
-            let Some(&(node, _)) = rt.placement.parts.first() else {
+            let Some(f) = self.speed(world, j) else {
                 continue;
             };
-            let net = world.jobs[j as usize]
-                .model
-                .as_deref()
-                .and_then(apiary_model::power::network);
-            let gpu = &world.cluster.nodes[node as usize].gpu_type;
-            let (time, _) = apiary_model::power::scaling(gpu, net, self.fraction);
             if self.factors.len() <= j as usize {
                 self.factors.resize(j as usize + 1, 0.0);
             }
-            self.factors[j as usize] = (1.0 / time).min(1.0);
-            changed.push(j);
+            // A job (re)started is re-timed whatever its factor; a recapped one when
+            // its factor moved.
+            if self.factors[j as usize] != f || started.contains(&j) {
+                self.factors[j as usize] = f;
+                changed.push(j);
+            }
         }
+        let mut dirty = dirty;
+        dirty.clear();
+        world.power_dirty = dirty;
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 
 use super::{
     Adaptive, Admission, Carbon, Cpus, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting,
-    Io, Lookahead, Speeds, Stalls,
+    Io, Lookahead, Power, Speeds, Stalls,
 };
 use crate::PolicyError;
 
@@ -38,6 +38,8 @@ pub trait Handles<'a> {
     fn io(&mut self) -> Result<Handle<'_, 'a, Io>, PolicyError>;
     /// [`Cpus`]: CPUs for input pipelines.
     fn cpus(&mut self) -> Result<Handle<'_, 'a, Cpus>, PolicyError>;
+    /// [`Power`]: GPU power limits per job.
+    fn power(&mut self) -> Result<Handle<'_, 'a, Power>, PolicyError>;
 }
 
 impl<'a> Handles<'a> for Ctx<'a> {
@@ -81,6 +83,9 @@ impl<'a> Handles<'a> for Ctx<'a> {
         self.open()
     }
     fn cpus(&mut self) -> Result<Handle<'_, 'a, Cpus>, PolicyError> {
+        self.open()
+    }
+    fn power(&mut self) -> Result<Handle<'_, 'a, Power>, PolicyError> {
         self.open()
     }
 }

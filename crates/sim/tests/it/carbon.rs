@@ -193,3 +193,45 @@ fn a_power_limit_slows_jobs_and_cuts_their_power_as_zeus_measured() {
     );
     assert_eq!(s.energy_model.unwrap().power_limit, Some(0.6));
 }
+
+#[test]
+fn greenflow_caps_power_where_a_capped_step_buys_work_for_less_carbon() {
+    // The elastic job as a ResNet-50, with the V100's 60 % limit on offer (Zeus: 1.169x
+    // the time at 0.654x the power). Without a budget it runs in the clean hours only,
+    // where a step costs at most the floor's price c per unit of work. There, one
+    // capped GPU costs 0.654c for 1/1.169 of the work (0.765c per work, under c), and
+    // a second capped GPU 0.654c more for 0.8/1.169 more work (0.956c, under c), while
+    // an uncapped second GPU would cost 1.43c: two GPUs at 60 %, 1.8/1.169 = 1.54x the
+    // work of one GPU, in hours 0 and 2.
+    let mut j = elastic_job();
+    j.model = Some("resnet50".into());
+    let s = run(
+        "greenflow",
+        &["overhead=false", "budget_kg=0", "power_limits=1,0.6"],
+        vec![j.clone()],
+        Some(alternating()),
+    );
+    let rate = 1.8 / 1.169;
+    let hours = 2.0 + (3.0 - rate) / rate;
+    assert!(
+        (s.jct_mean / 3600.0 - hours).abs() < 1e-3,
+        "{}",
+        s.jct_mean / 3600.0
+    );
+    // Two GPUs at 0.654 x 213 W for the time it ran, at 100 g/kWh.
+    let kg = 2.0 * 0.213 * 0.654 * (hours - 1.0) * 0.1;
+    assert!(
+        (s.carbon_kg.unwrap() - kg).abs() < 1e-6,
+        "{:?} {kg}",
+        s.carbon_kg
+    );
+    // Less time and less carbon than uncapped at the same (empty) budget: 5 h, 0.0639 kg.
+    let top = run(
+        "greenflow",
+        &["overhead=false", "budget_kg=0"],
+        vec![j],
+        Some(alternating()),
+    );
+    assert!(s.jct_mean < top.jct_mean && s.carbon_kg < top.carbon_kg);
+    assert_eq!(top.energy_model.unwrap().power_limit, None);
+}
