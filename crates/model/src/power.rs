@@ -313,17 +313,14 @@ pub fn network(model: &str) -> Option<&'static str> {
 }
 
 /// A GPU type's sweep: its own, else the V100's (the most common training GPU of the
-/// four Zeus measured); and whether it was its own.
-fn sweep(gpu_type: &str) -> (&'static Zeus, bool) {
+/// four Zeus measured).
+fn sweep(gpu_type: &str) -> &'static Zeus {
     let key: String = gpu_type
         .chars()
         .filter(|c| !matches!(c, '-' | ' ' | '_'))
         .map(|c| c.to_ascii_uppercase())
         .collect();
-    match ZEUS.iter().find(|z| z.gpu == key) {
-        Some(z) => (z, true),
-        None => (&ZEUS[0], false),
-    }
+    ZEUS.iter().find(|z| z.gpu == key).unwrap_or(&ZEUS[0])
 }
 
 /// (time, power) ratio of `points` at `limit` W, linear between points, held at the
@@ -349,7 +346,7 @@ fn at(points: &[(f64, f64, f64)], limit: f64) -> (f64, f64) {
 /// else the median over Zeus's networks. A type Zeus did not sweep takes the V100's
 /// ratios; a fraction below the lowest limit measured takes the lowest.
 pub fn scaling(gpu_type: &str, network: Option<&str>, fraction: f64) -> (f64, f64) {
-    let (z, _) = sweep(gpu_type);
+    let z = sweep(gpu_type);
     let limit = fraction.clamp(0.0, 1.0) * z.top_w;
     if let Some(points) = network.and_then(|n| z.networks.iter().find(|x| x.0 == n)) {
         return at(points.1, limit);
@@ -372,11 +369,6 @@ fn median(v: &mut [f64]) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
-}
-
-/// Whether Zeus swept `gpu_type` itself.
-pub fn measured(gpu_type: &str) -> bool {
-    sweep(gpu_type).1
 }
 
 #[cfg(test)]
@@ -406,7 +398,6 @@ mod tests {
         assert_eq!(t, 1.121);
         // A type Zeus did not sweep takes the V100's.
         assert_eq!(scaling("A100", Some("resnet50"), 0.6), (1.169, 0.654));
-        assert!(measured("A40") && !measured("H100"));
         assert_eq!(network("shufflenet"), Some("shufflenetv2"));
         assert_eq!(network("alexnet"), None);
     }

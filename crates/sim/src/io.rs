@@ -13,7 +13,7 @@
 use crate::error::SimError;
 use crate::resource::Resource;
 use apiary_model::io::{self, CacheMode, DataProfile, IoReport, Storage};
-use apiary_model::{Job, RunOutcome, Time};
+use apiary_model::{RunOutcome, Time};
 use apiary_policy::{JobIdx, Status, World};
 
 /// A job's data-loading state while it runs.
@@ -541,12 +541,6 @@ impl Resource for IoModel {
     fn report(self: Box<Self>, outcome: &mut RunOutcome) {
         outcome.io = Some(self.report);
     }
-}
-
-/// Whether any job carries a data profile (an IO model over jobs without any would
-/// change nothing).
-pub fn any_profiles(jobs: &[Job]) -> bool {
-    jobs.iter().any(|j| j.extras().data.is_some())
 }
 
 #[cfg(test)]
