@@ -18,9 +18,10 @@
 //! fit the pool.
 
 use crate::ctx::{Ctx, Handles};
+use crate::hosted::{Allocator, Hosted};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::JobIdx;
-use crate::{ParamError, Params, Policy, PolicyError, fifo, themis, tiresias};
+use crate::{PolicyError, fifo, themis, tiresias};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -49,7 +50,14 @@ pub const GOLDMINER: PolicySpec = PolicySpec {
             about: "a parameter of the host policy, e.g. host.backfill=true",
         },
     ],
-    build: |p| Ok(Box::new(GoldMiner::new(p)?)),
+    build: |p| {
+        Ok(Box::new(Hosted::new(
+            p,
+            &HOST,
+            &HOSTS,
+            GoldMiner::default(),
+        )?))
+    },
 };
 
 const HOSTS: [&PolicySpec; 4] = [
@@ -59,9 +67,9 @@ const HOSTS: [&PolicySpec; 4] = [
     &themis::THEMIS,
 ];
 
-/// The policy.
+/// GoldMiner's allocation: what the last one knew, and buffers it reuses.
+#[derive(Debug)]
 pub struct GoldMiner {
-    host: Box<dyn Policy>,
     /// The running set's version at the last allocation.
     version: Option<u64>,
     /// (slope, job, next point) of each job's next stretch of curve; reused.
@@ -75,28 +83,43 @@ pub struct GoldMiner {
 /// Stretches of a speed curve: from none to each of Synergy's points.
 const STRETCHES: usize = apiary_model::cpu::CPUS_PER_GPU.len();
 
-impl std::fmt::Debug for GoldMiner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GoldMiner")
-            .field("host", &self.host.name())
-            .finish()
-    }
-}
-
-impl GoldMiner {
-    /// `host` and its `host.KEY` parameters.
-    pub fn new(p: &Params) -> Result<GoldMiner, ParamError> {
-        let host = crate::spec::build_host(p, &HOST, &HOSTS)?;
-        Ok(GoldMiner {
-            host,
+impl Default for GoldMiner {
+    /// Nothing allocated yet.
+    fn default() -> GoldMiner {
+        GoldMiner {
             version: None,
             heap: BinaryHeap::new(),
             given: Vec::new(),
             stretches: (0..apiary_model::io::MODELS.len())
                 .map(|m| std::array::from_fn(|k| stretch(m, k + 1)))
                 .collect(),
-        })
+        }
     }
+}
+
+/// The stretch of model `m`'s speed curve ending at its `point`th point: its slope
+/// (speed per CPU per GPU, at least 0) and its width in CPUs per GPU.
+fn stretch(m: usize, point: usize) -> (f64, f64) {
+    let pts: [(f64, f64); 10] = {
+        let mut a = [(0.0, 0.0); 10];
+        for (k, p) in apiary_model::cpu::curve(m).enumerate() {
+            a[k] = p;
+        }
+        a
+    };
+    let (x0, s0) = pts[point - 1];
+    let (x1, s1) = pts[point.min(9)];
+    let width = x1 - x0;
+    if width <= 0.0 {
+        (0.0, 0.0)
+    } else {
+        (((s1 - s0) / width).max(0.0), width)
+    }
+}
+
+impl Allocator for GoldMiner {
+    const SPEC: &'static PolicySpec = &GOLDMINER;
+    const OWN: Capability = Capability::CpuWorkers;
 
     /// Step 2: the pool by marginal progress per CPU.
     fn allocate(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
@@ -142,51 +165,6 @@ impl GoldMiner {
             cpus.set(j, self.given[j as usize]);
         }
         Ok(())
-    }
-}
-
-/// The stretch of model `m`'s speed curve ending at its `point`th point: its slope
-/// (speed per CPU per GPU, at least 0) and its width in CPUs per GPU.
-fn stretch(m: usize, point: usize) -> (f64, f64) {
-    let pts: [(f64, f64); 10] = {
-        let mut a = [(0.0, 0.0); 10];
-        for (k, p) in apiary_model::cpu::curve(m).enumerate() {
-            a[k] = p;
-        }
-        a
-    };
-    let (x0, s0) = pts[point - 1];
-    let (x1, s1) = pts[point.min(9)];
-    let width = x1 - x0;
-    if width <= 0.0 {
-        (0.0, 0.0)
-    } else {
-        (((s1 - s0) / width).max(0.0), width)
-    }
-}
-
-impl Policy for GoldMiner {
-    fn spec(&self) -> &'static PolicySpec {
-        &GOLDMINER
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[Capability::CpuWorkers]).union(self.host.capabilities())
-    }
-    fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {
-        self.host.attach(cluster)
-    }
-    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        self.host.admit(ctx, j)
-    }
-    fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.host.on_finish(ctx, j)
-    }
-    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.host.on_requeue(ctx, j)
-    }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
-        self.host.schedule(ctx)?;
-        self.allocate(ctx)
     }
 }
 

@@ -23,6 +23,7 @@ pub mod gavel;
 pub mod goldminer;
 pub mod greedy;
 pub mod greenflow;
+pub mod hosted;
 pub mod muri;
 pub mod placement;
 pub mod plugin;
@@ -43,7 +44,7 @@ pub use ctx::{Ctx, Declared, Handle, Handles, Mechanism, Pass, Placer, Tenant};
 pub use placement::PlacementStrategy;
 pub use registry::{BUILTIN, build, find};
 pub use spec::{Capabilities, Capability, ParamSpec, PolicySpec};
-pub use world::{Action, JobIdx, JobRt, Status, World};
+pub use world::{Action, JobIdx, JobRt, Resources, Status, World};
 
 use apiary_model::Cluster;
 

@@ -19,9 +19,10 @@
 //! of reads at its old hit ratio (warm-up) and checks the shares fit the cluster.
 
 use crate::ctx::{Ctx, Handles};
+use crate::hosted::{Allocator, Hosted};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::JobIdx;
-use crate::{ParamError, Params, Policy, PolicyError, fifo, gavel, themis};
+use crate::{PolicyError, fifo, gavel, themis};
 
 const HOST: ParamSpec = ParamSpec {
     key: "host",
@@ -49,15 +50,15 @@ pub const SILOD: PolicySpec = PolicySpec {
             about: "a parameter of the host policy, e.g. host.backfill=true",
         },
     ],
-    build: |p| Ok(Box::new(Silod::new(p)?)),
+    build: |p| Ok(Box::new(Hosted::new(p, &HOST, &HOSTS, Silod::default())?)),
 };
 
 /// The hosts SiloD enhances in its evaluation.
 const HOSTS: [&PolicySpec; 3] = [&fifo::SJF, &gavel::GAVEL, &themis::THEMIS];
 
-/// The policy.
+/// SiloD's allocation: what the last one knew, and buffers it reuses.
+#[derive(Debug, Default)]
 pub struct Silod {
-    host: Box<dyn Policy>,
     /// (efficiency, job, GPUs) for the cache order; (need, job, cache) for
     /// water-filling. Reused.
     order: Vec<(f64, JobIdx, u32)>,
@@ -88,31 +89,46 @@ struct Held {
     need: f64,
 }
 
-impl std::fmt::Debug for Silod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Silod")
-            .field("host", &self.host.name())
-            .finish()
+impl Silod {
+    /// The greedy order over every running job.
+    fn greedy(&mut self, io: &mut crate::ctx::Handle<'_, '_, crate::ctx::Io>) {
+        self.order.clear();
+        for &j in &self.members {
+            let g = io.gpus(j);
+            match io.profile(j) {
+                Some(p) if p.dataset > 0.0 => self.order.push((p.demand(g) / p.dataset, j, g)),
+                _ => io.set(j, 0.0, 0.0),
+            }
+        }
+        // Most efficient first; ties by job index so the order is the same every run.
+        self.order
+            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut cache_left = io.total_cache();
+        self.needs.clear();
+        for &(_, j, g) in &self.order {
+            let Some(p) = io.profile(j) else { continue };
+            let cache = p.dataset.min(cache_left);
+            cache_left -= cache;
+            // A cache that has not filled yet hits less than its share gives: plan
+            // for the reads its warm-up costs.
+            let hit = io.hit(j).min(cache / p.dataset);
+            self.needs.push((p.remote_demand(g, hit), j, cache));
+        }
+        self.needs
+            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut left = io.total_bandwidth();
+        let n = self.needs.len();
+        for (k, &(need, j, cache)) in self.needs.iter().enumerate() {
+            let give = need.min(left / (n - k) as f64).max(0.0);
+            left -= give;
+            io.set(j, cache, give);
+        }
     }
 }
 
-impl Silod {
-    /// `host` and its `host.KEY` parameters.
-    pub fn new(p: &Params) -> Result<Silod, ParamError> {
-        let host = crate::spec::build_host(p, &HOST, &HOSTS)?;
-        Ok(Silod {
-            host,
-            order: Vec::new(),
-            needs: Vec::new(),
-            held: Vec::new(),
-            members: Vec::new(),
-            sums: (0.0, 0.0),
-            roomy: false,
-            moved: Vec::new(),
-            stamp: 0,
-            version: None,
-        })
-    }
+impl Allocator for Silod {
+    const SPEC: &'static PolicySpec = &SILOD;
+    const OWN: Capability = Capability::Io;
 
     /// Steps 2 and 3: cache by efficiency, then bandwidth by water-filling.
     ///
@@ -199,65 +215,5 @@ impl Silod {
         self.roomy = fits;
         self.greedy(&mut io);
         Ok(())
-    }
-
-    /// The greedy order over every running job.
-    fn greedy(&mut self, io: &mut crate::ctx::Handle<'_, '_, crate::ctx::Io>) {
-        self.order.clear();
-        for &j in &self.members {
-            let g = io.gpus(j);
-            match io.profile(j) {
-                Some(p) if p.dataset > 0.0 => self.order.push((p.demand(g) / p.dataset, j, g)),
-                _ => io.set(j, 0.0, 0.0),
-            }
-        }
-        // Most efficient first; ties by job index so the order is the same every run.
-        self.order
-            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut cache_left = io.total_cache();
-        self.needs.clear();
-        for &(_, j, g) in &self.order {
-            let Some(p) = io.profile(j) else { continue };
-            let cache = p.dataset.min(cache_left);
-            cache_left -= cache;
-            // A cache that has not filled yet hits less than its share gives: plan
-            // for the reads its warm-up costs.
-            let hit = io.hit(j).min(cache / p.dataset);
-            self.needs.push((p.remote_demand(g, hit), j, cache));
-        }
-        self.needs
-            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut left = io.total_bandwidth();
-        let n = self.needs.len();
-        for (k, &(need, j, cache)) in self.needs.iter().enumerate() {
-            let give = need.min(left / (n - k) as f64).max(0.0);
-            left -= give;
-            io.set(j, cache, give);
-        }
-    }
-}
-
-impl Policy for Silod {
-    fn spec(&self) -> &'static PolicySpec {
-        &SILOD
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[Capability::Io]).union(self.host.capabilities())
-    }
-    fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {
-        self.host.attach(cluster)
-    }
-    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
-        self.host.admit(ctx, j)
-    }
-    fn on_finish(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.host.on_finish(ctx, j)
-    }
-    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
-        self.host.on_requeue(ctx, j)
-    }
-    fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
-        self.host.schedule(ctx)?;
-        self.allocate(ctx)
     }
 }

@@ -311,54 +311,6 @@ pub const PLACE_COUNT: ParamSpec = ParamSpec {
     about: "counting | consolidated (yarn) | best-fit | random | topology",
 };
 
-/// The policy a wrapper hosts (SiloD's and GoldMiner's GPU decisions): the one of
-/// `hosts` that parameter `key` names, built from the wrapper's `key.NAME` parameters,
-/// an error naming them as the user wrote them.
-pub fn build_host(
-    p: &Params,
-    key: &ParamSpec,
-    hosts: &[&PolicySpec],
-) -> Result<Box<dyn Policy>, ParamError> {
-    let name = p.text(key);
-    let spec = hosts.iter().find(|s| s.name == name).ok_or_else(|| {
-        let names: Vec<&str> = hosts.iter().map(|s| s.name).collect();
-        ParamError::Bad {
-            key: key.key.into(),
-            value: name.into(),
-            message: format!("expected one of {}", names.join(", ")),
-        }
-    })?;
-    let prefix = format!("{}.", key.key);
-    let params = Params(
-        p.0.iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), v.clone())))
-            .collect(),
-    );
-    spec.build_checked(&params).map_err(|e| match e {
-        ParamError::Bad {
-            key,
-            value,
-            message,
-        } => ParamError::Bad {
-            key: format!("{prefix}{key}"),
-            value,
-            message,
-        },
-        ParamError::Unknown {
-            policy,
-            key,
-            hint,
-            known,
-        } => ParamError::Unknown {
-            policy,
-            key: format!("{prefix}{key}"),
-            hint,
-            known,
-        },
-        other => other,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

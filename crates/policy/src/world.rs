@@ -158,6 +158,41 @@ impl Action {
     }
 }
 
+/// Resources besides GPUs, as a run's drivers and policies share them: the cluster's
+/// storage and CPU pool where they are modelled, the shares policies give jobs (read
+/// through the `io`, `cpu-workers` and `power-limits` mechanisms), and what the
+/// driver's models report back. Each `*_dirty` list names the jobs whose share changed
+/// since the model last read it.
+#[derive(Clone, Debug, Default)]
+pub struct Resources {
+    /// The cluster's cache and remote-storage bandwidth, where the driver models data
+    /// loading (`--io`; the `io` mechanism reads it).
+    pub storage: Option<apiary_model::io::Storage>,
+    /// Cache bytes and remote bandwidth (bytes/s) a policy with the `io` capability
+    /// gave each job, by job index; what the driver's IO model runs them at.
+    pub io_shares: Vec<(f64, f64)>,
+    /// Jobs whose `io_shares` changed since the driver's IO model last read them.
+    pub io_dirty: Vec<JobIdx>,
+    /// The hit ratio each job's cache gives now (a cache fills over an epoch), as the
+    /// driver's IO model last settled it, with the job's preemption count then (a
+    /// restart empties the cache); 0 for a job not running.
+    pub io_hits: Vec<(f64, u32)>,
+    /// The IO model's hit ratios changed this many times (see `io_hits`).
+    pub io_changes: u64,
+    /// The cluster's CPUs for input pipelines, where the driver models them (`--cpu`;
+    /// the `cpu-workers` mechanism reads it).
+    pub cpu_pool: Option<apiary_model::cpu::CpuPool>,
+    /// CPUs a policy with the `cpu-workers` capability gave each job, by job index.
+    pub cpu_shares: Vec<f64>,
+    /// Jobs whose `cpu_shares` changed since the driver's CPU model last read them.
+    pub cpu_dirty: Vec<JobIdx>,
+    /// Each job's power limit as a fraction of its GPUs' top limit, where a policy with
+    /// the `power-limits` capability set one (0: the run's own, `--power-limit`).
+    pub power_caps: Vec<f64>,
+    /// Jobs whose `power_caps` changed since the driver last read them.
+    pub power_dirty: Vec<JobIdx>,
+}
+
 /// Jobs, GPUs and time: everything a policy may look at.
 #[derive(Debug)]
 pub struct World {
@@ -180,32 +215,9 @@ pub struct World {
     pub carbon: Option<std::sync::Arc<apiary_model::energy::Intensity>>,
     /// The facility's power usage effectiveness the driver charges energy with.
     pub pue: f64,
-    /// The cluster's cache and remote-storage bandwidth, where the driver models data
-    /// loading (`--io`; the `io` mechanism reads it).
-    pub storage: Option<apiary_model::io::Storage>,
-    /// Cache bytes and remote bandwidth (bytes/s) a policy with the `io` capability
-    /// gave each job, by job index; what the driver's IO model runs them at.
-    pub io_shares: Vec<(f64, f64)>,
-    /// The IO model's hit ratios changed this many times (see `io_hits`).
-    pub io_changes: u64,
-    /// Each job's power limit as a fraction of its GPUs' top limit, where a policy with
-    /// the `power-limits` capability set one (0: the run's own, `--power-limit`).
-    pub power_caps: Vec<f64>,
-    /// Jobs whose `power_caps` changed since the driver last read them.
-    pub power_dirty: Vec<JobIdx>,
-    /// The cluster's CPUs for input pipelines, where the driver models them (`--cpu`;
-    /// the `cpu-workers` mechanism reads it).
-    pub cpu_pool: Option<apiary_model::cpu::CpuPool>,
-    /// CPUs a policy with the `cpu-workers` capability gave each job, by job index.
-    pub cpu_shares: Vec<f64>,
-    /// Jobs whose `cpu_shares` changed since the driver's CPU model last read them.
-    pub cpu_dirty: Vec<JobIdx>,
-    /// Jobs whose `io_shares` changed since the driver's IO model last read them.
-    pub io_dirty: Vec<JobIdx>,
-    /// The hit ratio each job's cache gives now (a cache fills over an epoch), as the
-    /// driver's IO model last settled it, with the job's preemption count then (a
-    /// restart empties the cache); 0 for a job not running.
-    pub io_hits: Vec<(f64, u32)>,
+    /// Resources besides GPUs: what the driver's resource models and the policies that
+    /// allocate them exchange (`--io`, `--cpu`, power limits).
+    pub resources: Resources,
     /// What prices placements for the topology strategy, if the driver injected one
     /// ([`World::set_scorer`]); kept for the run.
     scorer: placement::ScorerSlot,
@@ -300,17 +312,8 @@ impl World {
             seed: 0,
             carbon: None,
             pue: 1.0,
-            storage: None,
-            io_shares: Vec::new(),
-            io_hits: Vec::new(),
-            io_dirty: Vec::new(),
-            io_changes: 0,
-            cpu_pool: None,
-            power_caps: Vec::new(),
-            power_dirty: Vec::new(),
-            cpu_shares: Vec::new(),
-            cpu_dirty: Vec::new(),
             running_changes: 0,
+            resources: Resources::default(),
             scorer: Default::default(),
             running: Vec::new(),
             share: Vec::new(),

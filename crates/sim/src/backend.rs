@@ -83,8 +83,8 @@ impl<'a> SimBackend<'a> {
         world.restart_overhead = cfg.restart_overhead;
         world.carbon = cfg.carbon.clone();
         world.pue = cfg.pue;
-        world.storage = storage_for(cfg, policy.capabilities().has(Capability::Io));
-        world.cpu_pool = cpus_for(cfg, policy.capabilities().has(Capability::CpuWorkers));
+        world.resources.storage = storage_for(cfg, policy.capabilities().has(Capability::Io));
+        world.resources.cpu_pool = cpus_for(cfg, policy.capabilities().has(Capability::CpuWorkers));
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {

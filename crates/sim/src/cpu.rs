@@ -8,7 +8,7 @@
 //! whose preprocessing runs inside its training processes does.
 
 use crate::error::SimError;
-use crate::resource::Resource;
+use crate::resource::{Holders, Resource};
 use apiary_model::cpu::{self, CpuPool, CpuReport};
 use apiary_model::io;
 use apiary_model::{RunOutcome, Time};
@@ -36,8 +36,7 @@ pub struct CpuModel {
     policy: &'static str,
     total: f64,
     jobs: Vec<Pipeline>,
-    on: Vec<JobIdx>,
-    seen_changes: u64,
+    on: Holders,
     /// Σ the policy's shares over the jobs on.
     given: f64,
     /// Σ CPUs and Σ GPUs × (1 − factor) over the jobs on.
@@ -68,8 +67,7 @@ impl CpuModel {
             policy,
             total: pool.cpus_per_gpu * world.cluster.total_gpus as f64,
             jobs: vec![Pipeline::default(); world.jobs.len()],
-            on: Vec::new(),
-            seen_changes: u64::MAX,
+            on: Holders::default(),
             given: 0.0,
             sums: (0.0, 0.0),
             touched: Vec::new(),
@@ -83,7 +81,12 @@ impl CpuModel {
     }
 
     fn share(world: &World, j: JobIdx) -> f64 {
-        world.cpu_shares.get(j as usize).copied().unwrap_or(0.0)
+        world
+            .resources
+            .cpu_shares
+            .get(j as usize)
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// Sets job `j`'s CPUs, keeping the sum of the policy's shares.
@@ -121,25 +124,19 @@ impl Resource for CpuModel {
         changed: &mut Vec<JobIdx>,
     ) -> Result<(), SimError> {
         self.touched.clear();
-        if world.running_changes() != self.seen_changes {
-            self.seen_changes = world.running_changes();
-            let mut k = 0;
-            while k < self.on.len() {
-                let j = self.on[k];
-                if world.rt[j as usize].status == Status::Running {
-                    k += 1;
-                    continue;
-                }
-                self.on.swap_remove(k);
-                let s = self.jobs[j as usize];
-                if self.managed {
-                    self.given -= s.cpus;
-                }
-                self.sums.0 -= s.counted.0;
-                self.sums.1 -= s.counted.1;
-                self.jobs[j as usize] = Pipeline::default();
+        let mut gone = std::mem::take(&mut self.touched);
+        self.on.release_stopped(world, &mut gone);
+        for &j in &gone {
+            let s = self.jobs[j as usize];
+            if self.managed {
+                self.given -= s.cpus;
             }
+            self.sums.0 -= s.counted.0;
+            self.sums.1 -= s.counted.1;
+            self.jobs[j as usize] = Pipeline::default();
         }
+        gone.clear();
+        self.touched = gone;
         for &j in started {
             let rt = &world.rt[j as usize];
             if rt.status != Status::Running {
@@ -152,7 +149,7 @@ impl Resource for CpuModel {
             let s = &mut self.jobs[j as usize];
             if !s.on {
                 s.on = true;
-                self.on.push(j);
+                self.on.add(j);
             }
             s.gpus = gpus;
             s.model = d.model;
@@ -165,7 +162,7 @@ impl Resource for CpuModel {
             self.give(j, cpus);
         }
         if self.managed {
-            let dirty = std::mem::take(&mut world.cpu_dirty);
+            let dirty = std::mem::take(&mut world.resources.cpu_dirty);
             for &j in &dirty {
                 if self.jobs[j as usize].on {
                     self.give(j, CpuModel::share(world, j));
@@ -173,7 +170,7 @@ impl Resource for CpuModel {
             }
             let mut dirty = dirty;
             dirty.clear();
-            world.cpu_dirty = dirty;
+            world.resources.cpu_dirty = dirty;
             if self.given > self.total * (1.0 + 1e-9) + 1e-6 {
                 return Err(SimError::OverAllocated {
                     policy: self.policy,

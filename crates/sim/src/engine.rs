@@ -51,7 +51,7 @@ pub struct Engine<'a, B: Backend = SimBackend<'a>> {
     hooks: Vec<Box<dyn Hook + 'a>>,
     observers: Vec<Box<dyn Observer + 'a>>,
     /// Resources besides GPUs that running jobs share; a job's rate is multiplied by
-    /// each one's factor.
+    /// the smallest of their factors.
     resources: Vec<Box<dyn Resource + 'a>>,
     /// When a resource's factors next change by themselves, as of the last look.
     resource_next: Option<Time>,

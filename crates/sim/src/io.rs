@@ -11,7 +11,7 @@
 //! extra remote IO, SiloD §6.2).
 
 use crate::error::SimError;
-use crate::resource::Resource;
+use crate::resource::{Holders, Resource};
 use apiary_model::io::{self, CacheMode, DataProfile, IoReport, Storage};
 use apiary_model::{RunOutcome, Time};
 use apiary_policy::{JobIdx, Status, World};
@@ -76,7 +76,7 @@ pub struct IoModel {
     total_bandwidth: f64,
     jobs: Vec<Loading>,
     /// Jobs on at the last settle.
-    on: Vec<JobIdx>,
+    on: Holders,
     /// Jobs whose cache is warming.
     warming: Vec<JobIdx>,
     /// Σ `need` over the jobs on.
@@ -89,9 +89,6 @@ pub struct IoModel {
     stalled: f64,
     /// Σ the policy's shares over the jobs on (cache bytes, bandwidth bytes/s).
     given: (f64, f64),
-    /// The world's running-set changes as of the last settle: while they stand still,
-    /// no job stopped.
-    seen_changes: u64,
     /// Σ over the jobs on of the share bandwidth each uses, and how many need more
     /// than their share (when the policy allocates).
     used: f64,
@@ -121,7 +118,7 @@ impl IoModel {
             total_cache: storage.cache_per_gpu * gpus,
             total_bandwidth: storage.bandwidth_per_gpu * gpus,
             jobs: vec![Loading::default(); world.jobs.len()],
-            on: Vec::new(),
+            on: Holders::default(),
             warming: Vec::new(),
             need: 0.0,
             congested: false,
@@ -130,7 +127,6 @@ impl IoModel {
             given: (0.0, 0.0),
             used: 0.0,
             short: 0,
-            seen_changes: u64::MAX,
             demands: Vec::new(),
             touched: Vec::new(),
             report: IoReport {
@@ -149,7 +145,11 @@ impl IoModel {
     /// The hit ratio job `j`'s cache reaches once warm.
     fn target(&self, world: &World, j: JobIdx, p: &DataProfile) -> f64 {
         if self.managed {
-            let cache = world.io_shares.get(j as usize).map_or(0.0, |s| s.0);
+            let cache = world
+                .resources
+                .io_shares
+                .get(j as usize)
+                .map_or(0.0, |s| s.0);
             return CacheMode::Uniform.hit(cache, p.dataset);
         }
         let placement = &world.rt[j as usize].placement;
@@ -245,14 +245,9 @@ impl IoModel {
 
     /// Jobs that stopped since the last settle give their cache and bandwidth back.
     fn stopped(&mut self, world: &mut World) {
-        let mut k = 0;
-        while k < self.on.len() {
-            let j = self.on[k];
-            if world.rt[j as usize].status == Status::Running {
-                k += 1;
-                continue;
-            }
-            self.on.swap_remove(k);
+        let mut gone = std::mem::take(&mut self.touched);
+        self.on.release_stopped(world, &mut gone);
+        for &j in &gone {
             let s = &mut self.jobs[j as usize];
             let (c, r, st) = s.counted;
             self.reading.0 -= c;
@@ -264,11 +259,13 @@ impl IoModel {
             self.used -= s.lending.0;
             self.short -= s.lending.1 as usize;
             *s = Loading::default();
-            if world.io_hits[j as usize].0 != 0.0 {
-                world.io_hits[j as usize].0 = 0.0;
-                world.io_changes += 1;
+            if world.resources.io_hits[j as usize].0 != 0.0 {
+                world.resources.io_hits[j as usize].0 = 0.0;
+                world.resources.io_changes += 1;
             }
         }
+        gone.clear();
+        self.touched = gone;
     }
 
     /// Jobs the engine started, restarted or resized since the last settle: their
@@ -286,7 +283,7 @@ impl IoModel {
             let s = &mut self.jobs[j as usize];
             if !s.on {
                 s.on = true;
-                self.on.push(j);
+                self.on.add(j);
             }
             s.preemptions = rt.preemptions;
             s.gpus = gpus;
@@ -311,9 +308,14 @@ impl IoModel {
 
     /// Jobs whose shares the policy changed since the last settle take them up.
     fn reshared(&mut self, world: &mut World) {
-        let dirty = std::mem::take(&mut world.io_dirty);
+        let dirty = std::mem::take(&mut world.resources.io_dirty);
         for &j in &dirty {
-            let share = world.io_shares.get(j as usize).copied().unwrap_or_default();
+            let share = world
+                .resources
+                .io_shares
+                .get(j as usize)
+                .copied()
+                .unwrap_or_default();
             let s = &mut self.jobs[j as usize];
             if !s.on || share == s.share {
                 continue;
@@ -329,7 +331,7 @@ impl IoModel {
         }
         let mut dirty = dirty;
         dirty.clear();
-        world.io_dirty = dirty;
+        world.resources.io_dirty = dirty;
     }
 
     /// The policy's shares are guarantees, and the link is work-conserving: bandwidth
@@ -341,7 +343,7 @@ impl IoModel {
         let lend = self.short > 0 && spare > 1e-9;
         if lend || self.congested {
             self.demands.clear();
-            for &j in &self.on {
+            for &j in self.on.jobs() {
                 let s = &self.jobs[j as usize];
                 if s.need > s.share.1 {
                     self.demands.push((s.need - s.share.1, j));
@@ -349,8 +351,8 @@ impl IoModel {
             }
             self.demands
                 .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            for k in 0..self.on.len() {
-                let j = self.on[k];
+            for k in 0..self.on.jobs().len() {
+                let j = self.on.jobs()[k];
                 self.jobs[j as usize].bandwidth = self.jobs[j as usize].share.1;
             }
             if lend {
@@ -360,8 +362,8 @@ impl IoModel {
                     s.bandwidth = s.share.1 + g;
                 });
             }
-            for k in 0..self.on.len() {
-                self.refactor(self.on[k], changed);
+            for k in 0..self.on.jobs().len() {
+                self.refactor(self.on.jobs()[k], changed);
             }
         } else {
             for k in 0..self.touched.len() {
@@ -413,14 +415,11 @@ impl Resource for IoModel {
         started: &[JobIdx],
         changed: &mut Vec<JobIdx>,
     ) -> Result<(), SimError> {
-        if world.io_hits.len() < world.jobs.len() {
-            world.io_hits.resize(world.jobs.len(), (0.0, 0));
+        if world.resources.io_hits.len() < world.jobs.len() {
+            world.resources.io_hits.resize(world.jobs.len(), (0.0, 0));
         }
         self.touched.clear();
-        if world.running_changes() != self.seen_changes {
-            self.seen_changes = world.running_changes();
-            self.stopped(world);
-        }
+        self.stopped(world);
         if self.managed {
             // A job (re)started takes its share afresh.
             for &j in started {
@@ -433,7 +432,7 @@ impl Resource for IoModel {
                     self.account(j);
                 }
                 if world.rt[j as usize].status == Status::Running {
-                    world.io_dirty.push(j);
+                    world.resources.io_dirty.push(j);
                 }
             }
         }
@@ -468,7 +467,7 @@ impl Resource for IoModel {
             // and take the sums afresh so rounding does not accumulate.
             self.demands.clear();
             self.need = 0.0;
-            for &j in &self.on {
+            for &j in self.on.jobs() {
                 let n = self.jobs[j as usize].need;
                 self.need += n;
                 self.demands.push((n, j));
@@ -482,8 +481,8 @@ impl Resource for IoModel {
             self.congested = self.need > self.total_bandwidth * (1.0 + 1e-12);
             self.reading = (0.0, 0.0);
             self.stalled = 0.0;
-            for k in 0..self.on.len() {
-                let j = self.on[k];
+            for k in 0..self.on.jobs().len() {
+                let j = self.on.jobs()[k];
                 self.jobs[j as usize].counted = (0.0, 0.0, 0.0);
                 self.refactor(j, changed);
             }
@@ -498,9 +497,9 @@ impl Resource for IoModel {
         for k in 0..self.touched.len() {
             let j = self.touched[k];
             let stamped = (self.jobs[j as usize].hit, world.rt[j as usize].preemptions);
-            if world.io_hits[j as usize] != stamped {
-                world.io_hits[j as usize] = stamped;
-                world.io_changes += 1;
+            if world.resources.io_hits[j as usize] != stamped {
+                world.resources.io_hits[j as usize] = stamped;
+                world.resources.io_changes += 1;
             }
         }
         Ok(())

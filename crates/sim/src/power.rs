@@ -45,7 +45,7 @@ impl PowerCap {
 
 /// Job `j`'s power limit: its own where a policy set one, else the run's.
 pub fn limit(world: &World, j: JobIdx, run: f64) -> f64 {
-    match world.power_caps.get(j as usize) {
+    match world.resources.power_caps.get(j as usize) {
         Some(&f) if f > 0.0 => f,
         _ => run,
     }
@@ -58,8 +58,11 @@ impl Resource for PowerCap {
         started: &[JobIdx],
         changed: &mut Vec<JobIdx>,
     ) -> Result<(), SimError> {
-        let dirty = std::mem::take(&mut world.power_dirty);
-        for &j in started.iter().chain(&dirty) {
+        let dirty = std::mem::take(&mut world.resources.power_dirty);
+        // A job (re)started is re-timed whatever its factor; a recapped one when its
+        // factor moved.
+        let jobs = started.iter().map(|&j| (j, true));
+        for (j, fresh) in jobs.chain(dirty.iter().map(|&j| (j, false))) {
             if world.rt[j as usize].status != Status::Running {
                 continue;
             }
@@ -69,16 +72,14 @@ impl Resource for PowerCap {
             if self.factors.len() <= j as usize {
                 self.factors.resize(j as usize + 1, 0.0);
             }
-            // A job (re)started is re-timed whatever its factor; a recapped one when
-            // its factor moved.
-            if self.factors[j as usize] != f || started.contains(&j) {
+            if fresh || self.factors[j as usize] != f {
                 self.factors[j as usize] = f;
                 changed.push(j);
             }
         }
         let mut dirty = dirty;
         dirty.clear();
-        world.power_dirty = dirty;
+        world.resources.power_dirty = dirty;
         Ok(())
     }
 

@@ -11,7 +11,7 @@
 
 use crate::error::SimError;
 use apiary_model::{RunOutcome, Time};
-use apiary_policy::{JobIdx, World};
+use apiary_policy::{JobIdx, Status, World};
 
 /// A resource running jobs share, slowing those that get too little of it.
 pub trait Resource {
@@ -35,4 +35,53 @@ pub trait Resource {
     fn interval(&mut self, world: &World, from: Time, to: Time);
     /// Writes what it measured into the run's outcome.
     fn report(self: Box<Self>, outcome: &mut RunOutcome);
+}
+
+/// The running jobs a resource model holds a share for. It learns starts from the
+/// engine ([`Resource::settle`]'s `started`) and finds the jobs that stopped itself,
+/// looking only when the world's running set changed since it last looked.
+#[derive(Clone, Debug)]
+pub struct Holders {
+    jobs: Vec<JobIdx>,
+    /// The world's running-set changes when it last looked.
+    seen: u64,
+}
+
+impl Default for Holders {
+    fn default() -> Holders {
+        Holders {
+            jobs: Vec::new(),
+            seen: u64::MAX,
+        }
+    }
+}
+
+impl Holders {
+    /// Holds a share for job `j` from now on (it was not held).
+    pub fn add(&mut self, j: JobIdx) {
+        self.jobs.push(j);
+    }
+
+    /// The jobs held.
+    pub fn jobs(&self) -> &[JobIdx] {
+        &self.jobs
+    }
+
+    /// Lets go of the jobs held that no longer run, appending them to `out`.
+    pub fn release_stopped(&mut self, world: &World, out: &mut Vec<JobIdx>) {
+        if world.running_changes() == self.seen {
+            return;
+        }
+        self.seen = world.running_changes();
+        let mut k = 0;
+        while k < self.jobs.len() {
+            let j = self.jobs[k];
+            if world.rt[j as usize].status == Status::Running {
+                k += 1;
+            } else {
+                self.jobs.swap_remove(k);
+                out.push(j);
+            }
+        }
+    }
 }

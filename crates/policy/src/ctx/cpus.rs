@@ -19,7 +19,7 @@ impl Handle<'_, '_, Cpus> {
     /// The cluster's CPUs for input pipelines (the driver gives a policy with the
     /// capability one).
     pub fn total(&self) -> f64 {
-        self.ctx.w.cpu_pool.map_or(0.0, |p| {
+        self.ctx.w.resources.cpu_pool.map_or(0.0, |p| {
             p.cpus_per_gpu * self.ctx.w.cluster.total_gpus as f64
         })
     }
@@ -50,13 +50,13 @@ impl Handle<'_, '_, Cpus> {
     pub fn set(&mut self, i: JobIdx, cpus: f64) {
         let w = &mut *self.ctx.w;
         let n = w.jobs.len();
-        if w.cpu_shares.len() < n {
-            w.cpu_shares.resize(n, 0.0);
+        if w.resources.cpu_shares.len() < n {
+            w.resources.cpu_shares.resize(n, 0.0);
         }
         let cpus = if cpus.is_finite() { cpus.max(0.0) } else { 0.0 };
-        if w.cpu_shares[i as usize] != cpus {
-            w.cpu_shares[i as usize] = cpus;
-            w.cpu_dirty.push(i);
+        if w.resources.cpu_shares[i as usize] != cpus {
+            w.resources.cpu_shares[i as usize] = cpus;
+            w.resources.cpu_dirty.push(i);
         }
     }
 }

@@ -18,7 +18,7 @@ impl Mechanism for Io {
 impl Handle<'_, '_, Io> {
     /// The cluster's storage (the driver refuses an `io` policy without one).
     pub fn storage(&self) -> Option<&Storage> {
-        self.ctx.w.storage.as_ref()
+        self.ctx.w.resources.storage.as_ref()
     }
 
     /// The cluster's cache, bytes: every GPU's share pooled.
@@ -38,7 +38,10 @@ impl Handle<'_, '_, Io> {
     /// A count that moves whenever the running set or any cache's hit ratio changes:
     /// while it stands still, shares set from them still hold.
     pub fn version(&self) -> (u64, u64) {
-        (self.ctx.w.running_changes(), self.ctx.w.io_changes)
+        (
+            self.ctx.w.running_changes(),
+            self.ctx.w.resources.io_changes,
+        )
     }
 
     /// The running jobs.
@@ -62,14 +65,14 @@ impl Handle<'_, '_, Io> {
     pub fn set(&mut self, i: JobIdx, cache: f64, bandwidth: f64) {
         let w = &mut *self.ctx.w;
         let n = w.jobs.len();
-        if w.io_shares.len() < n {
-            w.io_shares.resize(n, (0.0, 0.0));
+        if w.resources.io_shares.len() < n {
+            w.resources.io_shares.resize(n, (0.0, 0.0));
         }
         let clean = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
         let share = (clean(cache), clean(bandwidth));
-        if w.io_shares[i as usize] != share {
-            w.io_shares[i as usize] = share;
-            w.io_dirty.push(i);
+        if w.resources.io_shares[i as usize] != share {
+            w.resources.io_shares[i as usize] = share;
+            w.resources.io_dirty.push(i);
         }
     }
 
@@ -77,7 +80,7 @@ impl Handle<'_, '_, Io> {
     /// until the cache has filled (an epoch of reads), 0 when it has just started.
     pub fn hit(&self, i: JobIdx) -> f64 {
         let w = &*self.ctx.w;
-        match w.io_hits.get(i as usize) {
+        match w.resources.io_hits.get(i as usize) {
             // A job restarted since the model last looked starts cold.
             Some(&(hit, preemptions)) if preemptions == w.rt[i as usize].preemptions => hit,
             _ => 0.0,
@@ -88,6 +91,7 @@ impl Handle<'_, '_, Io> {
     pub fn share(&self, i: JobIdx) -> (f64, f64) {
         self.ctx
             .w
+            .resources
             .io_shares
             .get(i as usize)
             .copied()

@@ -30,17 +30,17 @@ impl Handle<'_, '_, Power> {
     pub fn set(&mut self, i: JobIdx, fraction: f64) {
         let w = &mut *self.ctx.w;
         let n = w.jobs.len();
-        if w.power_caps.len() < n {
-            w.power_caps.resize(n, 0.0);
+        if w.resources.power_caps.len() < n {
+            w.resources.power_caps.resize(n, 0.0);
         }
         let f = if fraction.is_finite() {
             fraction.clamp(0.3, 1.0)
         } else {
             1.0
         };
-        if w.power_caps[i as usize] != f {
-            w.power_caps[i as usize] = f;
-            w.power_dirty.push(i);
+        if w.resources.power_caps[i as usize] != f {
+            w.resources.power_caps[i as usize] = f;
+            w.resources.power_dirty.push(i);
         }
     }
 }

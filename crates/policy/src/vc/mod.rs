@@ -199,11 +199,7 @@ impl VcSharing {
                 value: name.into(),
                 message: format!("expected one of {}", intra_names()),
             })?;
-        let mut intra_params = Params(
-            p.0.iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix("intra.")?.to_string(), v.clone())))
-                .collect(),
-        );
+        let mut intra_params = crate::hosted::hosted_params(p, "intra");
         // HiveD places a job's pods on as few nodes as its cells allow; a quota baseline
         // that scattered GPUs would compare against a weaker locality demand.
         if sharing == Sharing::Quota {
@@ -213,29 +209,9 @@ impl VcSharing {
                 .or_insert_with(|| "consolidated".into());
         }
         // Fail now, not mid-run, on a bad intra parameter, naming it as the user wrote it.
-        intra.build_checked(&intra_params).map_err(|e| match e {
-            ParamError::Bad {
-                key,
-                value,
-                message,
-            } => ParamError::Bad {
-                key: format!("intra.{key}"),
-                value,
-                message,
-            },
-            ParamError::Unknown {
-                policy,
-                key,
-                hint,
-                known,
-            } => ParamError::Unknown {
-                policy,
-                key: format!("intra.{key}"),
-                hint,
-                known,
-            },
-            other => other,
-        })?;
+        intra
+            .build_checked(&intra_params)
+            .map_err(|e| crate::hosted::prefixed(e, "intra"))?;
         let cells = p.text(&CELLS).to_string();
         if cells != "demand" {
             table::parse_cells(&cells).map_err(|e| ParamError::Bad {
