@@ -19,6 +19,7 @@ pub mod outcome;
 pub mod power;
 pub mod profiles;
 pub mod scaling;
+pub mod share;
 pub mod speed;
 pub mod state;
 

@@ -19,6 +19,7 @@ mod fields;
 mod format;
 mod ids;
 mod open;
+pub mod openb;
 mod parsers;
 pub mod pollux;
 mod read;
