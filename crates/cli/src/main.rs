@@ -16,6 +16,7 @@ mod llm_pool;
 mod run;
 mod seeds;
 mod settings;
+mod share;
 mod sweep;
 mod traces;
 
@@ -484,5 +485,12 @@ fn policies() {
                 p.about
             );
         }
+    }
+    println!(
+        "\nGPU-sharing policies (pods taking thousandths of GPUs, openb traces; docs/sharing.md):"
+    );
+    for s in apiary_share::POLICIES.specs {
+        println!("{:<18} {}", s.name, s.about);
+        println!("    simulator only (`--mode fill:RATIO` or `event`)");
     }
 }

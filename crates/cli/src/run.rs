@@ -583,8 +583,25 @@ fn record(r: &RunArgs, jobs: usize) -> Result<Record> {
     })
 }
 
+/// The flags a GPU-sharing run reads.
+fn share_args(r: &RunArgs) -> crate::share::ShareArgs<'_> {
+    crate::share::ShareArgs {
+        trace: r.trace.as_deref(),
+        cluster: &r.cluster,
+        mode: &r.mode,
+        seed: r.seed,
+        set: &r.set,
+        out: r.out.as_deref(),
+        json: r.json,
+        quiet: r.quiet,
+    }
+}
+
 pub(crate) fn simulate(a: SimArgs) -> Result<()> {
     let r = &a.run;
+    if apiary_share::is_share_policy(&a.policy) {
+        return crate::share::simulate(&a.policy, &share_args(r));
+    }
     let settings = settings::parse(&a.policy)?;
     let [setting] = settings.as_slice() else {
         bail!(
@@ -646,6 +663,24 @@ fn print_rejections(label: &str, out: &RunOutcome) {
 
 pub(crate) fn compare(a: CompareArgs) -> Result<()> {
     let r = &a.run;
+    let names: Vec<&str> = a.policies.split(',').map(str::trim).collect();
+    let sharing = names
+        .iter()
+        .filter(|n| apiary_share::is_share_policy(n))
+        .count();
+    if sharing > 0 {
+        if sharing < names.len() {
+            bail!(
+                "-p mixes GPU-sharing policies ({}) with training policies: they place \
+                 different things; compare each kind on its own",
+                apiary_share::POLICIES
+                    .names()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        return crate::share::compare(&names, a.seeds.unwrap_or(1), &share_args(r));
+    }
     let settings = settings::parse(&a.policies)?;
     let params = settings
         .iter()
