@@ -110,6 +110,8 @@ struct Summary {
     alloc_pct_final: Vec<f64>,
     /// Population standard deviation over seeds at each percent, as FGD's summary.
     alloc_pct_std_by_arrived: Vec<Option<f64>>,
+    /// Seconds the runs took (not written: outputs depend on inputs alone).
+    #[serde(skip)]
     wall_seconds: f64,
 }
 
@@ -130,7 +132,11 @@ fn curve_mean(curves: &[Vec<Option<f64>>], std: bool) -> Vec<Option<f64>> {
                 .collect();
             (xs.len() == curves.len() && !xs.is_empty()).then(|| {
                 let (m, s) = mean_std(&xs);
-                if std { s } else { m }
+                if std {
+                    (s * 1000.0).round() / 1000.0
+                } else {
+                    (m * 100.0).round() / 100.0
+                }
             })
         })
         .collect()

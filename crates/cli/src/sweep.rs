@@ -365,7 +365,7 @@ pub(crate) fn run_cells(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = todo.get(i) else { break };
                     let outcome = inputs.run(cell);
-                    let row = Row::of(s, cell, outcome.as_ref().map(|o| &o.summary));
+                    let row = Row::of(s, cell, outcome.as_ref().map(|o| &o.measured));
                     let vcs = outcome
                         .as_ref()
                         .ok()

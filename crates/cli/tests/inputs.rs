@@ -281,3 +281,50 @@ fn compare_checks_every_setting_before_the_first_run() {
         );
     }
 }
+
+#[test]
+fn gpu_sharing_runs_refuse_what_they_cannot_place() {
+    let pods = file(
+        "pods.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\n",
+    );
+    let nodes = file(
+        "nodes.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,2,T4\n",
+    );
+    refused(&["simulate", "-p", "fgd"], &["pass --trace"]);
+    refused(
+        &["simulate", "-p", "fgd", "-t", &pods],
+        &["openb node list", "got 'n64g8'"],
+    );
+    refused(
+        &[
+            "simulate", "-p", "fgd", "-t", &pods, "-c", &nodes, "--mode", "slot:60",
+        ],
+        &["'fill:RATIO'", "got 'slot:60'"],
+    );
+    refused(
+        &[
+            "simulate", "-p", "fgd", "-t", &pods, "-c", &nodes, "--set", "x=1",
+        ],
+        &["take no parameters"],
+    );
+    refused(
+        &["compare", "-p", "fgd,fifo"],
+        &["compare each kind on its own"],
+    );
+    let bad = file(
+        "bad-pods.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,3,500\n",
+    );
+    refused(
+        &[
+            "simulate", "-p", "fgd", "-t", &bad, "-c", &nodes, "--mode", "fill:1.3",
+        ],
+        &["bad-pods.csv, line 2, field 'gpu_milli'"],
+    );
+    let (code, _) = run(&[
+        "simulate", "-p", "fgd", "-t", &pods, "-c", &nodes, "--mode", "fill:1.3",
+    ]);
+    assert_eq!(code, 0);
+}

@@ -126,6 +126,22 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "io_util" => (Kind::Percent, "remote IO utilisation", Higher),
         "util_computing" => (Kind::Percent, "GPU utilisation, computing", Higher),
         "cpu_util" => (Kind::Percent, "CPU pool utilisation", Higher),
+        // GPU sharing's figures are percents already (apiary_share::experiment::METRICS).
+        "alloc_pct_100" => (Kind::Count, "GPUs allocated at 100 % arrived, %", Higher),
+        "alloc_pct_130" => (Kind::Count, "GPUs allocated at 130 % arrived, %", Higher),
+        "alloc_pct_final" => (Kind::Count, "GPUs allocated at the end, %", Higher),
+        "frag_pct_80" => (
+            Kind::Count,
+            "fragmented GPUs at 80 % arrived, % of all",
+            Lower,
+        ),
+        "frag_ratio_pct_80" => (
+            Kind::Count,
+            "fragmented GPUs at 80 % arrived, % of idle",
+            Lower,
+        ),
+        "pods_placed" => (Kind::Count, "pods placed", Higher),
+        "pods_failed" => (Kind::Count, "pods that fit nowhere", Lower),
         _ => (Kind::Count, "events", Lower),
     }
 }

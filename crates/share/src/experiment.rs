@@ -251,7 +251,7 @@ impl ByArrived {
             out.alloc_pct.push(mean(|r| r.alloc).map(round2));
             out.frag_pct
                 .push(mean(|r| r.frag).map(|m| round2(100.0 * m / 1000.0 / total)));
-            out.frag_ratio_pct.push(mean(|r| r.ratio));
+            out.frag_ratio_pct.push(mean(|r| r.ratio).map(round2));
         }
         out
     }
@@ -283,5 +283,66 @@ fn round_half_even(x: f64) -> f64 {
         r - x.signum()
     } else {
         r
+    }
+}
+
+/// What a sweep collects of a GPU-sharing run: `(name, meaning)`.
+pub const METRICS: &[(&str, &str)] = &[
+    (
+        "alloc_pct_100",
+        "GPUs allocated at 100 % arrived GPU request, % (FGD's headline)",
+    ),
+    ("alloc_pct_130", "GPUs allocated at 130 % arrived, %"),
+    ("alloc_pct_final", "GPUs allocated after the last event, %"),
+    (
+        "frag_pct_80",
+        "fragmented GPUs at 80 % arrived, % of all GPUs",
+    ),
+    (
+        "frag_ratio_pct_80",
+        "fragmented GPUs at 80 % arrived, % of idle GPUs",
+    ),
+    ("pods_placed", "arrivals that found a node"),
+    ("pods_failed", "arrivals that fit nowhere"),
+];
+
+/// One run's figures, by [`METRICS`] name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figures {
+    curves: ByArrived,
+    alloc_final: f64,
+    placed: usize,
+    failed: usize,
+}
+
+impl Figures {
+    /// The figures of `o`.
+    pub fn of(o: &Outcome) -> Figures {
+        let total = o.total_gpus as f64 * 1000.0;
+        let placed = o.placed();
+        Figures {
+            curves: ByArrived::of(o),
+            alloc_final: o
+                .steps
+                .last()
+                .map_or(0.0, |s| 100.0 * s.used_milli as f64 / total),
+            placed,
+            failed: o.arrivals.len() - placed,
+        }
+    }
+
+    /// The figure called `name`, if the run has one.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let c = &self.curves;
+        match name {
+            "alloc_pct_100" => c.alloc_at(100),
+            "alloc_pct_130" => c.alloc_at(130),
+            "alloc_pct_final" => Some(self.alloc_final),
+            "frag_pct_80" => c.frag_pct.get(80).copied().flatten(),
+            "frag_ratio_pct_80" => c.frag_ratio_pct.get(80).copied().flatten(),
+            "pods_placed" => Some(self.placed as f64),
+            "pods_failed" => Some(self.failed as f64),
+            _ => None,
+        }
     }
 }

@@ -33,6 +33,9 @@ pub enum CellError {
     /// The simulation failed.
     #[error("simulation: {0}")]
     Sim(#[from] SimError),
+    /// A GPU-sharing cell's pods or nodes could not be read or set up.
+    #[error("GPU sharing: {0}")]
+    Sharing(Arc<String>),
 }
 
 type Shared<T, E> = OnceLock<Result<Arc<T>, Arc<E>>>;
@@ -43,6 +46,15 @@ pub struct Inputs<'a> {
     clusters: Vec<Shared<Cluster, ExperimentError>>,
     /// Per trace and cluster (the cluster can change how a trace is read).
     traces: Vec<Shared<Vec<Job>, TraceError>>,
+    /// GPU-sharing pods on nodes, per trace and cluster.
+    sharing: Vec<Shared<ShareInput, String>>,
+}
+
+/// A pod list on a node list, ready to place.
+struct ShareInput {
+    pods: Vec<apiary_model::share::Pod>,
+    prep: apiary_share::Prepared,
+    typical: Vec<apiary_share::Typical>,
 }
 
 impl<'a> Inputs<'a> {
@@ -53,7 +65,58 @@ impl<'a> Inputs<'a> {
             sweep,
             clusters: (0..sweep.clusters.len()).map(|_| OnceLock::new()).collect(),
             traces: (0..n).map(|_| OnceLock::new()).collect(),
+            sharing: (0..n).map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    fn share_input(&self, t: usize, c: usize) -> Result<Arc<ShareInput>, CellError> {
+        self.sharing[t * self.sweep.clusters.len() + c]
+            .get_or_init(|| {
+                let read = || -> Result<ShareInput, String> {
+                    let nodes_file = std::path::Path::new(&self.sweep.cluster_sources[c]);
+                    let nodes = apiary_trace::openb::read_nodes(nodes_file).map_err(|e| {
+                        format!(
+                            "cluster {}: an openb node list is needed: {e}",
+                            nodes_file.display()
+                        )
+                    })?;
+                    let pods = apiary_trace::openb::read_pods(&self.sweep.traces[t].path)
+                        .map_err(|e| e.to_string())?;
+                    let prep =
+                        apiary_share::Prepared::new(&nodes, &pods).map_err(|e| e.to_string())?;
+                    // FGD's typical pods cover 95 % of the workload's pods.
+                    let typical = apiary_share::workload_typical(&prep, 95.0);
+                    Ok(ShareInput {
+                        pods,
+                        prep,
+                        typical,
+                    })
+                };
+                read().map(Arc::new).map_err(Arc::new)
+            })
+            .clone()
+            .map_err(CellError::Sharing)
+    }
+
+    fn run_sharing(&self, cell: &Cell, mode: apiary_share::Mode) -> Result<CellOutcome, CellError> {
+        let inp = self.share_input(cell.trace, cell.cluster)?;
+        let policy = apiary_share::build(
+            &self.sweep.settings[cell.setting].policy,
+            &Params::default(),
+        )?;
+        let out = apiary_share::run(
+            &inp.prep,
+            &inp.pods,
+            inp.typical.clone(),
+            policy,
+            mode,
+            cell.seed,
+        )
+        .map_err(|e| CellError::Sharing(Arc::new(e.to_string())))?;
+        Ok(CellOutcome {
+            measured: Measured::Sharing(apiary_share::Figures::of(&out)),
+            vcs: Vec::new(),
+        })
     }
 
     fn cluster(&self, c: usize) -> Result<Arc<Cluster>, CellError> {
@@ -92,6 +155,9 @@ impl<'a> Inputs<'a> {
     /// Runs `cell` and returns its summary, and each VC's when the sweep asks for them.
     pub fn run(&self, cell: &Cell) -> Result<CellOutcome, CellError> {
         let s = self.sweep;
+        if let Some(mode) = s.sharing {
+            return self.run_sharing(cell, mode);
+        }
         let cluster = self.cluster(cell.cluster)?;
         let all = self.jobs(cell.trace, cell.cluster, &cluster)?;
         let mut jobs = match s.traces[cell.trace].sample {
@@ -128,7 +194,7 @@ impl<'a> Inputs<'a> {
             apiary_report::vc::vc_summaries(&out, s.percentile)
         };
         Ok(CellOutcome {
-            summary: Summary::of(&out, s.percentile),
+            measured: Measured::Training(Box::new(Summary::of(&out, s.percentile))),
             vcs,
         })
     }
@@ -137,11 +203,42 @@ impl<'a> Inputs<'a> {
 /// What one cell measured.
 #[derive(Clone, Debug)]
 pub struct CellOutcome {
-    /// The run's summary.
-    pub summary: Summary,
+    /// What the run measured.
+    pub measured: Measured,
     /// Each VC's summary (VCs in name order), when the sweep has `per_vc` metrics and
     /// the trace has VCs.
     pub vcs: Vec<(String, Summary)>,
+}
+
+/// What a cell's run measured: a training run's summary, or a GPU-sharing run's
+/// figures.
+#[derive(Clone, Debug)]
+pub enum Measured {
+    /// A training policy's run.
+    Training(Box<Summary>),
+    /// A GPU-sharing policy's run.
+    Sharing(apiary_share::Figures),
+}
+
+/// A run's value of a sweep metric, by name.
+pub trait Metric {
+    /// The value called `name`, if the run has one.
+    fn metric(&self, name: &str) -> Option<f64>;
+}
+
+impl Metric for Summary {
+    fn metric(&self, name: &str) -> Option<f64> {
+        Summary::metric(self, name)
+    }
+}
+
+impl Metric for Measured {
+    fn metric(&self, name: &str) -> Option<f64> {
+        match self {
+            Measured::Training(s) => s.metric(name),
+            Measured::Sharing(f) => f.metric(name),
+        }
+    }
 }
 
 /// `n` jobs of `jobs` drawn without replacement by `seed`, in trace order (all of them

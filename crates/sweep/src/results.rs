@@ -3,7 +3,7 @@
 //! cell order. A cell with a file whose `error` column is empty is done and is skipped
 //! when the sweep runs again; one that failed runs again.
 
-use crate::cell::CellError;
+use crate::cell::{CellError, Metric};
 use crate::plan::Cell;
 use crate::spec::{Sweep, SweepError};
 use apiary_report::Summary;
@@ -48,7 +48,7 @@ fn header(s: &Sweep) -> Vec<String> {
 
 impl Row {
     /// The row of `cell` with its outcome.
-    pub fn of(s: &Sweep, cell: &Cell, outcome: Result<&Summary, &CellError>) -> Row {
+    pub fn of<M: Metric>(s: &Sweep, cell: &Cell, outcome: Result<&M, &CellError>) -> Row {
         let (values, error) = match outcome {
             Ok(sum) => (s.metrics.iter().map(|m| sum.metric(m)).collect(), None),
             Err(e) => (vec![None; s.metrics.len()], Some(e.to_string())),

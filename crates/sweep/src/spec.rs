@@ -6,6 +6,7 @@ use apiary_model::time::secs_f64;
 use apiary_policy::{Params, registry};
 use apiary_report::vc::VC_METRICS;
 use apiary_report::{METRICS, Percentile};
+use apiary_share::experiment::METRICS as SHARE_METRICS;
 use apiary_sim::{Config, Mode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -204,6 +205,9 @@ pub struct Sweep {
     pub speed: String,
     /// Its data, resolved against the sweep file's folder.
     pub speed_data: Option<PathBuf>,
+    /// For a sweep of GPU-sharing policies (every setting one of them): how pods meet
+    /// the cluster, from `[sim] mode` (`fill:RATIO` or `event`).
+    pub sharing: Option<apiary_share::Mode>,
 }
 
 fn field(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SweepError {
@@ -275,14 +279,15 @@ impl Sweep {
                 ));
             }
         }
+        let metrics_given = f.metrics.is_some();
         let metrics = f.metrics.unwrap_or_else(|| {
             ["jct_mean", "pending_mean", "util_mean"]
                 .map(String::from)
                 .to_vec()
         });
         for (i, m) in metrics.iter().enumerate() {
-            if !METRICS.iter().any(|k| k.0 == m) {
-                let known: Vec<&str> = METRICS.iter().map(|k| k.0).collect();
+            if !METRICS.iter().chain(SHARE_METRICS).any(|k| k.0 == m) {
+                let known: Vec<&str> = METRICS.iter().chain(SHARE_METRICS).map(|k| k.0).collect();
                 return Err(field(
                     path,
                     format!("metrics[{i}]"),
@@ -359,7 +364,13 @@ impl Sweep {
                 format!("'{b}' is none of the settings ({})", known.join(", ")),
             ));
         }
-        let (config, percentile) = sim_options(path, base, &f.sim)?;
+        let sharing = sharing(path, &f.sim, &settings, &loads, &traces)?;
+        let metrics = if sharing.is_some() && !metrics_given {
+            vec!["alloc_pct_100".into(), "frag_pct_80".into()]
+        } else {
+            metrics
+        };
+        let (config, percentile) = sim_options(path, base, &f.sim, sharing.is_some())?;
         Ok(Sweep {
             name: f.name.unwrap_or_else(|| stem.to_string()),
             seeds,
@@ -386,12 +397,30 @@ impl Sweep {
             percentile,
             speed: f.sim.speed.clone().unwrap_or_else(|| "trace".into()),
             speed_data: f.sim.speed_data.as_ref().map(|p| resolve(base, p)),
+            sharing,
         })
     }
 }
 
 /// One policy entry's settings: its fixed `set` and every combination of its `grid`.
 fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, SweepError> {
+    if apiary_share::is_share_policy(&p.name) {
+        if !p.set.is_empty() || !p.grid.is_empty() {
+            return Err(field(
+                path,
+                format!("policy[{i}]"),
+                format!(
+                    "'{}' is a GPU-sharing policy and takes no parameters",
+                    p.name
+                ),
+            ));
+        }
+        return Ok(vec![PolicySetting {
+            label: p.name.clone(),
+            policy: p.name.clone(),
+            params: Vec::new(),
+        }]);
+    }
     if registry::find(&p.name).is_none() {
         return Err(field(
             path,
@@ -456,8 +485,68 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
     Ok(out)
 }
 
-fn sim_options(path: &Path, base: &Path, s: &SimFile) -> Result<(Config, Percentile), SweepError> {
-    let text = s.mode.as_deref().unwrap_or("event");
+/// The GPU-sharing mode of a sweep whose settings are all GPU-sharing policies; `None`
+/// for a sweep of training policies. The two kinds place different things and do not
+/// mix.
+fn sharing(
+    path: &Path,
+    sim: &SimFile,
+    settings: &[PolicySetting],
+    loads: &[f64],
+    traces: &[TraceSpec],
+) -> Result<Option<apiary_share::Mode>, SweepError> {
+    let n = settings
+        .iter()
+        .filter(|s| apiary_share::is_share_policy(&s.policy))
+        .count();
+    let text = sim.mode.as_deref().unwrap_or("event");
+    if n == 0 {
+        if text.starts_with("fill:") {
+            return Err(field(
+                path,
+                "sim.mode",
+                "fill:RATIO is FGD's experiment, for GPU-sharing policies only",
+            ));
+        }
+        return Ok(None);
+    }
+    if n < settings.len() {
+        return Err(field(
+            path,
+            "policy",
+            "GPU-sharing policies and training policies place different things: sweep each kind on its own",
+        ));
+    }
+    if loads != [1.0] || traces.iter().any(|t| t.sample.is_some()) {
+        return Err(field(
+            path,
+            "loads",
+            "GPU-sharing sweeps take pod lists whole: no loads or trace samples",
+        ));
+    }
+    match apiary_share::Mode::parse(text) {
+        Some(m) => Ok(Some(m)),
+        None => Err(field(
+            path,
+            "sim.mode",
+            format!("'{text}' is not 'fill:RATIO' (0 < RATIO <= 10) or 'event'"),
+        )),
+    }
+}
+
+fn sim_options(
+    path: &Path,
+    base: &Path,
+    s: &SimFile,
+    sharing: bool,
+) -> Result<(Config, Percentile), SweepError> {
+    // A GPU-sharing sweep's mode is its own (checked by `sharing`); the engine's options
+    // stay at their defaults.
+    let text = if sharing {
+        "event"
+    } else {
+        s.mode.as_deref().unwrap_or("event")
+    };
     let Some(mode) = Mode::parse(text) else {
         return Err(field(
             path,
@@ -553,6 +642,46 @@ path = "t.csv"
 [[policy]]
 name = "fifo"
 "#;
+
+    #[test]
+    fn gpu_sharing_sweeps_take_fill_mode_and_do_not_mix_kinds() {
+        let share = r#"
+clusters = ["nodes.csv"]
+[[trace]]
+path = "pods.csv"
+[[policy]]
+name = "fgd"
+[[policy]]
+name = "random"
+[sim]
+mode = "fill:1.3"
+"#;
+        let s = parse(share).unwrap();
+        assert_eq!(s.sharing, Some(apiary_share::Mode::Fill(1.3)));
+        assert_eq!(s.metrics, ["alloc_pct_100", "frag_pct_80"]);
+        let event = share.replace("fill:1.3", "event");
+        assert_eq!(
+            parse(&event).unwrap().sharing,
+            Some(apiary_share::Mode::Replay)
+        );
+        let mixed = format!("{share}\n[[policy]]\nname = \"fifo\"\n");
+        let e = parse(&mixed).unwrap_err().to_string();
+        assert!(e.contains("sweep each kind on its own"), "{e}");
+        let e = parse(&format!("{MIN}\n[sim]\nmode = \"fill:1.3\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("GPU-sharing policies only"), "{e}");
+        let e = parse(&share.replace("name = \"fgd\"", "name = \"fgd\"\nset = { x = 1 }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("takes no parameters"), "{e}");
+        let e = parse(&format!("loads = [1, 2]\n{share}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no loads"), "{e}");
+        assert!(parse(&share.replace("fill:1.3", "fill:0")).is_err());
+        assert!(parse(MIN).unwrap().sharing.is_none());
+    }
 
     #[test]
     fn defaults_and_grids_expand() {

@@ -830,3 +830,102 @@ fn the_quick_path_reads_as_the_csv_reader_does() {
         assert_eq!(quick, jobs(&crlf, "crlf"), "{rel}: CRLF differs");
     }
 }
+
+/// The GPU-sharing reader keeps every pod of the openb lists, CPU-only ones too, and
+/// every node.
+#[test]
+fn openb_pods_and_nodes_are_read_whole() {
+    use apiary_trace::openb::{read_nodes, read_pods};
+    if let Some(p) = real("alibaba/gpu-v2023/openb_pod_list_default.csv") {
+        let pods = read_pods(&p).unwrap();
+        assert_eq!(pods.len(), 8152);
+        let cpu_only = pods.iter().filter(|p| p.num_gpu == 0).count();
+        let fractional = pods.iter().filter(|p| p.is_fractional()).count();
+        assert!(
+            cpu_only > 0 && fractional > cpu_only,
+            "{cpu_only} {fractional}"
+        );
+        assert_eq!(
+            pods.iter().map(|p| p.total_gpu_milli()).sum::<u64>(),
+            6_086_800
+        );
+        assert!(pods.iter().all(|p| p.qos.is_some() && p.creation.is_some()));
+    }
+    if let Some(p) = real("alibaba/gpu-v2023/openb_pod_list_gpuspec33.csv") {
+        let pods = read_pods(&p).unwrap();
+        let constrained = pods.iter().filter(|p| !p.gpu_spec.is_empty()).count();
+        assert_eq!(constrained, 8152 - 5764);
+        let v100 = pods.iter().find(|p| p.gpu_spec.len() == 2).unwrap();
+        assert!(v100.accepts_type("V100M32") && !v100.accepts_type("T4"));
+    }
+    if let Some(p) = real("alibaba/gpu-v2023/openb_node_list_gpu_node.csv") {
+        let nodes = read_nodes(&p).unwrap();
+        assert_eq!(nodes.len(), 1213);
+        assert_eq!(nodes.iter().map(|n| u64::from(n.gpus)).sum::<u64>(), 6212);
+    }
+}
+
+#[test]
+fn malformed_openb_rows_name_file_line_and_field() {
+    use apiary_trace::openb::{read_nodes, read_pods};
+    let head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n";
+    let ok = "p0,1000,1024,1,500,,LS,Running,0,10,0\n";
+    let cases = [
+        (
+            "p1,1000,1024,2,500,,LS,Running,0,10,0\n",
+            "field 'gpu_milli'",
+            "only a one-GPU pod shares",
+        ),
+        (
+            "p1,1000,1024,1,1500,,LS,Running,0,10,0\n",
+            "field 'gpu_milli'",
+            "over the most allowed, 1000",
+        ),
+        (
+            "p1,x,1024,1,500,,LS,Running,0,10,0\n",
+            "field 'cpu_milli'",
+            "not a whole number",
+        ),
+        (
+            "p1,1000,1024,9,1000,,LS,Running,0,10,0\n",
+            "field 'num_gpu'",
+            "most allowed, 8",
+        ),
+        (
+            "p1,1000,1024,1,500,,Gold,Running,0,10,0\n",
+            "field 'qos'",
+            "one of LS, BE",
+        ),
+        (
+            "p1,1000,1024,1,500,,LS,Running,20,10,0\n",
+            "field 'deletion_time'",
+            "before creation_time",
+        ),
+        (
+            "p1,1000,1024,1,0,,LS,Running,0,10,0\n",
+            "field 'gpu_milli'",
+            "0 for a pod with GPUs",
+        ),
+    ];
+    for (row, field, msg) in cases {
+        let p = tmp("openb.csv", format!("{head}{ok}{row}").as_bytes());
+        let e = read_pods(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("line 3") && e.contains(field) && e.contains(msg),
+            "{row}: {e}"
+        );
+    }
+    let p = tmp("nocol.csv", b"name,cpu_milli\np,1\n");
+    assert!(
+        read_pods(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("field 'memory_mib': no such column")
+    );
+    let p = tmp(
+        "nodes.csv",
+        b"sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1024,2,\n",
+    );
+    let e = read_nodes(&p).unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("field 'model'"), "{e}");
+}
