@@ -339,8 +339,13 @@ fn report(inp: &Input, a: &ShareArgs, sums: &[Summary], text: &str) -> String {
             })
             .collect()
     };
+    let name = |p: &str| {
+        Path::new(p)
+            .file_name()
+            .map_or_else(|| p.to_string(), |f| f.to_string_lossy().into_owned())
+    };
     let mut o = html::page_start(
-        &format!("GPU sharing: {} on {}", inp.trace, a.cluster),
+        &format!("GPU sharing: {} on {}", name(&inp.trace), name(a.cluster)),
         &format!(
             "mode {}, seeds {:?}, {} typical pod shapes (95 % of pods)\n\n{text}",
             a.mode,
