@@ -81,6 +81,23 @@ impl Scheduler {
         }
     }
 
+    /// Breaks ties by `order` instead of the seeded order: node `order[0]` first.
+    /// Nodes it leaves out come after, in index order.
+    pub fn set_order(&mut self, order: &[usize]) {
+        let n = self.nodes.len();
+        let mut rank: Vec<u32> = vec![u32::MAX; n];
+        for (r, &i) in order.iter().enumerate() {
+            if i < n {
+                rank[i] = r as u32;
+            }
+        }
+        let unnamed = rank.iter_mut().filter(|r| **r == u32::MAX);
+        for (next, r) in (order.len() as u32..).zip(unnamed) {
+            *r = next;
+        }
+        self.rank = rank;
+    }
+
     /// The nodes' states.
     pub fn nodes(&self) -> &[NodeState] {
         &self.nodes
