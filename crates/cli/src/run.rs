@@ -105,6 +105,13 @@ pub(crate) struct RunArgs {
     /// `cpus_per_gpu=N`.
     #[arg(long, value_name = "default|cpus_per_gpu=N")]
     cpu: Option<String>,
+    /// Model online inference services on the first nodes' GPUs, beside which offline
+    /// jobs run at the SM share they get (MuxFlow's sharing, docs/sharing.md).
+    /// `default`, or `key=value,...` over it: hosts (0.5, the share of nodes serving),
+    /// peak_min, peak_max, trough, peak_hour, spike_prob, spike_factor,
+    /// spike_minutes, interference.
+    #[arg(long, value_name = "default|KEY=VALUE,...")]
+    online: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -157,6 +164,9 @@ impl RunArgs {
         }
         if let Some(cpu) = &self.cpu {
             t.insert("cpu".into(), cpu.clone().into());
+        }
+        if let Some(online) = &self.online {
+            t.insert("online".into(), online.clone().into());
         }
         if let Some(d) = &self.speed_data {
             t.insert("speed_data".into(), d.display().to_string().into());
@@ -282,6 +292,11 @@ fn config(a: &RunArgs) -> Result<Config> {
         .as_deref()
         .map(apiary_model::cpu::CpuPool::parse)
         .transpose()?;
+    let online = a
+        .online
+        .as_deref()
+        .map(apiary_model::online::OnlineLoad::parse)
+        .transpose()?;
     Ok(Config {
         mode,
         restart_overhead,
@@ -292,6 +307,7 @@ fn config(a: &RunArgs) -> Result<Config> {
         io,
         cpu,
         power_limit: a.power_limit,
+        online,
     })
 }
 
@@ -389,6 +405,15 @@ fn run_one(
                  under --io default (docs/io.md)"
             );
         }
+        if cfg.online.is_none()
+            && p.capabilities()
+                .has(apiary_policy::Capability::OnlineSharing)
+        {
+            eprintln!(
+                "note: {label} shares GPUs with online services: no --online given, so it runs \
+                 under --online default (docs/sharing.md)"
+            );
+        }
         if cfg.cpu.is_none() && p.capabilities().has(apiary_policy::Capability::CpuWorkers) {
             eprintln!(
                 "note: {label} allocates CPUs to input pipelines: no --cpu given, so it runs \
@@ -411,11 +436,15 @@ fn run_one(
         // Speed models and the per-event quirk read what trace jobs carry (models,
         // batch sizes, per-type speeds) and API submissions do not; restart overheads
         // and slots are the engine's and run over either backend.
-        if cfg.io.is_some() || cfg.cpu.is_some() || cfg.power_limit.is_some() {
+        if cfg.io.is_some()
+            || cfg.cpu.is_some()
+            || cfg.power_limit.is_some()
+            || cfg.online.is_some()
+        {
             bail!(
                 "--driver live runs jobs as their agents report them, and a submission says \
-                 nothing of its dataset or its input pipeline, nor sets power limits: drop \
-                 --io, --cpu and --power-limit"
+                 nothing of its dataset or its input pipeline, nor sets power limits or \
+                 online services' shares: drop --io, --cpu, --power-limit and --online"
             );
         }
         if a.speed != "trace" || cfg.per_event_overhead {

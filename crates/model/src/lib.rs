@@ -15,6 +15,7 @@ pub mod interleave;
 pub mod io;
 pub mod job;
 pub mod nodeset;
+pub mod online;
 pub mod outcome;
 pub mod power;
 pub mod profiles;

@@ -187,6 +187,8 @@ pub struct RunOutcome {
     pub io: Option<crate::io::IoReport>,
     /// Input pipelines, where the CPU model ran (`--cpu`).
     pub cpu: Option<crate::cpu::CpuReport>,
+    /// Online services beside offline jobs, where the online model ran (`--online`).
+    pub online: Option<crate::online::OnlineReport>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.
@@ -215,6 +217,7 @@ impl RunOutcome {
             energy: None,
             io: None,
             cpu: None,
+            online: None,
             events: 0,
             passes: 0,
             seed: 0,

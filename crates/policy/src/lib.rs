@@ -25,6 +25,7 @@ pub mod greedy;
 pub mod greenflow;
 pub mod hosted;
 pub mod muri;
+pub mod muxflow;
 pub mod placement;
 pub mod plugin;
 pub mod pollux;

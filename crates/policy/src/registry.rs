@@ -6,7 +6,7 @@ use crate::spec::PolicySpec;
 use crate::{ParamError, Params, Policy};
 use crate::{
     antman, carbon, carbon_window, elasticflow, fifo, gandiva, gavel, goldminer, greenflow, muri,
-    plugin, pollux, silod, srtf, themis, tiresias, vc,
+    muxflow, plugin, pollux, silod, srtf, themis, tiresias, vc,
 };
 use apiary_core::Registry;
 
@@ -40,6 +40,7 @@ pub const ALL: &[PolicySpec] = &[
     greenflow::GREENFLOW,
     silod::SILOD,
     goldminer::GOLDMINER,
+    muxflow::MUXFLOW,
     plugin::PLUGIN,
 ];
 
@@ -158,7 +159,8 @@ mod tests {
                 "pollux",
                 "greenflow",
                 "silod",
-                "goldminer"
+                "goldminer",
+                "muxflow"
             ]
         );
     }

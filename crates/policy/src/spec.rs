@@ -68,11 +68,15 @@ pub enum Capability {
     /// Sets each job's GPU power limit ([`crate::ctx::Power`], GreenFlow's GPU-level
     /// knob): the driver runs and charges it at Zeus's time and power for the limit.
     PowerLimits,
+    /// Runs offline jobs beside online services on their GPUs, setting each GPU's SM
+    /// share and evicting on load spikes ([`crate::ctx::Online`], MuxFlow): the
+    /// driver's online model runs them at what the share and the service leave.
+    OnlineSharing,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 19] = [
+    pub const ALL: [Capability; 20] = [
         Capability::ChoosesGpus,
         Capability::SharedGpus,
         Capability::Guests,
@@ -92,6 +96,7 @@ impl Capability {
         Capability::Io,
         Capability::CpuWorkers,
         Capability::PowerLimits,
+        Capability::OnlineSharing,
     ];
 
     /// Its name in `apiary policies` and error messages.
@@ -116,6 +121,7 @@ impl Capability {
             Capability::Io => "io",
             Capability::CpuWorkers => "cpu-workers",
             Capability::PowerLimits => "power-limits",
+            Capability::OnlineSharing => "online-sharing",
         }
     }
 
@@ -147,6 +153,9 @@ impl Capability {
             Capability::PowerLimits => {
                 Some("it sets GPUs' power limits per job, which live agents do not")
             }
+            Capability::OnlineSharing => Some(
+                "it shares GPUs with online services by SM share, which live agents do not set",
+            ),
             _ => None,
         }
     }

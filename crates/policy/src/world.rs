@@ -191,6 +191,17 @@ pub struct Resources {
     pub power_caps: Vec<f64>,
     /// Jobs whose `power_caps` changed since the driver last read them.
     pub power_dirty: Vec<JobIdx>,
+    /// Online inference services on the first nodes' GPUs, where the driver models
+    /// them (`--online`; the `online-sharing` mechanism reads it).
+    pub online: Option<apiary_model::online::OnlineLoad>,
+    /// The SM share of each GPU (cluster-wide index) a policy with `online-sharing`
+    /// gave the offline job on it; NaN where it set none.
+    pub online_shares: Vec<f64>,
+    /// Offline jobs that policy evicted for a service's load.
+    pub online_evictions: u64,
+    /// Each job's work left at its last checkpoint (NaN: none), which an eviction
+    /// takes it back to.
+    pub online_checkpoints: Vec<f64>,
 }
 
 /// Jobs, GPUs and time: everything a policy may look at.

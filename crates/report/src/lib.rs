@@ -135,6 +135,20 @@ pub struct Summary {
     /// How input pipelines were modelled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_model: Option<CpuModel>,
+    /// Mean share of time a kernel ran on the GPUs serving online services
+    /// (`--online`; nvidia-smi's utilisation, MuxFlow's headline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online_gpu_util: Option<f64>,
+    /// Mean share of SMs busy on the serving GPUs (`--online`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online_sm_activity: Option<f64>,
+    /// Service-minutes whose demand exceeded the SMs the offline job beside it left,
+    /// over all service-minutes (`--online`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo_violation: Option<f64>,
+    /// How online services were modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online_model: Option<OnlineModel>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -210,6 +224,21 @@ pub struct CpuModel {
     pub stalled_gpu_hours: f64,
 }
 
+/// How a run modelled online services beside offline jobs (`--online`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OnlineModel {
+    /// The setting (`--online`).
+    pub load: String,
+    /// GPUs serving a service.
+    pub host_gpus: u64,
+    /// Mean share of time a kernel ran, over all GPUs.
+    pub gpu_util: f64,
+    /// Mean share of SMs busy, over all GPUs.
+    pub sm_activity: f64,
+    /// Offline jobs evicted for a service's load.
+    pub evictions: u64,
+}
+
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
 pub const METRICS: &[(&str, &str)] = &[
     ("jct_mean", "mean JCT of finished jobs, s"),
@@ -271,6 +300,18 @@ pub const METRICS: &[(&str, &str)] = &[
         "cpu_util",
         "CPU time given to input pipelines over the pool's (--cpu)",
     ),
+    (
+        "online_gpu_util",
+        "share of time a kernel ran on the GPUs serving online services (--online)",
+    ),
+    (
+        "online_sm_activity",
+        "share of SMs busy on the GPUs serving online services (--online)",
+    ),
+    (
+        "slo_violation",
+        "service-minutes short of SMs over all service-minutes (--online)",
+    ),
     ("preemptions", "preemptions in total"),
     (
         "deadline_ratio",
@@ -314,6 +355,9 @@ impl Summary {
             "io_util" => self.io_util?,
             "util_computing" => self.util_computing?,
             "cpu_util" => self.cpu_util?,
+            "online_gpu_util" => self.online_gpu_util?,
+            "online_sm_activity" => self.online_sm_activity?,
+            "slo_violation" => self.slo_violation?,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -474,6 +518,16 @@ impl Summary {
                 }
             }),
             cpu_util: o.cpu.as_ref().map(|c| c.util()),
+            online_gpu_util: o.online.as_ref().map(|r| r.host_gpu_util),
+            online_sm_activity: o.online.as_ref().map(|r| r.host_sm_activity),
+            slo_violation: o.online.as_ref().map(|r| r.slo_violation),
+            online_model: o.online.as_ref().map(|r| OnlineModel {
+                load: r.load.clone(),
+                host_gpus: r.host_gpus,
+                gpu_util: r.gpu_util,
+                sm_activity: r.sm_activity,
+                evictions: r.evictions,
+            }),
             cpu_model: o.cpu.as_ref().map(|c| CpuModel {
                 pool: c.pool.clone(),
                 allocated_by: c.allocated_by.clone(),

@@ -126,6 +126,9 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "io_util" => (Kind::Percent, "remote IO utilisation", Higher),
         "util_computing" => (Kind::Percent, "GPU utilisation, computing", Higher),
         "cpu_util" => (Kind::Percent, "CPU pool utilisation", Higher),
+        "online_gpu_util" => (Kind::Percent, "serving GPUs' utilisation", Higher),
+        "online_sm_activity" => (Kind::Percent, "serving GPUs' SM activity", Higher),
+        "slo_violation" => (Kind::Percent, "online SLO violations", Lower),
         // GPU sharing's figures are percents already (apiary_share::experiment::METRICS).
         "alloc_pct_100" => (Kind::Count, "GPUs allocated at 100 % arrived, %", Higher),
         "alloc_pct_130" => (Kind::Count, "GPUs allocated at 130 % arrived, %", Higher),
@@ -380,6 +383,24 @@ pub const MEASURES: &[Measure] = &[
         headline: None,
         kind: Kind::Percent,
         value: |s| s.cpu_util,
+    },
+    Measure {
+        key: "online_gpu_util",
+        headline: Some(Better::Higher),
+        kind: Kind::Percent,
+        value: |s| s.online_gpu_util,
+    },
+    Measure {
+        key: "online_sm_activity",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.online_sm_activity,
+    },
+    Measure {
+        key: "slo_violation",
+        headline: Some(Better::Lower),
+        kind: Kind::Percent,
+        value: |s| s.slo_violation,
     },
     Measure {
         key: "preemptions",

@@ -302,6 +302,7 @@ mod tests {
             energy: None,
             io: None,
             cpu: None,
+            online: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),

@@ -115,7 +115,7 @@ fn every_policy_is_served_or_refused_naming_its_capability() {
         );
         served.push(spec.name);
     }
-    assert_eq!(served.len(), BUILTIN.len() - 6, "{served:?}");
+    assert_eq!(served.len(), BUILTIN.len() - 7, "{served:?}");
 }
 
 #[test]

@@ -22,8 +22,10 @@ fn not_live(s: &Scenario) -> Option<String> {
     if caps.has(Capability::Lookahead) {
         return Some("it reads the jobs to come, which a live world does not hold".into());
     }
-    if s.cfg.io.is_some() || s.cfg.cpu.is_some() {
-        return Some("it models data loading, which live jobs do by themselves".into());
+    if s.cfg.io.is_some() || s.cfg.cpu.is_some() || s.cfg.online.is_some() {
+        return Some(
+            "it models data loading or online services, which live jobs meet by themselves".into(),
+        );
     }
     let data = s.jobs.iter().find(|j| {
         let x = j.extras();

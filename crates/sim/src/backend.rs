@@ -85,6 +85,8 @@ impl<'a> SimBackend<'a> {
         world.pue = cfg.pue;
         world.resources.storage = storage_for(cfg, policy.capabilities().has(Capability::Io));
         world.resources.cpu_pool = cpus_for(cfg, policy.capabilities().has(Capability::CpuWorkers));
+        world.resources.online =
+            online_for(cfg, policy.capabilities().has(Capability::OnlineSharing));
         world.seed = cfg.seed;
         world.set_scorer(Box::new(crate::comm::AllreduceScorer::default()));
         Ok(SimBackend {
@@ -159,6 +161,18 @@ pub fn storage_for(cfg: &Config, allocates: bool) -> Option<apiary_model::io::St
 pub fn cpus_for(cfg: &Config, allocates: bool) -> Option<apiary_model::cpu::CpuPool> {
     cfg.cpu
         .or_else(|| allocates.then(apiary_model::cpu::CpuPool::default))
+}
+
+/// The online services a run models: `cfg.online`, or the defaults for a policy that
+/// shares GPUs with them (`online-sharing`) when none was given; their loads drawn
+/// from the run's seed.
+pub fn online_for(cfg: &Config, shares: bool) -> Option<apiary_model::online::OnlineLoad> {
+    cfg.online
+        .or_else(|| shares.then(apiary_model::online::OnlineLoad::default))
+        .map(|o| apiary_model::online::OnlineLoad {
+            seed: cfg.seed,
+            ..o
+        })
 }
 
 /// Readies `policy` for a run of `jobs` on `cluster`, or says why it cannot run them:

@@ -53,6 +53,9 @@ pub struct Config {
     /// Every GPU capped at this fraction of its type's top power limit (`--power-limit`;
     /// Zeus's time and power per network, [`apiary_model::power`]).
     pub power_limit: Option<f64>,
+    /// Online inference services on the first nodes' GPUs, beside which offline jobs
+    /// run slower (`--online`; [`apiary_model::online`], MuxFlow's sharing).
+    pub online: Option<apiary_model::online::OnlineLoad>,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             io: None,
             cpu: None,
             power_limit: None,
+            online: None,
         }
     }
 }

@@ -174,6 +174,11 @@ impl<'a, B: Backend> Engine<'a, B> {
             let cpu = crate::cpu::CpuModel::new(b.world_mut(), pool, managed, policy, cfg.seed);
             resources.push(Box::new(cpu));
         }
+        let managed = b.declares(apiary_policy::Capability::OnlineSharing);
+        if let Some(load) = b.world().resources.online {
+            let online = crate::online::OnlineModel::new(b.world(), load, managed);
+            resources.push(Box::new(online));
+        }
         b.world_mut().now = start;
         Ok(Engine {
             b,
@@ -534,6 +539,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             energy: None,
             io: None,
             cpu: None,
+            online: None,
             events: self.events,
             passes: self.passes,
             seed: self.seed,

@@ -25,6 +25,7 @@ pub mod experiment;
 pub mod hooks;
 pub mod io;
 pub mod observe;
+pub mod online;
 mod overhead;
 pub mod power;
 pub mod resource;

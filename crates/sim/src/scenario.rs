@@ -10,6 +10,7 @@
 //! restart_overhead 5      (optional, seconds)
 //! io cache=uniform,bandwidth_mbs_per_gpu=30   (optional: the IO model, as `--io`)
 //! cpu cpus_per_gpu=3      (optional: the CPU model, as `--cpu`)
+//! online hosts=0.5,spike_prob=0   (optional: online services, as `--online`)
 //! steps                   (optional: expect the state after every time stamp)
 //! job a submit=0 gpus=2 duration=10   (optional vc=NAME; priority=N; stages=DATA/GPU/NET
 //!                                       ms with iters=N for Muri's interleaving;
@@ -264,6 +265,10 @@ impl Parsed {
             "cpu" => {
                 let cpu = apiary_model::cpu::CpuPool::parse(w.next().unwrap_or("default"));
                 self.cfg.cpu = Some(cpu.map_err(|e| e.to_string())?);
+            }
+            "online" => {
+                let o = apiary_model::online::OnlineLoad::parse(w.next().unwrap_or("default"));
+                self.cfg.online = Some(o.map_err(|e| e.to_string())?);
             }
             "steps" => self.steps = true,
             "job" => {

@@ -128,6 +128,7 @@ struct SimFile {
     io: Option<String>,
     cpu: Option<String>,
     power_limit: Option<f64>,
+    online: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -602,6 +603,12 @@ fn sim_options(
         .map(apiary_model::cpu::CpuPool::parse)
         .transpose()
         .map_err(|e| field(path, "sim.cpu", e.to_string()))?;
+    let online = s
+        .online
+        .as_deref()
+        .map(apiary_model::online::OnlineLoad::parse)
+        .transpose()
+        .map_err(|e| field(path, "sim.online", e.to_string()))?;
     if let Some(f) = s.power_limit
         && !(f.is_finite() && (0.3..=1.0).contains(&f))
     {
@@ -622,6 +629,7 @@ fn sim_options(
             io,
             cpu,
             power_limit: s.power_limit,
+            online,
         },
         percentile,
     ))

@@ -3,7 +3,7 @@
 
 use super::{
     Adaptive, Admission, Carbon, Cpus, Ctx, Elastic, Gpus, Groups, Guests, Handle, Holds, Hosting,
-    Io, Lookahead, Power, Speeds, Stalls,
+    Io, Lookahead, Online, Power, Speeds, Stalls,
 };
 use crate::PolicyError;
 
@@ -40,6 +40,8 @@ pub trait Handles<'a> {
     fn cpus(&mut self) -> Result<Handle<'_, 'a, Cpus>, PolicyError>;
     /// [`Power`]: GPU power limits per job.
     fn power(&mut self) -> Result<Handle<'_, 'a, Power>, PolicyError>;
+    /// [`Online`]: offline jobs beside online services.
+    fn online(&mut self) -> Result<Handle<'_, 'a, Online>, PolicyError>;
 }
 
 impl<'a> Handles<'a> for Ctx<'a> {
@@ -86,6 +88,9 @@ impl<'a> Handles<'a> for Ctx<'a> {
         self.open()
     }
     fn power(&mut self) -> Result<Handle<'_, 'a, Power>, PolicyError> {
+        self.open()
+    }
+    fn online(&mut self) -> Result<Handle<'_, 'a, Online>, PolicyError> {
         self.open()
     }
 }

@@ -7,6 +7,7 @@ mod conformance;
 mod efficiency;
 mod engine;
 mod io;
+mod online;
 mod pollux;
 mod props;
 mod scenarios;
