@@ -205,7 +205,7 @@ impl OnlineLoad {
     /// during the minute holding `t`.
     pub fn demand(&self, gpu: u64, t: Time) -> f64 {
         let minute = t / STEP_MS;
-        let peak = self.peak_min + (self.peak_max - self.peak_min) * draw(self.seed, gpu, 0, 1);
+        let peak = self.peak(gpu);
         let hour = self.peak_hour + 4.0 * draw(self.seed, gpu, 0, 2) - 2.0;
         let phase = (minute * STEP_MS) as f64 - hour * 3_600_000.0;
         let day = 0.5 * (1.0 + (2.0 * std::f64::consts::PI * phase / DAY_MS).cos());
@@ -216,6 +216,16 @@ impl OnlineLoad {
             d *= self.spike_factor;
         }
         d.clamp(0.0, 1.0)
+    }
+
+    /// The peak SM demand of the service on GPU `gpu`, spikes aside.
+    pub fn peak(&self, gpu: u64) -> f64 {
+        self.peak_min + (self.peak_max - self.peak_min) * draw(self.seed, gpu, 0, 1)
+    }
+
+    /// The least SM demand the service on GPU `gpu` ever has (its trough).
+    pub fn min_demand(&self, gpu: u64) -> f64 {
+        (self.peak(gpu) * self.trough).clamp(0.0, 1.0)
     }
 
     /// The GPU memory (share) the service on GPU `gpu` holds.

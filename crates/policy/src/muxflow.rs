@@ -308,52 +308,66 @@ impl MuxFlow {
 }
 
 impl MuxFlow {
-    /// Step 2 for jobs of several GPUs: each, in submission order, takes the free
-    /// serving GPUs (out of `free`) where it would run fastest, if enough of them clear
-    /// `min_share` and hold its memory.
+    /// Step 2 for jobs of several GPUs: each, in submission order, takes the GPUs
+    /// where it would run fastest among the free offline GPUs (at full speed) and the
+    /// free serving GPUs (out of `free`) that clear `min_share` and hold its memory, if
+    /// there are enough. A job larger than the offline GPUs left runs across both.
     fn gang_place(
         &mut self,
         ctx: &mut Ctx<'_>,
         load: &OnlineLoad,
+        hosts: usize,
         jobs: &[JobIdx],
         free: &mut Vec<Free>,
     ) -> Result<(), PolicyError> {
         let now = ctx.now();
+        let nodes = ctx.cluster().nodes.len() as u32;
         for &j in jobs {
             let need = ctx.job(j).gpus as usize;
             let mem = load.job_memory(u64::from(j));
-            let mut fit: Vec<(f64, usize)> = free
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| load.memory(f.2) + mem <= 1.0)
-                .filter_map(|(k, f)| {
-                    let share = self.share_for(f.3);
-                    (self.sharing == Sharing::Naive || share >= self.min_share)
-                        .then(|| (load.offline_speed(share, f.3), k))
-                })
-                .collect();
+            // Offline GPUs first (speed 1, no service: demand NaN), then serving ones.
+            let mut fit: Vec<(f64, Free)> = Vec::new();
+            for n in hosts as u32..nodes {
+                let mut mask = ctx.free().free_mask(n);
+                while mask != 0 {
+                    let bit = mask.trailing_zeros();
+                    mask &= mask - 1;
+                    fit.push((1.0, (n, bit, self.gpu_of(n, bit), f64::NAN)));
+                }
+            }
+            for f in free.iter().filter(|f| load.memory(f.2) + mem <= 1.0) {
+                let share = self.share_for(f.3);
+                if self.sharing == Sharing::Naive || share >= self.min_share {
+                    fit.push((load.offline_speed(share, f.3), *f));
+                }
+            }
             if fit.len() < need {
                 continue;
             }
             if self.sharing == Sharing::Dynamic {
-                fit.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                // Stable: equal speeds keep offline-then-serving, GPU order.
+                fit.sort_by(|a, b| b.0.total_cmp(&a.0));
             }
             fit.truncate(need);
-            let picked: Vec<Free> = fit.iter().map(|&(_, k)| free[k]).collect();
             let mut p = Placement::default();
-            for &(n, bit, _, _) in &picked {
+            for &(_, (n, bit, _, _)) in &fit {
                 p.add(n, 1 << bit);
             }
             if ctx.gpus()?.start(j, p) {
+                let serving: Vec<Free> =
+                    fit.iter().map(|x| x.1).filter(|f| !f.3.is_nan()).collect();
+                if serving.is_empty() {
+                    continue;
+                }
                 let mut on = ctx.online()?;
-                for &(_, _, g, d) in &picked {
+                for &(_, _, g, d) in &serving {
                     on.set_share(g, self.share_for(d));
                 }
                 on.checkpoint(j);
-                self.hosted[j as usize] = picked.iter().map(|x| x.2).collect();
+                self.hosted[j as usize] = serving.iter().map(|x| x.2).collect();
                 self.on_serving.push(j);
                 self.last_checkpoint[j as usize] = now;
-                free.retain(|f| !picked.iter().any(|x| x.2 == f.2));
+                free.retain(|f| !serving.iter().any(|x| x.2 == f.2));
             }
         }
         Ok(())
@@ -439,14 +453,22 @@ impl Policy for MuxFlow {
                 break;
             }
         }
+        let mut retry = false;
         if hosts > 0 && self.sharing != Sharing::None && !(sharers.is_empty() && gangs.is_empty()) {
             let mut free = self.free_serving(ctx, &load, hosts);
             if !sharers.is_empty() {
                 self.share_place(ctx, &load, &sharers, &mut free)?;
             }
             if !gangs.is_empty() {
-                self.gang_place(ctx, &load, &gangs, &mut free)?;
+                self.gang_place(ctx, &load, hosts, &gangs, &mut free)?;
             }
+            // A load that keeps a waiting job off a free serving GPU may drop next
+            // minute (if its trough would let the job in); nothing else that could
+            // place it comes by the minute.
+            retry = free.iter().any(|f| {
+                self.share_for(f.3) < self.min_share
+                    && self.share_for(load.min_demand(f.2)) >= self.min_share
+            });
         }
         let waiting = sharers
             .iter()
@@ -454,7 +476,7 @@ impl Policy for MuxFlow {
             .any(|&j| ctx.status(j) == Status::Pending);
         // Loads change by the minute: MuxFlow re-sets shares, evicts, and retries the
         // jobs the loads kept off serving GPUs. The baselines set nothing by the minute.
-        if self.sharing == Sharing::Dynamic && (!self.on_serving.is_empty() || waiting) {
+        if self.sharing == Sharing::Dynamic && (!self.on_serving.is_empty() || (waiting && retry)) {
             ctx.wake_at((ctx.now() / STEP_MS + 1) * STEP_MS);
         }
         Ok(())

@@ -81,7 +81,8 @@ impl Outcome {
 
 /// The pods of a fill run, as indices into `pods`: FGD's `SortClusterPods` with
 /// `shufflePod` then `TunePodsByNodeTotalResource`. Random copies stop before the one
-/// whose per-GPU thousandths would pass the target, as the artifact checks it.
+/// whose per-GPU thousandths would pass the target, as the artifact checks it; a list
+/// with no GPU pod is not extended.
 pub fn fill_order(pods: &[Pod], total_gpus: u64, ratio: f64, seed: u64) -> Vec<usize> {
     let mut by_name: Vec<usize> = (0..pods.len()).collect();
     by_name.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
@@ -94,7 +95,10 @@ pub fn fill_order(pods: &[Pod], total_gpus: u64, ratio: f64, seed: u64) -> Vec<u
         let k = rng.below(order.len() as u64) as usize;
         total -= pods[order.remove(k)].total_gpu_milli();
     }
-    if (total as f64) < target && !by_name.is_empty() {
+    // Copies of pods that ask for no GPU never reach a GPU target: a list of them
+    // alone is left as it is (the artifact would draw forever).
+    let any_gpu = pods.iter().any(|p| p.total_gpu_milli() > 0);
+    if (total as f64) < target && any_gpu {
         loop {
             let j = by_name[rng.below(by_name.len() as u64) as usize];
             if (total + u64::from(pods[j].gpu_milli)) as f64 > target {

@@ -165,6 +165,62 @@ target!(
 );
 target!(alibaba, "alibaba", ALIBABA, &["fifo"]);
 
+const OPENB_NODES: &str = "sn,cpu_milli,memory_mib,gpu,model
+openb-node-0000,64000,262144,2,P100
+openb-node-0001,96000,786432,8,V100M32
+openb-node-0002,32000,262144,0,
+";
+
+/// Reads `body` as an openb pod list for GPU sharing and, when it is small, places it
+/// under FGD and Random, filling and replaying: all within 30 s.
+fn check_openb(body: Vec<u8>) {
+    within(Duration::from_secs(30), "openb pods", move || {
+        let path = tmp_file("pods.csv", &body);
+        let Ok(pods) = apiary_trace::openb::read_pods(&path) else {
+            return;
+        };
+        if pods.len() > 64 {
+            return;
+        }
+        let nodes = tmp_file("nodes.csv", OPENB_NODES.as_bytes());
+        let nodes = apiary_trace::openb::read_nodes(&nodes).unwrap();
+        let Ok(prep) = apiary_share::Prepared::new(&nodes, &pods) else {
+            return;
+        };
+        let typical = apiary_share::workload_typical(&prep, 95.0);
+        for policy in ["fgd", "random"] {
+            for mode in [apiary_share::Mode::Fill(1.3), apiary_share::Mode::Replay] {
+                let p = apiary_share::build(policy, &Default::default()).unwrap();
+                let o = apiary_share::run(&prep, &pods, typical.clone(), p, mode, 1).unwrap();
+                let _ = apiary_share::ByArrived::of(&o);
+            }
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(config())]
+    #[test]
+    fn openb_pods(body in input(ALIBABA)) {
+        check_openb(body);
+    }
+
+    /// Node lists: any bytes read or are refused.
+    #[test]
+    fn openb_nodes(body in input(OPENB_NODES)) {
+        within(Duration::from_secs(30), "openb nodes", move || {
+            let path = tmp_file("nodes.csv", &body);
+            let _ = apiary_trace::openb::read_nodes(&path);
+        });
+    }
+
+    /// `--online` settings: any text parses or is refused.
+    #[test]
+    fn online_settings(text in ".{0,80}") {
+        let _ = apiary_model::online::OnlineLoad::parse(&text);
+    }
+}
+
 /// The samples themselves read and simulate: mutations start from valid input.
 #[test]
 fn every_sample_reads() {

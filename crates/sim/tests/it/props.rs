@@ -146,8 +146,13 @@ fn run(
     let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
     let mut p =
         registry::build(policy, &Params::from_pairs(params.iter().copied()).unwrap()).unwrap();
+    // MuxFlow rightly leaves a job pending for good where it needs serving GPUs whose
+    // services leave it too little memory (its quota); here every job's memory fits.
+    let online = (policy == "muxflow")
+        .then(|| apiary_model::online::OnlineLoad::parse("mem_max=0.3,job_mem_max=0.3").unwrap());
     let cfg = Config {
         mode: slot.map_or(Mode::EventDriven, Mode::Slotted),
+        online,
         ..Config::default()
     };
     checked_run(c, jobs, p.as_mut(), &DurationModel, &cfg, backfill_counting)
