@@ -6,7 +6,7 @@
 use anyhow::{Context, Result, bail};
 use apiary_model::share::{GpuNode, Pod};
 use apiary_report::html;
-use apiary_share::{ByArrived, Mode, Outcome, Prepared, Typical, build, workload_typical};
+use apiary_share::{ByArrived, ByHour, Mode, Outcome, Prepared, Typical, build, workload_typical};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -110,6 +110,14 @@ struct Summary {
     alloc_pct_final: Vec<f64>,
     /// Population standard deviation over seeds at each percent, as FGD's summary.
     alloc_pct_std_by_arrived: Vec<Option<f64>>,
+    /// With `--mode event`: the same at the end of each hour of the trace, mean over
+    /// the seeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alloc_pct_by_hour: Option<Vec<Option<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frag_pct_by_hour: Option<Vec<Option<f64>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frag_ratio_pct_by_hour: Option<Vec<Option<f64>>>,
     /// Seconds the runs took (not written: outputs depend on inputs alone).
     #[serde(skip)]
     wall_seconds: f64,
@@ -150,6 +158,7 @@ fn run_policy(
 ) -> Result<(Summary, Outcome)> {
     let t0 = Instant::now();
     let mut curves = (Vec::new(), Vec::new(), Vec::new());
+    let mut hours = (Vec::new(), Vec::new(), Vec::new());
     let (mut arrived, mut placed, mut fin) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for &seed in seeds {
@@ -159,6 +168,13 @@ fn run_policy(
         curves.0.push(b.alloc_pct);
         curves.1.push(b.frag_pct);
         curves.2.push(b.frag_ratio_pct);
+        if inp.mode == Mode::Replay {
+            let h = ByHour::of(&o);
+            let some = |v: Vec<f64>| v.into_iter().map(Some).collect::<Vec<_>>();
+            hours.0.push(some(h.alloc_pct));
+            hours.1.push(some(h.frag_pct));
+            hours.2.push(some(h.frag_ratio_pct));
+        }
         arrived.push(o.arrivals.len());
         placed.push(o.placed());
         let total = o.total_gpus as f64 * 1000.0;
@@ -184,6 +200,9 @@ fn run_policy(
             alloc_pct_std_by_arrived: curve_mean(&curves.0, true),
             frag_pct_by_arrived: curve_mean(&curves.1, false),
             frag_ratio_pct_by_arrived: curve_mean(&curves.2, false),
+            alloc_pct_by_hour: (!hours.0.is_empty()).then(|| curve_mean(&hours.0, false)),
+            frag_pct_by_hour: (!hours.1.is_empty()).then(|| curve_mean(&hours.1, false)),
+            frag_ratio_pct_by_hour: (!hours.2.is_empty()).then(|| curve_mean(&hours.2, false)),
             alloc_pct_final: fin,
             wall_seconds: t0.elapsed().as_secs_f64(),
         },
@@ -374,6 +393,36 @@ fn report(inp: &Input, a: &ShareArgs, sums: &[Summary], text: &str) -> String {
         false,
         &series(|s| &s.frag_ratio_pct_by_arrived),
     ));
+    if sums[0].alloc_pct_by_hour.is_some() {
+        let by_hour =
+            |f: fn(&Summary) -> &Option<Vec<Option<f64>>>| -> Vec<(String, Vec<(f64, f64)>)> {
+                sums.iter()
+                    .map(|s| {
+                        let pts = f(s)
+                            .iter()
+                            .flatten()
+                            .enumerate()
+                            .filter_map(|(h, v)| v.map(|v| (h as f64, v)))
+                            .collect();
+                        (s.policy.clone(), pts)
+                    })
+                    .collect()
+            };
+        o.push_str(&html::chart(
+            "GPU allocation over the trace (--mode event)",
+            "hours from the trace's start",
+            "GPUs allocated, %",
+            false,
+            &by_hour(|s| &s.alloc_pct_by_hour),
+        ));
+        o.push_str(&html::chart(
+            "Fragmented GPUs over the trace, % of all GPUs (--mode event)",
+            "hours from the trace's start",
+            "fragmented, % of all GPUs",
+            false,
+            &by_hour(|s| &s.frag_pct_by_hour),
+        ));
+    }
     o.push_str("</body></html>\n");
     o
 }

@@ -76,4 +76,13 @@ fn the_trace_replays_by_its_own_creation_and_deletion_times() {
     assert_eq!(v["pods_arrived"][0], 8152);
     assert_eq!(v["pods_placed"][0], 8152);
     assert!(v["alloc_pct_final"][0].as_f64().unwrap() < 100.0);
+    // Hour by hour: the trace spans about 149 days; the cluster is never over-full.
+    let hours = v["alloc_pct_by_hour"].as_array().unwrap();
+    assert!(hours.len() > 3000, "{}", hours.len());
+    assert!(
+        hours
+            .iter()
+            .all(|h| (0.0..=100.0).contains(&h.as_f64().unwrap()))
+    );
+    assert!(v["frag_pct_by_hour"].as_array().unwrap().len() == hours.len());
 }

@@ -42,6 +42,8 @@ impl Mode {
 /// The state after one event.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Step {
+    /// When, seconds from the trace's start (`--mode event`; 0 when filling).
+    pub time: u64,
     /// GPU thousandths requested by the pods that have arrived so far.
     pub arrived_milli: i64,
     /// GPU thousandths in use.
@@ -132,7 +134,7 @@ pub fn run(
     let events = match mode {
         Mode::Fill(r) => fill_order(pods, total_gpus, r, seed)
             .into_iter()
-            .map(Event::Arrive)
+            .map(|p| (0, Event::Arrive(p)))
             .collect(),
         Mode::Replay => replay_events(pods),
     };
@@ -144,7 +146,7 @@ pub fn run(
     // Where each pod runs now, by pod index, for its departure.
     let mut running: Vec<Option<Placed>> = vec![None; pods.len()];
     let mut arrived = 0i64;
-    for e in events {
+    for (time, e) in events {
         match e {
             Event::Arrive(p) => {
                 let r = &prep.pods[p];
@@ -162,6 +164,7 @@ pub fn run(
             }
         }
         out.steps.push(Step {
+            time,
             arrived_milli: arrived,
             used_milli: s.used_milli(),
             frag_milli: s.frag_milli(),
@@ -179,7 +182,7 @@ enum Event {
 
 /// Creations and deletions by time, each pod's creation before its deletion, file
 /// order on equal times (FGD's `syncClusterResourceList`).
-fn replay_events(pods: &[Pod]) -> Vec<Event> {
+fn replay_events(pods: &[Pod]) -> Vec<(u64, Event)> {
     let mut ev: Vec<(u64, Event)> = Vec::with_capacity(pods.len() * 2);
     for (i, p) in pods.iter().enumerate() {
         let c = p.creation.unwrap_or(0);
@@ -189,7 +192,48 @@ fn replay_events(pods: &[Pod]) -> Vec<Event> {
         }
     }
     ev.sort_by_key(|e| e.0);
-    ev.into_iter().map(|e| e.1).collect()
+    ev
+}
+
+/// The cluster hour by hour in `--mode event`: its state at the end of each hour from
+/// the trace's start (after every event in it or before), as percentages: GPUs
+/// allocated, fragmented GPUs of all, fragmented GPUs of the idle ones.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ByHour {
+    /// GPU thousandths in use, percent of the cluster's.
+    pub alloc_pct: Vec<f64>,
+    /// Fragmented GPU thousandths, percent of the cluster's.
+    pub frag_pct: Vec<f64>,
+    /// Fragmented GPU thousandths, percent of the idle ones.
+    pub frag_ratio_pct: Vec<f64>,
+}
+
+impl ByHour {
+    /// The hourly state of `o`, up to its last event.
+    pub fn of(o: &Outcome) -> ByHour {
+        let total = o.total_gpus as f64 * 1000.0;
+        let mut out = ByHour::default();
+        let Some(last) = o.steps.last() else {
+            return out;
+        };
+        let mut k = 0;
+        let mut at = (0i64, 0.0f64, total as i64);
+        for hour in 0..=last.time / 3600 {
+            while k < o.steps.len() && o.steps[k].time < (hour + 1) * 3600 {
+                let s = &o.steps[k];
+                at = (s.used_milli, s.frag_milli, s.idle_milli);
+                k += 1;
+            }
+            out.alloc_pct.push(round2(100.0 * at.0 as f64 / total));
+            out.frag_pct.push(round2(100.0 * at.1 / total));
+            out.frag_ratio_pct.push(if at.2 > 0 {
+                round2(100.0 * at.1 / at.2 as f64)
+            } else {
+                0.0
+            });
+        }
+        out
+    }
 }
 
 /// FGD's curves: the allocation ratio and fragmentation when the arrived GPU request

@@ -16,7 +16,7 @@ pub mod scheduler;
 pub mod typical;
 
 pub use cluster::{Demand, NodeState, Prepared, Request, Types};
-pub use experiment::{ByArrived, Figures, Mode, Outcome, Step, run};
+pub use experiment::{ByArrived, ByHour, Figures, Mode, Outcome, Step, run};
 pub use policy::{POLICIES, SharePolicy, SharePolicySpec, build, is_share_policy};
 pub use scheduler::{Placed, Scheduler};
 pub use typical::{Typical, node_frag, typical_pods};

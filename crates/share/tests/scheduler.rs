@@ -224,3 +224,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn replay_reports_the_cluster_at_the_end_of_each_hour() {
+    // Two GPUs. a (one GPU) from 0 to 2 h; b (one GPU) from 1.5 h to 3 h.
+    let nodes = vec![gpu_node("n", 2, "T4")];
+    let mut a = pod("a", 1000, 1, 1000, &[]);
+    let mut b = pod("b", 1000, 1, 1000, &[]);
+    (a.creation, a.deletion) = (Some(0), Some(7200));
+    (b.creation, b.deletion) = (Some(5400), Some(10_800));
+    let pods = vec![a, b];
+    let prep = Prepared::new(&nodes, &pods).unwrap();
+    let typical = apiary_share::workload_typical(&prep, 95.0);
+    let o = run(
+        &prep,
+        &pods,
+        typical,
+        build("bestfit", &Default::default()).unwrap(),
+        Mode::Replay,
+        0,
+    )
+    .unwrap();
+    // End of hour 0: a alone (50 %); hour 1: a and b (100 %); hour 2: a left at 2 h,
+    // b runs (50 %); hour 3: b left at 3 h (0 %).
+    assert_eq!(
+        apiary_share::ByHour::of(&o).alloc_pct,
+        [50.0, 100.0, 50.0, 0.0]
+    );
+}
