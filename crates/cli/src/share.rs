@@ -217,7 +217,45 @@ fn at(c: &[Option<f64>], k: usize) -> String {
         .map_or("-".into(), |v| format!("{v:.2}"))
 }
 
+/// Mean and peak of an hourly curve.
+fn mean_peak(c: &Option<Vec<Option<f64>>>) -> (f64, f64) {
+    let v: Vec<f64> = c.iter().flatten().flatten().copied().collect();
+    let n = v.len().max(1) as f64;
+    (
+        v.iter().sum::<f64>() / n,
+        v.iter().copied().fold(0.0, f64::max),
+    )
+}
+
+/// `--mode event`: the cluster over the trace's hours.
+fn event_table(sums: &[Summary]) -> String {
+    let mut t = format!(
+        "{:<16}{:>14}{:>14}{:>14}{:>18}{:>18}\n",
+        "over the hours",
+        "alloc % mean",
+        "alloc % peak",
+        "frag % mean",
+        "frag/idle % mean",
+        "placed/arrived"
+    );
+    for s in sums {
+        let (am, ap) = mean_peak(&s.alloc_pct_by_hour);
+        let (fm, _) = mean_peak(&s.frag_pct_by_hour);
+        let (rm, _) = mean_peak(&s.frag_ratio_pct_by_hour);
+        let _ = writeln!(
+            t,
+            "{:<16}{am:>14.2}{ap:>14.2}{fm:>14.2}{rm:>18.2}{:>18}",
+            s.policy,
+            format!("{}/{}", s.pods_placed[0], s.pods_arrived[0])
+        );
+    }
+    t
+}
+
 fn table(sums: &[Summary]) -> String {
+    if sums.first().is_some_and(|s| s.alloc_pct_by_hour.is_some()) {
+        return event_table(sums);
+    }
     let mut t = String::new();
     let _ = write!(t, "{:<16}", "allocation %");
     for l in LOADS {
