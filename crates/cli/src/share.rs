@@ -384,7 +384,8 @@ pub(crate) fn compare(policies: &[&str], seeds: u64, a: &ShareArgs) -> Result<()
 }
 
 fn report(inp: &Input, a: &ShareArgs, sums: &[Summary], text: &str) -> String {
-    let series = |f: fn(&Summary) -> &Vec<Option<f64>>| -> Vec<(String, Vec<(f64, f64)>)> {
+    // Each policy's curve, indexed by load percent or by hour.
+    let series = |f: fn(&Summary) -> &[Option<f64>]| -> Vec<(String, Vec<(f64, f64)>)> {
         sums.iter()
             .map(|s| {
                 let pts = f(s)
@@ -432,33 +433,19 @@ fn report(inp: &Input, a: &ShareArgs, sums: &[Summary], text: &str) -> String {
         &series(|s| &s.frag_ratio_pct_by_arrived),
     ));
     if sums[0].alloc_pct_by_hour.is_some() {
-        let by_hour =
-            |f: fn(&Summary) -> &Option<Vec<Option<f64>>>| -> Vec<(String, Vec<(f64, f64)>)> {
-                sums.iter()
-                    .map(|s| {
-                        let pts = f(s)
-                            .iter()
-                            .flatten()
-                            .enumerate()
-                            .filter_map(|(h, v)| v.map(|v| (h as f64, v)))
-                            .collect();
-                        (s.policy.clone(), pts)
-                    })
-                    .collect()
-            };
         o.push_str(&html::chart(
             "GPU allocation over the trace (--mode event)",
             "hours from the trace's start",
             "GPUs allocated, %",
             false,
-            &by_hour(|s| &s.alloc_pct_by_hour),
+            &series(|s| s.alloc_pct_by_hour.as_deref().unwrap_or(&[])),
         ));
         o.push_str(&html::chart(
             "Fragmented GPUs over the trace, % of all GPUs (--mode event)",
             "hours from the trace's start",
             "fragmented, % of all GPUs",
             false,
-            &by_hour(|s| &s.frag_pct_by_hour),
+            &series(|s| s.frag_pct_by_hour.as_deref().unwrap_or(&[])),
         ));
     }
     o.push_str("</body></html>\n");

@@ -7,23 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_apiary");
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces")
-        .join(rel);
-    if p.is_file() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "{} missing under CI",
-        p.display()
-    );
-    eprintln!("skipping: {} not present", p.display());
-    None
-}
+mod common;
+use common::{BIN, shared};
 
 fn run(args: &[&str]) -> Vec<u8> {
     let o = Command::new(BIN).args(args).output().unwrap();

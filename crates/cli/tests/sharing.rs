@@ -2,25 +2,14 @@
 //! seed, its curves in `summary.json`, and a pod list replayed by its own times.
 
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_apiary");
+mod common;
+use common::BIN;
 
+/// An Alibaba v2023 file, as the binary's argument.
 fn shared(rel: &str) -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/alibaba/gpu-v2023")
-        .join(rel);
-    if p.is_file() {
-        return Some(p.display().to_string());
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "{} missing under CI",
-        p.display()
-    );
-    eprintln!("skipping: {} not present", p.display());
-    None
+    common::shared(&format!("alibaba/gpu-v2023/{rel}")).map(|p| p.display().to_string())
 }
 
 fn json(args: &[&str]) -> Value {

@@ -245,6 +245,19 @@ impl OnlineLoad {
     }
 }
 
+/// The cluster-wide index of each node's first GPU, for nodes of `gpus` GPUs each: the
+/// GPU index [`OnlineLoad::demand`] and the shares take is this plus the GPU's bit.
+pub fn gpu_offsets(gpus: impl IntoIterator<Item = u32>) -> Vec<u64> {
+    let mut at = 0;
+    gpus.into_iter()
+        .map(|g| {
+            let o = at;
+            at += u64::from(g);
+            o
+        })
+        .collect()
+}
+
 /// How the online services and the offline jobs beside them fared, for a run's summary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OnlineReport {

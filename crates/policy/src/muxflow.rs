@@ -165,23 +165,22 @@ impl MuxFlow {
             if self.hosted[k].is_empty() || self.sharing != Sharing::Dynamic {
                 continue;
             }
-            // The minute just ended, as the node agent saw it.
-            let evict = self.hosted[k].iter().any(|&g| {
-                let prev = load.demand(g, now.saturating_sub(1));
+            // The load of the instant before now, as the node agent saw it.
+            let prev: Vec<f64> = self.hosted[k]
+                .iter()
+                .map(|&g| load.demand(g, now.saturating_sub(1)))
+                .collect();
+            let evict = self.hosted[k].iter().zip(&prev).any(|(&g, &d)| {
                 let had = on.share(g).unwrap_or(0.0);
-                prev > 1.0 - had + 1e-9 || self.share_for(prev) < self.min_share
+                // A spike (the service wanted more than the job left it), or too little left.
+                d > 1.0 - had + 1e-9 || self.share_for(d) < self.min_share
             });
+            for (&g, &d) in self.hosted[k].iter().zip(&prev) {
+                on.set_share(g, if evict { f64::NAN } else { self.share_for(d) });
+            }
             if evict {
                 on.evict(j);
-                for &g in &self.hosted[k] {
-                    on.set_share(g, f64::NAN);
-                }
                 self.hosted[k].clear();
-            } else {
-                for &g in &self.hosted[k] {
-                    let prev = load.demand(g, now.saturating_sub(1));
-                    on.set_share(g, self.share_for(prev));
-                }
             }
         }
         // An evicted job leaves the list now: placed again in this pass, it joins once.
@@ -245,7 +244,6 @@ impl MuxFlow {
         jobs: &[JobIdx],
         free: &mut Vec<Free>,
     ) -> Result<(), PolicyError> {
-        let now = ctx.now();
         let gpus: Vec<Free> = free.iter().take(4 * jobs.len()).copied().collect();
         let fits = |j: JobIdx, g: u64| load.memory(g) + load.job_memory(u64::from(j)) <= 1.0;
         let mut chosen: Vec<(JobIdx, usize)> = Vec::new();
@@ -293,21 +291,12 @@ impl MuxFlow {
             let mut p = Placement::default();
             p.add(n, 1 << bit);
             if ctx.gpus()?.start(j, p) {
-                let share = self.share_for(d);
-                let mut on = ctx.online()?;
-                on.set_share(g, share);
-                on.checkpoint(j);
-                self.hosted[j as usize] = vec![g];
-                self.on_serving.push(j);
-                self.last_checkpoint[j as usize] = now;
+                self.adopt(ctx, j, &[(n, bit, g, d)])?;
             }
         }
         free.retain(|f| !taken.contains(&f.2));
         Ok(())
     }
-}
-
-impl MuxFlow {
     /// Step 2 for jobs of several GPUs: each, in submission order, takes the GPUs
     /// where it would run fastest among the free offline GPUs (at full speed) and the
     /// free serving GPUs (out of `free`) that clear `min_share` and hold its memory, if
@@ -320,7 +309,6 @@ impl MuxFlow {
         jobs: &[JobIdx],
         free: &mut Vec<Free>,
     ) -> Result<(), PolicyError> {
-        let now = ctx.now();
         let nodes = ctx.cluster().nodes.len() as u32;
         for &j in jobs {
             let need = ctx.job(j).gpus as usize;
@@ -356,20 +344,26 @@ impl MuxFlow {
             if ctx.gpus()?.start(j, p) {
                 let serving: Vec<Free> =
                     fit.iter().map(|x| x.1).filter(|f| !f.3.is_nan()).collect();
-                if serving.is_empty() {
-                    continue;
+                if !serving.is_empty() {
+                    self.adopt(ctx, j, &serving)?;
+                    free.retain(|f| !serving.iter().any(|x| x.2 == f.2));
                 }
-                let mut on = ctx.online()?;
-                for &(_, _, g, d) in &serving {
-                    on.set_share(g, self.share_for(d));
-                }
-                on.checkpoint(j);
-                self.hosted[j as usize] = serving.iter().map(|x| x.2).collect();
-                self.on_serving.push(j);
-                self.last_checkpoint[j as usize] = now;
-                free.retain(|f| !serving.iter().any(|x| x.2 == f.2));
             }
         }
+        Ok(())
+    }
+    /// Job `j` just started on the serving GPUs `serving` (and maybe offline ones):
+    /// their shares, its first checkpoint, and the lists that follow it.
+    fn adopt(&mut self, ctx: &mut Ctx<'_>, j: JobIdx, serving: &[Free]) -> Result<(), PolicyError> {
+        let now = ctx.now();
+        let mut on = ctx.online()?;
+        for &(_, _, g, d) in serving {
+            on.set_share(g, self.share_for(d));
+        }
+        on.checkpoint(j);
+        self.hosted[j as usize] = serving.iter().map(|x| x.2).collect();
+        self.on_serving.push(j);
+        self.last_checkpoint[j as usize] = now;
         Ok(())
     }
 }
@@ -394,16 +388,7 @@ impl Policy for MuxFlow {
     }
 
     fn attach(&mut self, cluster: &apiary_model::Cluster) -> Result<(), PolicyError> {
-        let mut at = 0;
-        self.offsets = cluster
-            .nodes
-            .iter()
-            .map(|n| {
-                let o = at;
-                at += u64::from(n.gpus);
-                o
-            })
-            .collect();
+        self.offsets = apiary_model::online::gpu_offsets(cluster.nodes.iter().map(|n| n.gpus));
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 
 use apiary_model::share::{GpuNode, MILLI, Pod};
 use apiary_share::experiment::fill_order;
-use apiary_share::{ByArrived, Mode, Prepared, Scheduler, build, run, typical_pods};
+use apiary_share::{ByArrived, Mode, Outcome, Prepared, Scheduler, build, run, typical_pods};
 use proptest::prelude::*;
 
 fn pod(name: &str, cpu: u32, num_gpu: u8, gpu_milli: u32, spec: &[&str]) -> Pod {
@@ -28,6 +28,14 @@ fn gpu_node(name: &str, gpus: u8, ty: &str) -> GpuNode {
         gpus,
         gpu_type: ty.into(),
     }
+}
+
+/// `policy` over `pods` on `nodes` in `mode`, seed 0, typical pods from the pods.
+fn outcome(nodes: &[GpuNode], pods: &[Pod], policy: &str, mode: Mode) -> Outcome {
+    let prep = Prepared::new(nodes, pods).unwrap();
+    let typical = apiary_share::workload_typical(&prep, 95.0);
+    let p = build(policy, &Default::default()).unwrap();
+    run(&prep, pods, typical, p, mode, 0).unwrap()
 }
 
 #[test]
@@ -118,17 +126,7 @@ fn replay_frees_gpus_at_deletion_times() {
     let mut c = pod("c", 1000, 1, 1000, &[]);
     (c.creation, c.deletion) = (Some(10), None);
     let pods = vec![a, b, c];
-    let prep = Prepared::new(&nodes, &pods).unwrap();
-    let typical = apiary_share::workload_typical(&prep, 95.0);
-    let o = run(
-        &prep,
-        &pods,
-        typical,
-        build("fgd", &Default::default()).unwrap(),
-        Mode::Replay,
-        0,
-    )
-    .unwrap();
+    let o = outcome(&nodes, &pods, "fgd", Mode::Replay);
     // a runs; b finds the one GPU taken; a leaves at 10 and c takes it; b's deletion
     // at 20 frees nothing.
     let placed: Vec<bool> = o.arrivals.iter().map(|x| x.placed.is_some()).collect();
@@ -144,17 +142,7 @@ fn curves_bucket_by_arrived_percent() {
     let pods: Vec<Pod> = (0..4)
         .map(|i| pod(&format!("q{i}"), 1000, 1, 250, &[]))
         .collect();
-    let prep = Prepared::new(&nodes, &pods).unwrap();
-    let typical = apiary_share::workload_typical(&prep, 95.0);
-    let o = run(
-        &prep,
-        &pods,
-        typical,
-        build("bestfit", &Default::default()).unwrap(),
-        Mode::Fill(1.0),
-        0,
-    )
-    .unwrap();
+    let o = outcome(&nodes, &pods, "bestfit", Mode::Fill(1.0));
     let b = ByArrived::of(&o);
     assert_eq!(b.alloc_at(100), Some(100.0));
     assert_eq!(b.alloc_at(50), Some(50.0));
@@ -234,17 +222,7 @@ fn replay_reports_the_cluster_at_the_end_of_each_hour() {
     (a.creation, a.deletion) = (Some(0), Some(7200));
     (b.creation, b.deletion) = (Some(5400), Some(10_800));
     let pods = vec![a, b];
-    let prep = Prepared::new(&nodes, &pods).unwrap();
-    let typical = apiary_share::workload_typical(&prep, 95.0);
-    let o = run(
-        &prep,
-        &pods,
-        typical,
-        build("bestfit", &Default::default()).unwrap(),
-        Mode::Replay,
-        0,
-    )
-    .unwrap();
+    let o = outcome(&nodes, &pods, "bestfit", Mode::Replay);
     // End of hour 0: a alone (50 %); hour 1: a and b (100 %); hour 2: a left at 2 h,
     // b runs (50 %); hour 3: b left at 3 h (0 %).
     assert_eq!(

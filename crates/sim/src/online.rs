@@ -50,17 +50,7 @@ impl OnlineModel {
     /// The model for `world`'s run (whose `resources.online` the backend set);
     /// `managed` when the policy sets shares.
     pub fn new(world: &World, load: OnlineLoad, managed: bool) -> OnlineModel {
-        let mut at = 0;
-        let offsets: Vec<u64> = world
-            .cluster
-            .nodes
-            .iter()
-            .map(|n| {
-                let o = at;
-                at += u64::from(n.gpus);
-                o
-            })
-            .collect();
+        let offsets = apiary_model::online::gpu_offsets(world.cluster.nodes.iter().map(|n| n.gpus));
         let host_nodes = load.host_nodes(world.cluster.nodes.len());
         let host_gpus = world.cluster.nodes[..host_nodes]
             .iter()

@@ -9,6 +9,24 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_apiary");
 
+/// A file of the research data beside the checkout (`../shared/traces/REL`). CI always
+/// has it; a checkout without it skips, loudly.
+pub fn shared(rel: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(rel);
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var("CI").is_err(),
+        "{} missing under CI",
+        p.display()
+    );
+    eprintln!("skipping: {} not present", p.display());
+    None
+}
+
 pub struct Cluster {
     pub dir: PathBuf,
     pub port: u16,
