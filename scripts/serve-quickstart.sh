@@ -17,7 +17,7 @@ printf '#!/bin/sh\nexec sh "$@"\n' > bin/python
 chmod +x bin/python
 export PATH="$WORK/bin:$PATH"
 printf 'echo "epoch 1"\nsleep 60\necho done\n' > train.py
-for f in eval sweep check; do printf 'echo "%s ok"\n' "$f" > $f.py; done
+for f in serve eval sweep check; do printf 'echo "%s ok"\n' "$f" > $f.py; done
 
 # The quick start's first fenced block.
 awk '/^## Quick start/ { f = 1 } f && /^```/ { if (b) exit; b = 1; next } b' \
@@ -68,6 +68,7 @@ want() { # job, state
   grep -Eq "^ *$1 .* $2 " final.txt || { echo "job $1 is not $2" >&2; exit 1; }
 }
 want 1 cancelled
-want 2 cancelled
-want 13 succeeded
+want 2 succeeded
+want 3 cancelled
+want 14 succeeded
 echo "the quick start ran: $step commands"

@@ -94,6 +94,8 @@ mod tests {
             env: Default::default(),
             workdir: None,
             gpus: vec![0],
+            gpu_milli: None,
+            gpu_memory_mib: None,
             vc: vc.into(),
             run_as: run_as.map(String::from),
         }

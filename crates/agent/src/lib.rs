@@ -718,6 +718,23 @@ pub fn job_env(
             .collect::<Vec<_>>()
             .join(","),
     );
+    if let Some(m) = l.gpu_milli {
+        // MPS caps a client at this share of the GPU's SMs, and at this much pinned
+        // memory on its device 0 (the one GPU it sees). Without the MPS control daemon
+        // on the node CUDA ignores both, and the processes time-share the GPU.
+        env.insert("APIARY_GPU_MILLI".into(), m.to_string());
+        env.insert(
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(),
+            m.div_ceil(10).clamp(1, 100).to_string(),
+        );
+        if let Some(mib) = l.gpu_memory_mib {
+            env.insert("APIARY_GPU_MEMORY_MIB".into(), mib.to_string());
+            env.insert(
+                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(),
+                format!("0={mib}M"),
+            );
+        }
+    }
     env
 }
 
@@ -739,6 +756,8 @@ mod tests {
             .collect(),
             workdir: None,
             gpus: vec![0, 2],
+            gpu_milli: None,
+            gpu_memory_mib: None,
             vc: "a".into(),
             run_as: None,
         };
@@ -765,5 +784,42 @@ mod tests {
         );
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,2");
         assert_eq!(env["HOME"], "/home/train");
+    }
+
+    #[test]
+    fn a_share_of_a_gpu_reaches_the_process_as_mps_limits_it_cannot_override() {
+        let l = Launch {
+            job: 4,
+            attempt: 1,
+            command: vec!["env".into()],
+            env: [(
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".to_string(),
+                "100".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            workdir: None,
+            gpus: vec![3],
+            gpu_milli: Some(333),
+            gpu_memory_mib: Some(27_279),
+            vc: "a".into(),
+            run_as: None,
+        };
+        let env = job_env(&l, None, &[]);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
+        assert_eq!(env["APIARY_GPU_MILLI"], "333");
+        // 333 thousandths: 33.3 % of the SMs, rounded up so a share never gets less.
+        assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "34");
+        assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=27279M");
+        assert_eq!(env["APIARY_GPU_MEMORY_MIB"], "27279");
+        let whole = Launch {
+            gpu_milli: None,
+            gpu_memory_mib: None,
+            env: Default::default(),
+            ..l
+        };
+        let env = job_env(&whole, None, &[]);
+        assert!(!env.contains_key("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+        assert!(!env.contains_key("APIARY_GPU_MILLI"));
     }
 }

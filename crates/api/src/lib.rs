@@ -51,6 +51,19 @@ pub struct JobSpec {
     pub name: Option<String>,
     /// GPUs, all at once.
     pub gpus: u32,
+    /// Thousandths of one GPU (1..=999) for a job that shares a GPU with others; `gpus`
+    /// is then 1. The server packs such jobs onto GPUs it holds for sharing, and the
+    /// agent passes the share to the process (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
+    /// CPU thousandths of a core a GPU-sharing job needs on its node (only with
+    /// `gpu_milli`; checked against the node's `cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_milli: Option<u64>,
+    /// Memory a GPU-sharing job needs on its node, MiB (only with `gpu_milli`; checked
+    /// against the node's `memory_gib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
     /// Required GPU model, if any.
     #[serde(default)]
     pub gpu_type: Option<String>,
@@ -163,6 +176,9 @@ pub struct Part {
     pub node: String,
     /// GPU indices on the node.
     pub gpus: Vec<u32>,
+    /// The thousandths of each of those GPUs it holds, when it shares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
     /// Exit code once this part's process ended (`-1`: killed by a signal or lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
@@ -284,9 +300,34 @@ pub struct NodeStatus {
     pub free_gpus: u32,
     /// Jobs with a part here.
     pub jobs: Vec<u64>,
+    /// The GPUs that jobs share, with each job's thousandths (GPUs in index order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<GpuShares>,
     /// Last heartbeat, unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat_ms: Option<u64>,
+}
+
+/// One shared GPU of a node: who holds what of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuShares {
+    /// GPU index on the node.
+    pub gpu: u32,
+    /// Thousandths held, all holders together (at most 1000).
+    pub used_milli: u32,
+    /// The holders, by job id: processes of earlier attempts still stopping too.
+    pub holders: Vec<ShareHolder>,
+}
+
+/// A process holding part of a shared GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareHolder {
+    /// Job id.
+    pub job: u64,
+    /// Its attempt.
+    pub attempt: u32,
+    /// Thousandths of the GPU.
+    pub milli: u32,
 }
 
 /// An attempt's identity on a node.
@@ -423,13 +464,20 @@ pub struct Launch {
     /// Program and arguments.
     pub command: Vec<String>,
     /// Environment, including `APIARY_*` variables; the agent adds
-    /// `CUDA_VISIBLE_DEVICES`.
+    /// `CUDA_VISIBLE_DEVICES` and, for a share of a GPU, the MPS variables.
     pub env: BTreeMap<String, String>,
     /// Working directory.
     #[serde(default)]
     pub workdir: Option<String>,
     /// GPU indices on this node.
     pub gpus: Vec<u32>,
+    /// The thousandths of the GPU the process may use, when it shares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
+    /// The GPU memory it may pin, MiB, when it shares a GPU of a node whose
+    /// `gpu_memory_gib` the server knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_mib: Option<u64>,
     /// The job's VC.
     #[serde(default)]
     pub vc: String,

@@ -157,6 +157,18 @@ pub struct Submission {
     /// GPUs.
     #[arg(long, short, default_value_t = 1)]
     pub gpus: u32,
+    /// Share one GPU with other jobs: thousandths of it (1-999; 500 is half). The job's
+    /// process gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (and, where the node's GPU memory
+    /// is known, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) for its share.
+    #[arg(long, value_name = "THOUSANDTHS", conflicts_with = "gpus")]
+    pub gpu_milli: Option<u32>,
+    /// CPU cores a GPU-sharing job needs on its node (2, 0.5), with --gpu-milli.
+    #[arg(long, value_name = "CORES", requires = "gpu_milli")]
+    pub cpu: Option<String>,
+    /// Memory a GPU-sharing job needs on its node, as sbatch's --mem (4096, 16G), with
+    /// --gpu-milli.
+    #[arg(long, value_name = "SIZE[K|M|G|T]", requires = "gpu_milli")]
+    pub mem: Option<String>,
     /// Virtual cluster.
     #[arg(long)]
     pub vc: Option<String>,
@@ -241,7 +253,10 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
     let array = s.array.as_deref().map(sbatch::array).transpose()?;
     let spec = JobSpec {
         name: s.name,
-        gpus: s.gpus,
+        gpus: if s.gpu_milli.is_some() { 1 } else { s.gpus },
+        gpu_milli: s.gpu_milli,
+        cpu_milli: s.cpu.as_deref().map(sbatch::cpu_milli).transpose()?,
+        memory_mib: s.mem.as_deref().map(sbatch::mem_mib).transpose()?,
         gpu_type: s.gpu_type,
         vc: s.vc,
         priority: s.priority,
@@ -440,7 +455,7 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
             name.chars().take(16).collect::<String>(),
             r.user.as_deref().unwrap_or("-"),
             r.state.as_str(),
-            r.spec.gpus,
+            gpus_text(&r.spec),
             jobtime::squeue_time(jobtime::run_ms(&r, now)),
         );
         if all || wide {
@@ -465,6 +480,14 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
     Ok(())
 }
 
+/// A job's GPUs: a count, or the share of one (`0.5`).
+fn gpus_text(s: &JobSpec) -> String {
+    match s.gpu_milli {
+        Some(m) => format!("{}", f64::from(m) / 1000.0),
+        None => s.gpus.to_string(),
+    }
+}
+
 /// A job's time limit as squeue prints it (`UNLIMITED` when it has none).
 fn time_limit(r: &JobRecord) -> String {
     r.spec.time_limit_s.map_or("UNLIMITED".into(), |s| {
@@ -485,7 +508,7 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         r.state.as_str(),
         r.vc,
         r.user.as_deref().unwrap_or("-"),
-        r.spec.gpus,
+        gpus_text(&r.spec),
         r.attempt
     );
     println!("command  {}", r.spec.command.join(" "));
@@ -513,9 +536,11 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     );
     for p in &r.parts {
         println!(
-            "part     {} GPUs {:?}{}",
+            "part     {} GPUs {:?}{}{}",
             p.node,
             p.gpus,
+            p.gpu_milli
+                .map_or(String::new(), |m| format!(" ({m}/1000 of it)")),
             p.exit.map_or(String::new(), |e| format!(" exit {e}"))
         );
     }
@@ -696,8 +721,8 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<16} {:<8} {:<9} {:>4} {:>4}  JOBS",
-        "NODE", "HEALTH", "GPU", "GPUS", "FREE"
+        "{:<16} {:<8} {:<9} {:>4} {:>4}  {:<16} JOBS",
+        "NODE", "HEALTH", "GPU", "GPUS", "FREE", "SHARED"
     );
     for n in list {
         let health = match (n.health, n.cordoned) {
@@ -706,13 +731,24 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
             (NodeHealth::Down, _) => "down",
             (NodeHealth::Unknown, _) => "unknown",
         };
+        // Each shared GPU as GPU:thousandths held.
+        let shared = if n.shares.is_empty() {
+            "-".to_string()
+        } else {
+            n.shares
+                .iter()
+                .map(|s| format!("{}:{}", s.gpu, s.used_milli))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         println!(
-            "{:<16} {:<8} {:<9} {:>4} {:>4}  {}",
+            "{:<16} {:<8} {:<9} {:>4} {:>4}  {:<16} {}",
             n.name,
             health,
             n.gpu_type,
             n.gpus,
             n.free_gpus,
+            shared,
             n.jobs
                 .iter()
                 .map(u64::to_string)

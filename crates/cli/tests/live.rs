@@ -517,3 +517,87 @@ fn the_dashboard_tells_jobs_apart_shows_output_and_cancels() {
         );
     }
 }
+
+#[test]
+fn two_halves_of_one_gpu_run_side_by_side_with_their_shares() {
+    let c = Cluster::new("share", "fifo");
+    let dir = c.dir.join("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        "echo $APIARY_NODE $CUDA_VISIBLE_DEVICES $APIARY_GPU_MILLI \
+         $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $(date +%s%N) > {o}/$APIARY_JOB_ID.start; \
+         sleep 1.5; date +%s%N > {o}/$APIARY_JOB_ID.end",
+        o = dir.display()
+    );
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let o = cli(
+            &c,
+            &[
+                "submit",
+                "--gpu-milli",
+                "500",
+                "--cpu",
+                "0.5",
+                "--mem",
+                "1G",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let text = out(&o);
+        let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        ids.push(id);
+    }
+    for &id in &ids {
+        c.wait_running(id);
+    }
+    // While both run, one GPU of n0 is full and the others are free.
+    let nodes = out(&cli(&c, &["nodes"]));
+    let n0 = nodes.lines().find(|l| l.starts_with("n0 ")).unwrap();
+    let w: Vec<&str> = n0.split_whitespace().collect();
+    assert_eq!((w[4], w[5]), ("7", "0:1000"), "{nodes}");
+    let q = out(&cli(&c, &["jobs"]));
+    assert!(
+        q.lines().filter(|l| l.contains(" 0.5 ")).count() >= 2,
+        "{q}"
+    );
+    // The dashboard draws the shared GPU with both holders (in a real browser, where
+    // there is one).
+    if let Some(dom) = browse(&c.url("/ui")) {
+        let shared = dom.split("gpu shared").nth(1).unwrap_or_default();
+        let title = shared.split("title=\"").nth(1).unwrap_or_default();
+        assert!(
+            title.starts_with(&format!(
+                "GPU 0: shared, job {} 500/1000, job {} 500/1000",
+                ids[0], ids[1]
+            )),
+            "{dom}"
+        );
+    }
+    let jobs = c.wait_terminal(&ids, Duration::from_secs(30));
+    assert!(jobs.iter().all(|j| j["state"] == "succeeded"), "{jobs:?}");
+    let read =
+        |id: u64, end: &str| std::fs::read_to_string(dir.join(format!("{id}.{end}"))).unwrap();
+    let (a, b) = (read(ids[0], "start"), read(ids[1], "start"));
+    let (wa, wb): (Vec<&str>, Vec<&str>) = (
+        a.split_whitespace().collect(),
+        b.split_whitespace().collect(),
+    );
+    // Same node, same GPU, each told its half: 50 % of the SMs under MPS.
+    assert_eq!(&wa[..4], ["n0", "0", "500", "50"]);
+    assert_eq!(&wb[..4], ["n0", "0", "500", "50"]);
+    // Side by side: each started before the other ended.
+    let ns = |s: &str| s.trim().parse::<u128>().unwrap();
+    let (sa, sb) = (ns(wa[4]), ns(wb[4]));
+    let (ea, eb) = (ns(&read(ids[0], "end")), ns(&read(ids[1], "end")));
+    assert!(
+        sa < eb && sb < ea,
+        "ran one after the other: {sa}-{ea} and {sb}-{eb}"
+    );
+    assert_eq!(jobs[0]["parts"][0]["gpu_milli"], 500);
+    assert_eq!(jobs[0]["spec"]["cpu_milli"], 500);
+    assert_eq!(jobs[0]["spec"]["memory_mib"], 1024);
+}

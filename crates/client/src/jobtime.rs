@@ -172,6 +172,9 @@ mod tests {
             spec: JobSpec {
                 name: None,
                 gpus: 1,
+                gpu_milli: None,
+                cpu_milli: None,
+                memory_mib: None,
                 gpu_type: None,
                 vc: None,
                 priority: 0,
@@ -197,6 +200,7 @@ mod tests {
                 .map(|&exit| Part {
                     node: "n".into(),
                     gpus: vec![0],
+                    gpu_milli: None,
                     exit,
                     output_tail: String::new(),
                 })

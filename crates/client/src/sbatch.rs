@@ -23,6 +23,67 @@ pub enum SbatchError {
         /// What is wrong.
         why: String,
     },
+    /// `--mem` or `--cpu`.
+    #[error("--{option} '{text}': {why}")]
+    Size {
+        /// Which option.
+        option: &'static str,
+        /// The value as written.
+        text: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// Parses sbatch's `--mem`: a whole number of MiB, or with a suffix K, M, G or T
+/// (binary units, as Slurm's). Returns MiB, rounded up.
+pub fn mem_mib(text: &str) -> Result<u64, SbatchError> {
+    let bad = |why| SbatchError::Size {
+        option: "mem",
+        text: text.into(),
+        why,
+    };
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, 'M'),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| bad("give a whole number with an optional K, M, G or T, e.g. 16G"))?;
+    let kib = match unit {
+        'K' => Some(n),
+        'M' => n.checked_mul(1 << 10),
+        'G' => n.checked_mul(1 << 20),
+        'T' => n.checked_mul(1 << 30),
+        _ => return Err(bad("the unit is K, M, G or T")),
+    }
+    .ok_or_else(|| bad("too large"))?;
+    Ok(kib.div_ceil(1 << 10))
+}
+
+/// Parses CPU cores with up to three decimals (`2`, `0.5`). Returns thousandths.
+pub fn cpu_milli(text: &str) -> Result<u64, SbatchError> {
+    let bad = |why| SbatchError::Size {
+        option: "cpu",
+        text: text.into(),
+        why,
+    };
+    let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("give cores with at most three decimals, e.g. 2 or 0.5"));
+    }
+    let w: u64 = if whole.is_empty() && !frac.is_empty() {
+        0
+    } else {
+        whole
+            .parse()
+            .map_err(|_| bad("give cores with at most three decimals, e.g. 2 or 0.5"))?
+    };
+    let f: u64 = format!("{frac:0<3}").parse().unwrap_or(0);
+    w.checked_mul(1000)
+        .and_then(|m| m.checked_add(f))
+        .ok_or_else(|| bad("too large"))
 }
 
 /// The most tasks one `--array` may hold.
@@ -140,6 +201,27 @@ pub fn array(text: &str) -> Result<Array, SbatchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_and_cpus_read_as_slurm_writes_them() {
+        assert_eq!(mem_mib("4096"), Ok(4096));
+        assert_eq!(mem_mib("16G"), Ok(16 * 1024));
+        assert_eq!(mem_mib("16g"), Ok(16 * 1024));
+        assert_eq!(mem_mib("1T"), Ok(1 << 20));
+        assert_eq!(mem_mib("1536K"), Ok(2));
+        assert!(mem_mib("1.5G").is_err());
+        assert!(mem_mib("4X").is_err());
+        assert!(mem_mib("").is_err());
+        assert!(mem_mib("99999999999999999999T").is_err());
+        assert_eq!(cpu_milli("2"), Ok(2000));
+        assert_eq!(cpu_milli("0.5"), Ok(500));
+        assert_eq!(cpu_milli(".25"), Ok(250));
+        assert_eq!(cpu_milli("1.125"), Ok(1125));
+        assert!(cpu_milli("1.1255").is_err());
+        assert!(cpu_milli("-1").is_err());
+        assert!(cpu_milli("two").is_err());
+        assert!(cpu_milli(".").is_err());
+    }
 
     #[test]
     fn sbatch_syntaxes() {

@@ -254,6 +254,7 @@ mod tests {
             parts: vec![Part {
                 node: "n0".into(),
                 gpus: vec![0],
+                gpu_milli: None,
                 exit: Some(0),
                 output_tail: "y".repeat(5000),
             }],

@@ -59,6 +59,17 @@ pub struct NodeConfig {
     /// GPU model.
     #[serde(default = "gpu")]
     pub gpu_type: String,
+    /// CPU cores that jobs sharing GPUs here may ask for, all together (unchecked when
+    /// absent).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory that jobs sharing GPUs here may ask for, GiB (unchecked when absent).
+    #[serde(default)]
+    pub memory_gib: Option<u32>,
+    /// Each GPU's memory, GiB: a job with a share of a GPU may pin that share of it
+    /// (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`).
+    #[serde(default)]
+    pub gpu_memory_gib: Option<u32>,
 }
 
 fn gpu() -> String {
@@ -406,6 +417,15 @@ impl ServerConfig {
             }
             if !(1..=64).contains(&n.gpus) {
                 return Err(bad(format!("nodes[{i}].gpus"), "must be 1..=64".into()));
+            }
+            for (f, v, max) in [
+                ("cpus", n.cpus, 1 << 20),
+                ("memory_gib", n.memory_gib, 1 << 24),
+                ("gpu_memory_gib", n.gpu_memory_gib, 1 << 16),
+            ] {
+                if v.is_some_and(|v| v > max) {
+                    return Err(bad(format!("nodes[{i}].{f}"), format!("at most {max}")));
+                }
             }
         }
         for (f, v) in [

@@ -333,6 +333,11 @@ async fn nodes(State(app): State<App>, who: Caller) -> Result<Response, ApiError
                 for n in &mut list {
                     n.jobs
                         .retain(|&id| c.job(id).is_ok_and(|r| seen.sees(&r.vc)));
+                    // A shared GPU shows how full it is, and only the caller's holders.
+                    for s in &mut n.shares {
+                        s.holders
+                            .retain(|h| c.job(h.job).is_ok_and(|r| seen.sees(&r.vc)));
+                    }
                 }
             }
             list

@@ -98,6 +98,9 @@ fn service_config(
             name: n.name.clone(),
             gpus: n.gpus,
             gpu_type: n.gpu_type.clone(),
+            cpus: None,
+            memory_gib: None,
+            gpu_memory_gib: None,
         });
     }
     Ok(ServerConfig {
@@ -220,6 +223,9 @@ fn spec_of(job: &Job) -> JobSpec {
         // No name: a trace id may pass the API's length limit, and ids map by order.
         name: None,
         gpus: job.gpus,
+        gpu_milli: None,
+        cpu_milli: None,
+        memory_mib: None,
         gpu_type: None,
         vc: job.vc.as_deref().map(String::from),
         priority: job.priority,

@@ -42,12 +42,43 @@ fn vc_hue(vc: &str) -> u32 {
 /// A GPU's style for `job` of `vc`: a hue of its own, so jobs side by side are told
 /// apart (consecutive ids step round the colour wheel by the golden angle, far from
 /// each other), with the VC's colour as a band along its foot.
+/// A shared GPU: a bar of each holder's thousandths in its job's colour (grey for
+/// another VC's), the idle rest left blank.
+fn shared_gpu(b: &mut String, i: usize, holders: &[(u64, String, u32)], caller: &Caller) {
+    let mut stops = Vec::new();
+    let mut titles = Vec::new();
+    let mut at = 0u32;
+    for (j, vc, milli) in holders {
+        let (c, who) = if caller.sees(vc) {
+            (job_hsl(vc, *j), format!("job {j} {milli}/1000"))
+        } else {
+            ("#999".to_string(), format!("another VC {milli}/1000"))
+        };
+        let end = (at + milli).min(1000);
+        stops.push(format!("{c} {}% {}%", at / 10, end / 10));
+        titles.push(who);
+        at = end;
+    }
+    stops.push(format!("#e6e6e6 {}% 100%", at / 10));
+    let _ = write!(
+        b,
+        "<span class=\"gpu shared\" style=\"background:linear-gradient(to top,{})\" title=\"GPU {i}: shared, {}\"></span>",
+        stops.join(","),
+        esc(&titles.join(", "))
+    );
+}
+
 fn colour(vc: &str, job: u64) -> String {
-    let hue = (vc_hue(vc) as f64 + job as f64 * 137.508) % 360.0;
     format!(
-        "background:hsl({hue:.0},70%,50%);box-shadow:inset 0 -5px 0 hsl({},80%,25%)",
+        "background:{};box-shadow:inset 0 -5px 0 hsl({},80%,25%)",
+        job_hsl(vc, job),
         vc_hue(vc)
     )
+}
+
+fn job_hsl(vc: &str, job: u64) -> String {
+    let hue = (vc_hue(vc) as f64 + job as f64 * 137.508) % 360.0;
+    format!("hsl({hue:.0},70%,50%)")
 }
 
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
@@ -219,6 +250,7 @@ fn render_overview(c: &Core, caller: &Caller, now: u64) -> String {
                         "<span class=\"gpu\" style=\"background:#999\" title=\"GPU {i}: another VC\"></span>"
                     );
                 }
+                GpuUse::Shared(holders) => shared_gpu(&mut b, i, holders, caller),
             }
         }
         b.push_str("</div>");

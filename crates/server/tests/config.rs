@@ -62,6 +62,10 @@ fn bad_configs_are_refused_with_the_field() {
             "nodes[0].gpus",
         ),
         (
+            "[[nodes]]\nname = \"x\"\ngpus = 8\ngpu_memory_gib = 100000\n".to_string(),
+            "nodes[0].gpu_memory_gib: at most 65536",
+        ),
+        (
             format!("node_timeout_s = 1\nheartbeat_interval_s = 1\n{NODE}"),
             "node_timeout_s",
         ),

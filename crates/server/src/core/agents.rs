@@ -14,6 +14,9 @@ impl Core {
     /// Holds the GPUs of the current attempt's live parts for their stopping processes.
     /// The world must still hold the placement (this re-takes it after release).
     pub(super) fn stop_attempt(&mut self, j: JobIdx) {
+        if self.is_fractional(j) {
+            return; // its share stays held until its process is gone
+        }
         let id = self.jobs[j as usize].id;
         let attempt = self.jobs[j as usize].attempt;
         for part in self.jobs[j as usize].parts.clone() {
@@ -64,14 +67,17 @@ impl Core {
                 r.spec.restart.on_failure
             };
         let (id, attempt) = (r.id, r.attempt);
+        let told = !self.is_fractional(j);
         // Back to the queue, or over; either way the GPUs of parts still stopping stay
-        // held.
-        if retry {
-            self.world.preempt(j);
-        } else {
-            self.world.finish(j);
+        // held. The policy never knew a job that shares a GPU.
+        if told {
+            if retry {
+                self.world.preempt(j);
+            } else {
+                self.world.finish(j);
+            }
+            self.fence_stopping(id, attempt);
         }
-        self.fence_stopping(id, attempt);
         let ctx = self
             .pass
             .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
@@ -81,7 +87,9 @@ impl Core {
             (false, false) => "fail",
         });
         if retry {
-            self.policy.on_requeue(&ctx, j);
+            if told {
+                self.policy.on_requeue(&ctx, j);
+            }
             let r = &mut self.jobs[j as usize];
             r.state = JobState::Queued;
             let why = if lost_node {
@@ -90,8 +98,11 @@ impl Core {
                 "it failed"
             };
             note(r, now, "requeued", format!("attempt {attempt}: {why}"));
+            self.queue_share(j);
         } else {
-            self.policy.on_finish(&ctx, j);
+            if told {
+                self.policy.on_finish(&ctx, j);
+            }
             let r = &mut self.jobs[j as usize];
             if let Some(n) = self.active.get_mut(&r.vc) {
                 *n = n.saturating_sub(1);
@@ -238,6 +249,7 @@ impl Core {
                 if now.saturating_sub(since) > lost_after {
                     self.missing.remove(&key);
                     self.part_exited(j, n, -1, now, true);
+                    self.drop_holds(key.0, key.1, n);
                 }
             } else {
                 self.mark_started(j, &name);
@@ -245,6 +257,19 @@ impl Core {
         }
         self.missing
             .retain(|k, _| k.2 != n || still_missing.contains(k));
+        // A stopping share that this agent neither runs nor reported ended never started
+        // (its launch was lost, or it was cancelled first): nothing holds it. Each
+        // heartbeat follows the reply before it, so a launch it had is counted running.
+        // A replaced instance's orphans wait for its lease instead.
+        for (job, attempt) in self.stopping_shares(n) {
+            let key = AttemptRef { job, attempt };
+            if !running.contains(&key)
+                && !exited.contains(&(job, attempt))
+                && !self.orphans.contains_key(&(job, attempt, n))
+            {
+                self.drop_holds(job, attempt, n);
+            }
+        }
         Ok(n)
     }
 
@@ -377,6 +402,20 @@ impl Core {
         lost: bool,
         now: u64,
     ) {
+        if self.drop_holds(job, attempt, n)
+            && let Some(&j) = self.by_id.get(&job)
+        {
+            // A job that ended before its process did shows how the process ended.
+            let name = &self.nodes[n as usize].name;
+            let r = &mut self.jobs[j as usize];
+            if r.attempt == attempt
+                && r.state != JobState::Running
+                && let Some(part) = r.parts.iter_mut().find(|p| &p.node == name)
+                && part.exit.is_none()
+            {
+                part.exit = Some(code);
+            }
+        }
         if let Some(mask) = self.stopping.remove(&(job, attempt, n)) {
             let p = Placement {
                 parts: vec![(n, mask)],
@@ -424,6 +463,7 @@ impl Core {
                     .iter()
                     .any(|p| &p.node == name && p.exit.is_none())
             })
+            .chain(self.sharing_on(n))
             .collect()
     }
 
@@ -466,6 +506,11 @@ impl Core {
                 env,
                 workdir: r.spec.workdir.clone(),
                 gpus: part.gpus.clone(),
+                gpu_milli: part.gpu_milli,
+                gpu_memory_mib: part.gpu_milli.and_then(|m| {
+                    let gib = self.cfg.nodes[n as usize].gpu_memory_gib?;
+                    Some(u64::from(gib) * 1024 * u64::from(m) / 1000)
+                }),
                 vc: r.vc.clone(),
                 run_as: self
                     .cfg
@@ -479,6 +524,9 @@ impl Core {
             if node == n {
                 stop.push(AttemptRef { job, attempt });
             }
+        }
+        for (job, attempt) in self.stopping_shares(n) {
+            stop.push(AttemptRef { job, attempt });
         }
         // Processes the agent runs that the server does not assign here: stop them.
         for a in &hb.running {
@@ -546,6 +594,7 @@ impl Core {
             for (job, attempt, node) in keys {
                 self.exited(node, job, attempt, -1, true, now);
             }
+            self.drop_node_holds(n);
         }
         changed
     }
@@ -579,12 +628,14 @@ impl Core {
         for &j in &jobs {
             self.stop_attempt(j);
             let (id, attempt) = (self.jobs[j as usize].id, self.jobs[j as usize].attempt);
-            self.world.preempt(j);
-            self.fence_stopping(id, attempt);
-            let ctx = self
-                .pass
-                .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
-            self.policy.on_requeue(&ctx, j);
+            if !self.is_fractional(j) {
+                self.world.preempt(j);
+                self.fence_stopping(id, attempt);
+                let ctx = self
+                    .pass
+                    .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
+                self.policy.on_requeue(&ctx, j);
+            }
             self.counters.count("requeue");
             let r = &mut self.jobs[j as usize];
             for p in r.parts.iter_mut().filter(|p| p.exit.is_none()) {
@@ -598,6 +649,7 @@ impl Core {
                 format!("attempt {attempt}: node {node} drained"),
             );
             self.dirty.insert(j);
+            self.queue_share(j);
         }
         Ok(jobs.len())
     }
@@ -610,6 +662,7 @@ impl Core {
             .map(|&(n, mask)| Part {
                 node: self.nodes[n as usize].name.clone(),
                 gpus: gpus_of(mask),
+                gpu_milli: None,
                 exit: None,
                 output_tail: String::new(),
             })

@@ -210,6 +210,9 @@ impl Core {
             spec: JobSpec {
                 name: None,
                 gpus: cur.spec.gpus,
+                gpu_milli: cur.spec.gpu_milli,
+                cpu_milli: None,
+                memory_mib: None,
                 gpu_type: None,
                 vc: None,
                 priority: 0,

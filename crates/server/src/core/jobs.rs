@@ -178,6 +178,7 @@ impl Core {
                 ),
             ));
         }
+        self.validate_share(s)?;
         if s.command.is_empty() || s.command[0].is_empty() {
             return Err(ApiError::bad("command", "must name a program"));
         }
@@ -301,7 +302,10 @@ impl Core {
         self.room_for(&vc, history::record_bytes(&rec))?;
         let j = self.add_to_world(rec);
         self.hold_for_dependencies(j);
-        if let Err(e) = self.enqueue(j) {
+        // A job that shares a GPU is the core's to place: the policy never sees it.
+        if !self.is_fractional(j)
+            && let Err(e) = self.enqueue(j)
+        {
             // Refused before anyone was told it was accepted: it leaves no trace.
             self.held.remove(&j);
             self.untrack(j);
@@ -311,6 +315,7 @@ impl Core {
             self.by_id.remove(&id);
             return Err(ApiError::refused(e.to_string()));
         }
+        self.queue_share(j);
         self.next_id += 1;
         self.next_id_dirty = true;
         *self.active.entry(vc).or_insert(0) += 1;
@@ -338,6 +343,10 @@ impl Core {
             }
             let parts = rec.parts.clone();
             let j = self.add_to_world(rec);
+            if self.is_fractional(j) {
+                self.recover_fractional(j, now);
+                continue;
+            }
             let admitted = match state {
                 JobState::Queued | JobState::Running => self.enqueue(j),
                 _ => Ok(()),
@@ -397,6 +406,9 @@ impl Core {
         }
         // Processes still stopping hold their GPUs (after every running job took its own).
         for j in 0..self.jobs.len() {
+            if self.is_fractional(j as JobIdx) {
+                continue; // its holds are taken back with it
+            }
             let (id, stopping) = (self.jobs[j].id, self.jobs[j].stopping.clone());
             for s in stopping {
                 let Some(&n) = self.node_ix.get(&s.node) else {
@@ -500,7 +512,9 @@ impl Core {
     /// one's attempt is stopped (its GPUs held until the processes are gone). It ends
     /// in `state` with `event` in its history.
     fn end_early(&mut self, j: JobIdx, now: u64, state: JobState, event: &str, detail: String) {
-        if self.jobs[j as usize].state == JobState::Queued {
+        if self.is_fractional(j) {
+            // Its process, if any, keeps its share until its agent confirms it stopped.
+        } else if self.jobs[j as usize].state == JobState::Queued {
             self.world.withdraw(j);
         } else {
             self.stop_attempt(j);
@@ -508,10 +522,12 @@ impl Core {
             self.world.finish(j);
             self.fence_stopping(id, attempt);
         }
-        let ctx = self
-            .pass
-            .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
-        self.policy.on_finish(&ctx, j);
+        if !self.is_fractional(j) {
+            let ctx = self
+                .pass
+                .ctx(&mut self.world, Declared::of(self.policy.as_ref()));
+            self.policy.on_finish(&ctx, j);
+        }
         self.counters.count(if state == JobState::Cancelled {
             "cancel"
         } else {
@@ -603,6 +619,7 @@ impl Core {
             .running()
             .iter()
             .copied()
+            .chain(self.sharing_running())
             .filter(|&j| {
                 let r = &self.jobs[j as usize];
                 let Some(limit) = r.spec.time_limit_s else {

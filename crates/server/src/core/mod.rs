@@ -17,6 +17,7 @@ mod error;
 mod history;
 mod instances;
 mod jobs;
+mod shares;
 mod views;
 
 pub use error::{ApiError, CoreError};
@@ -47,6 +48,8 @@ struct NodeRt {
     last_heartbeat: Option<u64>,
     /// GPUs held because the node is down or cordoned.
     blocked: u64,
+    /// GPUs held for jobs that share them ([`shares`]).
+    shared: u64,
     /// The agent instance whose heartbeats the node takes (none heard since start).
     instance: Option<String>,
 }
@@ -134,6 +137,10 @@ pub struct Core {
     node_ix: BTreeMap<String, u32>,
     /// GPUs held for processes asked to stop: (job id, attempt, node) → mask.
     stopping: BTreeMap<(u64, u32, u32), u64>,
+    /// Shared GPUs, (node, GPU) → the processes holding part of each.
+    shares: BTreeMap<(u32, u32), Vec<shares::Hold>>,
+    /// GPU-sharing jobs that may be queued (stale entries are dropped as found).
+    share_queue: BTreeSet<JobIdx>,
     dirty: BTreeSet<JobIdx>,
     dirty_cordons: Vec<(String, bool)>,
     dirty_vcs: Vec<crate::config::VcConfig>,
@@ -191,6 +198,8 @@ pub enum GpuUse {
     Job(u64, String),
     /// Held for a process still stopping.
     Stopping(u64),
+    /// Shared by jobs: (job id, VC, thousandths) of each holder.
+    Shared(Vec<(u64, String, u32)>),
     /// The node is down or cordoned.
     Blocked,
 }
@@ -304,6 +313,7 @@ impl Core {
                 cordoned: false,
                 last_heartbeat: None,
                 blocked: 0,
+                shared: 0,
                 instance: None,
             })
             .collect();
@@ -330,6 +340,8 @@ impl Core {
             nodes,
             node_ix,
             stopping: BTreeMap::new(),
+            shares: BTreeMap::new(),
+            share_queue: BTreeSet::new(),
             dirty: BTreeSet::new(),
             dirty_cordons: Vec::new(),
             dirty_vcs: Vec::new(),
@@ -502,7 +514,8 @@ impl Core {
             self.world.set_blocked(j, true);
             self.dirty.insert(j);
         }
-        let acted = !actions.is_empty();
+        let shared = self.share_pass(now);
+        let acted = !actions.is_empty() || shared;
         self.pass.actions = actions;
         if self
             .util
@@ -539,6 +552,7 @@ impl Core {
                         node: self.nodes[n as usize].name.clone(),
                         gpus: gpus_of(mask),
                     })
+                    .chain(self.stopping_share_parts(r.id))
                     .collect();
                 r
             })

@@ -46,6 +46,23 @@ impl Core {
                 }
             }
         }
+        for (n, slots) in map.iter_mut().enumerate() {
+            for s in self.gpu_shares(n as u32) {
+                if let Some(slot) = slots.1.get_mut(s.gpu as usize) {
+                    *slot = GpuUse::Shared(
+                        s.holders
+                            .iter()
+                            .map(|h| {
+                                let vc = self.by_id.get(&h.job).map_or_else(String::new, |&j| {
+                                    self.jobs[j as usize].vc.clone()
+                                });
+                                (h.job, vc, h.milli)
+                            })
+                            .collect(),
+                    );
+                }
+            }
+        }
         map
     }
 
@@ -144,6 +161,13 @@ impl Core {
         if self.by_id.get(&r.id).is_some_and(|&j| self.is_held(j)) {
             return "Dependency";
         }
+        if r.spec.gpu_milli.is_some() {
+            let fits = self
+                .by_id
+                .get(&r.id)
+                .is_some_and(|&j| self.share_place(j).is_some());
+            return if fits { "Priority" } else { "Resources" };
+        }
         let want = u64::from(r.spec.gpus);
         if let Some(tenants) = self.policy.tenants()
             && let Some(&j) = self.by_id.get(&r.id)
@@ -233,6 +257,7 @@ impl Core {
                     cordoned: node.cordoned,
                     free_gpus: self.world.state.free_on(n),
                     jobs,
+                    shares: self.gpu_shares(n),
                     last_heartbeat_ms: node.last_heartbeat,
                 }
             })
@@ -265,16 +290,23 @@ impl Core {
     }
 
     pub(super) fn gpus_allocated(&self) -> u64 {
-        self.world
+        let whole: u64 = self
+            .world
             .running()
             .iter()
             .map(|&j| self.world.jobs[j as usize].gpus as u64)
-            .sum()
+            .sum();
+        let shared: u64 = self
+            .nodes
+            .iter()
+            .map(|n| u64::from(n.shared.count_ones()))
+            .sum();
+        whole + shared
     }
 
     /// Jobs waiting.
     pub fn queued(&self) -> usize {
-        self.world.pending_count()
+        self.world.pending_count() + self.queued_shares()
     }
 
     /// Jobs in the world by status, for tests: (pending, running).
