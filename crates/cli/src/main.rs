@@ -6,6 +6,7 @@
 
 mod agent;
 mod bench;
+mod checkpoint;
 mod comm;
 mod figures;
 mod hived;
@@ -217,6 +218,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: comm::CommCmd,
     },
+    /// Checkpoint planning under failures: each level's interval, the expected waste
+    /// and the effective training time ratio of a job.
+    Checkpoint {
+        #[command(subcommand)]
+        cmd: checkpoint::CheckpointCmd,
+    },
     /// LLM inference clusters: simulate and compare request schedulers (Llumnix,
     /// INFaaS++, round-robin) over vLLM-style instances, and pools shared by several
     /// services (SeaLLM).
@@ -346,6 +353,9 @@ fn main() {
         Cmd::Trace { cmd } => trace_cmd(cmd),
         Cmd::Llm { cmd } => llm::run(cmd),
         Cmd::Sweep { cmd } => sweep::run(cmd),
+        Cmd::Checkpoint { cmd } => match cmd {
+            checkpoint::CheckpointCmd::Plan(a) => checkpoint::plan(&a),
+        },
         Cmd::Comm { cmd } => match cmd {
             comm::CommCmd::Plan(a) => comm::plan(&a),
             comm::CommCmd::Compare(a) => comm::compare(&a),

@@ -328,3 +328,105 @@ fn gpu_sharing_runs_refuse_what_they_cannot_place() {
     ]);
     assert_eq!(code, 0);
 }
+
+#[test]
+fn checkpoint_plans_refuse_what_they_cannot_plan() {
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let plan = ["checkpoint", "plan", "--gpus", "64"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        plan.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    refused(
+        &args(&with(&["--failures", "llama4", "--params-b", "7"])),
+        &["--failures 'llama4' is neither a preset (llama3) nor a readable file"],
+    );
+    refused(
+        &args(&with(&["--failures", "llama3"])),
+        &["give --model NAME or --params-b BILLIONS"],
+    );
+    refused(
+        &args(&with(&[
+            "--failures",
+            "llama3",
+            "--params-b",
+            "7",
+            "--rule",
+            "cap:150%",
+        ])),
+        &["--rule 'cap:150%': the cap lies strictly between 0 and 1"],
+    );
+    let bad_rate = file(
+        "failures.toml",
+        "restart_s = 60\n[[class]]\nname = \"gpu\"\nkind = \"node\"\nper = \"gpu\"\nrate_per_hour = \"often\"\n",
+    );
+    refused(
+        &args(&with(&["--failures", &bad_rate, "--params-b", "7"])),
+        &["failures.toml", "rate_per_hour"],
+    );
+    let rack = file(
+        "rack.toml",
+        "restart_s = 60\n[[class]]\nname = \"rack\"\nkind = \"correlated\"\nper = \"job\"\nrate_per_hour = 0.01\n",
+    );
+    let host_only = file(
+        "host-only.toml",
+        "[[level]]\nname = \"host\"\nsurvives = [\"process\"]\nsave_gbps = 100\nrestore_gbps = 100\n",
+    );
+    refused(
+        &args(&with(&[
+            "--failures",
+            &rack,
+            "--params-b",
+            "7",
+            "--levels",
+            &host_only,
+        ])),
+        &["no checkpoint level survives failure class 'rack' (correlated)"],
+    );
+    refused(
+        &args(&with(&[
+            "--failures",
+            "llama3",
+            "--params-b",
+            "7",
+            "--simulate=0",
+        ])),
+        &["--simulate 0: give hours above 0"],
+    );
+}
+
+#[test]
+fn a_checkpoint_plan_gives_its_ettr_beside_a_simulation_of_the_job() {
+    let o = Command::new(BIN)
+        .args([
+            "checkpoint",
+            "plan",
+            "--gpus",
+            "16384",
+            "--failures",
+            "llama3",
+            "--params-b",
+            "405",
+            "--simulate",
+            "1296",
+            "--seeds",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ettr = v["ettr"].as_f64().unwrap();
+    assert!((0.9..1.0).contains(&ettr), "{v}");
+    assert!((v["mtti_hours"].as_f64().unwrap() - 3.093).abs() < 0.01);
+    for run in v["simulated"].as_array().unwrap() {
+        assert!((run["ettr"].as_f64().unwrap() - ettr).abs() < 0.01, "{v}");
+    }
+    assert_eq!(v["levels"][1]["name"], "peer");
+    assert!(
+        v["levels"][0]["interval_s"].is_null(),
+        "the host level is never saved"
+    );
+}

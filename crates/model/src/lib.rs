@@ -11,6 +11,7 @@ pub mod adaptive;
 pub mod cluster;
 pub mod cpu;
 pub mod energy;
+pub mod failures;
 pub mod interleave;
 pub mod io;
 pub mod job;

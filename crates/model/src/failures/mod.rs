@@ -1,0 +1,227 @@
+//! Failures and multi-level checkpoints, as one model that the checkpoint planner, the
+//! simulator and the live service share.
+//!
+//! A failure class has a rate per GPU, node or job hour and a kind, which says what it
+//! destroys: a `process` failure kills the job's processes and leaves every host's
+//! memory; a `node` failure also takes one node's memory with it (the node is replaced
+//! or repaired); a `correlated` failure (switch, rack, power) takes many nodes and only
+//! persistent storage survives it. A checkpoint level survives some kinds: a snapshot in
+//! the host's memory survives process failures, a replica in a peer's memory (Gemini)
+//! node failures too, and persistent storage everything. `../shared/specs/
+//! training-policies.md` §10 sets out the model; [`checkpoint`] plans the intervals and
+//! [`montecarlo`] runs one job through it.
+
+pub mod checkpoint;
+pub mod montecarlo;
+
+use serde::Deserialize;
+
+/// What a failure destroys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The job's processes die; every host's memory survives.
+    Process,
+    /// One node is lost with its memory; peers survive.
+    Node,
+    /// Many nodes at once (switch, rack, power): only persistent storage survives.
+    Correlated,
+}
+
+impl Kind {
+    /// Every kind, mildest first.
+    pub const ALL: [Kind; 3] = [Kind::Process, Kind::Node, Kind::Correlated];
+
+    /// Its name in files and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Process => "process",
+            Kind::Node => "node",
+            Kind::Correlated => "correlated",
+        }
+    }
+}
+
+/// What a class's rate counts per hour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// Each GPU: a job on N GPUs sees N times the rate.
+    Gpu,
+    /// Each node.
+    Node,
+    /// Each job, whatever its size.
+    Job,
+}
+
+/// One class of failures.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureClass {
+    /// Its name (`gpu`, `software`).
+    pub name: String,
+    /// What it destroys.
+    pub kind: Kind,
+    /// What its rate counts.
+    pub per: Per,
+    /// Failures per hour of one GPU, node or job.
+    pub rate_per_hour: f64,
+    /// Mean hours a failed node stays down (node and correlated kinds).
+    #[serde(default)]
+    pub repair_hours: f64,
+}
+
+/// A cluster's failure classes and what every failure costs besides lost work.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureModel {
+    /// Its name (a preset's, or the file's `name`).
+    #[serde(default)]
+    pub name: String,
+    /// Seconds from a failure to the job computing again, restore excluded: detection,
+    /// rescheduling, process start and communicator setup.
+    pub restart_s: f64,
+    /// GPUs per node, for rates per node.
+    #[serde(default = "eight")]
+    pub gpus_per_node: u32,
+    /// The classes.
+    #[serde(rename = "class")]
+    pub classes: Vec<FailureClass>,
+}
+
+fn eight() -> u32 {
+    8
+}
+
+/// A failure model that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FailureError {
+    /// The TOML does not parse.
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// What is wrong, with its line.
+        message: String,
+    },
+    /// A field is out of range.
+    #[error("{file}: {field}: {message}")]
+    Field {
+        /// The file.
+        file: String,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Neither a preset nor a file.
+    #[error("unknown failure preset '{0}' (presets: {presets}; or give a TOML file)", presets = PRESETS.join(", "))]
+    Unknown(String),
+}
+
+/// The presets `--failures` knows.
+pub const PRESETS: [&str; 1] = ["llama3"];
+
+/// Hours of Llama 3's 54-day snapshot, and its GPUs.
+const LLAMA3_HOURS: f64 = 54.0 * 24.0;
+const LLAMA3_GPUS: f64 = 16_384.0;
+
+impl FailureModel {
+    /// A preset by name.
+    ///
+    /// `llama3`: the 419 unexpected interruptions of Llama 3 405B's 54 days on 16,384
+    /// H100s (the Llama 3 report's Table 5, `../shared/failures/README.md`), as rates per
+    /// GPU-hour by category. GPU faults (268: faulty GPU, HBM3, SRAM, system processor,
+    /// silent data corruption, thermal) and host faults (53: unplanned host maintenance,
+    /// NIC, SSD, power supply, chassis, IO board, CPU, system memory) lose a node; the
+    /// network's 35 (switch or cable) take one node out too; software and dependency
+    /// bugs and NCCL watchdog timeouts (63) kill the processes. Restart is 10 minutes
+    /// (an assumption: the report gives none), repair 24 hours.
+    pub fn preset(name: &str) -> Option<FailureModel> {
+        let per_gpu_hour = |n: f64| n / (LLAMA3_HOURS * LLAMA3_GPUS);
+        let class = |name: &str, kind, n| FailureClass {
+            name: name.into(),
+            kind,
+            per: Per::Gpu,
+            rate_per_hour: per_gpu_hour(n),
+            repair_hours: if kind == Kind::Process { 0.0 } else { 24.0 },
+        };
+        match name {
+            "llama3" => Some(FailureModel {
+                name: "llama3".into(),
+                restart_s: 600.0,
+                gpus_per_node: 8,
+                classes: vec![
+                    class("gpu", Kind::Node, 268.0),
+                    class("host", Kind::Node, 53.0),
+                    class("network", Kind::Node, 35.0),
+                    class("software", Kind::Process, 63.0),
+                ],
+            }),
+            _ => None,
+        }
+    }
+
+    /// A preset's name, or the TOML text of a file named `file`.
+    pub fn parse(text: &str, file: &str) -> Result<FailureModel, FailureError> {
+        let m: FailureModel = toml::from_str(text).map_err(|e| FailureError::Parse {
+            file: file.into(),
+            message: e.to_string().trim().to_string(),
+        })?;
+        let mut m = m;
+        if m.name.is_empty() {
+            m.name = file.into();
+        }
+        m.check(file)?;
+        Ok(m)
+    }
+
+    fn check(&self, file: &str) -> Result<(), FailureError> {
+        let bad = |field: String, message: &str| FailureError::Field {
+            file: file.into(),
+            field,
+            message: message.into(),
+        };
+        if !(self.restart_s.is_finite() && self.restart_s >= 0.0) {
+            return Err(bad("restart_s".into(), "must be seconds, 0 or more"));
+        }
+        if self.gpus_per_node == 0 {
+            return Err(bad("gpus_per_node".into(), "must be at least 1"));
+        }
+        if self.classes.is_empty() {
+            return Err(bad("class".into(), "give at least one [[class]]"));
+        }
+        for (i, c) in self.classes.iter().enumerate() {
+            if !(c.rate_per_hour.is_finite() && c.rate_per_hour >= 0.0) {
+                return Err(bad(
+                    format!("class[{i}].rate_per_hour"),
+                    "must be 0 or more",
+                ));
+            }
+            if !(c.repair_hours.is_finite() && c.repair_hours >= 0.0) {
+                return Err(bad(format!("class[{i}].repair_hours"), "must be 0 or more"));
+            }
+            if self.classes[..i].iter().any(|o| o.name == c.name) {
+                return Err(bad(format!("class[{i}].name"), "repeated"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Failures per hour of class `c` for a job on `gpus` GPUs.
+    pub fn job_rate(&self, c: &FailureClass, gpus: u32) -> f64 {
+        match c.per {
+            Per::Gpu => c.rate_per_hour * f64::from(gpus),
+            Per::Node => c.rate_per_hour * f64::from(gpus.div_ceil(self.gpus_per_node)),
+            Per::Job => c.rate_per_hour,
+        }
+    }
+
+    /// Failures per hour of any class for a job on `gpus` GPUs.
+    pub fn total_rate(&self, gpus: u32) -> f64 {
+        self.classes.iter().map(|c| self.job_rate(c, gpus)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;
