@@ -112,7 +112,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
             bail!("--simulate {h}: give hours above 0, at most 10^6")
         }
         Some(h) => {
-            let survives = survival(&model, &levels);
+            let survives = checkpoint::survival(&model, &levels);
             (a.seed..a.seed + a.seeds.max(1))
                 .map(|s| montecarlo::simulate(&model, &p, &survives, h, s))
                 .collect()
@@ -128,23 +128,6 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
         print_table(&model, &p, &what, &a.rule, &runs);
     }
     Ok(())
-}
-
-/// Whether each level survives each class, as the planner reads `survives`.
-fn survival(m: &FailureModel, levels: &[Level]) -> Vec<Vec<bool>> {
-    levels
-        .iter()
-        .map(|l| {
-            m.classes
-                .iter()
-                .map(|c| {
-                    l.survives
-                        .iter()
-                        .any(|s| s == c.kind.name() || *s == c.name)
-                })
-                .collect()
-        })
-        .collect()
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {

@@ -6,6 +6,7 @@ mod common;
 use apiary_server::config::ServerConfig;
 use apiary_server::core::Core;
 use apiary_server::types::*;
+use common::hb;
 
 fn config(policy: &str, params: &str) -> ServerConfig {
     config_with(&format!("params = {{ {params} }}"), policy)
@@ -13,32 +14,6 @@ fn config(policy: &str, params: &str) -> ServerConfig {
 
 fn spec(gpus: u32) -> JobSpec {
     serde_json::from_value(serde_json::json!({"gpus": gpus, "command": ["true"]})).unwrap()
-}
-
-fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbeat {
-    Heartbeat {
-        node: node.into(),
-        instance: "test".into(),
-        succeeds: None,
-        replace: false,
-        gpus: 4,
-        running: running
-            .iter()
-            .map(|&(job, attempt)| AttemptRef { job, attempt })
-            .collect(),
-        exited: exited
-            .iter()
-            .map(|&(job, attempt, code)| Exit {
-                job,
-                attempt,
-                code,
-                lost: false,
-                output_tail: String::new(),
-            })
-            .collect(),
-        shutting_down: false,
-        output: Vec::new(),
-    }
 }
 
 fn state(c: &Core, id: u64) -> JobState {

@@ -2,9 +2,12 @@
 //! last until the processes ended, node loss, drain, time limits and recovery. Every
 //! placement below is worked out by hand from the rule in `core/shares.rs`.
 
+mod common;
+
 use apiary_server::config::ServerConfig;
 use apiary_server::core::Core;
 use apiary_server::types::*;
+use common::hb;
 
 /// Nodes `a` (4 GPUs of 80 GiB, 8 cores, 32 GiB) and `b` (4 GPUs, nothing declared).
 fn config(policy: &str) -> ServerConfig {
@@ -39,32 +42,6 @@ fn share(milli: u32) -> JobSpec {
     JobSpec {
         gpu_milli: Some(milli),
         ..whole(1)
-    }
-}
-
-fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Heartbeat {
-    Heartbeat {
-        node: node.into(),
-        instance: "test".into(),
-        succeeds: None,
-        replace: false,
-        gpus: 4,
-        running: running
-            .iter()
-            .map(|&(job, attempt)| AttemptRef { job, attempt })
-            .collect(),
-        exited: exited
-            .iter()
-            .map(|&(job, attempt, code)| Exit {
-                job,
-                attempt,
-                code,
-                lost: false,
-                output_tail: String::new(),
-            })
-            .collect(),
-        shutting_down: false,
-        output: Vec::new(),
     }
 }
 

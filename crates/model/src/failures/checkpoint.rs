@@ -165,6 +165,24 @@ pub enum PlanError {
     Job(String),
 }
 
+/// Whether each level survives each class of `model`: `survives` names the class's kind
+/// or the class itself.
+pub fn survival(model: &FailureModel, levels: &[Level]) -> Vec<Vec<bool>> {
+    levels
+        .iter()
+        .map(|l| model.classes.iter().map(|c| l.survives_class(c)).collect())
+        .collect()
+}
+
+impl Level {
+    /// Whether its checkpoints survive a failure of class `c`.
+    pub fn survives_class(&self, c: &super::FailureClass) -> bool {
+        self.survives
+            .iter()
+            .any(|s| s == c.kind.name() || *s == c.name)
+    }
+}
+
 /// Reads `[[level]]` tables from the text of file `file`.
 pub fn parse_levels(text: &str, file: &str) -> Result<Vec<Level>, PlanError> {
     let f: LevelsFile = toml::from_str(text).map_err(|e| PlanError::Parse {
@@ -322,12 +340,7 @@ pub fn plan(
     }
     let nodes = gpus.div_ceil(model.gpus_per_node);
     let shard_gb = bytes / f64::from(nodes) / 1e9;
-    let survives = |l: &Level, k: usize| {
-        let c = &model.classes[k];
-        l.survives
-            .iter()
-            .any(|s| s == c.kind.name() || *s == c.name)
-    };
+    let survives = |l: &Level, k: usize| l.survives_class(&model.classes[k]);
     let rates: Vec<f64> = model
         .classes
         .iter()

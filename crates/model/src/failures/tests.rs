@@ -1,26 +1,11 @@
-use super::checkpoint::{self, Level, PlanError, Rule, default_levels, parse_levels, plan};
+use super::checkpoint::{
+    self, Level, PlanError, Rule, default_levels, parse_levels, plan, survival,
+};
 use super::montecarlo::simulate;
 use super::*;
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol * b.abs().max(1e-12)
-}
-
-/// Which level survives which class, as the planner reads `survives`.
-fn survival(m: &FailureModel, levels: &[Level]) -> Vec<Vec<bool>> {
-    levels
-        .iter()
-        .map(|l| {
-            m.classes
-                .iter()
-                .map(|c| {
-                    l.survives
-                        .iter()
-                        .any(|s| s == c.kind.name() || *s == c.name)
-                })
-                .collect()
-        })
-        .collect()
 }
 
 fn one_class(kind: Kind, rate_per_hour: f64, restart_s: f64) -> FailureModel {

@@ -264,23 +264,17 @@ impl Core {
 
     /// Running GPU-sharing jobs with a process on node `n`.
     pub(super) fn sharing_on(&self, n: u32) -> Vec<JobIdx> {
-        let mut out: Vec<JobIdx> = self
-            .shares
-            .range((n, 0)..=(n, u32::MAX))
-            .flat_map(|(_, v)| v)
-            .filter(|h| self.is_current(h))
-            .filter_map(|h| self.by_id.get(&h.job).copied())
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        self.current_holders(self.shares.range((n, 0)..=(n, u32::MAX)).map(|(_, v)| v))
     }
 
     /// Every running GPU-sharing job.
     pub(super) fn sharing_running(&self) -> Vec<JobIdx> {
-        let mut out: Vec<JobIdx> = self
-            .shares
-            .values()
+        self.current_holders(self.shares.values())
+    }
+
+    /// The jobs whose running attempt holds a share in `holds`, each once.
+    fn current_holders<'a>(&self, holds: impl Iterator<Item = &'a Vec<Hold>>) -> Vec<JobIdx> {
+        let mut out: Vec<JobIdx> = holds
             .flatten()
             .filter(|h| self.is_current(h))
             .filter_map(|h| self.by_id.get(&h.job).copied())
