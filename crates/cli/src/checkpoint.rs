@@ -41,8 +41,8 @@ pub struct PlanArgs {
     /// Interval rule: risk (each level for the failures it recovers), young or daly
     /// (each level for every failure it survives), or cap:SHARE (CheckFreq's overhead
     /// cap, e.g. cap:3.5%).
-    #[arg(long, default_value = "risk")]
-    rule: String,
+    #[arg(long)]
+    rule: Option<String>,
     /// Also run the job through the failures for this many hours, seed by seed.
     #[arg(long, value_name = "HOURS")]
     simulate: Option<f64>,
@@ -68,7 +68,23 @@ pub fn failure_model(spec: &str) -> Result<FailureModel> {
             PRESETS.join(", ")
         )
     })?;
-    Ok(FailureModel::parse(&text, spec)?)
+    let mut m = FailureModel::parse(&text, spec)?;
+    if let Some(log) = m.log.clone() {
+        let path = std::path::Path::new(spec)
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(&log);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{spec}: log: reading {}", path.display()))?;
+        m.add_log(&text, &path.display().to_string())?;
+    }
+    Ok(m)
+}
+
+/// The simulator's setting for `--failures SPEC`.
+pub fn failure_setting(spec: &str) -> Result<apiary_sim::failures::Setting> {
+    apiary_sim::failures::Setting::of(failure_model(spec)?)
+        .map_err(|e| anyhow::anyhow!("--failures {spec}: rule {e}"))
 }
 
 fn params(a: &PlanArgs) -> Result<(String, f64)> {
@@ -93,6 +109,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
         model.restart_s = r;
     }
     let levels: Vec<Level> = match &a.levels {
+        None if !model.levels.is_empty() => model.levels.clone(),
         None => checkpoint::default_levels(),
         Some(f) => {
             let text =
@@ -100,8 +117,12 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
             checkpoint::parse_levels(&text, f)?
         }
     };
-    let rule: Rule = a
+    let rule_text = a
         .rule
+        .clone()
+        .or_else(|| model.rule.clone())
+        .unwrap_or_else(|| "risk".into());
+    let rule: Rule = rule_text
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--rule {e}"))?;
     let (what, params) = params(a)?;
@@ -125,7 +146,7 @@ pub fn plan(a: &PlanArgs) -> Result<()> {
             serde_json::to_string_pretty(&to_json(&model, &p, &what, &runs))?
         );
     } else {
-        print_table(&model, &p, &what, &a.rule, &runs);
+        print_table(&model, &p, &what, &rule_text, &runs);
     }
     Ok(())
 }

@@ -112,6 +112,11 @@ pub(crate) struct RunArgs {
     /// spike_minutes, interference.
     #[arg(long, value_name = "default|KEY=VALUE,...")]
     online: Option<String>,
+    /// Model failures: a preset (llama3) or a TOML file of failure classes
+    /// (docs/failures.md). Struck jobs lose the work since their last checkpoint that
+    /// survives, restore, restart and queue again; node failures take nodes down.
+    #[arg(long, value_name = "PRESET|FILE")]
+    failures: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -167,6 +172,9 @@ impl RunArgs {
         }
         if let Some(online) = &self.online {
             t.insert("online".into(), online.clone().into());
+        }
+        if let Some(f) = &self.failures {
+            t.insert("failures".into(), f.clone().into());
         }
         if let Some(d) = &self.speed_data {
             t.insert("speed_data".into(), d.display().to_string().into());
@@ -297,6 +305,11 @@ fn config(a: &RunArgs) -> Result<Config> {
         .as_deref()
         .map(apiary_model::online::OnlineLoad::parse)
         .transpose()?;
+    let failures = a
+        .failures
+        .as_deref()
+        .map(crate::checkpoint::failure_setting)
+        .transpose()?;
     Ok(Config {
         mode,
         restart_overhead,
@@ -308,6 +321,7 @@ fn config(a: &RunArgs) -> Result<Config> {
         cpu,
         power_limit: a.power_limit,
         online,
+        failures,
     })
 }
 
@@ -446,6 +460,9 @@ fn run_one(
                  nothing of its dataset or its input pipeline, nor sets power limits or \
                  online services' shares: drop --io, --cpu, --power-limit and --online"
             );
+        }
+        if cfg.failures.is_some() {
+            bail!("--driver live does not model failures yet: drop --failures");
         }
         if a.speed != "trace" || cfg.per_event_overhead {
             bail!(

@@ -430,3 +430,40 @@ fn a_checkpoint_plan_gives_its_ettr_beside_a_simulation_of_the_job() {
         "the host level is never saved"
     );
 }
+
+#[test]
+fn failure_models_and_logs_that_cannot_run_are_refused() {
+    let class = "[[class]]\nname = \"gpu\"\nkind = \"node\"\nper = \"gpu\"\nrate_per_hour = 1e-5\n";
+    let far = file(
+        "far.toml",
+        &format!("restart_s = 60\n{class}[[event]]\nat_s = 10\nclass = \"gpu\"\nnode = 99\n"),
+    );
+    refused(
+        &["simulate", "-q", "--failures", &far],
+        &["--failures: an event at 10 s strikes a node or GPU the cluster lacks"],
+    );
+    let unnamed = file(
+        "unnamed.toml",
+        &format!("restart_s = 60\n{class}[[event]]\nat_s = 10\nclass = \"disk\"\ngpu = 1\n"),
+    );
+    refused(
+        &["simulate", "-q", "--failures", &unnamed],
+        &["unnamed.toml: event[0]: no class 'disk'"],
+    );
+    file(
+        "bad-log.csv",
+        "time_s,component,class\n10,node:1,gpu\n20,rack:2,gpu\n",
+    );
+    let logged = file(
+        "logged.toml",
+        &format!("restart_s = 60\nlog = \"bad-log.csv\"\n{class}"),
+    );
+    refused(
+        &["simulate", "-q", "--failures", &logged],
+        &["bad-log.csv: line 3: component: 'rack:2': give node:N or gpu:N"],
+    );
+    refused(
+        &["simulate", "-q", "--driver", "live", "--failures", "llama3"],
+        &["--driver live does not model failures yet"],
+    );
+}

@@ -189,6 +189,8 @@ pub struct RunOutcome {
     pub cpu: Option<crate::cpu::CpuReport>,
     /// Online services beside offline jobs, where the online model ran (`--online`).
     pub online: Option<crate::online::OnlineReport>,
+    /// What failures did, where the run had a failure model (`--failures`).
+    pub failures: Option<crate::failures::FailureReport>,
     /// Events processed.
     pub events: u64,
     /// Policy invocations.
@@ -218,6 +220,7 @@ impl RunOutcome {
             io: None,
             cpu: None,
             online: None,
+            failures: None,
             events: 0,
             passes: 0,
             seed: 0,

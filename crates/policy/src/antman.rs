@@ -305,6 +305,15 @@ impl AntMan {
         t
     }
 
+    /// Puts `j` in the queue: guaranteed before opportunistic, then by submission
+    /// (stable).
+    fn enqueue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        let key = |a: &AntMan, x: JobIdx| (a.is_guest[x as usize], ctx.job(x).submit, x);
+        let k = key(self, j);
+        let pos = self.queue.partition_point(|&x| key(self, x) <= k);
+        self.queue.insert(pos, j);
+    }
+
     fn release(&mut self, j: JobIdx) {
         let guest = self.is_guest[j as usize];
         let parts = std::mem::take(&mut self.res[j as usize].gpus.parts);
@@ -385,16 +394,26 @@ impl Policy for AntMan {
             Some(n) if n > 0 => job.duration as f64 / n as f64,
             _ => 1.0,
         };
-        // Guaranteed before opportunistic, then by submission (stable).
-        let key = |a: &AntMan, x: JobIdx| (a.is_guest[x as usize], ctx.job(x).submit, x);
-        let k = key(self, j);
-        let pos = self.queue.partition_point(|&x| key(self, x) <= k);
-        self.queue.insert(pos, j);
+        self.enqueue(ctx, j);
         Ok(())
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
         self.release(j);
+    }
+
+    /// A job stopped from outside (a failure, a lost node): its GPUs go back, and it
+    /// waits in the queue again to reserve anew.
+    fn on_requeue(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
+        if j as usize >= self.res.len() || self.queue.contains(&j) {
+            return;
+        }
+        self.release(j);
+        self.res[j as usize] = Reservation {
+            remaining: ctx.job(j).gpus,
+            ..Reservation::default()
+        };
+        self.enqueue(ctx, j);
     }
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {

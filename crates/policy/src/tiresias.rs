@@ -360,6 +360,23 @@ impl Policy for Tiresias {
         self.clear_demotion(j);
     }
 
+    /// A job stopped from outside (a failure, a lost node): back to the front of its
+    /// queue's pending segment, as the passes put the jobs they preempt.
+    fn on_requeue(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        if j as usize >= self.per.len() {
+            return;
+        }
+        let key = (self.per[j].pos, j);
+        let l = &mut self.levels[self.level[j] as usize];
+        if l.running.remove(&key) {
+            self.front -= 1;
+            let p = self.front;
+            self.per[j].pos = p;
+            l.pending.insert((p, j));
+        }
+        self.clear_demotion(j);
+    }
+
     fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let now = ctx.now();
         self.demote_due(ctx, now);

@@ -268,6 +268,9 @@ pub struct World {
     fenced: Vec<(JobIdx, Placement)>,
     /// Each job's [`PlanEnd`]; empty until a policy sets one.
     plan_ends: Vec<PlanEnd>,
+    /// Time each job makes no progress after its next start, besides the restart
+    /// overhead: restoring and restarting after a failure (empty until one).
+    recovery: Vec<Time>,
     /// Finished jobs' placements, emptied, for the next starts to fill: most jobs start
     /// once, and each would otherwise allocate its list and free it at its finish.
     spare: Vec<Placement>,
@@ -339,6 +342,7 @@ impl World {
             honour_gpu_types: false,
             fenced: Vec::new(),
             plan_ends: Vec::new(),
+            recovery: Vec::new(),
             spare: Vec::new(),
             pending: Vec::new(),
             pending_gpus: crate::demands::Demands::default(),
@@ -413,6 +417,7 @@ impl World {
         fit(&mut self.speeds, n, 1.0);
         fit(&mut self.agents, n, None);
         fit(&mut self.plan_ends, n, PlanEnd::default());
+        fit(&mut self.recovery, n, 0);
     }
 
     /// Job `i`'s factor on the throughput model's rate, 1 unless a policy set one
@@ -586,7 +591,7 @@ impl World {
             self.restart_overhead
         } else {
             0
-        };
+        } + self.recovery.get_mut(idx).map_or(0, std::mem::take);
         let rt = &mut self.rt[idx];
         rt.status = Status::Running;
         rt.placement = p;
@@ -711,6 +716,23 @@ impl World {
         }
         // The placement came from a successful allocate, so release cannot fail.
         let _ = self.state.release(p);
+    }
+
+    /// A running job fails: it stops as a preempted one does (its GPUs free at once),
+    /// loses `lost` ms of the work it had done (back to its last surviving checkpoint),
+    /// and after its next start makes no progress for `recovery` ms (restore and
+    /// restart). Returns false, changing nothing, if it was not running.
+    pub fn fail(&mut self, i: JobIdx, lost: f64, recovery: Time) -> bool {
+        if !self.stop(i, false) {
+            return false;
+        }
+        let idx = i as usize;
+        let duration = self.jobs[idx].duration as f64;
+        let rt = &mut self.rt[idx];
+        rt.remaining = (rt.remaining + lost.max(0.0)).min(duration);
+        let slot = &mut made(&mut self.recovery, self.jobs.len(), 0)[idx];
+        *slot = slot.saturating_add(recovery);
+        true
     }
 
     /// Preempts a running job. Returns false if it was not running.

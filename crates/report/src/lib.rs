@@ -149,6 +149,19 @@ pub struct Summary {
     /// How online services were modelled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub online_model: Option<OnlineModel>,
+    /// Useful GPU time (each job's GPUs times the work it kept) over the GPU time jobs
+    /// held (`--failures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    /// GPU-hours lost to failures: work redone, restores and restarts (`--failures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_gpu_hours: Option<f64>,
+    /// Failures that struck a running job or took a node down (`--failures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<u64>,
+    /// How failures went (`--failures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_model: Option<FailureModel>,
     /// Preemptions in total.
     pub preemptions: u64,
     /// Jobs with a deadline (declined ones included; best-effort jobs have none).
@@ -239,6 +252,25 @@ pub struct OnlineModel {
     pub evictions: u64,
 }
 
+/// How failures went in a run (`--failures`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FailureModel {
+    /// The failure model.
+    pub model: String,
+    /// Failures that struck something, by class.
+    pub by_class: std::collections::BTreeMap<String, u64>,
+    /// Job attempts a failure ended.
+    pub job_failures: u64,
+    /// GPU-hours of work lost and redone.
+    pub rework_gpu_hours: f64,
+    /// GPU-hours of restoring and restarting.
+    pub recovery_gpu_hours: f64,
+    /// GPU-hours stalled saving checkpoints.
+    pub checkpoint_gpu_hours: f64,
+    /// GPU-hours of nodes down for repair.
+    pub down_gpu_hours: f64,
+}
+
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
 pub const METRICS: &[(&str, &str)] = &[
     ("jct_mean", "mean JCT of finished jobs, s"),
@@ -312,6 +344,18 @@ pub const METRICS: &[(&str, &str)] = &[
         "slo_violation",
         "service-minutes short of SMs over all service-minutes (--online)",
     ),
+    (
+        "goodput",
+        "useful GPU time over the GPU time jobs held (--failures)",
+    ),
+    (
+        "lost_gpu_hours",
+        "GPU-hours lost to failures: rework, restore, restart (--failures)",
+    ),
+    (
+        "failures",
+        "failures that struck a job or took a node down (--failures)",
+    ),
     ("preemptions", "preemptions in total"),
     (
         "deadline_ratio",
@@ -358,6 +402,9 @@ impl Summary {
             "online_gpu_util" => self.online_gpu_util?,
             "online_sm_activity" => self.online_sm_activity?,
             "slo_violation" => self.slo_violation?,
+            "goodput" => self.goodput?,
+            "lost_gpu_hours" => self.lost_gpu_hours?,
+            "failures" => self.failures? as f64,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -521,6 +568,18 @@ impl Summary {
             online_gpu_util: o.online.as_ref().map(|r| r.host_gpu_util),
             online_sm_activity: o.online.as_ref().map(|r| r.host_sm_activity),
             slo_violation: o.online.as_ref().map(|r| r.slo_violation),
+            goodput: o.failures.as_ref().map(|f| f.goodput()),
+            lost_gpu_hours: o.failures.as_ref().map(|f| f.lost_gpu_hours()),
+            failures: o.failures.as_ref().map(|f| f.total()),
+            failure_model: o.failures.as_ref().map(|f| FailureModel {
+                model: f.model.clone(),
+                by_class: f.by_class.iter().cloned().collect(),
+                job_failures: f.job_failures,
+                rework_gpu_hours: f.rework_gpu_ms / 3.6e6,
+                recovery_gpu_hours: f.recovery_gpu_ms / 3.6e6,
+                checkpoint_gpu_hours: f.checkpoint_gpu_ms / 3.6e6,
+                down_gpu_hours: f.down_gpu_ms / 3.6e6,
+            }),
             online_model: o.online.as_ref().map(|r| OnlineModel {
                 load: r.load.clone(),
                 host_gpus: r.host_gpus,

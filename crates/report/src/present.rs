@@ -129,6 +129,9 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "online_gpu_util" => (Kind::Percent, "serving GPUs' utilisation", Higher),
         "online_sm_activity" => (Kind::Percent, "serving GPUs' SM activity", Higher),
         "slo_violation" => (Kind::Percent, "online SLO violations", Lower),
+        "goodput" => (Kind::Percent, "goodput", Higher),
+        "lost_gpu_hours" => (Kind::Count, "GPU-hours lost to failures", Lower),
+        "failures" => (Kind::Count, "failures", Lower),
         // GPU sharing's figures are percents already (apiary_share::experiment::METRICS).
         "alloc_pct_100" => (Kind::Count, "GPUs allocated at 100 % arrived, %", Higher),
         "alloc_pct_130" => (Kind::Count, "GPUs allocated at 130 % arrived, %", Higher),
@@ -401,6 +404,24 @@ pub const MEASURES: &[Measure] = &[
         headline: Some(Better::Lower),
         kind: Kind::Percent,
         value: |s| s.slo_violation,
+    },
+    Measure {
+        key: "goodput",
+        headline: Some(Better::Higher),
+        kind: Kind::Percent,
+        value: |s| s.goodput,
+    },
+    Measure {
+        key: "lost_gpu_hours",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| s.lost_gpu_hours,
+    },
+    Measure {
+        key: "failures",
+        headline: None,
+        kind: Kind::Count,
+        value: |s| s.failures.map(|n| n as f64),
     },
     Measure {
         key: "preemptions",

@@ -303,6 +303,7 @@ mod tests {
             io: None,
             cpu: None,
             online: None,
+            failures: None,
             policy: policy.into(),
             params: Vec::new(),
             cluster: "c".into(),

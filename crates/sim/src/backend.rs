@@ -57,6 +57,13 @@ pub trait Backend {
     fn carries_trace_data(&self) -> bool {
         true
     }
+    /// Whether it can fail jobs ([`Backend::fail`]).
+    fn models_failures(&self) -> bool {
+        false
+    }
+    /// Running job `j` failed: it goes back to the queue, `lost` ms of work poorer, and
+    /// waits `recovery` ms after its next start; the policy is told it was requeued.
+    fn fail(&mut self, _j: JobIdx, _lost: f64, _recovery: Time, _pass: &mut Pass) {}
 }
 
 /// The simulated world: every trace job is in it from the start (in the future until
@@ -146,6 +153,15 @@ impl Backend for SimBackend<'_> {
     }
     fn adaptive(&self) -> Option<AdaptiveHosting> {
         self.policy.adaptive()
+    }
+    fn models_failures(&self) -> bool {
+        true
+    }
+    fn fail(&mut self, j: JobIdx, lost: f64, recovery: Time, pass: &mut Pass) {
+        if self.world.fail(j, lost, recovery) {
+            let ctx = pass.ctx(&mut self.world, self.who);
+            self.policy.on_requeue(&ctx, j);
+        }
     }
 }
 

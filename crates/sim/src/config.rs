@@ -56,6 +56,8 @@ pub struct Config {
     /// Online inference services on the first nodes' GPUs, beside which offline jobs
     /// run slower (`--online`; [`apiary_model::online`], MuxFlow's sharing).
     pub online: Option<apiary_model::online::OnlineLoad>,
+    /// Failures and checkpoints (`--failures`; [`crate::failures`]).
+    pub failures: Option<crate::failures::Setting>,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             cpu: None,
             power_limit: None,
             online: None,
+            failures: None,
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct Engine<'a, B: Backend = SimBackend<'a>> {
     /// Something changed since the policy's last pass.
     dirty: bool,
     touched: Vec<JobIdx>,
+    /// Failures and repairs, when the run models them.
+    failures: Option<crate::failures::Failures>,
+    /// Jobs the failures due now end: (job, lost work, recovery).
+    failed: Vec<(JobIdx, f64, Time)>,
     events: u64,
     passes: u64,
     finished: usize,
@@ -180,6 +184,18 @@ impl<'a, B: Backend> Engine<'a, B> {
             resources.push(Box::new(online));
         }
         b.world_mut().now = start;
+        let failures = match &cfg.failures {
+            None => None,
+            Some(_) if !b.models_failures() => {
+                return Err(SimError::Failures(
+                    "this driver does not model failures yet (the simulator's does)".into(),
+                ));
+            }
+            Some(setting) => Some(
+                crate::failures::Failures::new(b.world(), setting.clone(), cfg.seed)
+                    .map_err(SimError::Failures)?,
+            ),
+        };
         Ok(Engine {
             b,
             rates,
@@ -200,6 +216,8 @@ impl<'a, B: Backend> Engine<'a, B> {
             rejected: Vec::new(),
             dirty: false,
             touched: Vec::new(),
+            failures,
+            failed: Vec::new(),
             events: 0,
             passes: 0,
             finished: 0,
@@ -272,6 +290,19 @@ impl<'a, B: Backend> Engine<'a, B> {
         if let Some(t) = self.resource_next {
             next = next.min(t);
         }
+        // Failures go on as long as anything else happens; a repair also happens while
+        // jobs wait, since they may wait for its GPUs.
+        if let Some(f) = &self.failures {
+            let waiting = next != Time::MAX || world.pending_count() > 0;
+            if next != Time::MAX
+                && let Some(t) = f.next_failure()
+            {
+                next = next.min(t);
+            }
+            if waiting && let Some(t) = f.next_repair() {
+                next = next.min(t);
+            }
+        }
         (next != Time::MAX).then_some(next)
     }
 
@@ -294,6 +325,7 @@ impl<'a, B: Backend> Engine<'a, B> {
         self.b.world_mut().now = now;
 
         self.complete(now);
+        self.fail_due(now);
         if self.agents.any() {
             let ended = self.agents.advance_due(&mut self.b, &mut self.pass);
             self.ended(ended);
@@ -359,6 +391,9 @@ impl<'a, B: Backend> Engine<'a, B> {
             .iter()
             .map(|r| r.factor(j))
             .fold(1.0, f64::min);
+        if let Some(f) = &mut self.failures {
+            rate *= f.factor(world, j);
+        }
         world.rt[j as usize].rate = rate;
         self.schedule_completion(j);
         Ok(())
@@ -401,6 +436,25 @@ impl<'a, B: Backend> Engine<'a, B> {
             self.b.complete(f.job, now, &mut self.pass);
             self.ended(1);
         }
+    }
+
+    /// Failures and repairs due at `now`: struck jobs go back to the queue, and down
+    /// nodes' GPUs are held until their repair.
+    fn fail_due(&mut self, now: Time) {
+        let Some(f) = &mut self.failures else {
+            return;
+        };
+        if !f.due(self.b.world_mut(), now, &mut self.failed) {
+            return;
+        }
+        for k in 0..self.failed.len() {
+            let (j, lost, recovery) = self.failed[k];
+            self.b.fail(j, lost, recovery, &mut self.pass);
+            self.events += 1;
+        }
+        self.failed.clear();
+        f.hold_down(self.b.world_mut());
+        self.dirty = true;
     }
 
     /// Counts `n` jobs that ended.
@@ -456,6 +510,9 @@ impl<'a, B: Backend> Engine<'a, B> {
                     if !self.resources.is_empty() {
                         self.started.push(j);
                     }
+                    if let (Action::Start(_), Some(f)) = (a, &mut self.failures) {
+                        f.started(world, j);
+                    }
                     j
                 }
                 a if a.retimes() && world.rt[a.job() as usize].status == Status::Running => {
@@ -495,6 +552,7 @@ impl<'a, B: Backend> Engine<'a, B> {
     /// series.
     pub fn outcome(mut self) -> RunOutcome {
         let total_gpus = self.b.world().cluster.total_gpus;
+        let failures = self.failures.take().map(|f| f.report(self.b.world()));
         // The run is over: ids and VCs move into the outcome (cloning them was a
         // tenth of the end of a million-job run).
         let trace = self.b.take_trace();
@@ -540,6 +598,7 @@ impl<'a, B: Backend> Engine<'a, B> {
             io: None,
             cpu: None,
             online: None,
+            failures,
             events: self.events,
             passes: self.passes,
             seed: self.seed,

@@ -60,4 +60,7 @@ pub enum SimError {
         /// Its unit.
         unit: &'static str,
     },
+    /// The failure model cannot be used for this run.
+    #[error("--failures: {0}")]
+    Failures(String),
 }

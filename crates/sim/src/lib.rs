@@ -22,6 +22,7 @@ pub mod cpu;
 mod engine;
 mod error;
 pub mod experiment;
+pub mod failures;
 pub mod hooks;
 pub mod io;
 pub mod observe;

@@ -129,6 +129,9 @@ struct SimFile {
     cpu: Option<String>,
     power_limit: Option<f64>,
     online: Option<String>,
+    /// Failures: a preset, else a TOML file relative to the sweep file.
+    #[serde(default)]
+    failures: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -609,6 +612,40 @@ fn sim_options(
         .map(apiary_model::online::OnlineLoad::parse)
         .transpose()
         .map_err(|e| field(path, "sim.online", e.to_string()))?;
+    let failures = match &s.failures {
+        None => None,
+        Some(spec) => {
+            let model = match apiary_model::failures::FailureModel::preset(spec) {
+                Some(m) => m,
+                None => {
+                    let file = resolve(base, Path::new(spec));
+                    let text = std::fs::read_to_string(&file).map_err(|e| {
+                        field(
+                            path,
+                            "sim.failures",
+                            format!("'{spec}' is neither a preset nor a readable file: {e}"),
+                        )
+                    })?;
+                    let name = file.display().to_string();
+                    let mut m = apiary_model::failures::FailureModel::parse(&text, &name)
+                        .map_err(|e| field(path, "sim.failures", e.to_string()))?;
+                    if let Some(log) = m.log.clone() {
+                        let log = resolve(file.parent().unwrap_or(Path::new(".")), Path::new(&log));
+                        let text = std::fs::read_to_string(&log).map_err(|e| {
+                            field(path, "sim.failures", format!("{}: {e}", log.display()))
+                        })?;
+                        m.add_log(&text, &log.display().to_string())
+                            .map_err(|e| field(path, "sim.failures", e.to_string()))?;
+                    }
+                    m
+                }
+            };
+            Some(
+                apiary_sim::failures::Setting::of(model)
+                    .map_err(|e| field(path, "sim.failures", format!("rule {e}")))?,
+            )
+        }
+    };
     if let Some(f) = s.power_limit
         && !(f.is_finite() && (0.3..=1.0).contains(&f))
     {
@@ -630,6 +667,7 @@ fn sim_options(
             cpu,
             power_limit: s.power_limit,
             online,
+            failures,
         },
         percentile,
     ))

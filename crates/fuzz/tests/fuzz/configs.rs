@@ -72,6 +72,85 @@ nodes = ["a"]
 const JOB: &str = r#"{"name": "train", "gpus": 2, "vc": "research", "priority": 3, "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}, "workdir": "/tmp", "estimated_duration_s": 3600, "deadline_unix_s": 1900000000, "restart": {"max_restarts": 3}}"#;
 const HEARTBEAT: &str = r#"{"node": "a", "instance": "1@host/00", "gpus": 4, "running": [{"job": 1, "attempt": 1}], "exited": [{"job": 1, "attempt": 0, "code": 1}], "shutting_down": false}"#;
 
+const FAILURES: &str = r#"name = "f"
+restart_s = 60
+checkpoint_gb_per_gpu = 4
+rule = "cap:5%"
+[[class]]
+name = "gpu"
+kind = "node"
+per = "gpu"
+rate_per_hour = 0.01
+repair_hours = 2
+[[class]]
+name = "crash"
+kind = "process"
+per = "job"
+rate_per_hour = 0.05
+[[level]]
+name = "peer"
+survives = ["process", "node"]
+save_gbps = 10
+restore_gbps = 10
+[[event]]
+at_s = 100
+class = "gpu"
+node = 1
+repair_s = 600
+"#;
+const INCIDENTS: &str = "time_s,component,class,repair_s\n50,gpu:3,crash,\n900,node:0,gpu,60\n";
+
+/// A failure model and incident log that parsed: planned for a job, run one job
+/// through it, and a small trace through the simulator under FIFO.
+fn run_failures(toml: &str, log: &str) {
+    let Ok(mut m) = apiary_model::failures::FailureModel::parse(toml, "f.toml") else {
+        return;
+    };
+    if m.add_log(log, "log.csv").is_err() {
+        return;
+    }
+    let Ok(setting) = apiary_sim::failures::Setting::of(m.clone()) else {
+        return;
+    };
+    use apiary_model::failures::{checkpoint, montecarlo};
+    if let Ok(p) = checkpoint::plan(&m, &setting.levels, 16, 64e9, setting.rule) {
+        assert!((0.0..=1.0).contains(&p.ettr), "{}", p.ettr);
+        let survives = checkpoint::survival(&m, &setting.levels);
+        let r = montecarlo::simulate(&m, &p, &survives, 10.0, 1);
+        let spent = r.useful_s + r.rework_s + r.checkpoint_s + r.restore_s + r.restart_s;
+        assert!((spent - r.wall_s).abs() <= 1e-6 * r.wall_s.max(1.0));
+    }
+    let cluster = apiary_model::ClusterSpec::preset("n2g8")
+        .unwrap()
+        .build()
+        .unwrap();
+    let jobs = (0..6)
+        .map(|i| {
+            apiary_model::Job::new(
+                format!("j{i}"),
+                i * 60_000,
+                1 + (i as u32 % 3) * 4,
+                3_600_000,
+            )
+        })
+        .collect();
+    let mut fifo = apiary_policy::build("fifo", &apiary_policy::Params::default()).unwrap();
+    let cfg = apiary_sim::Config {
+        failures: Some(setting),
+        ..apiary_sim::Config::default()
+    };
+    if let Ok(o) = apiary_sim::run(
+        cluster,
+        jobs,
+        fifo.as_mut(),
+        &apiary_sim::DurationModel,
+        &cfg,
+        &mut |_| {},
+    ) {
+        assert!(o.jobs.iter().all(|j| j.finish.is_some()));
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -150,6 +229,13 @@ proptest! {
         });
     }
 
+    /// Failure models and incident logs (`--failures`): parsed or refused, and what
+    /// parses plans and runs.
+    #[test]
+    fn failure_models(toml in input(FAILURES), log in input(INCIDENTS)) {
+        within(LIMIT, "failure model", move || run_failures(&text(&toml), &text(&log)));
+    }
+
     /// Policy parameters: any key of a policy's spec with any extreme value builds or
     /// is refused.
     #[test]
@@ -190,4 +276,8 @@ fn every_sample_parses() {
     core.submit(spec, 1_000).unwrap();
     let hb: apiary_server::types::Heartbeat = serde_json::from_str(HEARTBEAT).unwrap();
     core.heartbeat(&hb, 2_000).unwrap();
+    let mut m = apiary_model::failures::FailureModel::parse(FAILURES, "f.toml").unwrap();
+    m.add_log(INCIDENTS, "log.csv").unwrap();
+    assert_eq!(m.events.len(), 3);
+    run_failures(FAILURES, INCIDENTS);
 }

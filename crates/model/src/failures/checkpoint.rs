@@ -189,7 +189,13 @@ pub fn parse_levels(text: &str, file: &str) -> Result<Vec<Level>, PlanError> {
         file: file.into(),
         message: e.to_string().trim().to_string(),
     })?;
-    for (i, l) in f.levels.iter().enumerate() {
+    check_levels(&f.levels, file)?;
+    Ok(f.levels)
+}
+
+/// Checks levels read from file `file`.
+pub fn check_levels(levels: &[Level], file: &str) -> Result<(), PlanError> {
+    for (i, l) in levels.iter().enumerate() {
         let bad = |field, message: &str| PlanError::Field {
             file: file.into(),
             level: i,
@@ -217,13 +223,13 @@ pub fn parse_levels(text: &str, file: &str) -> Result<Vec<Level>, PlanError> {
             return Err(bad("survives", "name the kinds or classes it survives"));
         }
     }
-    if f.levels.is_empty() {
+    if levels.is_empty() {
         return Err(PlanError::Parse {
             file: file.into(),
             message: "give at least one [[level]]".into(),
         });
     }
-    Ok(f.levels)
+    Ok(())
 }
 
 /// One level, planned for a job.

@@ -84,13 +84,56 @@ pub struct FailureModel {
     /// GPUs per node, for rates per node.
     #[serde(default = "eight")]
     pub gpus_per_node: u32,
+    /// Checkpoint bytes per GPU of a job, GB, where the job's model is not known (the
+    /// simulator's trace jobs): 16 is one billion parameters per GPU at 16 bytes each.
+    #[serde(default = "sixteen")]
+    pub checkpoint_gb_per_gpu: f64,
     /// The classes.
     #[serde(rename = "class")]
     pub classes: Vec<FailureClass>,
+    /// The checkpoint levels the simulator's jobs save to (the built-in ones when
+    /// none are given).
+    #[serde(default, rename = "level")]
+    pub levels: Vec<checkpoint::Level>,
+    /// How the simulator sets the levels' intervals (`risk` when absent).
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// Failures to replay instead of drawing them from the rates: `[[event]]` tables,
+    /// and the rows of the CSV file that `log` names.
+    #[serde(default, rename = "event")]
+    pub events: Vec<Event>,
+    /// A CSV incident log to replay, relative to the model's file:
+    /// `time_s,component,class[,repair_s]`, a component being `node:N` or `gpu:N`.
+    #[serde(default)]
+    pub log: Option<String>,
+}
+
+/// One failure to replay.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    /// Seconds after the run's start.
+    pub at_s: f64,
+    /// Its class's name.
+    pub class: String,
+    /// The node it strikes (by index in the cluster)...
+    #[serde(default)]
+    pub node: Option<u32>,
+    /// ...or the GPU (by index over the whole cluster).
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    /// How long the node stays down, seconds (the class's mean repair drawn when
+    /// absent).
+    #[serde(default)]
+    pub repair_s: Option<f64>,
 }
 
 fn eight() -> u32 {
     8
+}
+
+fn sixteen() -> f64 {
+    16.0
 }
 
 /// A failure model that cannot be used.
@@ -114,6 +157,9 @@ pub enum FailureError {
         /// What is wrong.
         message: String,
     },
+    /// A `[[level]]` is out of range.
+    #[error(transparent)]
+    Levels(#[from] checkpoint::PlanError),
     /// Neither a preset nor a file.
     #[error("unknown failure preset '{0}' (presets: {presets}; or give a TOML file)", presets = PRESETS.join(", "))]
     Unknown(String),
@@ -151,6 +197,11 @@ impl FailureModel {
                 name: "llama3".into(),
                 restart_s: 600.0,
                 gpus_per_node: 8,
+                checkpoint_gb_per_gpu: 16.0,
+                levels: Vec::new(),
+                rule: None,
+                events: Vec::new(),
+                log: None,
                 classes: vec![
                     class("gpu", Kind::Node, 268.0),
                     class("host", Kind::Node, 53.0),
@@ -188,8 +239,22 @@ impl FailureModel {
         if self.gpus_per_node == 0 {
             return Err(bad("gpus_per_node".into(), "must be at least 1"));
         }
+        if !(self.checkpoint_gb_per_gpu.is_finite() && self.checkpoint_gb_per_gpu > 0.0) {
+            return Err(bad("checkpoint_gb_per_gpu".into(), "must be above 0"));
+        }
         if self.classes.is_empty() {
             return Err(bad("class".into(), "give at least one [[class]]"));
+        }
+        if !self.levels.is_empty() {
+            checkpoint::check_levels(&self.levels, file)?;
+        }
+        if let Some(r) = &self.rule {
+            r.parse::<checkpoint::Rule>()
+                .map_err(|e| bad("rule".into(), &e))?;
+        }
+        for (i, e) in self.events.iter().enumerate() {
+            self.check_event(e)
+                .map_err(|m| bad(format!("event[{i}]"), &m))?;
         }
         for (i, c) in self.classes.iter().enumerate() {
             if !(c.rate_per_hour.is_finite() && c.rate_per_hour >= 0.0) {
@@ -208,6 +273,92 @@ impl FailureModel {
         Ok(())
     }
 
+    fn check_event(&self, e: &Event) -> Result<(), String> {
+        if !(e.at_s.is_finite() && (0.0..=1e12).contains(&e.at_s)) {
+            return Err(format!("at_s {} is not seconds from 0 to 10^12", e.at_s));
+        }
+        if !self.classes.iter().any(|c| c.name == e.class) {
+            return Err(format!("no class '{}'", e.class));
+        }
+        if e.node.is_some() == e.gpu.is_some() {
+            return Err("name one node or one gpu".into());
+        }
+        if e.repair_s
+            .is_some_and(|r| !(r.is_finite() && (0.0..=1e12).contains(&r)))
+        {
+            return Err("repair_s is not seconds from 0 to 10^12".into());
+        }
+        Ok(())
+    }
+
+    /// Reads the CSV incident log `text` of file `file` (`time_s,component,class` and
+    /// an optional `repair_s`, a header first) and adds its rows to the events, which
+    /// it keeps in time order.
+    pub fn add_log(&mut self, text: &str, file: &str) -> Result<(), FailureError> {
+        let mut lines = text.lines().enumerate();
+        let header: Vec<&str> = match lines.next() {
+            Some((_, h)) => h.split(',').map(str::trim).collect(),
+            None => Vec::new(),
+        };
+        let col = |name: &str| header.iter().position(|h| *h == name);
+        let (Some(t), Some(c), Some(k)) = (col("time_s"), col("component"), col("class")) else {
+            return Err(FailureError::Field {
+                file: file.into(),
+                field: "line 1".into(),
+                message: "the header names time_s, component and class (and repair_s)".into(),
+            });
+        };
+        let r = col("repair_s");
+        for (i, line) in lines {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+            let bad = |field: &str, message: String| FailureError::Field {
+                file: file.into(),
+                field: format!("line {}: {field}", i + 1),
+                message,
+            };
+            let cell = |n: usize, field: &str| {
+                cells
+                    .get(n)
+                    .copied()
+                    .ok_or_else(|| bad(field, "missing".into()))
+            };
+            let at_s: f64 = cell(t, "time_s")?
+                .parse()
+                .map_err(|_| bad("time_s", format!("'{}' is not seconds", cells[t])))?;
+            let comp = cell(c, "component")?;
+            let number = |s: &str| {
+                s.parse::<u32>()
+                    .map_err(|_| bad("component", format!("'{comp}': give node:N or gpu:N")))
+            };
+            let (node, gpu) = match comp.split_once(':') {
+                Some(("node", n)) => (Some(number(n)?), None),
+                Some(("gpu", g)) => (None, Some(number(g)?)),
+                _ => return Err(bad("component", format!("'{comp}': give node:N or gpu:N"))),
+            };
+            let repair_s = match r.and_then(|r| cells.get(r)).filter(|v| !v.is_empty()) {
+                Some(v) => Some(
+                    v.parse()
+                        .map_err(|_| bad("repair_s", format!("'{v}' is not seconds")))?,
+                ),
+                None => None,
+            };
+            let e = Event {
+                at_s,
+                class: cell(k, "class")?.to_string(),
+                node,
+                gpu,
+                repair_s,
+            };
+            self.check_event(&e).map_err(|m| bad("event", m))?;
+            self.events.push(e);
+        }
+        self.events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        Ok(())
+    }
+
     /// Failures per hour of class `c` for a job on `gpus` GPUs.
     pub fn job_rate(&self, c: &FailureClass, gpus: u32) -> f64 {
         match c.per {
@@ -220,6 +371,50 @@ impl FailureModel {
     /// Failures per hour of any class for a job on `gpus` GPUs.
     pub fn total_rate(&self, gpus: u32) -> f64 {
         self.classes.iter().map(|c| self.job_rate(c, gpus)).sum()
+    }
+}
+
+/// What failures did to a simulated run, for its summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FailureReport {
+    /// The failure model's name.
+    pub model: String,
+    /// Failures that hit something (a running job, or a node taken down), by class.
+    pub by_class: Vec<(String, u64)>,
+    /// Jobs' attempts ended by a failure (a node failure ends every job on the node).
+    pub job_failures: u64,
+    /// GPU-ms of work done and lost, redone after restoring.
+    pub rework_gpu_ms: f64,
+    /// GPU-ms of restoring and restarting after failures.
+    pub recovery_gpu_ms: f64,
+    /// GPU-ms of jobs stalled saving checkpoints.
+    pub checkpoint_gpu_ms: f64,
+    /// GPU-ms of GPUs down for repair.
+    pub down_gpu_ms: f64,
+    /// GPU-ms of work kept: each job's GPUs times the work it finished.
+    pub useful_gpu_ms: f64,
+    /// GPU-ms that jobs held.
+    pub allocated_gpu_ms: f64,
+}
+
+impl FailureReport {
+    /// Useful GPU time over allocated GPU time.
+    pub fn goodput(&self) -> f64 {
+        if self.allocated_gpu_ms > 0.0 {
+            self.useful_gpu_ms / self.allocated_gpu_ms
+        } else {
+            1.0
+        }
+    }
+
+    /// GPU-hours lost to failures: rework, restore and restart.
+    pub fn lost_gpu_hours(&self) -> f64 {
+        (self.rework_gpu_ms + self.recovery_gpu_ms) / 3.6e6
+    }
+
+    /// Failures that hit something, all classes.
+    pub fn total(&self) -> u64 {
+        self.by_class.iter().map(|c| c.1).sum()
     }
 }
 

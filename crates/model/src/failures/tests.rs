@@ -13,6 +13,11 @@ fn one_class(kind: Kind, rate_per_hour: f64, restart_s: f64) -> FailureModel {
         name: "test".into(),
         restart_s,
         gpus_per_node: 8,
+        checkpoint_gb_per_gpu: 16.0,
+        levels: Vec::new(),
+        rule: None,
+        events: Vec::new(),
+        log: None,
         classes: vec![FailureClass {
             name: "x".into(),
             kind,

@@ -6,6 +6,7 @@ mod carbon;
 mod conformance;
 mod efficiency;
 mod engine;
+mod failures;
 mod io;
 mod online;
 mod pollux;

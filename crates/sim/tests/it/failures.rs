@@ -1,0 +1,203 @@
+//! Failures in the engine (`--failures`): replayed incidents worked by hand (a crash
+//! rolls a job back to its last checkpoint; a node failure ends a gang and holds the
+//! node down until its repair), then drawn failures on the Philly sample: every job
+//! still finishes, work is counted once, lost work stays under the checkpoint interval,
+//! and the same seed gives the same run.
+
+use apiary_model::failures::FailureModel;
+use apiary_model::{ClusterSpec, Job, RunOutcome, SECOND};
+use apiary_policy::{Params, registry};
+use apiary_sim::failures::Setting;
+use apiary_sim::{Config, DurationModel};
+
+const HOUR: u64 = 3600 * SECOND;
+
+/// A model with no drawn failures, a near-free checkpoint level saved every
+/// `interval_s`, and the events `events` (TOML tables).
+fn model(kind: &str, interval_s: f64, events: &str) -> FailureModel {
+    FailureModel::parse(
+        &format!(
+            r#"name = "test"
+restart_s = 600
+[[class]]
+name = "x"
+kind = "{kind}"
+per = "node"
+rate_per_hour = 0
+repair_hours = 1
+[[level]]
+name = "peer"
+survives = ["process", "node"]
+save_gbps = 1e12
+restore_gbps = 1e12
+interval_s = {interval_s}
+{events}"#
+        ),
+        "test.toml",
+    )
+    .unwrap()
+}
+
+fn run(cluster: &str, jobs: Vec<Job>, policy: &str, m: FailureModel, seed: u64) -> RunOutcome {
+    let c = ClusterSpec::preset(cluster).unwrap().build().unwrap();
+    let mut p = registry::build(policy, &Params::default()).unwrap();
+    let cfg = Config {
+        failures: Some(Setting::of(m).unwrap()),
+        seed,
+        ..Config::default()
+    };
+    apiary_sim::run(c, jobs, p.as_mut(), &DurationModel, &cfg, &mut |_| {}).unwrap()
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn a_crash_rolls_the_job_back_to_its_last_checkpoint() {
+    // A 10-hour job on 8 GPUs saves every hour of work. At 2.5 h it crashes: the half
+    // hour since its save at 2 h is lost, and it restarts at once (the GPUs are free)
+    // but trains again only after the 10-minute restart. 7.5 h of work remain after
+    // 2.5 h + 10 min: it ends at 10 h 40 min.
+    let m = model(
+        "process",
+        3600.0,
+        "[[event]]\nat_s = 9000\nclass = \"x\"\nnode = 0\n",
+    );
+    let o = run("n1g8", vec![Job::new("a", 0, 8, 10 * HOUR)], "fifo", m, 0);
+    let j = &o.jobs[0];
+    let end = j.finish.unwrap() as f64 / 1000.0;
+    assert!(close(end, 38_400.0, 0.01), "{end}");
+    assert_eq!(j.preemptions, 1);
+    let f = o.failures.as_ref().unwrap();
+    assert_eq!((f.total(), f.job_failures), (1, 1));
+    // (0.5 h of work + 10 min) on 8 GPUs.
+    assert!(close(
+        f.lost_gpu_hours(),
+        (1800.0 + 600.0) * 8.0 / 3600.0,
+        1e-6
+    ));
+    // It held 8 GPUs for 10 h 40 min and kept 10 h of their work.
+    assert!(
+        close(f.goodput(), 36_000.0 / 38_400.0, 1e-6),
+        "{}",
+        f.goodput()
+    );
+    assert_eq!(f.down_gpu_ms, 0.0);
+}
+
+#[test]
+fn a_node_failure_ends_the_gang_and_holds_the_node_until_its_repair() {
+    // A 16-GPU job over two nodes saves every 30 min of work. Node 1 fails at 4000 s
+    // and is down for 2 h: the job loses the 400 s since its save at 3600 s and cannot
+    // run until node 1 is back at 11,200 s; it trains again after the restart, from
+    // 11,800 s, for the 32,400 s of work left: 44,200 s.
+    let m = model(
+        "node",
+        1800.0,
+        "[[event]]\nat_s = 4000\nclass = \"x\"\nnode = 1\nrepair_s = 7200\n",
+    );
+    let o = run("n2g8", vec![Job::new("a", 0, 16, 10 * HOUR)], "fifo", m, 0);
+    let end = o.jobs[0].finish.unwrap() as f64 / 1000.0;
+    assert!(close(end, 44_200.0, 0.01), "{end}");
+    let f = o.failures.as_ref().unwrap();
+    assert!(close(f.down_gpu_ms, 8.0 * 7200.0 * 1000.0, 1e-3));
+    assert!(close(
+        f.lost_gpu_hours(),
+        (400.0 + 600.0) * 16.0 / 3600.0,
+        1e-6
+    ));
+    // Meanwhile a one-node job fits beside the down node.
+    let m = model(
+        "node",
+        1800.0,
+        "[[event]]\nat_s = 4000\nclass = \"x\"\nnode = 1\nrepair_s = 7200\n",
+    );
+    let jobs = vec![
+        Job::new("a", 0, 16, 10 * HOUR),
+        Job::new("b", 5000 * SECOND, 8, HOUR),
+    ];
+    let o = run("n2g8", jobs, "sjf", m, 0);
+    let b = &o.jobs[1];
+    assert_eq!(
+        b.first_start,
+        Some(5000 * SECOND),
+        "b runs on node 0 at once"
+    );
+}
+
+#[test]
+fn drawn_failures_count_work_once_and_repeat_with_the_seed() {
+    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/traces/philly-sample.csv");
+    let t = apiary_trace::read(&trace, &Default::default()).unwrap();
+    // Harsh: a process crash per GPU every 40 days and a node failure per node every
+    // 20, repaired in 2 h on average; checkpoints every 20 min of work. The first 600
+    // jobs keep the debug build quick.
+    let mut jobs = t.jobs.clone();
+    jobs.truncate(600);
+    let harsh = || {
+        FailureModel::parse(
+            r#"name = "harsh"
+restart_s = 300
+[[class]]
+name = "crash"
+kind = "process"
+per = "gpu"
+rate_per_hour = 1.05e-3
+[[class]]
+name = "board"
+kind = "node"
+per = "node"
+rate_per_hour = 2.1e-3
+repair_hours = 2
+[[level]]
+name = "peer"
+survives = ["process", "node"]
+save_gbps = 25
+restore_gbps = 25
+interval_s = 1200
+"#,
+            "harsh.toml",
+        )
+        .unwrap()
+    };
+    for policy in ["fifo", "tiresias", "antman"] {
+        let a = run("n16g8", jobs.clone(), policy, harsh(), 3);
+        let f = a.failures.as_ref().unwrap();
+        assert!(f.job_failures > 20, "{policy}: {}", f.job_failures);
+        assert!(f.down_gpu_ms > 0.0);
+        // Every job ends, and the work each kept is its whole duration, once.
+        assert!(a.jobs.iter().all(|j| j.finish.is_some()), "{policy}");
+        let work: f64 = a
+            .jobs
+            .iter()
+            .map(|j| j.duration as f64 * f64::from(j.gpus))
+            .sum();
+        assert!(
+            (f.useful_gpu_ms - work).abs() <= 1e-6 * work,
+            "{policy}: {} vs {work}",
+            f.useful_gpu_ms
+        );
+        // Each failure loses at most one checkpoint interval per GPU struck.
+        let widest = a.jobs.iter().map(|j| j.gpus).max().unwrap();
+        assert!(
+            f.rework_gpu_ms <= f.job_failures as f64 * 1_200_000.0 * f64::from(widest),
+            "{policy}"
+        );
+        // Held GPU time covers the work, the rework and the recovery.
+        let held: f64 = a.jobs.iter().map(|j| j.gpu_time as f64).sum();
+        assert!(held >= work, "{policy}");
+        assert!(
+            f.goodput() < 1.0 && f.goodput() > 0.5,
+            "{policy}: {}",
+            f.goodput()
+        );
+        // The same seed gives the same run; another seed another.
+        let b = run("n16g8", jobs.clone(), policy, harsh(), 3);
+        assert_eq!(a.jobs, b.jobs, "{policy}");
+        assert_eq!(a.failures, b.failures, "{policy}");
+        let c = run("n16g8", jobs.clone(), policy, harsh(), 4);
+        assert_ne!(a.failures, c.failures, "{policy}");
+    }
+}
