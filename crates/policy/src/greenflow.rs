@@ -392,10 +392,13 @@ impl Policy for GreenFlow {
             .map(|(j, p)| (*j, p.gpus()))
             .collect();
         if !ctx.elastic()?.reassign(&changes) {
-            return Err(PolicyError::Cluster {
-                policy: "greenflow",
-                reason: "the new placements did not fit".into(),
-            });
+            // GreenFlow plans on the whole cluster. Its own plans always fit it, so this
+            // plan needs GPUs held outside its jobs (a node down after a failure): the
+            // jobs keep what they hold, and the next hour plans again.
+            if !self.active.is_empty() {
+                ctx.wake_at((now / HOUR + 1) * HOUR);
+            }
+            return Ok(());
         }
         if self.overhead {
             let total = run.total;

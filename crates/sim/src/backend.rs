@@ -63,7 +63,16 @@ pub trait Backend {
     }
     /// Running job `j` failed: it goes back to the queue, `lost` ms of work poorer, and
     /// waits `recovery` ms after its next start; the policy is told it was requeued.
-    fn fail(&mut self, _j: JobIdx, _lost: f64, _recovery: Time, _pass: &mut Pass) {}
+    /// With `give_up` it ends instead, unfinished, with that reason.
+    fn fail(
+        &mut self,
+        _j: JobIdx,
+        _lost: f64,
+        _recovery: Time,
+        _give_up: Option<&str>,
+        _pass: &mut Pass,
+    ) {
+    }
 }
 
 /// The simulated world: every trace job is in it from the start (in the future until
@@ -157,10 +166,27 @@ impl Backend for SimBackend<'_> {
     fn models_failures(&self) -> bool {
         true
     }
-    fn fail(&mut self, j: JobIdx, lost: f64, recovery: Time, pass: &mut Pass) {
-        if self.world.fail(j, lost, recovery) {
-            let ctx = pass.ctx(&mut self.world, self.who);
-            self.policy.on_requeue(&ctx, j);
+    fn fail(
+        &mut self,
+        j: JobIdx,
+        lost: f64,
+        recovery: Time,
+        give_up: Option<&str>,
+        pass: &mut Pass,
+    ) {
+        if !self.world.fail(j, lost, recovery) {
+            return;
+        }
+        match give_up {
+            None => {
+                let ctx = pass.ctx(&mut self.world, self.who);
+                self.policy.on_requeue(&ctx, j);
+            }
+            Some(why) => {
+                self.world.decline(j, why.into());
+                let ctx = pass.ctx(&mut self.world, self.who);
+                self.policy.on_finish(&ctx, j);
+            }
         }
     }
 }

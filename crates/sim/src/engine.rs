@@ -447,14 +447,22 @@ impl<'a, B: Backend> Engine<'a, B> {
         if !f.due(self.b.world_mut(), now, &mut self.failed) {
             return;
         }
+        let mut gave_up = 0;
         for k in 0..self.failed.len() {
             let (j, lost, recovery) = self.failed[k];
-            self.b.fail(j, lost, recovery, &mut self.pass);
+            // A job struck this often never gets far: it ends unfinished, as Slurm
+            // stops requeueing a job past its limit, so no run goes on for ever.
+            let give_up = (f.failures_of(j) > crate::failures::MAX_FAILURES_PER_JOB).then_some(
+                "struck by more failures than a job is requeued for (1,000); never finished",
+            );
+            self.b.fail(j, lost, recovery, give_up, &mut self.pass);
+            gave_up += usize::from(give_up.is_some());
             self.events += 1;
         }
         self.failed.clear();
         f.hold_down(self.b.world_mut());
         self.dirty = true;
+        self.finished += gave_up;
     }
 
     /// Counts `n` jobs that ended.

@@ -18,6 +18,9 @@ use apiary_model::{Placement, Time};
 use apiary_policy::{JobIdx, Status, World};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Failures a job may take; past them it ends unfinished.
+pub const MAX_FAILURES_PER_JOB: u32 = 1000;
+
 /// What a run is given: the failure model, the checkpoint levels and the interval rule.
 #[derive(Clone, Debug)]
 pub struct Setting {
@@ -74,6 +77,8 @@ pub struct Failures {
     plans: BTreeMap<u32, SizePlan>,
     /// Per job: the work it had done when it last started.
     origin: Vec<f64>,
+    /// Per job: failures that struck it.
+    struck: Vec<u32>,
     /// Down nodes: (back at, node), and the GPUs held for each.
     repairs: BTreeSet<(Time, u32)>,
     down: BTreeMap<u32, u64>,
@@ -146,6 +151,7 @@ impl Failures {
             rate_ms,
             plans: BTreeMap::new(),
             origin: vec![0.0; world.jobs.len()],
+            struck: vec![0; world.jobs.len()],
             repairs: BTreeSet::new(),
             down: BTreeMap::new(),
             measured: world.now,
@@ -208,6 +214,11 @@ impl Failures {
     pub fn factor(&mut self, world: &World, j: JobIdx) -> f64 {
         let gpus = world.rt[j as usize].placement.gpus().max(1);
         self.plan_for(gpus).factor
+    }
+
+    /// Failures that struck job `j` so far.
+    pub fn failures_of(&self, j: JobIdx) -> u32 {
+        self.struck.get(j as usize).copied().unwrap_or(0)
     }
 
     /// Job `j` (re)started now: its checkpoints count from here.
@@ -354,6 +365,10 @@ impl Failures {
             };
             let down = plan.down_ms[level];
             self.report.job_failures += 1;
+            if i >= self.struck.len() {
+                self.struck.resize(world.jobs.len(), 0);
+            }
+            self.struck[i] = self.struck[i].saturating_add(1);
             self.report.rework_gpu_ms += lost * f64::from(gpus);
             self.report.recovery_gpu_ms += down as f64 * f64::from(gpus);
             fail.push((j, lost, down));

@@ -233,8 +233,8 @@ impl FailureModel {
             field,
             message: message.into(),
         };
-        if !(self.restart_s.is_finite() && self.restart_s >= 0.0) {
-            return Err(bad("restart_s".into(), "must be seconds, 0 or more"));
+        if !(self.restart_s.is_finite() && (0.0..=1e7).contains(&self.restart_s)) {
+            return Err(bad("restart_s".into(), "must be seconds, 0 to 10^7"));
         }
         if self.gpus_per_node == 0 {
             return Err(bad("gpus_per_node".into(), "must be at least 1"));
@@ -257,14 +257,17 @@ impl FailureModel {
                 .map_err(|m| bad(format!("event[{i}]"), &m))?;
         }
         for (i, c) in self.classes.iter().enumerate() {
-            if !(c.rate_per_hour.is_finite() && c.rate_per_hour >= 0.0) {
+            if !(c.rate_per_hour.is_finite() && (0.0..=1e3).contains(&c.rate_per_hour)) {
                 return Err(bad(
                     format!("class[{i}].rate_per_hour"),
-                    "must be 0 or more",
+                    "must be 0 to 1,000 failures an hour of one GPU, node or job",
                 ));
             }
-            if !(c.repair_hours.is_finite() && c.repair_hours >= 0.0) {
-                return Err(bad(format!("class[{i}].repair_hours"), "must be 0 or more"));
+            if !(c.repair_hours.is_finite() && (0.0..=1e6).contains(&c.repair_hours)) {
+                return Err(bad(
+                    format!("class[{i}].repair_hours"),
+                    "must be 0 to 10^6 hours",
+                ));
             }
             if self.classes[..i].iter().any(|o| o.name == c.name) {
                 return Err(bad(format!("class[{i}].name"), "repeated"));
@@ -391,17 +394,20 @@ pub struct FailureReport {
     pub checkpoint_gpu_ms: f64,
     /// GPU-ms of GPUs down for repair.
     pub down_gpu_ms: f64,
-    /// GPU-ms of work kept: each job's GPUs times the work it finished.
+    /// GPU-ms of work kept: each job's GPUs times the work it finished (its reference
+    /// work, at the GPUs it asked for).
     pub useful_gpu_ms: f64,
     /// GPU-ms that jobs held.
     pub allocated_gpu_ms: f64,
 }
 
 impl FailureReport {
-    /// Useful GPU time over allocated GPU time.
+    /// The share of the GPU time jobs held that failures and checkpoints did not take:
+    /// rework, restores and restarts, and checkpoint stalls.
     pub fn goodput(&self) -> f64 {
         if self.allocated_gpu_ms > 0.0 {
-            self.useful_gpu_ms / self.allocated_gpu_ms
+            let lost = self.rework_gpu_ms + self.recovery_gpu_ms + self.checkpoint_gpu_ms;
+            (1.0 - lost / self.allocated_gpu_ms).clamp(0.0, 1.0)
         } else {
             1.0
         }

@@ -301,7 +301,7 @@ fn bad_models_and_levels_name_the_field() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "f.toml: class[0].rate_per_hour: must be 0 or more"
+        "f.toml: class[0].rate_per_hour: must be 0 to 1,000 failures an hour of one GPU, node or job"
     );
     let m = FailureModel::parse(
         "restart_s = 60\ngpus_per_node = 4\n[[class]]\nname = \"rack\"\nkind = \"correlated\"\nper = \"node\"\nrate_per_hour = 1e-4\nrepair_hours = 8\n",

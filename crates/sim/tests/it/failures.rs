@@ -201,3 +201,33 @@ interval_s = 1200
         assert_ne!(a.failures, c.failures, "{policy}");
     }
 }
+
+#[test]
+fn a_job_struck_without_end_is_given_up_and_the_run_ends() {
+    // A crash per GPU every 3.6 s against a 10-minute restart: no job ever trains. Each
+    // is given up after its 1,000th failure, and the run ends.
+    let m = FailureModel::parse(
+        r#"restart_s = 600
+[[class]]
+name = "storm"
+kind = "process"
+per = "gpu"
+rate_per_hour = 1000
+"#,
+        "storm.toml",
+    )
+    .unwrap();
+    let jobs = vec![Job::new("a", 0, 8, HOUR), Job::new("b", 0, 4, HOUR)];
+    let o = run("n2g8", jobs, "fifo", m, 0);
+    for j in &o.jobs {
+        assert!(j.finish.is_none(), "{}", j.id);
+        assert!(
+            j.rejected
+                .as_deref()
+                .is_some_and(|r| r.contains("never finished")),
+            "{:?}",
+            j.rejected
+        );
+    }
+    assert!(o.failures.as_ref().unwrap().job_failures >= 2002);
+}
