@@ -582,3 +582,35 @@ fn carbon_over_time_is_charted_under_a_series() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!charts.join("carbon-emission.svg").exists());
 }
+
+#[test]
+fn a_compare_under_failures_reports_goodput_and_draws_its_failures() {
+    let dir = std::env::temp_dir().join(format!("apiary-failures-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(BIN)
+        .args(["compare", "-q", "-p", "fifo,tiresias", "--failures"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/failures-llama3x10.toml"
+        ))
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for row in ["goodput", "GPU-hours lost to failures", "failures"] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "{row}: {out}");
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("fifo-summary.json")).unwrap())
+            .unwrap();
+    let g = s["goodput"].as_f64().unwrap();
+    assert!(g > 0.9 && g < 1.0, "{s}");
+    assert!(s["failures"].as_u64().unwrap() > 100, "{s}");
+    assert_eq!(s["failure_model"]["model"], "llama3x10");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for title in ["Failures so far", "GPUs down for repair over time"] {
+        assert!(html.contains(title), "{title}");
+    }
+}

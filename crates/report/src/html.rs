@@ -293,6 +293,46 @@ pub fn figures(runs: &[(Summary, &RunOutcome)]) -> Figures {
             &running,
         ));
     }
+    // Failures so far and GPUs down, for runs under a failure model: steps.
+    let fails: Vec<(&str, &apiary_model::failures::FailureReport)> = runs
+        .iter()
+        .filter_map(|(s, o)| Some((s.policy.as_str(), o.failures.as_ref()?)))
+        .collect();
+    if !fails.is_empty() {
+        let steps = |f: &apiary_model::failures::FailureReport,
+                     pick: fn(&(u64, u64, u64)) -> u64| {
+            let mut pts = vec![(0.0, 0.0)];
+            for p in &f.timeline {
+                let h = p.0.saturating_sub(f.start) as f64 / 3.6e6;
+                let prev = pts.last().map_or(0.0, |q| q.1);
+                pts.push((h, prev));
+                pts.push((h, pick(p) as f64));
+            }
+            pts
+        };
+        let count: Vec<_> = fails
+            .iter()
+            .map(|(n, f)| (n.to_string(), steps(f, |p| p.1)))
+            .collect();
+        let down: Vec<_> = fails
+            .iter()
+            .map(|(n, f)| (n.to_string(), steps(f, |p| p.2)))
+            .collect();
+        main.push(over_time(
+            "failures",
+            "Failures so far (--failures)",
+            "failures that struck a job or took a node down",
+            Unit::Number,
+            &count,
+        ));
+        main.push(over_time(
+            "gpus-down",
+            "GPUs down for repair over time (--failures)",
+            "GPUs down",
+            Unit::Number,
+            &down,
+        ));
+    }
     // ElasticFlow's cluster efficiency, for runs whose jobs carry throughput tables.
     let ce: Vec<(String, Vec<(f64, f64)>)> = runs
         .iter()

@@ -57,6 +57,9 @@ pub trait Backend {
     fn carries_trace_data(&self) -> bool {
         true
     }
+    /// Node `node` went down (`healthy` false) or came back: a policy that tracks
+    /// node health (HiveD's doomed cells) is told.
+    fn node_health(&mut self, _node: u32, _healthy: bool) {}
     /// Whether it can fail jobs ([`Backend::fail`]).
     fn models_failures(&self) -> bool {
         false
@@ -165,6 +168,12 @@ impl Backend for SimBackend<'_> {
     }
     fn models_failures(&self) -> bool {
         true
+    }
+    fn node_health(&mut self, node: u32, healthy: bool) {
+        if let Some(t) = self.policy.tenancy() {
+            let name = &self.world.cluster.nodes[node as usize].name;
+            t.node_health(name, healthy);
+        }
     }
     fn fail(
         &mut self,

@@ -461,6 +461,9 @@ impl<'a, B: Backend> Engine<'a, B> {
         }
         self.failed.clear();
         f.hold_down(self.b.world_mut());
+        for (n, healthy) in f.take_health() {
+            self.b.node_health(n, healthy);
+        }
         self.dirty = true;
         self.finished += gave_up;
     }

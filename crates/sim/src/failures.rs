@@ -89,6 +89,9 @@ pub struct Failures {
     switch_of: Vec<u32>,
     /// Failures to replay, in time order (then no failure is drawn).
     replay: std::collections::VecDeque<Logged>,
+    /// Nodes that went down (false) or came back (true) since the engine last took
+    /// them, for policies that track node health (HiveD's doomed cells).
+    health: Vec<(u32, bool)>,
 }
 
 /// A failure to replay: when, its class, the node, the GPU on the node (where one is
@@ -157,6 +160,7 @@ impl Failures {
             measured: world.now,
             report: FailureReport {
                 model: setting.model.name.clone(),
+                start: world.now,
                 by_class: setting
                     .model
                     .classes
@@ -168,6 +172,7 @@ impl Failures {
             switch_of: cluster.nodes.iter().map(|n| n.switch).collect(),
             setting,
             replay,
+            health: Vec::new(),
         };
         // A replayed log stands for the rates.
         f.next = if f.replay.is_empty() {
@@ -275,6 +280,8 @@ impl Failures {
                     parts: vec![(n, mask)],
                 });
                 any = true;
+                self.health.push((n, true));
+                self.mark(now);
             }
         }
         for k in 0..self.next.len() {
@@ -386,10 +393,26 @@ impl Failures {
                 if let std::collections::btree_map::Entry::Vacant(e) = self.down.entry(n) {
                     e.insert(0);
                     self.repairs.insert((now.saturating_add(repair), n));
+                    self.health.push((n, false));
                 }
             }
         }
         true
+    }
+
+    /// Nodes that went down (false) or came back (true) since the last call.
+    pub fn take_health(&mut self) -> Vec<(u32, bool)> {
+        std::mem::take(&mut self.health)
+    }
+
+    /// Adds the timeline's point for now (one per time stamp: the last word wins).
+    fn mark(&mut self, now: Time) {
+        let failures = self.report.total();
+        let down = self.down.values().map(|m| u64::from(m.count_ones())).sum();
+        match self.report.timeline.last_mut() {
+            Some(p) if p.0 == now => *p = (now, failures, down),
+            _ => self.report.timeline.push((now, failures, down)),
+        }
     }
 
     /// Holds the free GPUs of down nodes (after the jobs there failed).
@@ -407,6 +430,8 @@ impl Failures {
                 *mask |= free;
             }
         }
+        let now = world.now;
+        self.mark(now);
     }
 
     /// The report, with the run's useful and allocated GPU time and checkpoint stalls.

@@ -399,6 +399,11 @@ pub struct FailureReport {
     pub useful_gpu_ms: f64,
     /// GPU-ms that jobs held.
     pub allocated_gpu_ms: f64,
+    /// When the run began, ms.
+    pub start: u64,
+    /// (ms, failures so far, GPUs down) at every failure that struck and every
+    /// repair: the report's timeline.
+    pub timeline: Vec<(u64, u64, u64)>,
 }
 
 impl FailureReport {
