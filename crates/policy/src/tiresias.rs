@@ -238,6 +238,20 @@ impl Tiresias {
         self.level.ensure(n, 0);
     }
 
+    /// Moves running job `j` to the front of its queue's pending segment (a preempted
+    /// or requeued job), and drops its demotion timer.
+    fn requeue_front(&mut self, j: JobIdx) {
+        let key = (self.per[j].pos, j);
+        let l = &mut self.levels[self.level[j] as usize];
+        if l.running.remove(&key) {
+            self.front -= 1;
+            let p = self.front;
+            self.per[j].pos = p;
+            l.pending.insert((p, j));
+        }
+        self.clear_demotion(j);
+    }
+
     fn remove_from_level(&mut self, j: JobIdx) {
         let l = &mut self.levels[self.level[j] as usize];
         let key = (self.per[j].pos, j);
@@ -363,18 +377,9 @@ impl Policy for Tiresias {
     /// A job stopped from outside (a failure, a lost node): back to the front of its
     /// queue's pending segment, as the passes put the jobs they preempt.
     fn on_requeue(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
-        if j as usize >= self.per.len() {
-            return;
+        if (j as usize) < self.per.len() {
+            self.requeue_front(j);
         }
-        let key = (self.per[j].pos, j);
-        let l = &mut self.levels[self.level[j] as usize];
-        if l.running.remove(&key) {
-            self.front -= 1;
-            let p = self.front;
-            self.per[j].pos = p;
-            l.pending.insert((p, j));
-        }
-        self.clear_demotion(j);
     }
 
     fn schedule(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
@@ -465,15 +470,7 @@ impl Policy for Tiresias {
             self.set_demotion(ctx, j);
         }
         for &j in preempted.iter().rev() {
-            let key = (self.per[j].pos, j);
-            let l = &mut self.levels[self.level[j] as usize];
-            if l.running.remove(&key) {
-                self.front -= 1;
-                let p = self.front;
-                self.per[j].pos = p;
-                l.pending.insert((p, j));
-            }
-            self.clear_demotion(j);
+            self.requeue_front(j);
         }
         self.scratch.started = started;
         self.scratch.preempted = preempted;

@@ -473,35 +473,23 @@ fn true_with(rng: &mut Rng, n: u32) -> bool {
 /// The running jobs on GPU `g` of node `n` (several where jobs share it), in index
 /// order.
 fn on_gpu(world: &World, n: u32, g: u32) -> Vec<JobIdx> {
-    let mut v: Vec<JobIdx> = world
-        .running()
-        .iter()
-        .copied()
-        .filter(|&j| {
-            world.rt[j as usize]
-                .placement
-                .parts
-                .iter()
-                .any(|&(pn, mask)| pn == n && g < 64 && mask & (1 << g) != 0)
-        })
-        .collect();
-    v.sort_unstable();
-    v
+    running_where(world, |&(pn, mask)| {
+        pn == n && g < 64 && mask & (1 << g) != 0
+    })
 }
 
 /// The running jobs with a part on any of `nodes`, in index order.
 fn on_nodes(world: &World, nodes: &[u32]) -> Vec<JobIdx> {
+    running_where(world, |(n, _)| nodes.contains(n))
+}
+
+/// The running jobs with a part (node, GPU mask) that `hit` picks, in index order.
+fn running_where(world: &World, hit: impl Fn(&(u32, u64)) -> bool) -> Vec<JobIdx> {
     let mut v: Vec<JobIdx> = world
         .running()
         .iter()
         .copied()
-        .filter(|&j| {
-            world.rt[j as usize]
-                .placement
-                .parts
-                .iter()
-                .any(|(n, _)| nodes.contains(n))
-        })
+        .filter(|&j| world.rt[j as usize].placement.parts.iter().any(&hit))
         .collect();
     v.sort_unstable();
     v
