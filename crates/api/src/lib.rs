@@ -23,6 +23,10 @@ pub struct RestartPolicy {
     /// Attempts after the first, at most.
     #[serde(default = "three")]
     pub max_restarts: u32,
+    /// Exit codes that mean the infrastructure failed, not the job (an NCCL watchdog's
+    /// abort, say): such an attempt is a failure, requeued as after a lost node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_exit_codes: Vec<i32>,
 }
 
 fn yes() -> bool {
@@ -38,6 +42,7 @@ impl Default for RestartPolicy {
             on_failure: false,
             on_node_loss: true,
             max_restarts: 3,
+            failure_exit_codes: Vec::new(),
         }
     }
 }
@@ -103,6 +108,10 @@ pub struct JobSpec {
     /// `--dependency=afterany:ID`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_any: Vec<u64>,
+    /// Where the job keeps its checkpoints, on the nodes: each attempt gets it as
+    /// `APIARY_CHECKPOINT_DIR`, beside `APIARY_RESTART_COUNT`, to resume from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<String>,
     /// The task of a job array (sbatch's `--array`) this job is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<ArrayTask>,

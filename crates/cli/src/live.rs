@@ -169,6 +169,14 @@ pub struct Submission {
     /// --gpu-milli.
     #[arg(long, value_name = "SIZE[K|M|G|T]", requires = "gpu_milli")]
     pub mem: Option<String>,
+    /// Where the job keeps its checkpoints on the nodes: every attempt gets it as
+    /// APIARY_CHECKPOINT_DIR, and APIARY_RESTART_COUNT says how many came before.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<String>,
+    /// Exit codes that mean the infrastructure failed, not the job (comma-separated):
+    /// such an attempt is requeued as after a lost node.
+    #[arg(long, value_name = "CODE,...", value_delimiter = ',')]
+    pub failure_exit_codes: Vec<i32>,
     /// Virtual cluster.
     #[arg(long)]
     pub vc: Option<String>,
@@ -273,7 +281,10 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         },
         estimated_duration_s: s.estimate_s,
         deadline_unix_s: None,
-        restart: RestartPolicy::default(),
+        restart: RestartPolicy {
+            failure_exit_codes: s.failure_exit_codes,
+            ..RestartPolicy::default()
+        },
         array: None,
         time_limit_s: match &s.time {
             None => None,
@@ -283,6 +294,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         },
         after_ok: deps.after_ok,
         after_any: deps.after_any,
+        checkpoint_dir: s.checkpoint_dir,
     };
     let client = c.client()?;
     let mut ids = Vec::new();

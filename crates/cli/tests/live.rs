@@ -601,3 +601,42 @@ fn two_halves_of_one_gpu_run_side_by_side_with_their_shares() {
     assert_eq!(jobs[0]["spec"]["cpu_milli"], 500);
     assert_eq!(jobs[0]["spec"]["memory_mib"], 1024);
 }
+
+#[test]
+fn a_declared_failure_exit_reruns_with_its_restart_count_and_checkpoint_dir() {
+    let c = Cluster::new("failexit", "fifo");
+    let dir = c.dir.join("ckpt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = "echo $APIARY_RESTART_COUNT $APIARY_CHECKPOINT_DIR >> $APIARY_CHECKPOINT_DIR/log; \
+                  [ $APIARY_RESTART_COUNT -ge 1 ] || exit 75";
+    let d = dir.display().to_string();
+    let o = cli(
+        &c,
+        &[
+            "submit",
+            "--wait",
+            "--checkpoint-dir",
+            &d,
+            "--failure-exit-codes",
+            "75",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    out(&o);
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert_eq!(log, format!("0 {d}\n1 {d}\n"));
+    let m = common::client()
+        .get(&c.url("/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        m.contains("apiary_failures_total{cause=\"exit_code\"} 1"),
+        "{m}"
+    );
+}

@@ -188,6 +188,7 @@ mod tests {
                 after_ok: Vec::new(),
                 after_any: Vec::new(),
                 array: None,
+                checkpoint_dir: None,
             },
             vc: "default".into(),
             user: None,

@@ -506,6 +506,16 @@ pub fn metrics_text(c: &crate::core::Core) -> String {
         let n = k.decisions.get(kind).copied().unwrap_or(0);
         let _ = writeln!(out, "apiary_decisions_total{{kind=\"{kind}\"}} {n}");
     }
+    head(
+        &mut out,
+        "apiary_failures_total",
+        "counter",
+        "Attempts ended by a failure rather than by the job, by cause.",
+    );
+    for cause in crate::core::FAILURE_CAUSES {
+        let n = k.failures.get(cause).copied().unwrap_or(0);
+        let _ = writeln!(out, "apiary_failures_total{{cause=\"{cause}\"}} {n}");
+    }
     let e = c.energy();
     head(
         &mut out,

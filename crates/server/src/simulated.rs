@@ -238,11 +238,13 @@ fn spec_of(job: &Job) -> JobSpec {
             on_failure: false,
             on_node_loss: false,
             max_restarts: 0,
+            failure_exit_codes: Vec::new(),
         },
         time_limit_s: None,
         after_ok: Vec::new(),
         after_any: Vec::new(),
         array: None,
+        checkpoint_dir: None,
     }
 }
 

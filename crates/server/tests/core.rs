@@ -75,6 +75,7 @@ fn a_lost_node_requeues_after_the_grace_period_and_stops_stale_processes() {
     c.heartbeat(&hb(other, &[], &[]), 7600).unwrap();
     c.check_nodes(7600);
     assert_eq!(state(&c, j), JobState::Queued);
+    assert_eq!(c.counters().failures.get("node_lost"), Some(&1));
     c.schedule(7600);
     let r = c.job(j).unwrap();
     assert_eq!(
@@ -752,4 +753,48 @@ fn energy_and_carbon_are_counted_live() {
         )),
         "{text}"
     );
+}
+
+#[test]
+fn a_declared_failure_exit_reruns_from_its_checkpoint_and_is_counted() {
+    let mut c = Core::new(config("fifo", ""), 0).unwrap();
+    let mut s = spec(4);
+    s.checkpoint_dir = Some("/ckpt/run-7".into());
+    s.restart.failure_exit_codes = vec![134];
+    let j = c.submit(s, 0).unwrap();
+    c.schedule(0);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    let h = hb(&node, &[], &[]);
+    let n = c.heartbeat(&h, 10).unwrap();
+    let first = c.reply(n, &h).start;
+    assert_eq!(first[0].env["APIARY_RESTART_COUNT"], "0");
+    assert_eq!(first[0].env["APIARY_CHECKPOINT_DIR"], "/ckpt/run-7");
+    c.heartbeat(&hb(&node, &[(j, 1)], &[]), 20).unwrap();
+    // 134 is a failure it declared: requeued (on_failure is off), not failed.
+    c.heartbeat(&hb(&node, &[], &[(j, 1, 134)]), 30).unwrap();
+    let r = c.job(j).unwrap();
+    assert_eq!(r.state, JobState::Queued);
+    assert!(
+        r.history.last().unwrap().detail.contains("failure code"),
+        "{:?}",
+        r.history.last()
+    );
+    c.schedule(40);
+    let node = c.job(j).unwrap().parts[0].node.clone();
+    let h = hb(&node, &[], &[]);
+    let n = c.heartbeat(&h, 50).unwrap();
+    let second = c.reply(n, &h).start;
+    assert_eq!(second[0].env["APIARY_RESTART_COUNT"], "1");
+    assert_eq!(second[0].env["APIARY_ATTEMPT"], "2");
+    // Another code is the job's own failure: it fails for good.
+    c.heartbeat(&hb(&node, &[(j, 2)], &[]), 60).unwrap();
+    c.heartbeat(&hb(&node, &[], &[(j, 2, 1)]), 70).unwrap();
+    assert_eq!(c.job(j).unwrap().state, JobState::Failed);
+    let text = apiary_server::http::metrics_text(&c);
+    for want in [
+        "apiary_failures_total{cause=\"exit_code\"} 1",
+        "apiary_failures_total{cause=\"node_lost\"} 0",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
 }

@@ -55,7 +55,11 @@ impl Core {
     }
 
     /// Ends the current attempt: all parts exited (or were lost).
-    pub(super) fn end_attempt(&mut self, j: JobIdx, now: u64, lost_node: bool) {
+    pub(super) fn end_attempt(&mut self, j: JobIdx, now: u64, failure: Option<&'static str>) {
+        let lost_node = failure.is_some();
+        if let Some(cause) = failure {
+            *self.counters.failures.entry(cause).or_insert(0) += 1;
+        }
         let r = &self.jobs[j as usize];
         let ok = r.parts.iter().all(|p| p.exit == Some(0));
         let restarts_left = r.attempt <= r.spec.restart.max_restarts;
@@ -92,10 +96,12 @@ impl Core {
             }
             let r = &mut self.jobs[j as usize];
             r.state = JobState::Queued;
-            let why = if lost_node {
-                "a node was lost"
-            } else {
-                "it failed"
+            let why = match failure {
+                Some("exit_code") => "it exited with a failure code it declared",
+                Some("agent_lost") => "its agent lost the server",
+                Some("agent_replaced") => "its node's agent was replaced",
+                Some(_) => "a node was lost",
+                None => "it failed",
             };
             note(r, now, "requeued", format!("attempt {attempt}: {why}"));
             self.queue_share(j);
@@ -122,8 +128,22 @@ impl Core {
         self.dirty.insert(j);
     }
 
-    /// One part of job `j`'s current attempt ended with `code`.
-    pub(super) fn part_exited(&mut self, j: JobIdx, node: u32, code: i32, now: u64, lost: bool) {
+    /// One part of job `j`'s current attempt ended with `code`; `failure` names the
+    /// cause when the part was lost rather than exited.
+    pub(super) fn part_exited(
+        &mut self,
+        j: JobIdx,
+        node: u32,
+        code: i32,
+        now: u64,
+        failure: Option<&'static str>,
+    ) {
+        let declared = self.jobs[j as usize]
+            .spec
+            .restart
+            .failure_exit_codes
+            .contains(&code);
+        let failure = failure.or(declared.then_some("exit_code"));
         let name = self.nodes[node as usize].name.clone();
         let r = &mut self.jobs[j as usize];
         let Some(part) = r
@@ -147,7 +167,7 @@ impl Core {
             }
         }
         if all_done || failed {
-            self.end_attempt(j, now, lost);
+            self.end_attempt(j, now, failure);
         }
     }
 
@@ -248,7 +268,7 @@ impl Core {
                 let since = *self.missing.entry(key).or_insert(now);
                 if now.saturating_sub(since) > lost_after {
                     self.missing.remove(&key);
-                    self.part_exited(j, n, -1, now, true);
+                    self.part_exited(j, n, -1, now, Some("process_lost"));
                     self.drop_holds(key.0, key.1, n);
                 }
             } else {
@@ -447,7 +467,7 @@ impl Core {
         };
         let r = &self.jobs[j as usize];
         if r.state == JobState::Running && r.attempt == attempt {
-            self.part_exited(j, n, code, now, lost);
+            self.part_exited(j, n, code, now, lost.then_some("agent_lost"));
         }
     }
 
@@ -491,6 +511,13 @@ impl Core {
             let mut env = r.spec.env.clone();
             env.insert("APIARY_JOB_ID".into(), r.id.to_string());
             env.insert("APIARY_ATTEMPT".into(), r.attempt.to_string());
+            env.insert(
+                "APIARY_RESTART_COUNT".into(),
+                r.attempt.saturating_sub(1).to_string(),
+            );
+            if let Some(d) = &r.spec.checkpoint_dir {
+                env.insert("APIARY_CHECKPOINT_DIR".into(), d.clone());
+            }
             env.insert("APIARY_NODE_RANK".into(), rank.to_string());
             env.insert("APIARY_NUM_NODES".into(), r.parts.len().to_string());
             env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
@@ -588,7 +615,7 @@ impl Core {
             }
             for j in self.running_on(n) {
                 changed = true;
-                self.part_exited(j, n, -1, now, true);
+                self.part_exited(j, n, -1, now, Some("node_lost"));
             }
             let keys: Vec<_> = self.stopping.keys().filter(|k| k.2 == n).copied().collect();
             for (job, attempt, node) in keys {

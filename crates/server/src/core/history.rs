@@ -226,6 +226,7 @@ impl Core {
                 after_ok: Vec::new(),
                 after_any: Vec::new(),
                 array: None,
+                checkpoint_dir: None,
             },
             parts: Vec::new(),
             history: Vec::new(),

@@ -105,7 +105,7 @@ impl Core {
                     p.exit = Some(-1);
                 }
             }
-            self.end_attempt(j, now, true);
+            self.end_attempt(j, now, Some("agent_replaced"));
             self.orphans.insert((id, attempt, n), until);
         }
     }

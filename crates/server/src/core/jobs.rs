@@ -82,12 +82,23 @@ fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
             format!("must be a positive number of seconds (got {t})"),
         ));
     }
-    if let Some(w) = &s.workdir {
-        over("workdir", w.len(), limits::WORKDIR_BYTES, "bytes")?;
-        if w.contains('\0') {
-            return Err(ApiError::bad("workdir", "contains a NUL byte"));
+    for (f, d) in [
+        ("workdir", &s.workdir),
+        ("checkpoint_dir", &s.checkpoint_dir),
+    ] {
+        if let Some(w) = d {
+            over(f, w.len(), limits::WORKDIR_BYTES, "bytes")?;
+            if w.contains('\0') {
+                return Err(ApiError::bad(f, "contains a NUL byte"));
+            }
         }
     }
+    over(
+        "restart.failure_exit_codes",
+        s.restart.failure_exit_codes.len(),
+        256,
+        "codes",
+    )?;
     Ok(())
 }
 

@@ -72,6 +72,15 @@ pub struct Dirty {
     pub instances: Vec<(String, String)>,
 }
 
+/// The causes [`Counters::failures`] counts, for `/metrics`.
+pub const FAILURE_CAUSES: [&str; 5] = [
+    "node_lost",
+    "process_lost",
+    "agent_lost",
+    "agent_replaced",
+    "exit_code",
+];
+
 /// Upper bounds of the scheduling-pass latency histogram, seconds.
 pub const PASS_BUCKETS: [f64; 10] = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 1.0];
 
@@ -82,6 +91,11 @@ pub struct Counters {
     pub decisions: BTreeMap<&'static str, u64>,
     /// Jobs accepted.
     pub submissions: u64,
+    /// Attempts ended by a failure rather than by the job, by cause: `node_lost` (its
+    /// node went silent), `process_lost` (its agent no longer knew it), `agent_lost`
+    /// (the agent stopped it, cut off from the server), `agent_replaced` (another
+    /// agent took its node over), `exit_code` (a failure exit code the job declared).
+    pub failures: BTreeMap<&'static str, u64>,
     /// Scheduling passes per latency bucket (the last counts the rest).
     pub pass_buckets: [u64; PASS_BUCKETS.len() + 1],
     /// Sum of pass latencies, seconds.
