@@ -96,7 +96,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 type ReadFn = Box<dyn FnOnce(&Core) + Send>;
 
 enum Request {
-    Submit(JobSpec, Option<String>, Reply<JobRecord>),
+    Submit(Box<JobSpec>, Option<String>, Reply<JobRecord>),
     Cancel(u64, Reply<JobRecord>),
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
     Cordon(String, bool, Reply<()>),
@@ -142,7 +142,7 @@ impl Handle {
         spec: JobSpec,
         user: Option<String>,
     ) -> Result<JobRecord, ApiError> {
-        self.ask(|r| Request::Submit(spec, user, r)).await
+        self.ask(|r| Request::Submit(Box::new(spec), user, r)).await
     }
     /// Cancels a job.
     pub async fn cancel(&self, id: u64) -> Result<JobRecord, ApiError> {
@@ -525,7 +525,7 @@ async fn run(
         for m in batch.drain(..) {
             pending.push(match m {
                 Request::Submit(spec, user, r) => {
-                    Pending::Submit(core.submit_as(spec, user, now), r)
+                    Pending::Submit(core.submit_as(*spec, user, now), r)
                 }
                 Request::Cancel(id, r) => Pending::Cancel(id, core.cancel(id, now), r),
                 Request::Heartbeat(hb, r) => {
