@@ -95,6 +95,7 @@ mod tests {
             workdir: None,
             gpus: vec![0],
             gpu_milli: None,
+            grace_ms: None,
             gpu_memory_mib: None,
             vc: vc.into(),
             run_as: run_as.map(String::from),

@@ -85,6 +85,8 @@ struct Running {
     /// The uid and VC it runs as.
     uid: u32,
     vc: String,
+    /// SIGTERM to SIGKILL: the job's own, or the server's.
+    grace: Duration,
 }
 
 /// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
@@ -339,13 +341,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             stop_all(&mut st.running);
         }
         st.check_lease();
-        reap(
-            &mut st.running,
-            st.grace,
-            &o.logs,
-            &st.records,
-            &mut st.exited,
-        )?;
+        reap(&mut st.running, &o.logs, &st.records, &mut st.exited)?;
         let output = st
             .streams
             .chunks(&o.logs, st.running.keys().copied(), &st.exited);
@@ -367,7 +363,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         {
             log!("{e}: killing {} jobs and stopping", st.running.len());
             for r in st.running.values() {
-                let kill_at = st.grace + SUPERVISOR_SLACK;
+                let kill_at = r.grace + SUPERVISOR_SLACK;
                 procs::end_group(r.pgid, kill_at, kill_at + Duration::from_secs(30));
             }
             return Err(AgentError::Fenced(e.to_string()));
@@ -527,6 +523,7 @@ impl Launcher<'_> {
                             lease,
                             uid,
                             vc: l.vc.clone(),
+                            grace: self.grace_of(&l),
                         },
                     );
                 }
@@ -545,6 +542,12 @@ impl Launcher<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The attempt's grace period: the job's own where it declared one.
+    fn grace_of(&self, l: &Launch) -> Duration {
+        l.grace_ms
+            .map_or(self.grace, |g| Duration::from_millis(g.min(3_600_000)))
     }
 
     fn agent_uid(&self) -> u32 {
@@ -575,7 +578,7 @@ impl Launcher<'_> {
         let mut cmd = Command::new(self.exe);
         cmd.arg("job-exec")
             .arg("--grace-ms")
-            .arg(self.grace.as_millis().to_string())
+            .arg(self.grace_of(l).as_millis().to_string())
             .arg("--lease-ms")
             .arg(self.lease.as_millis().to_string())
             .arg("--")
@@ -606,7 +609,6 @@ impl Launcher<'_> {
 /// period, and records the exits of attempts whose groups are empty.
 fn reap(
     running: &mut BTreeMap<AttemptRef, Running>,
-    grace: Duration,
     logs: &Path,
     records: &Records,
     exited: &mut Vec<Exit>,
@@ -625,7 +627,7 @@ fn reap(
             signal_group(r.pgid, Signal::KILL);
             r.killed = true;
         } else if let Some(t) = r.term_at
-            && t.elapsed() >= grace + SUPERVISOR_SLACK
+            && t.elapsed() >= r.grace + SUPERVISOR_SLACK
             && !r.killed
         {
             signal_group(r.pgid, Signal::KILL);
@@ -757,6 +759,7 @@ mod tests {
             workdir: None,
             gpus: vec![0, 2],
             gpu_milli: None,
+            grace_ms: None,
             gpu_memory_mib: None,
             vc: "a".into(),
             run_as: None,
@@ -801,6 +804,7 @@ mod tests {
             workdir: None,
             gpus: vec![3],
             gpu_milli: Some(333),
+            grace_ms: None,
             gpu_memory_mib: Some(27_279),
             vc: "a".into(),
             run_as: None,
@@ -814,6 +818,7 @@ mod tests {
         assert_eq!(env["APIARY_GPU_MEMORY_MIB"], "27279");
         let whole = Launch {
             gpu_milli: None,
+            grace_ms: None,
             gpu_memory_mib: None,
             env: Default::default(),
             ..l

@@ -108,6 +108,11 @@ pub struct JobSpec {
     /// `--dependency=afterany:ID`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_any: Vec<u64>,
+    /// Seconds between SIGTERM and SIGKILL when an attempt is stopped (preempted,
+    /// cancelled, drained), for the job to save a checkpoint (the server's `grace_s`
+    /// when absent; at most an hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_s: Option<f64>,
     /// Where the job keeps its checkpoints, on the nodes: each attempt gets it as
     /// `APIARY_CHECKPOINT_DIR`, beside `APIARY_RESTART_COUNT`, to resume from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,6 +488,9 @@ pub struct Launch {
     /// The thousandths of the GPU the process may use, when it shares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_milli: Option<u32>,
+    /// Its own milliseconds between SIGTERM and SIGKILL, where the job declared them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
     /// The GPU memory it may pin, MiB, when it shares a GPU of a node whose
     /// `gpu_memory_gib` the server knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]

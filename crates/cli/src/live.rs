@@ -173,6 +173,10 @@ pub struct Submission {
     /// APIARY_CHECKPOINT_DIR, and APIARY_RESTART_COUNT says how many came before.
     #[arg(long, value_name = "DIR")]
     pub checkpoint_dir: Option<String>,
+    /// Seconds between SIGTERM and SIGKILL when an attempt is stopped (preempted,
+    /// cancelled, drained), to save a checkpoint (default: the server's grace_s).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<f64>,
     /// Exit codes that mean the infrastructure failed, not the job (comma-separated):
     /// such an attempt is requeued as after a lost node.
     #[arg(long, value_name = "CODE,...", value_delimiter = ',')]
@@ -295,6 +299,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         after_ok: deps.after_ok,
         after_any: deps.after_any,
         checkpoint_dir: s.checkpoint_dir,
+        grace_s: s.grace,
     };
     let client = c.client()?;
     let mut ids = Vec::new();

@@ -640,3 +640,34 @@ fn a_declared_failure_exit_reruns_with_its_restart_count_and_checkpoint_dir() {
         "{m}"
     );
 }
+
+#[test]
+fn a_job_declares_its_own_grace_to_checkpoint_when_stopped() {
+    // The cluster's grace is 0.3 s; the job asks for 5 s and needs 1 s to save.
+    let c = Cluster::new("grace", "fifo");
+    let dir = c.dir.join("saved");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display().to_string();
+    let script = format!(
+        "trap 'sleep 1; echo saved > {d}/$APIARY_JOB_ID; exit 143' TERM; sleep 30 & wait $!"
+    );
+    let text = out(&cli(
+        &c,
+        &["submit", "--grace", "5", "--", "sh", "-c", &script],
+    ));
+    let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    c.wait_running(id);
+    // Started and its trap set: give the shell a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    out(&cli(&c, &["cancel", &id.to_string()]));
+    c.wait_terminal(&[id], Duration::from_secs(20));
+    let t0 = Instant::now();
+    while !dir.join(id.to_string()).exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join(id.to_string())).unwrap_or_default(),
+        "saved\n",
+        "the job was killed before its checkpoint"
+    );
+}

@@ -189,6 +189,7 @@ mod tests {
                 after_any: Vec::new(),
                 array: None,
                 checkpoint_dir: None,
+                grace_s: None,
             },
             vc: "default".into(),
             user: None,

@@ -245,6 +245,7 @@ fn spec_of(job: &Job) -> JobSpec {
         after_any: Vec::new(),
         array: None,
         checkpoint_dir: None,
+        grace_s: None,
     }
 }
 

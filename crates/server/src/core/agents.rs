@@ -534,6 +534,7 @@ impl Core {
                 workdir: r.spec.workdir.clone(),
                 gpus: part.gpus.clone(),
                 gpu_milli: part.gpu_milli,
+                grace_ms: r.spec.grace_s.map(|g| (g * 1000.0).round() as u64),
                 gpu_memory_mib: part.gpu_milli.and_then(|m| {
                     let gib = self.cfg.nodes[n as usize].gpu_memory_gib?;
                     Some(u64::from(gib) * 1024 * u64::from(m) / 1000)

@@ -93,6 +93,14 @@ fn check_sizes(s: &JobSpec) -> Result<(), ApiError> {
             }
         }
     }
+    if let Some(g) = s.grace_s
+        && !(g.is_finite() && (0.0..=3600.0).contains(&g))
+    {
+        return Err(ApiError::bad(
+            "grace_s",
+            format!("must be 0 to 3600 seconds (got {g})"),
+        ));
+    }
     over(
         "restart.failure_exit_codes",
         s.restart.failure_exit_codes.len(),
