@@ -231,4 +231,3 @@ rate_per_hour = 1000
     }
     assert!(o.failures.as_ref().unwrap().job_failures >= 2002);
 }
-
