@@ -3,9 +3,9 @@
 //! `--simulate`, the same job run failure by failure beside the closed form.
 
 use anyhow::{Context, Result, bail};
+use apiary_model::failures::FailureModel;
 use apiary_model::failures::checkpoint::{self, Level, Plan, Rule};
 use apiary_model::failures::montecarlo::{self, Run};
-use apiary_model::failures::{FailureModel, PRESETS};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -59,26 +59,8 @@ pub struct PlanArgs {
 
 /// The failure model `spec` names: a preset, or a TOML file.
 pub fn failure_model(spec: &str) -> Result<FailureModel> {
-    if let Some(m) = FailureModel::preset(spec) {
-        return Ok(m);
-    }
-    let text = std::fs::read_to_string(spec).with_context(|| {
-        format!(
-            "--failures '{spec}' is neither a preset ({}) nor a readable file",
-            PRESETS.join(", ")
-        )
-    })?;
-    let mut m = FailureModel::parse(&text, spec)?;
-    if let Some(log) = m.log.clone() {
-        let path = std::path::Path::new(spec)
-            .parent()
-            .unwrap_or(std::path::Path::new("."))
-            .join(&log);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("{spec}: log: reading {}", path.display()))?;
-        m.add_log(&text, &path.display().to_string())?;
-    }
-    Ok(m)
+    apiary_trace::failures::load(spec, std::path::Path::new(""))
+        .map_err(|e| anyhow::anyhow!("--failures {e}"))
 }
 
 /// The simulator's setting for `--failures SPEC`.

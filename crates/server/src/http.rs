@@ -512,7 +512,7 @@ pub fn metrics_text(c: &crate::core::Core) -> String {
         "counter",
         "Attempts ended by a failure rather than by the job, by cause.",
     );
-    for cause in crate::core::FAILURE_CAUSES {
+    for cause in crate::core::Failure::ALL.map(crate::core::Failure::name) {
         let n = k.failures.get(cause).copied().unwrap_or(0);
         let _ = writeln!(out, "apiary_failures_total{{cause=\"{cause}\"}} {n}");
     }

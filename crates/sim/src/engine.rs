@@ -74,8 +74,8 @@ pub struct Engine<'a, B: Backend = SimBackend<'a>> {
     touched: Vec<JobIdx>,
     /// Failures and repairs, when the run models them.
     failures: Option<crate::failures::Failures>,
-    /// Jobs the failures due now end: (job, lost work, recovery).
-    failed: Vec<(JobIdx, f64, Time)>,
+    /// Jobs the failures due now end.
+    failed: Vec<crate::failures::Struck>,
     events: u64,
     passes: u64,
     finished: usize,
@@ -449,14 +449,15 @@ impl<'a, B: Backend> Engine<'a, B> {
         }
         let mut gave_up = 0;
         for k in 0..self.failed.len() {
-            let (j, lost, recovery) = self.failed[k];
+            let s = self.failed[k];
             // A job struck this often never gets far: it ends unfinished, as Slurm
             // stops requeueing a job past its limit, so no run goes on for ever.
-            let give_up = (f.failures_of(j) > crate::failures::MAX_FAILURES_PER_JOB).then_some(
+            let give_up = s.give_up.then_some(
                 "struck by more failures than a job is requeued for (1,000); never finished",
             );
-            self.b.fail(j, lost, recovery, give_up, &mut self.pass);
-            gave_up += usize::from(give_up.is_some());
+            self.b
+                .fail(s.job, s.lost, s.recovery, give_up, &mut self.pass);
+            gave_up += usize::from(s.give_up);
             self.events += 1;
         }
         self.failed.clear();

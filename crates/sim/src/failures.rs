@@ -21,6 +21,20 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Failures a job may take; past them it ends unfinished.
 pub const MAX_FAILURES_PER_JOB: u32 = 1000;
 
+/// A job a failure ended, for the engine to requeue (or, past
+/// [`MAX_FAILURES_PER_JOB`], to give up).
+#[derive(Clone, Copy, Debug)]
+pub struct Struck {
+    /// The job.
+    pub job: JobIdx,
+    /// Work lost back to its last surviving checkpoint, ms at rate 1.
+    pub lost: f64,
+    /// Restore and restart after its next start, ms.
+    pub recovery: Time,
+    /// It was struck too often: it ends unfinished.
+    pub give_up: bool,
+}
+
 /// What a run is given: the failure model, the checkpoint levels and the interval rule.
 #[derive(Clone, Debug)]
 pub struct Setting {
@@ -221,11 +235,6 @@ impl Failures {
         self.plan_for(gpus).factor
     }
 
-    /// Failures that struck job `j` so far.
-    pub fn failures_of(&self, j: JobIdx) -> u32 {
-        self.struck.get(j as usize).copied().unwrap_or(0)
-    }
-
     /// Job `j` (re)started now: its checkpoints count from here.
     pub fn started(&mut self, world: &World, j: JobIdx) {
         let i = j as usize;
@@ -259,15 +268,9 @@ impl Failures {
         }
     }
 
-    /// Handles the failures and repairs due at `now`: jobs to fail go to `fail` as
-    /// (job, lost work, recovery), for the backend to apply; down nodes' free GPUs are
-    /// held in the world. Returns whether anything happened.
-    pub fn due(
-        &mut self,
-        world: &mut World,
-        now: Time,
-        fail: &mut Vec<(JobIdx, f64, Time)>,
-    ) -> bool {
+    /// Handles the failures and repairs due at `now`: jobs to fail go to `fail`, for the
+    /// backend to apply; down nodes' GPUs come back. Returns whether anything happened.
+    pub fn due(&mut self, world: &mut World, now: Time, fail: &mut Vec<Struck>) -> bool {
         self.measure(now);
         let mut any = false;
         while let Some(&(t, n)) = self.repairs.first() {
@@ -318,12 +321,21 @@ impl Failures {
         gpu: Option<u32>,
         repair: Option<Time>,
         now: Time,
-        fail: &mut Vec<(JobIdx, f64, Time)>,
+        fail: &mut Vec<Struck>,
     ) -> bool {
         let class = self.setting.model.classes[k].clone();
         if self.down.contains_key(&node) {
             return false; // already down: nothing there to strike
         }
+        // The nodes it strikes: the node, or its whole switch.
+        let nodes: Vec<u32> = if class.kind == Kind::Correlated {
+            let sw = self.switch_of[node as usize];
+            (0..self.switch_of.len() as u32)
+                .filter(|&n| self.switch_of[n as usize] == sw)
+                .collect()
+        } else {
+            vec![node]
+        };
         let hit: Vec<JobIdx> = match (class.kind, class.per, gpu) {
             (Kind::Process, Per::Job, Some(g)) => {
                 // Per job: a uniform GPU stands for a uniform job, kept with
@@ -333,15 +345,7 @@ impl Failures {
                 on
             }
             (Kind::Process, Per::Gpu, Some(g)) => on_gpu(world, node, g),
-            (Kind::Process, _, _) => on_nodes(world, &[node]),
-            (Kind::Node, ..) => on_nodes(world, &[node]),
-            (Kind::Correlated, ..) => {
-                let sw = self.switch_of[node as usize];
-                let nodes: Vec<u32> = (0..self.switch_of.len() as u32)
-                    .filter(|&n| self.switch_of[n as usize] == sw)
-                    .collect();
-                on_nodes(world, &nodes)
-            }
+            _ => on_nodes(world, &nodes),
         };
         let repair = repair.unwrap_or_else(|| {
             if class.repair_hours > 0.0 {
@@ -361,16 +365,15 @@ impl Failures {
             let gpus = world.rt[i].placement.gpus().max(1);
             let done = world.jobs[i].duration as f64 - world.rt[i].remaining;
             let origin = self.origin.get(i).copied().unwrap_or(0.0).min(done);
-            let plan = self.plan_for(gpus).clone();
+            let plan = self.plan_for(gpus);
             let level = plan.recovery[k];
+            let (tau, down) = (plan.interval_ms[level], plan.down_ms[level]);
             let since = done - origin;
-            let tau = plan.interval_ms[level];
             let lost = if tau.is_finite() && tau > 0.0 {
                 since % tau
             } else {
                 since
             };
-            let down = plan.down_ms[level];
             self.report.job_failures += 1;
             if i >= self.struck.len() {
                 self.struck.resize(world.jobs.len(), 0);
@@ -378,17 +381,14 @@ impl Failures {
             self.struck[i] = self.struck[i].saturating_add(1);
             self.report.rework_gpu_ms += lost * f64::from(gpus);
             self.report.recovery_gpu_ms += down as f64 * f64::from(gpus);
-            fail.push((j, lost, down));
+            fail.push(Struck {
+                job: j,
+                lost,
+                recovery: down,
+                give_up: self.struck[i] > MAX_FAILURES_PER_JOB,
+            });
         }
         if takes_down {
-            let nodes: Vec<u32> = if class.kind == Kind::Correlated {
-                let sw = self.switch_of[node as usize];
-                (0..self.switch_of.len() as u32)
-                    .filter(|&n| self.switch_of[n as usize] == sw)
-                    .collect()
-            } else {
-                vec![node]
-            };
             for n in nodes {
                 if let std::collections::btree_map::Entry::Vacant(e) = self.down.entry(n) {
                     e.insert(0);

@@ -615,31 +615,8 @@ fn sim_options(
     let failures = match &s.failures {
         None => None,
         Some(spec) => {
-            let model = match apiary_model::failures::FailureModel::preset(spec) {
-                Some(m) => m,
-                None => {
-                    let file = resolve(base, Path::new(spec));
-                    let text = std::fs::read_to_string(&file).map_err(|e| {
-                        field(
-                            path,
-                            "sim.failures",
-                            format!("'{spec}' is neither a preset nor a readable file: {e}"),
-                        )
-                    })?;
-                    let name = file.display().to_string();
-                    let mut m = apiary_model::failures::FailureModel::parse(&text, &name)
-                        .map_err(|e| field(path, "sim.failures", e.to_string()))?;
-                    if let Some(log) = m.log.clone() {
-                        let log = resolve(file.parent().unwrap_or(Path::new(".")), Path::new(&log));
-                        let text = std::fs::read_to_string(&log).map_err(|e| {
-                            field(path, "sim.failures", format!("{}: {e}", log.display()))
-                        })?;
-                        m.add_log(&text, &log.display().to_string())
-                            .map_err(|e| field(path, "sim.failures", e.to_string()))?;
-                    }
-                    m
-                }
-            };
+            let model = apiary_trace::failures::load(spec, base)
+                .map_err(|e| field(path, "sim.failures", e.to_string()))?;
             Some(
                 apiary_sim::failures::Setting::of(model)
                     .map_err(|e| field(path, "sim.failures", format!("rule {e}")))?,

@@ -15,6 +15,7 @@ pub mod carbon;
 mod dates;
 pub mod efgen;
 pub mod elasticflow;
+pub mod failures;
 mod fields;
 mod format;
 mod ids;

@@ -1,7 +1,7 @@
 //! The agents' side: heartbeats in, what each agent should run or stop out, attempts
 //! that start and end, node health, cordon and drain.
 
-use super::{ApiError, Core, LIVE_KEPT, gpus_of, mask_of, note};
+use super::{ApiError, Core, Failure, LIVE_KEPT, gpus_of, mask_of, note};
 use crate::types::{
     AttemptRef, Exit, Heartbeat, HeartbeatReply, JobRecord, JobState, Launch, NodeHealth,
     OUTPUT_LIVE_BYTES, OUTPUT_TAIL_BYTES, OutputChunk, Part, PartOutput,
@@ -55,10 +55,10 @@ impl Core {
     }
 
     /// Ends the current attempt: all parts exited (or were lost).
-    pub(super) fn end_attempt(&mut self, j: JobIdx, now: u64, failure: Option<&'static str>) {
+    pub(super) fn end_attempt(&mut self, j: JobIdx, now: u64, failure: Option<Failure>) {
         let lost_node = failure.is_some();
         if let Some(cause) = failure {
-            *self.counters.failures.entry(cause).or_insert(0) += 1;
+            *self.counters.failures.entry(cause.name()).or_insert(0) += 1;
         }
         let r = &self.jobs[j as usize];
         let ok = r.parts.iter().all(|p| p.exit == Some(0));
@@ -96,13 +96,7 @@ impl Core {
             }
             let r = &mut self.jobs[j as usize];
             r.state = JobState::Queued;
-            let why = match failure {
-                Some("exit_code") => "it exited with a failure code it declared",
-                Some("agent_lost") => "its agent lost the server",
-                Some("agent_replaced") => "its node's agent was replaced",
-                Some(_) => "a node was lost",
-                None => "it failed",
-            };
+            let why = failure.map_or("it failed", Failure::why);
             note(r, now, "requeued", format!("attempt {attempt}: {why}"));
             self.queue_share(j);
         } else {
@@ -136,14 +130,14 @@ impl Core {
         node: u32,
         code: i32,
         now: u64,
-        failure: Option<&'static str>,
+        failure: Option<Failure>,
     ) {
         let declared = self.jobs[j as usize]
             .spec
             .restart
             .failure_exit_codes
             .contains(&code);
-        let failure = failure.or(declared.then_some("exit_code"));
+        let failure = failure.or(declared.then_some(Failure::ExitCode));
         let name = self.nodes[node as usize].name.clone();
         let r = &mut self.jobs[j as usize];
         let Some(part) = r
@@ -268,7 +262,7 @@ impl Core {
                 let since = *self.missing.entry(key).or_insert(now);
                 if now.saturating_sub(since) > lost_after {
                     self.missing.remove(&key);
-                    self.part_exited(j, n, -1, now, Some("process_lost"));
+                    self.part_exited(j, n, -1, now, Some(Failure::ProcessLost));
                     self.drop_holds(key.0, key.1, n);
                 }
             } else {
@@ -467,7 +461,7 @@ impl Core {
         };
         let r = &self.jobs[j as usize];
         if r.state == JobState::Running && r.attempt == attempt {
-            self.part_exited(j, n, code, now, lost.then_some("agent_lost"));
+            self.part_exited(j, n, code, now, lost.then_some(Failure::AgentLost));
         }
     }
 
@@ -616,7 +610,7 @@ impl Core {
             }
             for j in self.running_on(n) {
                 changed = true;
-                self.part_exited(j, n, -1, now, Some("node_lost"));
+                self.part_exited(j, n, -1, now, Some(Failure::NodeLost));
             }
             let keys: Vec<_> = self.stopping.keys().filter(|k| k.2 == n).copied().collect();
             for (job, attempt, node) in keys {

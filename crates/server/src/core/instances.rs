@@ -105,7 +105,7 @@ impl Core {
                     p.exit = Some(-1);
                 }
             }
-            self.end_attempt(j, now, Some("agent_replaced"));
+            self.end_attempt(j, now, Some(super::Failure::AgentReplaced));
             self.orphans.insert((id, attempt, n), until);
         }
     }

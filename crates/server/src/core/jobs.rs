@@ -410,16 +410,7 @@ impl Core {
                         t.adopt(&self.world, j);
                     }
                 } else {
-                    let r = &mut self.jobs[j as usize];
-                    r.state = JobState::Queued;
-                    r.parts.clear();
-                    note(
-                        r,
-                        now,
-                        "requeued",
-                        "its GPUs are no longer in the config".into(),
-                    );
-                    self.dirty.insert(j);
+                    self.requeue_recovered(j, now, "its GPUs are no longer in the config");
                 }
             }
         }
@@ -450,6 +441,15 @@ impl Core {
         let all: Vec<JobIdx> = (0..self.jobs.len() as JobIdx).collect();
         self.track_finished(&all);
         self.started = now;
+    }
+
+    /// A recovered running record that cannot have its GPUs back waits in the queue.
+    pub(super) fn requeue_recovered(&mut self, j: JobIdx, now: u64, why: &str) {
+        let r = &mut self.jobs[j as usize];
+        r.state = JobState::Queued;
+        r.parts.clear();
+        note(r, now, "requeued", why.into());
+        self.dirty.insert(j);
     }
 
     pub(super) fn record(&self, id: u64) -> Result<JobIdx, ApiError> {

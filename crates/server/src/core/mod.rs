@@ -72,14 +72,52 @@ pub struct Dirty {
     pub instances: Vec<(String, String)>,
 }
 
-/// The causes [`Counters::failures`] counts, for `/metrics`.
-pub const FAILURE_CAUSES: [&str; 5] = [
-    "node_lost",
-    "process_lost",
-    "agent_lost",
-    "agent_replaced",
-    "exit_code",
-];
+/// Why an attempt ended by a failure rather than by the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Its node went silent past the node timeout and grace.
+    NodeLost,
+    /// Its agent no longer knew its process.
+    ProcessLost,
+    /// Its agent stopped it, cut off from the server.
+    AgentLost,
+    /// Another agent took its node over.
+    AgentReplaced,
+    /// It exited with a failure code the job declared.
+    ExitCode,
+}
+
+impl Failure {
+    /// Every cause, in `/metrics` order.
+    pub const ALL: [Failure; 5] = [
+        Failure::NodeLost,
+        Failure::ProcessLost,
+        Failure::AgentLost,
+        Failure::AgentReplaced,
+        Failure::ExitCode,
+    ];
+
+    /// Its name in [`Counters::failures`] and `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::NodeLost => "node_lost",
+            Failure::ProcessLost => "process_lost",
+            Failure::AgentLost => "agent_lost",
+            Failure::AgentReplaced => "agent_replaced",
+            Failure::ExitCode => "exit_code",
+        }
+    }
+
+    /// Why a requeued attempt ended, for its history.
+    fn why(self) -> &'static str {
+        match self {
+            Failure::NodeLost | Failure::ProcessLost => "a node was lost",
+            Failure::AgentLost => "its agent lost the server",
+            Failure::AgentReplaced => "its node's agent was replaced",
+            Failure::ExitCode => "it exited with a failure code it declared",
+        }
+    }
+}
 
 /// Upper bounds of the scheduling-pass latency histogram, seconds.
 pub const PASS_BUCKETS: [f64; 10] = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 1.0];

@@ -134,16 +134,7 @@ impl Core {
     /// stopping keep theirs.
     pub(super) fn recover_fractional(&mut self, j: JobIdx, now: u64) {
         if !self.recover_holds(j) {
-            let r = &mut self.jobs[j as usize];
-            r.state = JobState::Queued;
-            r.parts.clear();
-            note(
-                r,
-                now,
-                "requeued",
-                "its share of a GPU is no longer free".into(),
-            );
-            self.dirty.insert(j);
+            self.requeue_recovered(j, now, "its share of a GPU is no longer free");
         }
         self.hold_for_dependencies(j);
         self.queue_share(j);
