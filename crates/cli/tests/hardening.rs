@@ -214,9 +214,8 @@ fn jobs_run_as_the_configured_user() {
         return;
     }
     let mut c = Cluster::new("runas", "fifo");
-    c.kill_agent("n0");
     c.kill_agent("n1");
-    c.start_agent_with("n0", &["--run-as", "nobody"]);
+    c.replace_agent("n0", &["--run-as", "nobody"]);
     let r = c
         .submit(
             json!({"gpus": 8, "command": ["sh", "-c", "echo uid=$(id -u) home=$HOME user=$USER"]}),

@@ -282,6 +282,36 @@ user = "bob"
         a.wait().unwrap();
     }
 
+    /// Replaces `node`'s agent by one started with `extra`, and waits until the server
+    /// has heard the new one: until then the server would still place jobs for the old
+    /// instance and requeue them once the new one claims the node.
+    pub fn replace_agent(&mut self, node: &str, extra: &[&str]) {
+        self.kill_agent(node);
+        let killed_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        self.start_agent_with(node, extra);
+        let t0 = Instant::now();
+        loop {
+            let (_, nodes) = call("GET", &self.url("/v1/nodes"), Some(ADMIN), None);
+            let heard = nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|n| n["name"] == node)
+                .and_then(|n| n["last_heartbeat_ms"].as_u64());
+            if heard.is_some_and(|t| t > killed_ms) {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the new agent for {node} was never heard"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn submit(&self, body: Value) -> Result<Value, (u16, Value)> {
         let mut r = client()
             .post(&self.url("/v1/jobs"))
