@@ -120,6 +120,26 @@ pub struct JobSpec {
     /// The task of a job array (sbatch's `--array`) this job is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<ArrayTask>,
+    /// Resizable by checkpoint and restart between these GPU counts: an elastic policy
+    /// picks its size, and `gpus` is the size the others run it at (and the one its
+    /// `estimated_duration_s` is for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<Elastic>,
+}
+
+/// How an elastic job may be sized (`apiary submit --elastic MIN-MAX`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elastic {
+    /// Fewest GPUs it runs on (a power of two).
+    pub min_gpus: u32,
+    /// Most GPUs it can use (a power of two).
+    pub max_gpus: u32,
+    /// Its throughput at each power-of-two count from `min_gpus` to `max_gpus`, as
+    /// `[gpus, rate]` pairs in any unit (iterations per second, samples per second);
+    /// empty: linear in the GPU count.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throughput: Vec<(u32, f64)>,
 }
 
 /// A job's place in a job array. The array's id is its first task's job id, as in

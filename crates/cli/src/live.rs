@@ -154,9 +154,9 @@ impl Connection {
 /// What `apiary submit` sends.
 #[derive(clap::Args, Debug)]
 pub struct Submission {
-    /// GPUs.
-    #[arg(long, short, default_value_t = 1)]
-    pub gpus: u32,
+    /// GPUs (default 1; an elastic job's MAX).
+    #[arg(long, short)]
+    pub gpus: Option<u32>,
     /// Share one GPU with other jobs: thousandths of it (1-999; 500 is half). The job's
     /// process gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (and, where the node's GPU memory
     /// is known, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) for its share.
@@ -207,9 +207,25 @@ pub struct Submission {
     /// the list for the rest too). --env adds to it.
     #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...", default_value = "ALL")]
     pub export: String,
-    /// Estimated run time, seconds.
+    /// Estimated run time, seconds (at --gpus GPUs for an elastic job).
     #[arg(long = "estimate")]
     pub estimate_s: Option<f64>,
+    /// When the job should be done, as sbatch's --deadline: now+2hours, a local date or
+    /// date-time (2026-11-27T18:00), or unix seconds. Deadline-aware policies (edf,
+    /// elasticflow) plan for it, and ElasticFlow's admission control refuses a job
+    /// whose deadline cannot be met.
+    #[arg(long, value_name = "TIME")]
+    pub deadline: Option<String>,
+    /// Resizable between MIN and MAX GPUs (powers of two) by checkpoint and restart:
+    /// under an elastic policy (elasticflow, edf, greenflow) the job is stopped with
+    /// its grace to save a checkpoint and restarted at its new size, told by
+    /// APIARY_NUM_GPUS; other policies run it at --gpus (default MAX).
+    #[arg(long, value_name = "MIN-MAX", conflicts_with = "gpu_milli")]
+    pub elastic: Option<String>,
+    /// An elastic job's throughput at each power-of-two count of its range, GPUS:RATE
+    /// pairs in any unit (1:1,2:1.9,4:3.4); default: linear in the count.
+    #[arg(long, value_name = "GPUS:RATE,...", requires = "elastic")]
+    pub throughput: Option<String>,
     /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,
     /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
     #[arg(long, short = 't', value_name = "TIME")]
@@ -263,9 +279,28 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         None => sbatch::Dependencies::default(),
     };
     let array = s.array.as_deref().map(sbatch::array).transpose()?;
+    let elastic = s
+        .elastic
+        .as_deref()
+        .map(|r| apiary_client::elastic::parse(r, s.throughput.as_deref()))
+        .transpose()?;
+    let deadline_unix_s = match &s.deadline {
+        None => None,
+        Some(t) => Some(
+            jobtime::parse_deadline(t, apiary_server::service::unix_ms()).with_context(|| {
+                format!("--deadline '{t}': give now+2hours, 2026-11-27T18:00 or unix seconds")
+            })? / 1000,
+        ),
+    };
+    let gpus = match (s.gpu_milli, s.gpus, &elastic) {
+        (Some(_), _, _) => 1,
+        (None, Some(g), _) => g,
+        (None, None, Some(e)) => e.max_gpus,
+        (None, None, None) => 1,
+    };
     let spec = JobSpec {
         name: s.name,
-        gpus: if s.gpu_milli.is_some() { 1 } else { s.gpus },
+        gpus,
         gpu_milli: s.gpu_milli,
         cpu_milli: s.cpu.as_deref().map(sbatch::cpu_milli).transpose()?,
         memory_mib: s.mem.as_deref().map(sbatch::mem_mib).transpose()?,
@@ -284,7 +319,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
             ),
         },
         estimated_duration_s: s.estimate_s,
-        deadline_unix_s: None,
+        deadline_unix_s,
         restart: RestartPolicy {
             failure_exit_codes: s.failure_exit_codes,
             ..RestartPolicy::default()
@@ -300,6 +335,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         after_any: deps.after_any,
         checkpoint_dir: s.checkpoint_dir,
         grace_s: s.grace,
+        elastic,
     };
     let client = c.client()?;
     let mut ids = Vec::new();

@@ -106,7 +106,11 @@ fn the_live_driver_refuses_what_it_cannot_replay() {
     );
     refused(
         &["simulate", "-q", "--driver", "live", "-p", "pollux"],
-        &["pollux needs the `elastic` capability"],
+        &["pollux resizes jobs, which the live driver does not replay"],
+    );
+    refused(
+        &["simulate", "-q", "--driver", "live", "-p", "edf"],
+        &["edf resizes jobs", "--elastic"],
     );
 }
 

@@ -108,18 +108,38 @@ pub fn parse_slurm_time(t: &str) -> Option<f64> {
 pub fn parse_since(t: &str, now_ms: u64) -> Option<u64> {
     let t = t.trim();
     if let Some(rel) = t.strip_prefix("now-") {
-        let split = rel.find(|c: char| !c.is_ascii_digit())?;
-        let (n, unit) = rel.split_at(split);
-        let n: u64 = n.parse().ok()?;
-        let s = match unit {
-            "d" | "day" | "days" => 86_400,
-            "h" | "hour" | "hours" => 3600,
-            "m" | "min" | "minute" | "minutes" => 60,
-            "s" | "sec" | "second" | "seconds" => 1,
-            _ => return None,
-        };
-        return Some(now_ms.saturating_sub(n.checked_mul(s)?.checked_mul(1000)?));
+        return Some(now_ms.saturating_sub(relative_ms(rel)?));
     }
+    absolute(t)
+}
+
+/// A time as sbatch's `--deadline` takes it, in unix ms: `now+2hours` (units as
+/// [`parse_since`]'s), a local date or date-time, or unix seconds.
+pub fn parse_deadline(t: &str, now_ms: u64) -> Option<u64> {
+    let t = t.trim();
+    if let Some(rel) = t.strip_prefix("now+") {
+        return now_ms.checked_add(relative_ms(rel)?);
+    }
+    absolute(t)
+}
+
+/// `3days`, `6h`: milliseconds.
+fn relative_ms(rel: &str) -> Option<u64> {
+    let split = rel.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = rel.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    let s = match unit {
+        "d" | "day" | "days" => 86_400,
+        "h" | "hour" | "hours" => 3600,
+        "m" | "min" | "minute" | "minutes" => 60,
+        "s" | "sec" | "second" | "seconds" => 1,
+        _ => return None,
+    };
+    n.checked_mul(s)?.checked_mul(1000)
+}
+
+/// A local date (its midnight), a local date-time, or unix seconds: unix ms.
+fn absolute(t: &str) -> Option<u64> {
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         return t.parse::<u64>().ok()?.checked_mul(1000);
     }
@@ -163,6 +183,14 @@ mod tests {
         assert_eq!(parse_since("yesterday", now), None);
         assert_eq!(parse_since("now-3weeks", now), None);
     }
+
+    #[test]
+    fn deadlines_read_forward_from_now() {
+        let now = 1_795_700_000_000;
+        assert_eq!(parse_deadline("now+2hours", now), Some(now + 7_200_000));
+        assert_eq!(parse_deadline("1795800000", now), Some(1_795_800_000_000));
+        assert_eq!(parse_deadline("now-2hours", now), None);
+    }
     use apiary_api::{JobSpec, Part, RestartPolicy, Transition};
 
     fn record(state: JobState, events: &[(u64, &str)], exits: &[Option<i32>]) -> JobRecord {
@@ -189,6 +217,7 @@ mod tests {
                 after_any: Vec::new(),
                 array: None,
                 checkpoint_dir: None,
+                elastic: None,
                 grace_s: None,
             },
             vc: "default".into(),

@@ -10,6 +10,7 @@
 
 pub mod cancel;
 pub mod client;
+pub mod elastic;
 pub mod jobtime;
 pub mod sbatch;
 pub mod submit;

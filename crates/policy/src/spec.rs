@@ -134,15 +134,8 @@ impl Capability {
     /// runs as fast as it runs.
     pub const fn live_blocker(self) -> Option<&'static str> {
         match self {
-            Capability::Elastic => Some(
-                "it resizes running jobs in place, and a live job is a gang of processes of \
-                 the size it asked for",
-            ),
             Capability::Adaptive => {
                 Some("its jobs must report goodput from inside (AdaptDL), which live jobs do not")
-            }
-            Capability::Scaling => {
-                Some("it reads per-job throughput tables, which a live submission does not carry")
             }
             Capability::Io => Some(
                 "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
@@ -331,7 +324,12 @@ mod tests {
         assert!(!s.has(Capability::Guests));
         assert_eq!(s.to_string(), "elastic, durations");
         assert_eq!(Capabilities::CORE.to_string(), "core");
-        assert_eq!(s.live_blocker().map(|b| b.0), Some(Capability::Elastic));
+        assert_eq!(s.live_blocker(), None);
+        let adaptive = Capabilities::of(&[Capability::Elastic, Capability::Adaptive]);
+        assert_eq!(
+            adaptive.live_blocker().map(|b| b.0),
+            Some(Capability::Adaptive)
+        );
         assert_eq!(s.tenant_blocker(), Some(Capability::Elastic));
         assert_eq!(
             Capabilities::of(&[Capability::Durations]).tenant_blocker(),

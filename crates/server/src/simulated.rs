@@ -38,6 +38,16 @@ pub enum LiveSetupError {
         /// The policy.
         policy: String,
     },
+    /// The policy resizes jobs, and trace jobs reach the service as rigid submissions.
+    #[error(
+        "{policy} resizes jobs, which the live driver does not replay: trace jobs reach the \
+         service as rigid API submissions without their throughput tables (`apiary serve` \
+         runs it for jobs submitted with --elastic)"
+    )]
+    Elastic {
+        /// The policy.
+        policy: String,
+    },
     /// The policy or its parameters.
     #[error(transparent)]
     Param(#[from] apiary_policy::ParamError),
@@ -59,6 +69,11 @@ fn service_config(
     params: &Params,
 ) -> Result<ServerConfig, LiveSetupError> {
     let mut built = apiary_policy::registry::build(policy, params)?;
+    if built.capabilities().has(apiary_policy::Capability::Elastic) {
+        return Err(LiveSetupError::Elastic {
+            policy: policy.to_string(),
+        });
+    }
     let (policy_name, own, sharing, vcs) = match built.tenancy() {
         Some(t) => {
             let sharing = t.sharing().ok_or_else(|| LiveSetupError::Sharing {
@@ -245,6 +260,7 @@ fn spec_of(job: &Job) -> JobSpec {
         after_any: Vec::new(),
         array: None,
         checkpoint_dir: None,
+        elastic: None,
         grace_s: None,
     }
 }

@@ -15,11 +15,11 @@ fn bad_configs_are_refused_with_the_field() {
     for (text, want) in [
         (
             format!("policy = \"pollux\"\n{NODE}"),
-            "policy: 'pollux' is not served live: it needs the `elastic` capability",
+            "policy: 'pollux' is not served live: it needs the `adaptive` capability",
         ),
         (
-            format!("policy = \"edf\"\n{NODE}"),
-            "policy: 'edf' is not served live: it needs the `elastic` capability",
+            format!("policy = \"greenflow\"\nparams = {{ power_limits = \"1,0.8\" }}\n{NODE}"),
+            "policy: 'greenflow' is not served live: it needs the `power-limits` capability",
         ),
         (
             format!("policy = \"hived\"\n{NODE}"),
@@ -109,6 +109,9 @@ fn bad_configs_are_refused_with_the_field() {
         let e = err(&text);
         assert!(e.contains("server.toml"), "{e}");
         assert!(e.contains(want), "{text}\n-> {e}");
+    }
+    for elastic in ["elasticflow", "edf", "greenflow"] {
+        ServerConfig::parse(&format!("policy = \"{elastic}\"\n{NODE}"), "server.toml").unwrap();
     }
     let ok = ServerConfig::parse(NODE, "server.toml").unwrap();
     assert_eq!((ok.policy.as_str(), ok.nodes.len()), ("fifo", 1));

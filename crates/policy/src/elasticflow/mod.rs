@@ -207,6 +207,8 @@ pub struct ElasticFlow {
     runnable: Vec<JobIdx>,
     arrived: Vec<JobIdx>,
     next_pass: Time,
+    /// The time the last deferred pass asked to be woken at.
+    waited_for: Option<Time>,
     schedule_count: u64,
     /// The GPU sets placed since the last restart round, by first GPU and count.
     cache: BTreeSet<(u32, u32)>,
@@ -286,6 +288,7 @@ impl ElasticFlow {
             runnable: Vec::new(),
             arrived: Vec::new(),
             next_pass: 0,
+            waited_for: None,
             schedule_count: 0,
             cache: BTreeSet::new(),
             node_sets: None,
@@ -673,6 +676,20 @@ impl Policy for ElasticFlow {
                 ),
             });
         }
+        if let Some(&(g, _)) = table(ctx, j)
+            .levels
+            .iter()
+            .find(|(g, _)| !g.is_power_of_two())
+        {
+            return Err(PolicyError::Job {
+                policy: self.name,
+                job: ctx.job(j).id.to_string(),
+                reason: format!(
+                    "it may run on {g} GPUs: {}'s buddy placement runs power-of-two GPU counts",
+                    self.name
+                ),
+            });
+        }
         if self.jobs.len() <= j as usize {
             self.jobs.resize(j as usize + 1, None);
         }
@@ -714,10 +731,17 @@ impl Policy for ElasticFlow {
         // work in the past (a start the plan makes late by the fraction) or hide work
         // done (a job pushed to a larger share it does not need).
         let whole = now_ms.next_multiple_of(1000);
-        if now_ms < self.next_pass || whole != now_ms {
-            ctx.wake_at(self.next_pass.max(whole));
+        // A live pass never falls on a whole second, or exactly on the wake it asked
+        // for: one at or past that wake decides then, as the simulator's would have
+        // (at most a pass interval late).
+        let due = self.waited_for.is_some_and(|w| now_ms >= w);
+        if now_ms < self.next_pass || (whole != now_ms && !due) {
+            let w = self.next_pass.max(whole);
+            self.waited_for = Some(w);
+            ctx.wake_at(w);
             return Ok(());
         }
+        self.waited_for = None;
         let now = (now_ms / 1000) as i64;
         self.runnable
             .retain(|&j| matches!(ctx.status(j), Status::Running | Status::Pending));

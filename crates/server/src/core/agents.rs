@@ -514,6 +514,8 @@ impl Core {
             }
             env.insert("APIARY_NODE_RANK".into(), rank.to_string());
             env.insert("APIARY_NUM_NODES".into(), r.parts.len().to_string());
+            let gpus: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
+            env.insert("APIARY_NUM_GPUS".into(), gpus.to_string());
             env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
             env.insert("APIARY_VC".into(), r.vc.clone());
             env.insert("APIARY_NODE".into(), name.clone());
@@ -690,6 +692,11 @@ impl Core {
             })
             .collect();
         let r = &mut self.jobs[j as usize];
+        let count = |parts: &[Part]| parts.iter().map(|p| p.gpus.len()).sum::<usize>();
+        let (before, after) = (count(&r.parts), count(&parts));
+        if r.spec.elastic.is_some() && r.attempt > 0 && before != after {
+            note(r, now, "resized", format!("{before} -> {after} GPUs"));
+        }
         r.attempt += 1;
         r.state = JobState::Running;
         let detail = parts

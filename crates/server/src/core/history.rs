@@ -227,6 +227,7 @@ impl Core {
                 after_any: Vec::new(),
                 array: None,
                 checkpoint_dir: None,
+                elastic: None,
                 grace_s: None,
             },
             parts: Vec::new(),

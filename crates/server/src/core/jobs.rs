@@ -123,6 +123,9 @@ impl Core {
         j.vc = spec.vc.as_deref().map(Into::into);
         j.gpu_type = spec.gpu_type.clone();
         j.deadline = spec.deadline_unix_s.map(|d| d.saturating_mul(1000));
+        if let Some(table) = self.scaling_of(spec) {
+            j.extras_mut().scaling = Some(table);
+        }
         if self.policy.capabilities().has(Capability::Profiles) {
             // As the simulator does for trace jobs without one: a stage profile drawn
             // from Muri's table by job id.
@@ -198,6 +201,7 @@ impl Core {
             ));
         }
         self.validate_share(s)?;
+        self.validate_elastic(s)?;
         if s.command.is_empty() || s.command[0].is_empty() {
             return Err(ApiError::bad("command", "must name a program"));
         }

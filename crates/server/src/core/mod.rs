@@ -13,6 +13,7 @@
 //! The caller persists what [`Core::take_dirty`] returns before it answers anyone.
 
 mod agents;
+mod elastic;
 mod error;
 mod history;
 mod instances;
@@ -548,8 +549,9 @@ impl Core {
                     self.dirty.insert(j);
                 }
                 // Speed factors, stalls, caps, holds and ends shape simulated progress
-                // only; live jobs run as fast as they run. A resize cannot happen: config
-                // load refuses the elastic capability.
+                // only; live jobs run as fast as they run. A resize in place cannot
+                // happen: the world fences preemptions, so a resized job stops (Preempt)
+                // and restarts at its new size (Start).
                 Action::Resize(_)
                 | Action::Speed(_)
                 | Action::Stall(_)
@@ -566,8 +568,9 @@ impl Core {
             self.world.set_blocked(j, true);
             self.dirty.insert(j);
         }
+        let declined = self.end_declined(now);
         let shared = self.share_pass(now);
-        let acted = !actions.is_empty() || shared;
+        let acted = !actions.is_empty() || shared || declined;
         self.pass.actions = actions;
         if self
             .util

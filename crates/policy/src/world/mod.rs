@@ -9,6 +9,8 @@ use apiary_model::adaptive::Agent;
 use apiary_model::{Cluster, ClusterState, Job, Placement, Time};
 use std::collections::BTreeMap;
 
+mod reassign;
+
 /// Dense index of a job within one run (its position in [`World::jobs`]).
 pub type JobIdx = u32;
 
@@ -790,96 +792,6 @@ impl World {
         rt.generation += 1;
         self.declined.insert(i, reason);
         true
-    }
-
-    /// Moves elastic jobs to new placements in one step, so that GPUs one job gives up
-    /// may go to another: each `(job, placement)` names a running or pending job and
-    /// the GPUs it holds from now on, of any count; an empty placement pauses a running
-    /// job (pending again, counted as a preemption). A running job keeps its progress.
-    /// Returns what changed (a start or new placement, or a pause) for the driver, or
-    /// `None` (changing nothing) if a job is neither running nor pending, is named
-    /// twice, or the new placements overlap each other or GPUs held by jobs not named.
-    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<Action>> {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, p) in changes {
-            let st = self.rt[*i as usize].status;
-            let blocked = st == Status::Pending && self.is_blocked(*i) && p.gpus() > 0;
-            if !matches!(st, Status::Running | Status::Pending)
-                || blocked
-                || !seen.insert(*i)
-                || self.is_overlay(*i)
-                || self.share_group(*i).is_some()
-            {
-                return None;
-            }
-        }
-        let changed: Vec<usize> = (0..changes.len())
-            .filter(|&k| {
-                let (i, p) = &changes[k];
-                let rt = &self.rt[*i as usize];
-                let unchanged = rt.status == Status::Running && rt.placement == *p;
-                let still_waiting = rt.status == Status::Pending && p.gpus() == 0;
-                !(unchanged || still_waiting)
-            })
-            .collect();
-        for &k in &changed {
-            let i = changes[k].0;
-            if self.rt[i as usize].status == Status::Running {
-                self.sync(i);
-                let p = self.rt[i as usize].placement.clone();
-                // Held by a successful allocate, so release cannot fail.
-                let _ = self.state.release(&p);
-            }
-        }
-        let mut done = 0;
-        let mut ok = true;
-        for (n, &k) in changed.iter().enumerate() {
-            if self.state.allocate(&changes[k].1).is_err() {
-                ok = false;
-                break;
-            }
-            done = n + 1;
-        }
-        if !ok {
-            for &k in &changed[..done] {
-                let _ = self.state.release(&changes[k].1);
-            }
-            for &k in &changed {
-                let i = changes[k].0 as usize;
-                if self.rt[i].status == Status::Running {
-                    let _ = self.state.allocate(&self.rt[i].placement.clone());
-                }
-            }
-            return None;
-        }
-        let mut out = Vec::with_capacity(changed.len());
-        for &k in &changed {
-            let (i, p) = (changes[k].0, changes[k].1.clone());
-            let idx = i as usize;
-            match (self.rt[idx].status, p.gpus()) {
-                (Status::Running, 0) => {
-                    self.remove_running(i);
-                    self.enter_pending(i);
-                    let rt = &mut self.rt[idx];
-                    rt.placement = p;
-                    rt.status = Status::Pending;
-                    rt.preemptions += 1;
-                    rt.generation += 1;
-                    out.push(Action::Preempt(i));
-                }
-                (Status::Running, _) => {
-                    let rt = &mut self.rt[idx];
-                    rt.placement = p;
-                    rt.generation += 1;
-                    out.push(Action::Resize(i));
-                }
-                _ => {
-                    self.mark_running(i, p);
-                    out.push(Action::Start(i));
-                }
-            }
-        }
-        Some(out)
     }
 
     /// Completes a running job.

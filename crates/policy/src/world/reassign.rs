@@ -1,0 +1,166 @@
+//! Elastic policies' one-step moves of many jobs ([`World::reassign`]), in the
+//! simulator's form (a running job moves and keeps going) and the live service's (a
+//! running job stops, its GPUs held until its processes have ended, and restarts at
+//! its new size in a later pass).
+
+use super::{Action, JobIdx, Status, World};
+use apiary_model::Placement;
+
+impl World {
+    /// Moves elastic jobs to new placements in one step, so that GPUs one job gives up
+    /// may go to another: each `(job, placement)` names a running or pending job and
+    /// the GPUs it holds from now on, of any count; an empty placement pauses a running
+    /// job (pending again, counted as a preemption). A running job keeps its progress.
+    /// Returns what changed (a start or new placement, or a pause) for the driver, or
+    /// `None` (changing nothing) if a job is neither running nor pending, is named
+    /// twice, or the new placements overlap each other or GPUs held by jobs not named.
+    ///
+    /// With [`World::fence_preemptions`] (the live service) a running job cannot move
+    /// in place: it is a gang of processes on the GPUs it started on. So every running
+    /// job whose placement changes stops instead ([`Action::Preempt`], its GPUs fenced
+    /// until its processes have ended), and a pending job starts only if its new GPUs
+    /// are free now; the others start in a later pass, once the GPUs they were given
+    /// are back. A resize is thus a checkpoint and a restart, as on a real cluster.
+    pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<Action>> {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, p) in changes {
+            let st = self.rt[*i as usize].status;
+            let blocked = st == Status::Pending && self.is_blocked(*i) && p.gpus() > 0;
+            if !matches!(st, Status::Running | Status::Pending)
+                || (blocked && !self.fence_preemptions)
+                || !seen.insert(*i)
+                || self.is_overlay(*i)
+                || self.share_group(*i).is_some()
+            {
+                return None;
+            }
+        }
+        let changed: Vec<usize> = (0..changes.len())
+            .filter(|&k| {
+                let (i, p) = &changes[k];
+                let rt = &self.rt[*i as usize];
+                let unchanged = rt.status == Status::Running && rt.placement == *p;
+                let still_waiting = rt.status == Status::Pending && p.gpus() == 0;
+                !(unchanged || still_waiting)
+            })
+            .collect();
+        if !self.try_moves(changes, &changed) {
+            return None;
+        }
+        if self.fence_preemptions {
+            self.undo_moves(changes, &changed);
+            return Some(self.stop_and_start(changes, &changed));
+        }
+        let mut out = Vec::with_capacity(changed.len());
+        for &k in &changed {
+            let (i, p) = (changes[k].0, changes[k].1.clone());
+            let idx = i as usize;
+            match (self.rt[idx].status, p.gpus()) {
+                (Status::Running, 0) => {
+                    self.remove_running(i);
+                    self.enter_pending(i);
+                    let rt = &mut self.rt[idx];
+                    rt.placement = p;
+                    rt.status = Status::Pending;
+                    rt.preemptions += 1;
+                    rt.generation += 1;
+                    out.push(Action::Preempt(i));
+                }
+                (Status::Running, _) => {
+                    let rt = &mut self.rt[idx];
+                    rt.placement = p;
+                    rt.generation += 1;
+                    out.push(Action::Resize(i));
+                }
+                _ => {
+                    self.mark_running(i, p);
+                    out.push(Action::Start(i));
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Gives up the changed running jobs' GPUs and takes every changed job's new ones,
+    /// all or nothing: false (the GPUs as they were) if the new placements overlap
+    /// each other or GPUs held by jobs not named. Runs each moved job's progress up to
+    /// now first.
+    fn try_moves(&mut self, changes: &[(JobIdx, Placement)], changed: &[usize]) -> bool {
+        for &k in changed {
+            let i = changes[k].0;
+            if self.rt[i as usize].status == Status::Running {
+                self.sync(i);
+                let p = self.rt[i as usize].placement.clone();
+                // Held by a successful allocate, so release cannot fail.
+                let _ = self.state.release(&p);
+            }
+        }
+        let mut done = 0;
+        let mut ok = true;
+        for (n, &k) in changed.iter().enumerate() {
+            if self.state.allocate(&changes[k].1).is_err() {
+                ok = false;
+                break;
+            }
+            done = n + 1;
+        }
+        if !ok {
+            self.restore_moves(changes, &changed[..done], changed);
+        }
+        ok
+    }
+
+    /// Undoes a successful [`World::try_moves`].
+    fn undo_moves(&mut self, changes: &[(JobIdx, Placement)], changed: &[usize]) {
+        self.restore_moves(changes, changed, changed);
+    }
+
+    /// Releases the new placements of `taken` and takes the running jobs of `changed`
+    /// back onto their old GPUs.
+    fn restore_moves(
+        &mut self,
+        changes: &[(JobIdx, Placement)],
+        taken: &[usize],
+        changed: &[usize],
+    ) {
+        for &k in taken {
+            let _ = self.state.release(&changes[k].1);
+        }
+        for &k in changed {
+            let i = changes[k].0 as usize;
+            if self.rt[i].status == Status::Running {
+                let _ = self.state.allocate(&self.rt[i].placement.clone());
+            }
+        }
+    }
+
+    /// The live form of a checked reassignment: changed running jobs stop (fenced),
+    /// then jobs that were pending start where their GPUs are free and they may start.
+    /// A job stopped here never starts in the same step: its processes still run.
+    fn stop_and_start(
+        &mut self,
+        changes: &[(JobIdx, Placement)],
+        changed: &[usize],
+    ) -> Vec<Action> {
+        let mut out = Vec::with_capacity(changed.len());
+        let mut starts = Vec::with_capacity(changed.len());
+        for &k in changed {
+            let i = changes[k].0;
+            if self.rt[i as usize].status == Status::Running {
+                if self.stop(i, true) {
+                    out.push(Action::Preempt(i));
+                }
+            } else {
+                starts.push(k);
+            }
+        }
+        for k in starts {
+            let (i, p) = (changes[k].0, &changes[k].1);
+            if self.startable(i) && p.gpus() > 0 && self.state.allocate(p).is_ok() {
+                self.mark_running(i, p.clone());
+                out.push(Action::Start(i));
+            }
+        }
+        out
+    }
+}
