@@ -158,11 +158,25 @@ fn print_table(m: &FailureModel, p: &Plan, what: &str, rule: &str, runs: &[Run])
         p.bytes / 1e12,
         p.bytes / f64::from(p.nodes) / 1e9
     );
+    let every = if p.failures_per_hour > 0.0 {
+        format!("an interruption every {:.2} h", p.mtti_hours())
+    } else {
+        "no interruption a job recovers from".to_string()
+    };
+    let fatal = m
+        .classes
+        .iter()
+        .filter(|c| c.kind == apiary_model::failures::Kind::Fatal)
+        .count();
+    let fatal = if fatal > 0 {
+        format!(", {fatal} fatal, left out: they end the job")
+    } else {
+        String::new()
+    };
     println!(
-        "failures: {} ({} classes), an interruption every {:.2} h; restart {:.0} s; rule {rule}",
+        "failures: {} ({} classes{fatal}), {every}; restart {:.0} s; rule {rule}",
         m.name,
         m.classes.len(),
-        p.mtti_hours(),
         m.restart_s
     );
     println!(

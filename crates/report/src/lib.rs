@@ -159,6 +159,10 @@ pub struct Summary {
     /// Failures that struck a running job or took a node down (`--failures`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<u64>,
+    /// The share of the GPU time jobs held that went to jobs a fatal failure ended
+    /// (`--failures` with a fatal class, such as the `philly` preset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_gpu_share: Option<f64>,
     /// How failures went (`--failures`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_model: Option<FailureModel>,
@@ -269,6 +273,13 @@ pub struct FailureModel {
     pub checkpoint_gpu_hours: f64,
     /// GPU-hours of nodes down for repair.
     pub down_gpu_hours: f64,
+    /// Jobs a fatal failure (their own error) ended.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_jobs: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The numeric fields of [`Summary`] a sweep may collect, with what each measures.
@@ -356,6 +367,10 @@ pub const METRICS: &[(&str, &str)] = &[
         "failures",
         "failures that struck a job or took a node down (--failures)",
     ),
+    (
+        "failed_gpu_share",
+        "share of the GPU time jobs held that jobs a fatal failure ended held (--failures)",
+    ),
     ("preemptions", "preemptions in total"),
     (
         "deadline_ratio",
@@ -405,6 +420,7 @@ impl Summary {
             "goodput" => self.goodput?,
             "lost_gpu_hours" => self.lost_gpu_hours?,
             "failures" => self.failures? as f64,
+            "failed_gpu_share" => self.failed_gpu_share?,
             "preemptions" => self.preemptions as f64,
             "deadline_ratio" => self.deadline_ratio?,
             "best_effort_jct_mean" => self.best_effort_jct_mean?,
@@ -571,6 +587,7 @@ impl Summary {
             goodput: o.failures.as_ref().map(|f| f.goodput()),
             lost_gpu_hours: o.failures.as_ref().map(|f| f.lost_gpu_hours()),
             failures: o.failures.as_ref().map(|f| f.total()),
+            failed_gpu_share: o.failures.as_ref().and_then(|f| f.failed_gpu_share()),
             failure_model: o.failures.as_ref().map(|f| FailureModel {
                 model: f.model.clone(),
                 by_class: f.by_class.iter().cloned().collect(),
@@ -579,6 +596,7 @@ impl Summary {
                 recovery_gpu_hours: f.recovery_gpu_ms / 3.6e6,
                 checkpoint_gpu_hours: f.checkpoint_gpu_ms / 3.6e6,
                 down_gpu_hours: f.down_gpu_ms / 3.6e6,
+                failed_jobs: f.fatal_jobs,
             }),
             online_model: o.online.as_ref().map(|r| OnlineModel {
                 load: r.load.clone(),

@@ -132,6 +132,7 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "goodput" => (Kind::Percent, "goodput", Higher),
         "lost_gpu_hours" => (Kind::Count, "GPU-hours lost to failures", Lower),
         "failures" => (Kind::Count, "failures", Lower),
+        "failed_gpu_share" => (Kind::Percent, "GPU time of failed jobs", Lower),
         // GPU sharing's figures are percents already (apiary_share::experiment::METRICS).
         "alloc_pct_100" => (Kind::Count, "GPUs allocated at 100 % arrived, %", Higher),
         "alloc_pct_130" => (Kind::Count, "GPUs allocated at 130 % arrived, %", Higher),
@@ -422,6 +423,12 @@ pub const MEASURES: &[Measure] = &[
         headline: None,
         kind: Kind::Count,
         value: |s| s.failures.map(|n| n as f64),
+    },
+    Measure {
+        key: "failed_gpu_share",
+        headline: None,
+        kind: Kind::Percent,
+        value: |s| s.failed_gpu_share,
     },
     Measure {
         key: "preemptions",

@@ -450,14 +450,11 @@ impl<'a, B: Backend> Engine<'a, B> {
         let mut gave_up = 0;
         for k in 0..self.failed.len() {
             let s = self.failed[k];
-            // A job struck this often never gets far: it ends unfinished, as Slurm
-            // stops requeueing a job past its limit, so no run goes on for ever.
-            let give_up = s.give_up.then_some(
-                "struck by more failures than a job is requeued for (1,000); never finished",
-            );
+            // A job struck too often ends unfinished, as Slurm stops requeueing a job
+            // past its limit, so no run goes on for ever; a fatal failure ends it too.
             self.b
-                .fail(s.job, s.lost, s.recovery, give_up, &mut self.pass);
-            gave_up += usize::from(s.give_up);
+                .fail(s.job, s.lost, s.recovery, s.give_up, &mut self.pass);
+            gave_up += usize::from(s.give_up.is_some());
             self.events += 1;
         }
         self.failed.clear();

@@ -31,9 +31,16 @@ pub struct Struck {
     pub lost: f64,
     /// Restore and restart after its next start, ms.
     pub recovery: Time,
-    /// It was struck too often: it ends unfinished.
-    pub give_up: bool,
+    /// Why it ends unfinished instead of restarting, if it does: struck too often, or
+    /// by a fatal failure (its own error).
+    pub give_up: Option<&'static str>,
 }
+
+/// Why a job struck more than [`MAX_FAILURES_PER_JOB`] times ends.
+const TOO_OFTEN: &str =
+    "struck by more failures than a job is requeued for (1,000); never finished";
+/// Why a job struck by a fatal failure ends.
+const FATAL: &str = "failed: a fatal failure (the job's own error) ended it";
 
 /// What a run is given: the failure model, the checkpoint levels and the interval rule.
 #[derive(Clone, Debug)]
@@ -337,14 +344,14 @@ impl Failures {
             vec![node]
         };
         let hit: Vec<JobIdx> = match (class.kind, class.per, gpu) {
-            (Kind::Process, Per::Job, Some(g)) => {
+            (Kind::Process | Kind::Fatal, Per::Job, Some(g)) => {
                 // Per job: a uniform GPU stands for a uniform job, kept with
                 // probability 1/its GPUs, so each job is struck at the class's rate.
                 let mut on = on_gpu(world, node, g);
                 on.retain(|&j| true_with(&mut self.rng, world.jobs[j as usize].gpus));
                 on
             }
-            (Kind::Process, Per::Gpu, Some(g)) => on_gpu(world, node, g),
+            (Kind::Process | Kind::Fatal, Per::Gpu, Some(g)) => on_gpu(world, node, g),
             _ => on_nodes(world, &nodes),
         };
         let repair = repair.unwrap_or_else(|| {
@@ -354,7 +361,7 @@ impl Failures {
                 0
             }
         });
-        let takes_down = class.kind != Kind::Process && repair > 0;
+        let takes_down = matches!(class.kind, Kind::Node | Kind::Correlated) && repair > 0;
         if hit.is_empty() && !takes_down {
             return false;
         }
@@ -362,6 +369,18 @@ impl Failures {
         for j in hit {
             world.sync(j);
             let i = j as usize;
+            self.report.job_failures += 1;
+            if class.kind == Kind::Fatal {
+                self.report.fatal_jobs += 1;
+                self.report.fatal_gpu_ms += world.rt[i].attained as f64;
+                fail.push(Struck {
+                    job: j,
+                    lost: 0.0,
+                    recovery: 0,
+                    give_up: Some(FATAL),
+                });
+                continue;
+            }
             let gpus = world.rt[i].placement.gpus().max(1);
             let done = world.jobs[i].duration as f64 - world.rt[i].remaining;
             let origin = self.origin.get(i).copied().unwrap_or(0.0).min(done);
@@ -374,7 +393,6 @@ impl Failures {
             } else {
                 since
             };
-            self.report.job_failures += 1;
             if i >= self.struck.len() {
                 self.struck.resize(world.jobs.len(), 0);
             }
@@ -385,7 +403,7 @@ impl Failures {
                 job: j,
                 lost,
                 recovery: down,
-                give_up: self.struck[i] > MAX_FAILURES_PER_JOB,
+                give_up: (self.struck[i] > MAX_FAILURES_PER_JOB).then_some(TOO_OFTEN),
             });
         }
         if takes_down {

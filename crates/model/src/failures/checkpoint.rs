@@ -177,9 +177,12 @@ pub fn survival(model: &FailureModel, levels: &[Level]) -> Vec<Vec<bool>> {
 impl Level {
     /// Whether its checkpoints survive a failure of class `c`.
     pub fn survives_class(&self, c: &super::FailureClass) -> bool {
-        self.survives
-            .iter()
-            .any(|s| s == c.kind.name() || *s == c.name)
+        // A fatal failure rolls nothing back: there is nothing for a level to survive.
+        c.kind == super::Kind::Fatal
+            || self
+                .survives
+                .iter()
+                .any(|s| s == c.kind.name() || *s == c.name)
     }
 }
 
@@ -350,7 +353,7 @@ pub fn plan(
     let rates: Vec<f64> = model
         .classes
         .iter()
-        .map(|c| model.job_rate(c, gpus) / 3600.0)
+        .map(|c| model.recoverable_rate(c, gpus) / 3600.0)
         .collect();
     let mut out: Vec<LevelPlan> = levels
         .iter()
@@ -433,6 +436,9 @@ pub fn plan(
     let mut waste = Waste::default();
     let total: f64 = rates.iter().sum();
     for (k, &l) in recovery.iter().enumerate() {
+        if model.classes[k].kind == super::Kind::Fatal {
+            continue; // it ends the job: nothing recovers from it
+        }
         let lp = &mut out[l];
         lp.recovers.push(k);
         lp.recovers_per_hour += rates[k] * 3600.0;

@@ -50,7 +50,7 @@ pub fn simulate(
     let rates: Vec<f64> = model
         .classes
         .iter()
-        .map(|c| model.job_rate(c, plan.gpus) / 3600.0)
+        .map(|c| model.recoverable_rate(c, plan.gpus) / 3600.0)
         .collect();
     let mut s = Sim {
         total: rates.iter().sum(),

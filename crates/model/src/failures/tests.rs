@@ -334,3 +334,37 @@ fn bad_models_and_levels_name_the_field() {
     ));
     assert!(FailureModel::preset("philly-ish").is_none());
 }
+
+#[test]
+fn fatal_classes_end_jobs_and_stay_out_of_checkpoint_plans() {
+    // A job's own errors roll nothing back: a plan with a fatal class beside a process
+    // one is the plan without it, and no level has to name it.
+    let process = one_class(Kind::Process, 3.6, 20.0);
+    let mut both = process.clone();
+    both.classes.push(FailureClass {
+        name: "bug".into(),
+        kind: Kind::Fatal,
+        per: Per::Job,
+        rate_per_hour: 50.0,
+        repair_hours: 0.0,
+    });
+    let level = Level {
+        survives: vec!["process".into()],
+        ..one_level(1.0, 2.0)
+    };
+    let a = plan(&process, std::slice::from_ref(&level), 8, 10e9, Rule::Young).unwrap();
+    let b = plan(&both, &[level], 8, 10e9, Rule::Young).unwrap();
+    assert_eq!(
+        (a.ettr, a.levels[0].interval_s),
+        (b.ettr, b.levels[0].interval_s)
+    );
+    assert!(close(b.mtti_hours(), 1.0 / 3.6, 1e-12));
+    // The `philly` preset is one fatal class, at the rate docs/failures.md derives.
+    let p = FailureModel::preset("philly").unwrap();
+    assert_eq!(p.classes.len(), 1);
+    assert_eq!(
+        (p.classes[0].kind, p.classes[0].per),
+        (Kind::Fatal, Per::Job)
+    );
+    assert_eq!(p.classes[0].rate_per_hour, PHILLY_FATAL_PER_JOB_HOUR);
+}
