@@ -78,6 +78,9 @@ pub struct ClusterState {
     full_free_per_switch: Vec<u32>,
     switch_first: Vec<u32>,
     switch_nodes: Vec<u32>,
+    /// Per node: out of service (down for repair, cordoned); empty until one is. The
+    /// driver holds such a node's free GPUs itself; this says why they are taken.
+    down: Vec<bool>,
 }
 
 impl ClusterState {
@@ -110,7 +113,24 @@ impl ClusterState {
             full_free_per_switch: cluster.switches.iter().map(|s| s.nodes).collect(),
             switch_first: cluster.switches.iter().map(|s| s.first_node).collect(),
             switch_nodes: cluster.switches.iter().map(|s| s.nodes).collect(),
+            down: Vec::new(),
         }
+    }
+
+    /// Marks node `n` out of service (down, cordoned) or back in: policies that size
+    /// their plans to the cluster plan on the nodes in service.
+    pub fn set_down(&mut self, n: u32, down: bool) {
+        if down && self.down.is_empty() {
+            self.down = vec![false; self.free_mask.len()];
+        }
+        if let Some(d) = self.down.get_mut(n as usize) {
+            *d = down;
+        }
+    }
+
+    /// Whether node `n` is out of service.
+    pub fn is_down(&self, n: u32) -> bool {
+        self.down.get(n as usize).copied().unwrap_or(false)
     }
 
     /// Free GPUs in the whole cluster.

@@ -162,3 +162,17 @@ fn elasticflow_decides_on_live_passes_that_miss_whole_seconds() {
         );
     }
 }
+
+#[test]
+fn elasticflow_plans_on_the_nodes_in_service() {
+    // Node b is cordoned: an elastic job that would take both nodes' 8 GPUs gets node
+    // a's 4 instead of waiting for b.
+    let cfg = common::two_nodes("elasticflow", "params = { slot = \"1\" }").unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    c.cordon("b", true).unwrap();
+    let a = c.submit(elastic(8, (1, 8), 800.0, None), 0).unwrap();
+    c.schedule(0);
+    let r = c.job(a).unwrap();
+    assert_eq!(r.state, JobState::Running);
+    assert_eq!((gpus_of(&c, a), r.parts[0].node.as_str()), (4, "a"));
+}

@@ -170,6 +170,7 @@ impl Backend for SimBackend<'_> {
         true
     }
     fn node_health(&mut self, node: u32, healthy: bool) {
+        self.world.state.set_down(node, !healthy);
         if let Some(t) = self.policy.tenancy() {
             let name = &self.world.cluster.nodes[node as usize].name;
             t.node_health(name, healthy);

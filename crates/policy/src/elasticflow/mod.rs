@@ -340,9 +340,18 @@ impl ElasticFlow {
         }
     }
 
+    /// GPUs on the nodes in service: a node down (a failure's repair) or cordoned is
+    /// left out of the plans until it is back.
+    fn usable(&self, ctx: &Ctx<'_>) -> u32 {
+        let down = (0..self.nodes as u32)
+            .filter(|&n| ctx.free().is_down(n))
+            .count() as u32;
+        ctx.total_gpus() as u32 - down * self.node_gpus
+    }
+
     /// `estimate_all_jobs`: plans `list` in deadline order on an empty timeline.
     fn estimate_all(&mut self, ctx: &Ctx<'_>, list: &mut [JobIdx], now: i64) -> bool {
-        let total = ctx.total_gpus() as u32;
+        let total = self.usable(ctx);
         let mut tl = std::mem::take(&mut self.timeline);
         tl.clear();
         tl.insert(now, total);
@@ -416,7 +425,7 @@ impl ElasticFlow {
     /// decision on a large cluster goes here (every level handed out re-scores every
     /// job), and the short path does not copy the timeline.
     fn next_gpu_time(&mut self, ctx: &Ctx<'_>, j: JobIdx, now: i64) -> f64 {
-        let total = ctx.total_gpus() as u32;
+        let total = self.usable(ctx);
         let e = self.jobs[j as usize].as_ref().expect("runnable job");
         let held = e.memo.filter(|m| {
             let at_now = self.timeline.value_at(now).unwrap_or(total);
@@ -495,7 +504,7 @@ impl ElasticFlow {
     /// Plans `j` at its next level for the first stretch, on the timeline without its
     /// own plan, into `cand` and `cand_tl`.
     fn replan_next(&mut self, ctx: &Ctx<'_>, j: JobIdx, now: i64) {
-        let total = ctx.total_gpus() as u32;
+        let total = self.usable(ctx);
         let e = self.jobs[j as usize].as_ref().expect("runnable job");
         without(
             &self.timeline,
@@ -537,7 +546,7 @@ impl ElasticFlow {
     /// `allocate_free_gpus`: hands GPUs no plan uses now to the job with the best
     /// marginal score, one level at a time, re-scoring after each.
     fn allocate_free(&mut self, ctx: &Ctx<'_>, now: i64) {
-        let total = ctx.total_gpus() as u32;
+        let total = self.usable(ctx);
         let mut used = 0u32;
         for &j in &self.runnable {
             let s = table(ctx, j);

@@ -193,7 +193,7 @@ impl ElasticFlow {
         ctx: &mut Ctx<'_>,
         now: i64,
     ) -> Result<Vec<(JobIdx, Placement)>, PolicyError> {
-        let total = ctx.total_gpus() as u32;
+        let total = self.usable(ctx);
         // Place everything from scratch, largest first (buddy).
         let jobs = &self.jobs;
         if self.events.is_some() {
@@ -218,12 +218,28 @@ impl ElasticFlow {
             sum += w.1;
         }
         let big_in_order = self.events.is_some();
-        let triples = match self.artifact_place(&want, big_in_order) {
+        // Buddy placement over the nodes in service, numbered among themselves: with
+        // nodes down (a failure's repair) the plan, sized to them, goes on without them.
+        let up: Vec<u32> = (0..self.nodes as u32)
+            .filter(|&n| !ctx.free().is_down(n))
+            .collect();
+        let all_up = up.len() == self.nodes;
+        let artifact = if all_up {
+            self.artifact_place(&want, big_in_order)
+        } else {
+            None
+        };
+        let triples = match artifact {
             Some(x) => x,
-            None => buddy_ordered(self.node_gpus, self.nodes, &want, big_in_order)
+            None => buddy_ordered(self.node_gpus, up.len(), &want, big_in_order)
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(j, p)| {
+                .map(|(j, mut p)| {
+                    if !all_up {
+                        for part in p.parts.iter_mut() {
+                            part.0 = up[part.0 as usize];
+                        }
+                    }
                     let k = self.cache_key(&p);
                     (j, p, k)
                 })

@@ -492,6 +492,7 @@ impl Core {
         for n in 0..self.nodes.len() {
             let node = &self.nodes[n];
             let unusable = node.cordoned || node.health == NodeHealth::Down;
+            self.world.state.set_down(n as u32, unusable);
             if unusable {
                 let free = self.world.state.free_mask(n as u32);
                 if free != 0 {
