@@ -21,7 +21,7 @@ pub struct PlanArgs {
     /// GPUs of the job.
     #[arg(long)]
     gpus: u32,
-    /// Failure model: a preset (llama3) or a TOML file of [[class]] tables.
+    /// Failure model: a preset (llama3, philly) or a TOML file of [[class]] tables.
     #[arg(long, value_name = "PRESET|FILE")]
     failures: String,
     /// Model whose parameters size the checkpoint (`apiary llm models` lists them).

@@ -112,7 +112,7 @@ pub(crate) struct RunArgs {
     /// spike_minutes, interference.
     #[arg(long, value_name = "default|KEY=VALUE,...")]
     online: Option<String>,
-    /// Model failures: a preset (llama3) or a TOML file of failure classes
+    /// Model failures: a preset (llama3, philly) or a TOML file of failure classes
     /// (docs/failures.md). Struck jobs lose the work since their last checkpoint that
     /// survives, restore, restart and queue again; node failures take nodes down.
     #[arg(long, value_name = "PRESET|FILE")]

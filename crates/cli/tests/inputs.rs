@@ -344,7 +344,7 @@ fn checkpoint_plans_refuse_what_they_cannot_plan() {
     };
     refused(
         &args(&with(&["--failures", "llama4", "--params-b", "7"])),
-        &["--failures 'llama4' is neither a preset (llama3) nor a readable file"],
+        &["--failures 'llama4' is neither a preset (llama3, philly) nor a readable file"],
     );
     refused(
         &args(&with(&["--failures", "llama3"])),

@@ -181,6 +181,22 @@ const LLAMA3_HOURS: f64 = 54.0 * 24.0;
 const LLAMA3_GPUS: f64 = 16_384.0;
 
 impl FailureModel {
+    /// A model of `classes` with `restart_s`, 8 GPUs a node, 16 GB of checkpoint per
+    /// GPU, the built-in levels under the `risk` rule, and nothing to replay.
+    pub fn of(name: &str, restart_s: f64, classes: Vec<FailureClass>) -> FailureModel {
+        FailureModel {
+            name: name.into(),
+            restart_s,
+            gpus_per_node: 8,
+            checkpoint_gb_per_gpu: 16.0,
+            levels: Vec::new(),
+            rule: None,
+            events: Vec::new(),
+            log: None,
+            classes,
+        }
+    }
+
     /// A preset by name.
     ///
     /// `llama3`: the 419 unexpected interruptions of Llama 3 405B's 54 days on 16,384
@@ -210,39 +226,27 @@ impl FailureModel {
             repair_hours: if kind == Kind::Process { 0.0 } else { 24.0 },
         };
         match name {
-            "llama3" => Some(FailureModel {
-                name: "llama3".into(),
-                restart_s: 600.0,
-                gpus_per_node: 8,
-                checkpoint_gb_per_gpu: 16.0,
-                levels: Vec::new(),
-                rule: None,
-                events: Vec::new(),
-                log: None,
-                classes: vec![
+            "llama3" => Some(FailureModel::of(
+                "llama3",
+                600.0,
+                vec![
                     class("gpu", Kind::Node, 268.0),
                     class("host", Kind::Node, 53.0),
                     class("network", Kind::Node, 35.0),
                     class("software", Kind::Process, 63.0),
                 ],
-            }),
-            "philly" => Some(FailureModel {
-                name: "philly".into(),
-                restart_s: 0.0,
-                gpus_per_node: 8,
-                checkpoint_gb_per_gpu: 16.0,
-                levels: Vec::new(),
-                rule: None,
-                events: Vec::new(),
-                log: None,
-                classes: vec![FailureClass {
+            )),
+            "philly" => Some(FailureModel::of(
+                "philly",
+                0.0,
+                vec![FailureClass {
                     name: "job-error".into(),
                     kind: Kind::Fatal,
                     per: Per::Job,
                     rate_per_hour: PHILLY_FATAL_PER_JOB_HOUR,
                     repair_hours: 0.0,
                 }],
-            }),
+            )),
             _ => None,
         }
     }

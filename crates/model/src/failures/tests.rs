@@ -9,23 +9,17 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 }
 
 fn one_class(kind: Kind, rate_per_hour: f64, restart_s: f64) -> FailureModel {
-    FailureModel {
-        name: "test".into(),
+    FailureModel::of(
+        "test",
         restart_s,
-        gpus_per_node: 8,
-        checkpoint_gb_per_gpu: 16.0,
-        levels: Vec::new(),
-        rule: None,
-        events: Vec::new(),
-        log: None,
-        classes: vec![FailureClass {
+        vec![FailureClass {
             name: "x".into(),
             kind,
             per: Per::Job,
             rate_per_hour,
             repair_hours: 0.0,
         }],
-    }
+    )
 }
 
 fn one_level(save_gbps: f64, restore_gbps: f64) -> Level {

@@ -241,18 +241,9 @@ fn greenflow_caps_power_where_a_capped_step_buys_work_for_less_carbon() {
 /// lower mean JCT (docs/policies/greenflow.md).
 #[test]
 fn greenflow_beats_carbon_pause_at_its_carbon_on_itp_cluster10() {
-    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/itp/elasticflow/cluster10.csv");
-    if !trace.is_file() {
-        // CI always has ../shared; a checkout without it skips, loudly.
-        assert!(
-            std::env::var("CI").is_err(),
-            "{} missing under CI",
-            trace.display()
-        );
-        eprintln!("skipping: {} not present", trace.display());
+    let Some(trace) = crate::shared("traces/itp/elasticflow/cluster10.csv") else {
         return;
-    }
+    };
     let jobs = apiary_trace::read(&trace, &Default::default())
         .unwrap()
         .jobs;

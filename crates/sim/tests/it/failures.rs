@@ -120,18 +120,9 @@ fn philly_preset_fails_about_38_6_percent_of_philly_gpu_time() {
     // The preset's rate is fit, in closed form, to the whole Philly trace's run times;
     // drawn over its 82,247 jobs (ten seeds: 38.7 +- 1.1 %) the failed share lands
     // within sampling noise of AcmeTrace's 38.6 %.
-    let trace = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/philly/philly.csv");
-    if !trace.is_file() {
-        // CI always has ../shared; a checkout without it skips, loudly.
-        assert!(
-            std::env::var("CI").is_err(),
-            "{} missing under CI",
-            trace.display()
-        );
-        eprintln!("skipping: {} not present", trace.display());
+    let Some(trace) = crate::shared("traces/philly/philly.csv") else {
         return;
-    }
+    };
     let jobs = apiary_trace::read(&trace, &Default::default())
         .unwrap()
         .jobs;
