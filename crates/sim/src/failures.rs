@@ -113,6 +113,19 @@ pub struct Failures {
     /// Nodes that went down (false) or came back (true) since the engine last took
     /// them, for policies that track node health (HiveD's doomed cells).
     health: Vec<(u32, bool)>,
+    /// The shaped (Weibull) classes, struck per job rather than drawn over the cluster.
+    shaped: Vec<usize>,
+    /// Per (job, shaped class): the running time at which it strikes the job, drawn at
+    /// the job's first start.
+    budgets: BTreeMap<(JobIdx, usize), Time>,
+    /// Armed strikes of shaped classes: (when, job, class, the job's start count then;
+    /// a strike armed at an earlier start is stale).
+    armed: BTreeSet<(Time, JobIdx, usize, u32)>,
+    /// Per job: its starts so far.
+    starts: Vec<u32>,
+    /// The seed of every job's own ages, so that a job draws the same age under every
+    /// policy, whatever order they start jobs in.
+    ages_seed: u64,
 }
 
 /// A failure to replay: when, its class, the node, the GPU on the node (where one is
@@ -125,11 +138,15 @@ impl Failures {
         let cluster = &world.cluster;
         let gpus = f64::from(cluster.total_gpus);
         let nodes = cluster.nodes.len() as f64;
+        // A shaped class strikes each job at a drawn age instead ([`Failures::started`]).
         let rate_ms = setting
             .model
             .classes
             .iter()
             .map(|c| {
+                if c.shape.is_some() {
+                    return 0.0;
+                }
                 c.rate_per_hour
                     * match c.per {
                         Per::Gpu | Per::Job => gpus,
@@ -191,10 +208,21 @@ impl Failures {
                 ..FailureReport::default()
             },
             switch_of: cluster.nodes.iter().map(|n| n.switch).collect(),
+            shaped: (setting.model.classes.iter().enumerate())
+                .filter(|(_, c)| c.shape.is_some())
+                .map(|(k, _)| k)
+                .collect(),
             setting,
-            replay,
             health: Vec::new(),
+            budgets: BTreeMap::new(),
+            armed: BTreeSet::new(),
+            starts: vec![0; world.jobs.len()],
+            ages_seed: Rng::stream(seed, "failure-ages").next_u64(),
+            replay,
         };
+        if !f.replay.is_empty() {
+            f.shaped.clear(); // a replayed log stands for every class
+        }
         // A replayed log stands for the rates.
         f.next = if f.replay.is_empty() {
             (0..f.rate_ms.len())
@@ -242,18 +270,61 @@ impl Failures {
         self.plan_for(gpus).factor
     }
 
-    /// Job `j` (re)started now: its checkpoints count from here.
+    /// Job `j` (re)started now: its checkpoints count from here, and each shaped class
+    /// is armed to strike when the job's running time reaches the age drawn for it.
     pub fn started(&mut self, world: &World, j: JobIdx) {
         let i = j as usize;
         if i >= self.origin.len() {
             self.origin.resize(world.jobs.len(), 0.0);
         }
         self.origin[i] = world.jobs[i].duration as f64 - world.rt[i].remaining;
+        if self.shaped.is_empty() {
+            return;
+        }
+        if i >= self.starts.len() {
+            self.starts.resize(world.jobs.len(), 0);
+        }
+        self.starts[i] += 1;
+        for n in 0..self.shaped.len() {
+            let k = self.shaped[n];
+            let age = match self.budgets.get(&(j, k)) {
+                Some(&a) => a,
+                None => {
+                    let a = self.draw_age(j, k);
+                    self.budgets.insert((j, k), a);
+                    a
+                }
+            };
+            let left = age.saturating_sub(world.rt[i].executed);
+            self.armed
+                .insert((world.now.saturating_add(left), j, k, self.starts[i]));
+        }
+    }
+
+    /// Job `j`'s age, ms of running, at which shaped class `k` strikes it: Weibull with
+    /// the class's shape and a scale of 1/rate hours, from the job's own stream.
+    fn draw_age(&self, j: JobIdx, k: usize) -> Time {
+        let c = &self.setting.model.classes[k];
+        let shape = c.shape.unwrap_or(1.0);
+        if c.rate_per_hour <= 0.0 {
+            return Time::MAX / 2;
+        }
+        let scale_ms = 3.6e6 / c.rate_per_hour;
+        let mut rng = Rng::new(
+            self.ages_seed ^ (u64::from(j) << 16 | k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let age = scale_ms * (-(1.0 - rng.f64()).ln()).powf(1.0 / shape);
+        if age < 1e15 {
+            (age.ceil() as Time).max(1)
+        } else {
+            Time::MAX / 2
+        }
     }
 
     /// When the next failure strikes.
     pub fn next_failure(&self) -> Option<Time> {
-        let drawn = self.next.iter().copied().min();
+        let armed = self.armed.first().map(|e| e.0);
+        let drawn = self.next.iter().copied().chain(armed).min();
         let logged = self.replay.front().map(|e| e.0);
         match (drawn, logged) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -313,6 +384,18 @@ impl Failures {
             let (_, k, node, gpu, repair) = self.replay.pop_front().expect("checked");
             any |= self.strike(world, k, node, gpu, repair, now, fail);
         }
+        while let Some(&(t, j, k, start)) = self.armed.first() {
+            if t > now {
+                break;
+            }
+            self.armed.pop_first();
+            let i = j as usize;
+            if self.starts[i] == start && world.rt[i].status == Status::Running {
+                self.report.by_class[k].1 += 1;
+                self.hit(world, k, j, fail);
+                any = true;
+            }
+        }
         any
     }
 
@@ -367,44 +450,7 @@ impl Failures {
         }
         self.report.by_class[k].1 += 1;
         for j in hit {
-            world.sync(j);
-            let i = j as usize;
-            self.report.job_failures += 1;
-            if class.kind == Kind::Fatal {
-                self.report.fatal_jobs += 1;
-                self.report.fatal_gpu_ms += world.rt[i].attained as f64;
-                fail.push(Struck {
-                    job: j,
-                    lost: 0.0,
-                    recovery: 0,
-                    give_up: Some(FATAL),
-                });
-                continue;
-            }
-            let gpus = world.rt[i].placement.gpus().max(1);
-            let done = world.jobs[i].duration as f64 - world.rt[i].remaining;
-            let origin = self.origin.get(i).copied().unwrap_or(0.0).min(done);
-            let plan = self.plan_for(gpus);
-            let level = plan.recovery[k];
-            let (tau, down) = (plan.interval_ms[level], plan.down_ms[level]);
-            let since = done - origin;
-            let lost = if tau.is_finite() && tau > 0.0 {
-                since % tau
-            } else {
-                since
-            };
-            if i >= self.struck.len() {
-                self.struck.resize(world.jobs.len(), 0);
-            }
-            self.struck[i] = self.struck[i].saturating_add(1);
-            self.report.rework_gpu_ms += lost * f64::from(gpus);
-            self.report.recovery_gpu_ms += down as f64 * f64::from(gpus);
-            fail.push(Struck {
-                job: j,
-                lost,
-                recovery: down,
-                give_up: (self.struck[i] > MAX_FAILURES_PER_JOB).then_some(TOO_OFTEN),
-            });
+            self.hit(world, k, j, fail);
         }
         if takes_down {
             for n in nodes {
@@ -416,6 +462,49 @@ impl Failures {
             }
         }
         true
+    }
+
+    /// Class `k` strikes running job `j`: a fatal class ends it; any other rolls it
+    /// back to its last checkpoint that survives the class.
+    fn hit(&mut self, world: &mut World, k: usize, j: JobIdx, fail: &mut Vec<Struck>) {
+        world.sync(j);
+        let i = j as usize;
+        self.report.job_failures += 1;
+        if self.setting.model.classes[k].kind == Kind::Fatal {
+            self.report.fatal_jobs += 1;
+            self.report.fatal_gpu_ms += world.rt[i].attained as f64;
+            fail.push(Struck {
+                job: j,
+                lost: 0.0,
+                recovery: 0,
+                give_up: Some(FATAL),
+            });
+            return;
+        }
+        let gpus = world.rt[i].placement.gpus().max(1);
+        let done = world.jobs[i].duration as f64 - world.rt[i].remaining;
+        let origin = self.origin.get(i).copied().unwrap_or(0.0).min(done);
+        let plan = self.plan_for(gpus);
+        let level = plan.recovery[k];
+        let (tau, down) = (plan.interval_ms[level], plan.down_ms[level]);
+        let since = done - origin;
+        let lost = if tau.is_finite() && tau > 0.0 {
+            since % tau
+        } else {
+            since
+        };
+        if i >= self.struck.len() {
+            self.struck.resize(world.jobs.len(), 0);
+        }
+        self.struck[i] = self.struck[i].saturating_add(1);
+        self.report.rework_gpu_ms += lost * f64::from(gpus);
+        self.report.recovery_gpu_ms += down as f64 * f64::from(gpus);
+        fail.push(Struck {
+            job: j,
+            lost,
+            recovery: down,
+            give_up: (self.struck[i] > MAX_FAILURES_PER_JOB).then_some(TOO_OFTEN),
+        });
     }
 
     /// Nodes that went down (false) or came back (true) since the last call.

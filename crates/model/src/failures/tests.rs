@@ -18,6 +18,7 @@ fn one_class(kind: Kind, rate_per_hour: f64, restart_s: f64) -> FailureModel {
             per: Per::Job,
             rate_per_hour,
             repair_hours: 0.0,
+            shape: None,
         }],
     )
 }
@@ -108,6 +109,7 @@ fn by_risk_each_level_saves_for_the_failures_it_recovers() {
                 per: Per::Job,
                 rate_per_hour: 3.6,
                 repair_hours: 0.0,
+                shape: None,
             },
             FailureClass {
                 name: "node".into(),
@@ -115,6 +117,7 @@ fn by_risk_each_level_saves_for_the_failures_it_recovers() {
                 per: Per::Job,
                 rate_per_hour: 0.36,
                 repair_hours: 4.0,
+                shape: None,
             },
         ],
         ..one_class(Kind::Process, 1.0, 0.0)
@@ -235,6 +238,7 @@ fn a_simulated_run_counts_every_second_once_and_repeats_itself() {
                 per: Per::Job,
                 rate_per_hour: 20.0,
                 repair_hours: 0.0,
+                shape: None,
             },
             FailureClass {
                 name: "node".into(),
@@ -242,6 +246,7 @@ fn a_simulated_run_counts_every_second_once_and_repeats_itself() {
                 per: Per::Node,
                 rate_per_hour: 0.5,
                 repair_hours: 1.0,
+                shape: None,
             },
             FailureClass {
                 name: "rack".into(),
@@ -249,6 +254,7 @@ fn a_simulated_run_counts_every_second_once_and_repeats_itself() {
                 per: Per::Job,
                 rate_per_hour: 2.0,
                 repair_hours: 1.0,
+                shape: None,
             },
         ],
         ..one_class(Kind::Process, 1.0, 60.0)
@@ -341,6 +347,7 @@ fn fatal_classes_end_jobs_and_stay_out_of_checkpoint_plans() {
         per: Per::Job,
         rate_per_hour: 50.0,
         repair_hours: 0.0,
+        shape: None,
     });
     let level = Level {
         survives: vec!["process".into()],
@@ -353,12 +360,15 @@ fn fatal_classes_end_jobs_and_stay_out_of_checkpoint_plans() {
         (b.ettr, b.levels[0].interval_s)
     );
     assert!(close(b.mtti_hours(), 1.0 / 3.6, 1e-12));
-    // The `philly` preset is one fatal class, at the rate docs/failures.md derives.
+    // The `philly` preset is one fatal class, shaped as docs/failures.md derives.
     let p = FailureModel::preset("philly").unwrap();
     assert_eq!(p.classes.len(), 1);
     assert_eq!(
         (p.classes[0].kind, p.classes[0].per),
         (Kind::Fatal, Per::Job)
     );
-    assert_eq!(p.classes[0].rate_per_hour, PHILLY_FATAL_PER_JOB_HOUR);
+    assert_eq!(
+        (p.classes[0].rate_per_hour, p.classes[0].shape),
+        (PHILLY_FATAL_PER_JOB_HOUR, Some(PHILLY_FATAL_SHAPE))
+    );
 }
