@@ -22,7 +22,7 @@
 //!   changes.
 
 use crate::ctx::{Ctx, Handles};
-use crate::elasticflow::{buddy, round_overhead};
+use crate::elasticflow::{InService, round_overhead};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy, PolicyError};
@@ -263,7 +263,8 @@ impl GreenFlow {
             Some(_) => floor_cost,
         };
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut free = run.total;
+        // Sized to the nodes in service: while one is down, the jobs go on without it.
+        let mut free = InService::of(ctx.free(), run.nodes, run.node_gpus).gpus();
         let mut out = Vec::with_capacity(jobs.len());
         let top = [(1.0, 1.0, 1.0)];
         for (_, j, s) in jobs {
@@ -375,8 +376,9 @@ impl Policy for GreenFlow {
             .map(|c| (c.0, c.1))
             .collect();
         sized.sort_by_key(|c| c.0);
-        let placed =
-            buddy(run.node_gpus, run.nodes, &sized).ok_or_else(|| PolicyError::Cluster {
+        let placed = InService::of(ctx.free(), run.nodes, run.node_gpus)
+            .buddy(&sized, false)
+            .ok_or_else(|| PolicyError::Cluster {
                 policy: "greenflow",
                 reason: "buddy placement failed for counts within the cluster".into(),
             })?;
@@ -392,9 +394,9 @@ impl Policy for GreenFlow {
             .map(|(j, p)| (*j, p.gpus()))
             .collect();
         if !ctx.elastic()?.reassign(&changes) {
-            // GreenFlow plans on the whole cluster. Its own plans always fit it, so this
-            // plan needs GPUs held outside its jobs (a node down after a failure): the
-            // jobs keep what they hold, and the next hour plans again.
+            // Its plans fit the nodes in service, so this one needs GPUs held outside
+            // its jobs otherwise (a stopping job's, live): the jobs keep what they
+            // hold, and the next hour plans again.
             if !self.active.is_empty() {
                 ctx.wake_at((now / HOUR + 1) * HOUR);
             }

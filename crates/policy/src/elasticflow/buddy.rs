@@ -76,6 +76,53 @@ pub fn buddy_ordered(
     Some(out)
 }
 
+/// The nodes in service (not down for repair, not cordoned) of a cluster of `nodes`
+/// nodes of `node_gpus` GPUs each: buddy placement over them alone, numbered among
+/// themselves, lets a plan sized to them go on while others are out.
+pub struct InService {
+    up: Vec<u32>,
+    all: usize,
+    node_gpus: u32,
+}
+
+impl InService {
+    /// The nodes of `state` in service.
+    pub fn of(state: &apiary_model::ClusterState, nodes: usize, node_gpus: u32) -> InService {
+        InService {
+            up: (0..nodes as u32).filter(|&n| !state.is_down(n)).collect(),
+            all: nodes,
+            node_gpus,
+        }
+    }
+
+    /// Whether every node is in service.
+    pub fn all_up(&self) -> bool {
+        self.up.len() == self.all
+    }
+
+    /// Their GPUs.
+    pub fn gpus(&self) -> u32 {
+        self.up.len() as u32 * self.node_gpus
+    }
+
+    /// [`buddy_ordered`] over them, with the cluster's own node numbers.
+    pub fn buddy(
+        &self,
+        jobs: &[(JobIdx, u32)],
+        big_in_order: bool,
+    ) -> Option<Vec<(JobIdx, Placement)>> {
+        let mut placed = buddy_ordered(self.node_gpus, self.up.len(), jobs, big_in_order)?;
+        if !self.all_up() {
+            for (_, p) in placed.iter_mut() {
+                for part in p.parts.iter_mut() {
+                    part.0 = self.up[part.0 as usize];
+                }
+            }
+        }
+        Some(placed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

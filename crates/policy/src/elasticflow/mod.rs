@@ -24,7 +24,7 @@ mod pass;
 mod planner;
 mod timeline;
 
-pub use buddy::{buddy, buddy_ordered};
+pub use buddy::{InService, buddy, buddy_ordered};
 use events::Events;
 use nodesets::NodeSets;
 
@@ -343,10 +343,11 @@ impl ElasticFlow {
     /// GPUs on the nodes in service: a node down (a failure's repair) or cordoned is
     /// left out of the plans until it is back.
     fn usable(&self, ctx: &Ctx<'_>) -> u32 {
-        let down = (0..self.nodes as u32)
-            .filter(|&n| ctx.free().is_down(n))
-            .count() as u32;
-        ctx.total_gpus() as u32 - down * self.node_gpus
+        self.in_service(ctx).gpus()
+    }
+
+    fn in_service(&self, ctx: &Ctx<'_>) -> InService {
+        InService::of(ctx.free(), self.nodes, self.node_gpus)
     }
 
     /// `estimate_all_jobs`: plans `list` in deadline order on an empty timeline.

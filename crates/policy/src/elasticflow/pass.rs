@@ -2,7 +2,7 @@
 //! admitted (or declined), plans are made and ordered, every job is placed from scratch
 //! with the round's overheads, and the next decision is chosen.
 
-use super::{ElasticFlow, Kind, NO_DEADLINE, buddy_ordered, round_overhead, table};
+use super::{ElasticFlow, Kind, NO_DEADLINE, round_overhead, table};
 use crate::{Ctx, Handles, JobIdx, PolicyError, Status};
 use apiary_model::{Placement, Time};
 
@@ -218,28 +218,21 @@ impl ElasticFlow {
             sum += w.1;
         }
         let big_in_order = self.events.is_some();
-        // Buddy placement over the nodes in service, numbered among themselves: with
-        // nodes down (a failure's repair) the plan, sized to them, goes on without them.
-        let up: Vec<u32> = (0..self.nodes as u32)
-            .filter(|&n| !ctx.free().is_down(n))
-            .collect();
-        let all_up = up.len() == self.nodes;
-        let artifact = if all_up {
+        // Buddy placement over the nodes in service: with nodes down (a failure's
+        // repair) the plan, sized to them, goes on without them.
+        let up = self.in_service(ctx);
+        let artifact = if up.all_up() {
             self.artifact_place(&want, big_in_order)
         } else {
             None
         };
         let triples = match artifact {
             Some(x) => x,
-            None => buddy_ordered(self.node_gpus, up.len(), &want, big_in_order)
+            None => up
+                .buddy(&want, big_in_order)
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(j, mut p)| {
-                    if !all_up {
-                        for part in p.parts.iter_mut() {
-                            part.0 = up[part.0 as usize];
-                        }
-                    }
+                .map(|(j, p)| {
                     let k = self.cache_key(&p);
                     (j, p, k)
                 })

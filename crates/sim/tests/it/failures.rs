@@ -364,10 +364,11 @@ rate_per_hour = 1000
 fn elastic_policies_go_on_with_the_nodes_left_after_a_failure() {
     // A job that runs 500 s on two one-GPU nodes (linear: 1,000 s on one), saving
     // every 50 s of work, almost free. Node 1 fails at 110 s for 1,000 s: the 10 s
-    // since the save at 100 s are lost. EDF and ElasticFlow plan on the node in
-    // service: the job restarts on node 0 at once and does the 400 s left (800 s on
-    // one GPU), ending at 910 s, where waiting for the repair would end it at 1,510 s.
-    for policy in ["edf", "elasticflow"] {
+    // since the save at 100 s are lost. EDF, ElasticFlow and GreenFlow plan on the
+    // node in service: the job restarts on node 0 at once and does the 400 s left
+    // (800 s on one GPU), ending at 910 s, where waiting for the repair would end it
+    // at 1,510 s.
+    for policy in ["edf", "elasticflow", "greenflow"] {
         let m = FailureModel::parse(
             r#"name = "test"
 restart_s = 0
@@ -396,7 +397,12 @@ repair_s = 1000
             Some(apiary_model::Scaling::new(vec![(1, 1.0), (2, 2.0)], 2).unwrap());
         let c = ClusterSpec::preset("n2g1").unwrap().build().unwrap();
         // Without ElasticFlow's per-round overheads, to keep the sums by hand.
-        let params = Params::from_pairs(["slot=1", "overhead=false"]).unwrap();
+        let pairs: &[&str] = if policy == "greenflow" {
+            &["overhead=false"]
+        } else {
+            &["slot=1", "overhead=false"]
+        };
+        let params = Params::from_pairs(pairs.iter().copied()).unwrap();
         let mut p = registry::build(policy, &params).unwrap();
         let cfg = Config {
             failures: Some(Setting::of(m).unwrap()),
