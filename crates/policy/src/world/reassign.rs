@@ -16,11 +16,13 @@ impl World {
     /// twice, or the new placements overlap each other or GPUs held by jobs not named.
     ///
     /// With [`World::fence_preemptions`] (the live service) a running job cannot move
-    /// in place: it is a gang of processes on the GPUs it started on. So every running
-    /// job whose placement changes stops instead ([`Action::Preempt`], its GPUs fenced
-    /// until its processes have ended), and a pending job starts only if its new GPUs
-    /// are free now; the others start in a later pass, once the GPUs they were given
-    /// are back. A resize is thus a checkpoint and a restart, as on a real cluster.
+    /// in place: it is a gang of processes on the GPUs it started on. A job moved at
+    /// its size keeps its GPUs where no job that moves or starts needs them; every
+    /// other running job whose placement changes stops instead ([`Action::Preempt`],
+    /// its GPUs fenced until its processes have ended), and a pending job starts only
+    /// if its new GPUs are free now; the others start in a later pass, once the GPUs
+    /// they were given are back. A resize is thus a checkpoint and a restart, as on a
+    /// real cluster.
     pub fn reassign(&mut self, changes: &[(JobIdx, Placement)]) -> Option<Vec<Action>> {
         let mut seen = std::collections::BTreeSet::new();
         for (i, p) in changes {
@@ -49,7 +51,8 @@ impl World {
         }
         if self.fence_preemptions {
             self.undo_moves(changes, &changed);
-            return Some(self.stop_and_start(changes, &changed));
+            let moved = self.kept_in_place(changes, changed);
+            return Some(self.stop_and_start(changes, &moved));
         }
         let mut out = Vec::with_capacity(changed.len());
         for &k in &changed {
@@ -134,6 +137,45 @@ impl World {
         }
     }
 
+    /// The changes left once every running job the policy only moves (the same GPU
+    /// count elsewhere) keeps its GPUs where no job that does move or start needs them:
+    /// live, a move is a restart, and a policy that places from scratch each round
+    /// (ElasticFlow's buddy) would otherwise restart jobs whose size it did not change.
+    fn kept_in_place(&self, changes: &[(JobIdx, Placement)], changed: Vec<usize>) -> Vec<usize> {
+        let mut keep: Vec<bool> = changed
+            .iter()
+            .map(|&k| {
+                let (i, p) = (&changes[k].0, &changes[k].1);
+                let rt = &self.rt[*i as usize];
+                rt.status == Status::Running && p.gpus() > 0 && p.gpus() == rt.placement.gpus()
+            })
+            .collect();
+        loop {
+            let mut dropped = false;
+            for a in 0..changed.len() {
+                if !keep[a] {
+                    continue;
+                }
+                let old = &self.rt[changes[changed[a]].0 as usize].placement;
+                let clash =
+                    (0..changed.len()).any(|b| !keep[b] && overlaps(old, &changes[changed[b]].1));
+                if clash {
+                    keep[a] = false;
+                    dropped = true;
+                }
+            }
+            if !dropped {
+                break;
+            }
+        }
+        changed
+            .into_iter()
+            .zip(keep)
+            .filter(|&(_, kept)| !kept)
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// The live form of a checked reassignment: changed running jobs stop (fenced),
     /// then jobs that were pending start where their GPUs are free and they may start.
     /// A job stopped here never starts in the same step: its processes still run.
@@ -162,5 +204,65 @@ impl World {
             }
         }
         out
+    }
+}
+
+/// Whether two placements share a GPU.
+fn overlaps(a: &Placement, b: &Placement) -> bool {
+    a.parts
+        .iter()
+        .any(|&(n, m)| b.parts.iter().any(|&(o, k)| o == n && m & k != 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_model::{ClusterSpec, Job};
+
+    fn on(node: u32, mask: u64) -> Placement {
+        Placement {
+            parts: vec![(node, mask)],
+        }
+    }
+
+    /// Two nodes of 4 GPUs, live (fenced): job 0 runs on node 0's first two GPUs, job 1
+    /// (2 GPUs) waits.
+    fn live() -> World {
+        let cluster = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
+        let jobs = vec![Job::new("a", 0, 2, 1000), Job::new("b", 0, 2, 1000)];
+        let mut w = World::new(cluster, jobs);
+        w.fence_preemptions = true;
+        w.submit(0);
+        w.submit(1);
+        assert!(w.start(0, on(0, 0b0011)));
+        w
+    }
+
+    #[test]
+    fn live_a_moved_job_stops_and_its_gpus_stay_held() {
+        // The policy moves job 0 over and gives its GPUs to job 1: job 0 stops, its
+        // GPUs held (fenced) until its processes end, so job 1 cannot start yet.
+        let mut w = live();
+        let done = w.reassign(&[(0, on(0, 0b1100)), (1, on(0, 0b0011))]);
+        assert_eq!(done, Some(vec![Action::Preempt(0)]));
+        assert_eq!(w.take_fenced(), vec![(0, on(0, 0b0011))]);
+        assert_eq!(w.rt[1].status, Status::Pending);
+    }
+
+    #[test]
+    fn live_a_job_moved_at_its_size_keeps_gpus_no_one_needs() {
+        // The policy moves job 0 to node 1 and starts job 1 beside its old GPUs: job 0
+        // stays where it runs (a move would be a restart), and job 1 starts.
+        let mut w = live();
+        let done = w.reassign(&[(0, on(1, 0b0011)), (1, on(0, 0b1100))]);
+        assert_eq!(done, Some(vec![Action::Start(1)]));
+        assert_eq!(w.rt[0].placement, on(0, 0b0011));
+        assert!(w.take_fenced().is_empty());
+        // In the simulator the same call moves it.
+        let mut w = live();
+        w.fence_preemptions = false;
+        let done = w.reassign(&[(0, on(1, 0b0011)), (1, on(0, 0b1100))]);
+        assert_eq!(done, Some(vec![Action::Resize(0), Action::Start(1)]));
+        assert_eq!(w.rt[0].placement, on(1, 0b0011));
     }
 }
