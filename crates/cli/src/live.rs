@@ -508,7 +508,7 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
             name.chars().take(16).collect::<String>(),
             r.user.as_deref().unwrap_or("-"),
             r.state.as_str(),
-            gpus_text(&r.spec),
+            gpus_text(&r),
             jobtime::squeue_time(jobtime::run_ms(&r, now)),
         );
         if all || wide {
@@ -533,11 +533,19 @@ fn jobs_once(c: &ClientArgs, l: &Listing) -> Result<()> {
     Ok(())
 }
 
-/// A job's GPUs: a count, or the share of one (`0.5`).
-fn gpus_text(s: &JobSpec) -> String {
-    match s.gpu_milli {
-        Some(m) => format!("{}", f64::from(m) / 1000.0),
-        None => s.gpus.to_string(),
+/// A job's GPUs: a count, or the share of one (`0.5`); an elastic job's count is its
+/// last attempt's (what it asked for before it ran).
+fn gpus_text(r: &JobRecord) -> String {
+    let s = &r.spec;
+    match (s.gpu_milli, &s.elastic) {
+        (Some(m), _) => format!("{}", f64::from(m) / 1000.0),
+        (None, Some(_)) if !r.parts.is_empty() => r
+            .parts
+            .iter()
+            .map(|p| p.gpus.len())
+            .sum::<usize>()
+            .to_string(),
+        (None, _) => s.gpus.to_string(),
     }
 }
 
@@ -561,9 +569,15 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         r.state.as_str(),
         r.vc,
         r.user.as_deref().unwrap_or("-"),
-        gpus_text(&r.spec),
+        gpus_text(&r),
         r.attempt
     );
+    if let Some(e) = &r.spec.elastic {
+        println!(
+            "elastic  {}-{} GPUs, {} when not resized",
+            e.min_gpus, e.max_gpus, r.spec.gpus
+        );
+    }
     println!("command  {}", r.spec.command.join(" "));
     println!(
         "workdir  {}",

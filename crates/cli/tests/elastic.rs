@@ -119,4 +119,10 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
         .filter(|t| t["event"] == "resized")
         .collect();
     assert_eq!(resized[0]["detail"], "16 -> 8 GPUs", "{}", done[0]);
+    // `apiary job` shows the range and the resize.
+    let shown = out(&cli(&c, &["job", &a.to_string()]));
+    assert!(
+        shown.contains("elastic  1-16 GPUs, 16 when not resized") && shown.contains("resized"),
+        "{shown}"
+    );
 }
