@@ -81,6 +81,8 @@ pub struct ClusterState {
     /// Per node: out of service (down for repair, cordoned); empty until one is. The
     /// driver holds such a node's free GPUs itself; this says why they are taken.
     down: Vec<bool>,
+    /// The GPUs of the nodes out of service (planners read it on their hot paths).
+    down_gpus: u32,
 }
 
 impl ClusterState {
@@ -114,6 +116,7 @@ impl ClusterState {
             switch_first: cluster.switches.iter().map(|s| s.first_node).collect(),
             switch_nodes: cluster.switches.iter().map(|s| s.nodes).collect(),
             down: Vec::new(),
+            down_gpus: 0,
         }
     }
 
@@ -123,9 +126,22 @@ impl ClusterState {
         if down && self.down.is_empty() {
             self.down = vec![false; self.free_mask.len()];
         }
-        if let Some(d) = self.down.get_mut(n as usize) {
+        if let Some(d) = self.down.get_mut(n as usize)
+            && *d != down
+        {
             *d = down;
+            let gpus = self.full_mask[n as usize].count_ones();
+            if down {
+                self.down_gpus += gpus;
+            } else {
+                self.down_gpus -= gpus;
+            }
         }
+    }
+
+    /// The GPUs of the nodes out of service.
+    pub fn down_gpus(&self) -> u32 {
+        self.down_gpus
     }
 
     /// Whether node `n` is out of service.

@@ -264,7 +264,7 @@ impl GreenFlow {
         };
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // Sized to the nodes in service: while one is down, the jobs go on without it.
-        let mut free = InService::of(ctx.free(), run.nodes, run.node_gpus).gpus();
+        let mut free = run.total - ctx.free().down_gpus();
         let mut out = Vec::with_capacity(jobs.len());
         let top = [(1.0, 1.0, 1.0)];
         for (_, j, s) in jobs {

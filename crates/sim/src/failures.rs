@@ -115,9 +115,6 @@ pub struct Failures {
     health: Vec<(u32, bool)>,
     /// The shaped (Weibull) classes, struck per job rather than drawn over the cluster.
     shaped: Vec<usize>,
-    /// Per (job, shaped class): the running time at which it strikes the job, drawn at
-    /// the job's first start.
-    budgets: BTreeMap<(JobIdx, usize), Time>,
     /// Armed strikes of shaped classes: (when, job, class, the job's start count then;
     /// a strike armed at an earlier start is stale).
     armed: BTreeSet<(Time, JobIdx, usize, u32)>,
@@ -214,7 +211,6 @@ impl Failures {
                 .collect(),
             setting,
             health: Vec::new(),
-            budgets: BTreeMap::new(),
             armed: BTreeSet::new(),
             starts: vec![0; world.jobs.len()],
             ages_seed: Rng::stream(seed, "failure-ages").next_u64(),
@@ -287,14 +283,8 @@ impl Failures {
         self.starts[i] += 1;
         for n in 0..self.shaped.len() {
             let k = self.shaped[n];
-            let age = match self.budgets.get(&(j, k)) {
-                Some(&a) => a,
-                None => {
-                    let a = self.draw_age(j, k);
-                    self.budgets.insert((j, k), a);
-                    a
-                }
-            };
+            // The job's own stream gives the same age at every start.
+            let age = self.draw_age(j, k);
             let left = age.saturating_sub(world.rt[i].executed);
             self.armed
                 .insert((world.now.saturating_add(left), j, k, self.starts[i]));

@@ -100,11 +100,6 @@ impl InService {
         self.up.len() == self.all
     }
 
-    /// Their GPUs.
-    pub fn gpus(&self) -> u32 {
-        self.up.len() as u32 * self.node_gpus
-    }
-
     /// [`buddy_ordered`] over them, with the cluster's own node numbers.
     pub fn buddy(
         &self,

@@ -343,7 +343,7 @@ impl ElasticFlow {
     /// GPUs on the nodes in service: a node down (a failure's repair) or cordoned is
     /// left out of the plans until it is back.
     fn usable(&self, ctx: &Ctx<'_>) -> u32 {
-        self.in_service(ctx).gpus()
+        ctx.total_gpus() as u32 - ctx.free().down_gpus()
     }
 
     fn in_service(&self, ctx: &Ctx<'_>) -> InService {

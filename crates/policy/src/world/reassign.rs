@@ -50,7 +50,7 @@ impl World {
             return None;
         }
         if self.fence_preemptions {
-            self.undo_moves(changes, &changed);
+            self.restore_moves(changes, &changed, &changed);
             let moved = self.kept_in_place(changes, changed);
             return Some(self.stop_and_start(changes, &moved));
         }
@@ -113,13 +113,9 @@ impl World {
         ok
     }
 
-    /// Undoes a successful [`World::try_moves`].
-    fn undo_moves(&mut self, changes: &[(JobIdx, Placement)], changed: &[usize]) {
-        self.restore_moves(changes, changed, changed);
-    }
-
     /// Releases the new placements of `taken` and takes the running jobs of `changed`
-    /// back onto their old GPUs.
+    /// back onto their old GPUs (with `taken` = `changed`, undoes a successful
+    /// [`World::try_moves`]).
     fn restore_moves(
         &mut self,
         changes: &[(JobIdx, Placement)],
