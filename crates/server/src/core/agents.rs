@@ -514,8 +514,7 @@ impl Core {
             }
             env.insert("APIARY_NODE_RANK".into(), rank.to_string());
             env.insert("APIARY_NUM_NODES".into(), r.parts.len().to_string());
-            let gpus: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
-            env.insert("APIARY_NUM_GPUS".into(), gpus.to_string());
+            env.insert("APIARY_NUM_GPUS".into(), gpu_count(&r.parts).to_string());
             env.insert("APIARY_MASTER".into(), r.parts[0].node.clone());
             env.insert("APIARY_VC".into(), r.vc.clone());
             env.insert("APIARY_NODE".into(), name.clone());
@@ -692,8 +691,7 @@ impl Core {
             })
             .collect();
         let r = &mut self.jobs[j as usize];
-        let count = |parts: &[Part]| parts.iter().map(|p| p.gpus.len()).sum::<usize>();
-        let (before, after) = (count(&r.parts), count(&parts));
+        let (before, after) = (gpu_count(&r.parts), gpu_count(&parts));
         if r.spec.elastic.is_some() && r.attempt > 0 && before != after {
             note(r, now, "resized", format!("{before} -> {after} GPUs"));
         }
@@ -708,4 +706,9 @@ impl Core {
         note(r, now, "running", detail);
         self.dirty.insert(j);
     }
+}
+
+/// The GPUs of an attempt's parts, on all its nodes.
+fn gpu_count(parts: &[Part]) -> usize {
+    parts.iter().map(|p| p.gpus.len()).sum()
 }
