@@ -73,11 +73,13 @@ pub fn job_exec(
             })?;
         let mut term_at: Option<Instant> = None;
         let mut killed = false;
+        // A SIGTERM to this process came to the whole group, which must not get it
+        // twice: a job's trap would run twice (and save its checkpoint twice).
         let stop = |why: Option<&str>| {
             if let Some(why) = why {
                 eprintln!("apiary job-exec: stopping the job: {why}");
+                crate::procs::signal_group(pgid, Signal::TERM);
             }
-            crate::procs::signal_group(pgid, Signal::TERM);
             // Those that left the group (setsid) are told too.
             let outside: Vec<i32> = descendants(me)
                 .into_iter()

@@ -339,3 +339,46 @@ fn a_lost_or_damaged_state_is_a_clean_startup_error() {
     let j = c.job(r["id"].as_u64().unwrap());
     assert_eq!(j["spec"]["name"], "keep-me-please");
 }
+
+#[test]
+fn a_stop_reaches_the_job_once_though_it_is_sent_to_the_whole_group() {
+    // The agent stops an attempt with SIGTERM to its group, the supervisor included;
+    // the job must get it once: a trap that saves a checkpoint runs once.
+    let dir = std::env::temp_dir().join(format!("apiary-term-once-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The trap does not exit, so the job would see a second SIGTERM.
+    let script = "trap 'echo saved >> terms' TERM; echo up > ready; while :; do sleep 0.05; done";
+    use std::os::unix::process::CommandExt as _;
+    let mut sup = Command::new(env!("CARGO_BIN_EXE_apiary"))
+        .args(["job-exec", "--grace-ms", "1000", "--", "sh", "-c", script])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let wait_for = |name: &str| {
+        let t0 = Instant::now();
+        while !dir.join(name).exists() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no {name}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let kill = |args: &[&str]| assert!(Command::new("kill").args(args).status().unwrap().success());
+    wait_for("ready");
+    // The supervisor is held until the job has run its trap, so that anything the
+    // supervisor sent on would come as a second signal rather than merge with the first.
+    let (pid, group) = (sup.id().to_string(), format!("-{}", sup.id()));
+    kill(&["-STOP", &pid]);
+    kill(&["-TERM", "--", &group]);
+    wait_for("terms");
+    kill(&["-CONT", &pid]);
+    // The job ignores the stop, so the supervisor kills it after its grace.
+    let code = sup.wait().unwrap();
+    assert_eq!(code.code(), Some(128 + 9), "{code:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("terms")).unwrap(),
+        "saved\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
