@@ -34,13 +34,13 @@ use std::collections::BTreeMap;
 /// `pollux`: its spec.
 pub const POLLUX: PolicySpec = PolicySpec {
     name: "pollux",
-    about: "Pollux: genetic search over replica placements maximising the power mean of goodput speed-ups; jobs tune their own batch (Pollux workloads)",
+    about: "Pollux: genetic search over replica placements maximising the power mean of goodput speed-ups; jobs tune their own batch (Pollux workloads; live, --adaptive jobs that report AdaptDL's hints)",
     capabilities: Capabilities::of(&[Capability::Elastic, Capability::Adaptive]),
     params: POLLUX_PARAMS,
     build: |p| Ok(Box::new(Pollux::new(p)?)),
 };
 
-const POLLUX_PARAMS: &[ParamSpec] = &[INTERVAL, POPULATION, GENERATIONS, SEED];
+const POLLUX_PARAMS: &[ParamSpec] = &[INTERVAL, POPULATION, GENERATIONS, SEED, RESTART_PENALTY];
 
 const INTERVAL: ParamSpec = ParamSpec {
     key: "interval",
@@ -60,6 +60,12 @@ const GENERATIONS: ParamSpec = ParamSpec {
     about: "NSGA-II generations per interval (the artifact's n_gen)",
 };
 
+const RESTART_PENALTY: ParamSpec = ParamSpec {
+    key: "restart_penalty",
+    default: "30",
+    about: "seconds each restart is charged in the speed-up penalty max(age - this·restarts, 0) / (age + this) (the artifact's 30)",
+};
+
 const SEED: ParamSpec = ParamSpec {
     key: "seed",
     default: "0",
@@ -74,6 +80,10 @@ pub struct Pollux {
     rng: Rng,
     /// Last interval's Pareto front, by job.
     prev: Vec<(Vec<JobIdx>, Vec<u8>)>,
+    /// The interval's end the last pass asked to be woken at.
+    waited_for: Option<Time>,
+    /// Seconds a restart is charged.
+    restart_penalty: f64,
 }
 
 impl Pollux {
@@ -89,6 +99,8 @@ impl Pollux {
             gens,
             rng: Rng::stream(p.u64(&SEED)?, "pollux"),
             prev: Vec::new(),
+            waited_for: None,
+            restart_penalty: p.secs(&RESTART_PENALTY, 0.0)? as f64 / SECOND as f64,
         })
     }
 }
@@ -489,7 +501,8 @@ impl Policy for Pollux {
                 policy: "pollux",
                 job: ctx.job(j).id.to_string(),
                 reason: "it has no goodput model: Pollux schedules adaptive jobs, read from a \
-                         Pollux workload (name,time,application,num_replicas,batch_size)"
+                         Pollux workload (name,time,application,num_replicas,batch_size) or \
+                         submitted live with `apiary submit --adaptive`"
                     .into(),
             });
         }
@@ -505,10 +518,16 @@ impl Policy for Pollux {
             .filter(|&j| ctx.job(j).extras().adaptive.is_some())
             .collect();
         if jobs.is_empty() {
+            self.waited_for = None;
             return Ok(());
         }
-        if !now.is_multiple_of(self.interval) {
-            ctx.wake_at(now.div_ceil(self.interval) * self.interval);
+        // A live pass never falls exactly on an interval's end: one at or past the wake
+        // it asked for decides then, as the simulator's would have.
+        let due = self.waited_for.is_some_and(|w| now >= w);
+        if !now.is_multiple_of(self.interval) && !due {
+            let w = now.div_ceil(self.interval) * self.interval;
+            self.waited_for = Some(w);
+            ctx.wake_at(w);
             return Ok(());
         }
         jobs.sort_by_key(|&j| (ctx.attained(j), ctx.job(j).submit, j));
@@ -534,7 +553,7 @@ impl Policy for Pollux {
             let Some(adaptive) = job.extras().adaptive.as_ref() else {
                 continue;
             };
-            let app = &adaptive.app;
+            let app = adaptive.limits;
             let agent = adaptive_jobs.agent(j);
             let profiled = agent.map_or(0, |a| a.max_profiled_replicas());
             // The artifact: min(max(2 · profiled, 1), 64, max batch // min per-GPU batch).
@@ -545,9 +564,14 @@ impl Policy for Pollux {
             max_replicas.push(m);
             let restarts = agent.and_then(|a| a.restarts).unwrap_or(0) as f64;
             let age = now.saturating_sub(job.submit) as f64 / SECOND as f64;
-            penalty.push((age - restarts * 30.0).max(0.0) / (age + 30.0));
+            let charge = self.restart_penalty;
+            penalty.push(if age + charge > 0.0 {
+                (age - restarts * charge).max(0.0) / (age + charge)
+            } else {
+                1.0
+            });
             let range = (app.min_local, app.max_local);
-            models.push(agent.and_then(|a| a.goodput(app)).map(|g| {
+            models.push(agent.and_then(|a| a.goodput_from(app.init_batch)).map(|g| {
                 let base = g
                     .optimize(1, fair as u32, app.max_batch as f64, range, true)
                     .goodput;
@@ -634,7 +658,9 @@ impl Policy for Pollux {
         if !changes.is_empty() {
             ctx.elastic()?.reassign(&changes);
         }
-        ctx.wake_at(now + self.interval);
+        let next = (now / self.interval + 1) * self.interval;
+        self.waited_for = Some(next);
+        ctx.wake_at(next);
         Ok(())
     }
 }

@@ -134,9 +134,6 @@ impl Capability {
     /// runs as fast as it runs.
     pub const fn live_blocker(self) -> Option<&'static str> {
         match self {
-            Capability::Adaptive => {
-                Some("its jobs must report goodput from inside (AdaptDL), which live jobs do not")
-            }
             Capability::Io => Some(
                 "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
             ),
@@ -325,11 +322,8 @@ mod tests {
         assert_eq!(s.to_string(), "elastic, durations");
         assert_eq!(Capabilities::CORE.to_string(), "core");
         assert_eq!(s.live_blocker(), None);
-        let adaptive = Capabilities::of(&[Capability::Elastic, Capability::Adaptive]);
-        assert_eq!(
-            adaptive.live_blocker().map(|b| b.0),
-            Some(Capability::Adaptive)
-        );
+        let io = Capabilities::of(&[Capability::Adaptive, Capability::Io]);
+        assert_eq!(io.live_blocker().map(|b| b.0), Some(Capability::Io));
         assert_eq!(s.tenant_blocker(), Some(Capability::Elastic));
         assert_eq!(
             Capabilities::of(&[Capability::Durations]).tenant_blocker(),

@@ -37,7 +37,7 @@ impl Agents {
                 let job = &world.jobs[j];
                 if let Some(a) = &job.extras().adaptive {
                     let target = if tunes_batch {
-                        a.app.fixed_batch
+                        a.app.as_ref().and_then(|app| app.fixed_batch)
                     } else {
                         job.batch_size
                     };
@@ -153,7 +153,7 @@ impl Agents {
         }
         self.clock[j as usize] = now;
         let (job, agent) = world.job_and_agent(j);
-        let app = &job.extras().adaptive.as_ref()?.app;
+        let app = job.extras().adaptive.as_ref()?.app.as_ref()?;
         let agent = agent?;
         let secs = ((now - from) / apiary_model::SECOND) as u32;
         agent
@@ -165,9 +165,9 @@ impl Agents {
 /// Tells an adaptive job its new allocation (GPUs per node; empty when stopped).
 fn reallocate(world: &mut World, j: JobIdx, counts: Vec<u32>) {
     if let (job, Some(agent)) = world.job_and_agent(j)
-        && let Some(a) = &job.extras().adaptive
+        && let Some(app) = job.extras().adaptive.as_ref().and_then(|a| a.app.as_ref())
     {
-        agent.reallocate(&a.app, counts);
+        agent.reallocate(app, counts);
     }
 }
 

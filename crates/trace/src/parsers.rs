@@ -129,7 +129,7 @@ fn pollux(h: &StringRecord, file: &str) -> Result<Parser, TraceError> {
             ));
         }
         j.batch_size = Some(batch);
-        j.extras_mut().adaptive = Some(apiary_model::adaptive::Adaptive { app: app.clone() });
+        j.extras_mut().adaptive = Some(apiary_model::adaptive::Adaptive::of(app.clone()));
         Ok(Parsed::Job(j))
     }))
 }

@@ -35,6 +35,9 @@ pub struct Agent {
     pub grad: Option<GradParams>,
     /// Set when the job has trained its last epoch.
     pub done: bool,
+    /// The most replicas a live job reports having profiled (AdaptDL's
+    /// `maxProfiledReplicas`), whose profile the scheduler does not see.
+    reported_replicas: u32,
 }
 
 impl Agent {
@@ -48,15 +51,29 @@ impl Agent {
 
     /// The most replicas observed so far.
     pub fn max_profiled_replicas(&self) -> u32 {
-        self.profile.keys().map(|k| k.1).max().unwrap_or(0)
+        let profiled = self.profile.keys().map(|k| k.1).max().unwrap_or(0);
+        profiled.max(self.reported_replicas)
+    }
+
+    /// A live job's report (AdaptDL's hints): its fitted step-time model, gradient
+    /// statistics and the most replicas it has profiled.
+    pub fn report(&mut self, perf: PerfParams, grad: Option<GradParams>, profiled_replicas: u32) {
+        self.perf = Some(perf);
+        self.grad = grad;
+        self.reported_replicas = profiled_replicas;
     }
 
     /// The goodput model the job reports to the scheduler, once it has one.
     pub fn goodput(&self, app: &Application) -> Option<Goodput> {
+        self.goodput_from(app.init_batch)
+    }
+
+    /// The goodput model, for a job whose initial batch is `init_batch`.
+    pub fn goodput_from(&self, init_batch: u32) -> Option<Goodput> {
         Some(Goodput {
             perf: self.perf?,
             grad: self.grad?,
-            init_batch: app.init_batch as f64,
+            init_batch: init_batch as f64,
         })
     }
 

@@ -205,6 +205,17 @@ impl Application {
         })
     }
 
+    /// The batch limits a job of this application declares.
+    pub fn limits(&self) -> super::BatchLimits {
+        super::BatchLimits {
+            init_batch: self.init_batch,
+            max_batch: self.max_batch,
+            min_local: self.min_local,
+            max_local: self.max_local,
+            max_replicas: self.max_replicas,
+        }
+    }
+
     /// Progress at the end of `epoch` (0 at the start): the smallest over the runs.
     pub fn progress_at(&self, epoch: u32) -> f64 {
         self.progress[(epoch as usize).min(self.progress.len() - 1)]
