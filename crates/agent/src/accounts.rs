@@ -99,6 +99,7 @@ mod tests {
             gpu_memory_mib: None,
             vc: vc.into(),
             run_as: run_as.map(String::from),
+            hints: false,
         }
     }
 

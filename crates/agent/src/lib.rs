@@ -15,6 +15,7 @@
 
 mod accounts;
 mod error;
+mod hints;
 mod identity;
 pub mod lease;
 pub mod procs;
@@ -87,6 +88,8 @@ struct Running {
     vc: String,
     /// SIGTERM to SIGKILL: the job's own, or the server's.
     grace: Duration,
+    /// An adaptive job, which writes scheduling hints.
+    hints: bool,
 }
 
 /// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
@@ -203,6 +206,7 @@ struct State {
     interval: Duration,
     grace: Duration,
     streams: stream::Streams,
+    hints: hints::Hints,
     lease: lease::Lease,
     /// The lease's running out was logged.
     lease_said: bool,
@@ -328,6 +332,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         interval: Duration::from_secs(2),
         grace,
         streams: stream::Streams::default(),
+        hints: hints::Hints::default(),
         lease: lease::Lease::default(),
         lease_said: false,
         outage: Outage::default(),
@@ -345,6 +350,11 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         let output = st
             .streams
             .chunks(&o.logs, st.running.keys().copied(), &st.exited);
+        st.hints.retain(|a| st.running.contains_key(a));
+        let hints = st.hints.changed(
+            &o.logs,
+            st.running.iter().filter(|(_, r)| r.hints).map(|(&a, _)| a),
+        );
         let hb = Heartbeat {
             node: o.node.clone(),
             instance: me.instance.clone(),
@@ -355,6 +365,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             exited: st.exited.clone(),
             shutting_down,
             output,
+            hints,
         };
         let sent_at = Instant::now();
         let sent = client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb);
@@ -381,6 +392,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         match sent {
             Ok(reply) => {
                 let starting = (!shutting_down).then_some((&o, exe.as_path()));
+                st.hints.sent(&hb.hints);
                 st.take_reply(reply, sent_at, &hb.output, starting)?;
             }
             // The jobs keep running through a server outage: nothing is given away
@@ -524,6 +536,7 @@ impl Launcher<'_> {
                             uid,
                             vc: l.vc.clone(),
                             grace: self.grace_of(&l),
+                            hints: l.hints,
                         },
                     );
                 }
@@ -598,6 +611,12 @@ impl Launcher<'_> {
         if let Some(d) = &l.workdir {
             cmd.current_dir(d);
         }
+        if l.hints {
+            // The job's own file, empty until it writes its first hints.
+            let h = hints::path(&o.logs, l.job, l.attempt);
+            private_file(&h, account)?;
+            cmd.env("APIARY_HINTS", &h);
+        }
         cmd.spawn().map_err(|source| AgentError::Start {
             program: l.command.first().cloned().unwrap_or_default(),
             source,
@@ -639,6 +658,7 @@ fn reap(
     }
     for (a, code, lost) in done {
         running.remove(&a);
+        let _ = std::fs::remove_file(hints::path(logs, a.job, a.attempt));
         let e = Exit {
             job: a.job,
             attempt: a.attempt,
@@ -763,6 +783,7 @@ mod tests {
             gpu_memory_mib: None,
             vc: "a".into(),
             run_as: None,
+            hints: false,
         };
         let user = RunAs {
             uid: 1001,
@@ -808,6 +829,7 @@ mod tests {
             gpu_memory_mib: Some(27_279),
             vc: "a".into(),
             run_as: None,
+            hints: false,
         };
         let env = job_env(&l, None, &[]);
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");

@@ -125,7 +125,94 @@ pub struct JobSpec {
     /// `estimated_duration_s` is for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elastic: Option<Elastic>,
+    /// An adaptive job (AdaptDL's, under Pollux): it tunes its own batch within these
+    /// limits and reports its goodput model by writing AdaptDL's scheduling hints to
+    /// `$APIARY_HINTS`; the policy sizes it by checkpoint and restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveBatch>,
 }
+
+/// An adaptive job's batch limits (`apiary submit --adaptive`), as AdaptDL's
+/// `AdaptiveDataLoader` declares them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveBatch {
+    /// The batch it starts with (AdaptDL's `initBatchSize`).
+    pub init_batch_size: u32,
+    /// The largest total batch (`maxBatchSize`).
+    pub max_batch_size: u32,
+    /// The smallest and largest per-GPU batch (`localBszBounds`).
+    pub local_bsz_bounds: (u32, u32),
+}
+
+/// AdaptDL's scheduling hints, the JSON its `post_sched_hints` sends, which a job
+/// writes to `$APIARY_HINTS` and its agent forwards. Keys AdaptDL may add are
+/// ignored.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedHints {
+    /// Must match the submission's `init_batch_size` where given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_batch_size: Option<u32>,
+    /// Must match the submission's `max_batch_size` where given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch_size: Option<u32>,
+    /// Must match the submission's `local_bsz_bounds` where given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_bsz_bounds: Option<(u32, u32)>,
+    /// The batch it uses now (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_batch_size: Option<u32>,
+    /// The most replicas it has measured its step time on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_profiled_replicas: Option<u32>,
+    /// Whether it accumulates gradients (informational: Pollux's goodput model lets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_accumulation: Option<bool>,
+    /// Gradient statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_params: Option<HintGradParams>,
+    /// The fitted step-time model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf_params: Option<HintPerfParams>,
+}
+
+/// AdaptDL's `gradParams`: the squared norm of the gradient and its variance (null
+/// before the job has measured them).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HintGradParams {
+    /// Squared norm.
+    pub norm: Option<f64>,
+    /// Variance.
+    pub var: Option<f64>,
+}
+
+/// AdaptDL's `perfParams`: its step-time model (`adaptdl.speedup.Params`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct HintPerfParams {
+    pub alpha_c: f64,
+    pub beta_c: f64,
+    pub alpha_n: f64,
+    pub beta_n: f64,
+    pub alpha_r: f64,
+    pub beta_r: f64,
+    pub gamma: f64,
+}
+
+/// The scheduling hints an attempt's process wrote, forwarded by its agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HintsReport {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// The file's text (at most [`HINTS_BYTES`]).
+    pub text: String,
+}
+
+/// Most bytes of a hints file the agent forwards.
+pub const HINTS_BYTES: usize = 16 << 10;
 
 /// How an elastic job may be sized (`apiary submit --elastic MIN-MAX`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -287,6 +374,9 @@ pub struct JobRecord {
     /// GPUs stay held and the job does not start again until they are gone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopping: Vec<StoppingPart>,
+    /// An adaptive job's latest scheduling hints that the server took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<SchedHints>,
     /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
     /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
     /// stored.
@@ -424,6 +514,9 @@ pub struct Heartbeat {
     /// New output of its processes since the server last took it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output: Vec<OutputChunk>,
+    /// Scheduling hints its adaptive jobs wrote since it last sent them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<HintsReport>,
 }
 
 /// Output an attempt's process wrote since the agent last sent it: bytes `offset` to
@@ -521,6 +614,10 @@ pub struct Launch {
     /// The local account the VC's jobs run as (`run_as` in the server's `[[vcs]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as: Option<String>,
+    /// An adaptive job: the agent gives it a file to write its scheduling hints to
+    /// (`APIARY_HINTS`) and forwards what it writes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hints: bool,
 }
 
 /// `GET /v1/cluster`.

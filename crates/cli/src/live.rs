@@ -226,6 +226,16 @@ pub struct Submission {
     /// pairs in any unit (1:1,2:1.9,4:3.4); default: linear in the count.
     #[arg(long, value_name = "GPUS:RATE,...", requires = "elastic")]
     pub throughput: Option<String>,
+    /// An adaptive job (AdaptDL's) and its batch limits: init=B,max=B,local=MIN-MAX.
+    /// Under pollux it gets the GPUs its goodput model earns, reported as AdaptDL's
+    /// scheduling hints written to $APIARY_HINTS, and is resized by checkpoint and
+    /// restart (told APIARY_NUM_GPUS).
+    #[arg(
+        long,
+        value_name = "init=B,max=B,local=MIN-MAX",
+        conflicts_with = "gpu_milli"
+    )]
+    pub adaptive: Option<String>,
     /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,
     /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
     #[arg(long, short = 't', value_name = "TIME")]
@@ -336,6 +346,11 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
         checkpoint_dir: s.checkpoint_dir,
         grace_s: s.grace,
         elastic,
+        adaptive: s
+            .adaptive
+            .as_deref()
+            .map(apiary_client::elastic::parse_adaptive)
+            .transpose()?,
     };
     let client = c.client()?;
     let mut ids = Vec::new();
@@ -576,6 +591,22 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
         println!(
             "elastic  {}-{} GPUs, {} when not resized",
             e.min_gpus, e.max_gpus, r.spec.gpus
+        );
+    }
+    if let Some(a) = &r.spec.adaptive {
+        let (lo, hi) = a.local_bsz_bounds;
+        println!(
+            "adaptive batch {} to {}, {lo}-{hi} per GPU; {}",
+            a.init_batch_size,
+            a.max_batch_size,
+            r.hints
+                .as_ref()
+                .map_or("no hints yet".to_string(), |h| format!(
+                    "hints: {} replicas profiled{}",
+                    h.max_profiled_replicas.unwrap_or(0),
+                    h.global_batch_size
+                        .map_or(String::new(), |b| format!(", batch {b}"))
+                ))
         );
     }
     println!("command  {}", r.spec.command.join(" "));

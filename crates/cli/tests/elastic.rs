@@ -126,3 +126,91 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
         "{shown}"
     );
 }
+
+#[test]
+fn pollux_grows_an_adaptive_job_from_the_hints_it_writes() {
+    // Pollux charges a young job's restart (30 s by default): this one is seconds old.
+    let c = Cluster::with_config(
+        "adaptive",
+        "pollux",
+        false,
+        "params = { interval = \"1\", population = \"20\", generations = \"20\", restart_penalty = \"0.5\" }\n",
+    );
+    let log = c.dir.join("log");
+    let l = log.display().to_string();
+    // AdaptDL's hints for a job that scales well and whose gradient noise lets it use
+    // large batches, having profiled the replicas it runs on; it is done once it runs
+    // on two GPUs.
+    let hints = r#"{"initBatchSize": 128, "maxBatchSize": 4096, "localBszBounds": [32, 256],
+        "maxProfiledReplicas": %s, "gradientAccumulation": true,
+        "gradParams": {"norm": 0.01, "var": 1.0},
+        "perfParams": {"alpha_c": 0.1, "beta_c": 0.01, "alpha_n": 0.01, "beta_n": 0.001,
+                       "alpha_r": 0.01, "beta_r": 0.001, "gamma": 1.5}}"#;
+    let script = format!(
+        "trap 'exit 0' TERM; echo start $APIARY_RESTART_COUNT $APIARY_NUM_GPUS >> {l}; \
+         [ $APIARY_NUM_GPUS -ge 2 ] && exit 0; \
+         printf '{hints}' $APIARY_NUM_GPUS > $APIARY_HINTS; \
+         while :; do sleep 0.05; done"
+    );
+    let text = out(&cli(
+        &c,
+        &[
+            "submit",
+            "--adaptive",
+            "init=128,max=4096,local=32-256",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ));
+    let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let done = c.wait_terminal(&[id], Duration::from_secs(30));
+    let j = &done[0];
+    assert_eq!(j["state"], "succeeded", "{j}");
+    // Without a goodput model it got one replica, as Pollux's artifact gives; with one
+    // that had profiled a replica, two.
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "start 0 1\nstart 1 2\n",
+        "{j}"
+    );
+    let resized: Vec<&str> = j["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["event"] == "resized")
+        .map(|t| t["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(resized, ["1 -> 2 GPUs"], "{j}");
+    assert_eq!(j["hints"]["maxProfiledReplicas"], 1, "{j}");
+    // Hints that clash with the submission are refused, and the job is told why.
+    let id = {
+        let t = out(&cli(
+            &c,
+            &[
+                "submit",
+                "--adaptive",
+                "init=64,max=4096,local=32-256",
+                "--",
+                "sh",
+                "-c",
+                "echo '{\"initBatchSize\": 128}' > $APIARY_HINTS; sleep 1",
+            ],
+        ));
+        t.trim().rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    let done = c.wait_terminal(&[id], Duration::from_secs(30));
+    let rejected: Vec<&str> = done[0]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["event"] == "hints rejected")
+        .map(|t| t["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(rejected.len(), 1, "{}", done[0]);
+    assert!(
+        rejected[0].ends_with("initBatchSize 128 is not the submission's 64"),
+        "{rejected:?}"
+    );
+}

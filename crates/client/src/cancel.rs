@@ -146,6 +146,7 @@ mod tests {
             parts: Vec::new(),
             history: Vec::new(),
             stopping: Vec::new(),
+            hints: None,
             reason: None,
         }
     }

@@ -218,6 +218,7 @@ mod tests {
                 array: None,
                 checkpoint_dir: None,
                 elastic: None,
+                adaptive: None,
                 grace_s: None,
             },
             vc: "default".into(),
@@ -245,6 +246,7 @@ mod tests {
                 })
                 .collect(),
             stopping: Vec::new(),
+            hints: None,
             reason: None,
         }
     }

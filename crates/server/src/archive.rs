@@ -264,6 +264,7 @@ mod tests {
                 detail: String::new(),
             }],
             stopping: Vec::new(),
+            hints: None,
             reason: None,
         }
     }

@@ -261,6 +261,7 @@ fn spec_of(job: &Job) -> JobSpec {
         array: None,
         checkpoint_dir: None,
         elastic: None,
+        adaptive: None,
         grace_s: None,
     }
 }
@@ -302,6 +303,7 @@ fn exit_parts(core: &mut Core, j: JobIdx, now: Time) {
             }],
             shutting_down: false,
             output: Vec::new(),
+            hints: Vec::new(),
         };
         // Declared nodes with their declared sizes: a heartbeat cannot be refused.
         let _ = core.heartbeat(&hb, now);

@@ -14,8 +14,8 @@ const NODE: &str = "[[nodes]]\nname = \"n0\"\ngpus = 8\n";
 fn bad_configs_are_refused_with_the_field() {
     for (text, want) in [
         (
-            format!("policy = \"pollux\"\n{NODE}"),
-            "policy: 'pollux' is not served live: it needs the `adaptive` capability",
+            format!("policy = \"silod\"\n{NODE}"),
+            "policy: 'silod' is not served live: it needs the `io` capability",
         ),
         (
             format!("policy = \"greenflow\"\nparams = {{ power_limits = \"1,0.8\" }}\n{NODE}"),

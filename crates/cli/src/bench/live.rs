@@ -85,6 +85,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
                 }],
                 shutting_down: false,
                 output: Vec::new(),
+                hints: Vec::new(),
             };
             core.heartbeat(&hb, now)
                 .map_err(|e| anyhow::anyhow!(e.message))?;

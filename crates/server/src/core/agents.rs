@@ -222,6 +222,7 @@ impl Core {
         for c in &hb.output {
             self.take_output(n, c, now);
         }
+        self.take_hints(&hb.node, &hb.hints, now);
         for e in &hb.exited {
             self.keep_tail(n, e);
             self.exited(n, e.job, e.attempt, e.code, e.lost, now);
@@ -541,6 +542,7 @@ impl Core {
                     .iter()
                     .find(|v| v.name == r.vc)
                     .and_then(|v| v.run_as.clone()),
+                hints: r.spec.adaptive.is_some(),
             });
         }
         for &(job, attempt, node) in self.stopping.keys() {
@@ -692,7 +694,8 @@ impl Core {
             .collect();
         let r = &mut self.jobs[j as usize];
         let (before, after) = (gpu_count(&r.parts), gpu_count(&parts));
-        if r.spec.elastic.is_some() && r.attempt > 0 && before != after {
+        let resizable = r.spec.elastic.is_some() || r.spec.adaptive.is_some();
+        if resizable && r.attempt > 0 && before != after {
             note(r, now, "resized", format!("{before} -> {after} GPUs"));
         }
         r.attempt += 1;
@@ -705,6 +708,7 @@ impl Core {
         r.parts = parts;
         note(r, now, "running", detail);
         self.dirty.insert(j);
+        self.sync_agent(j);
     }
 }
 

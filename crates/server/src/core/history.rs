@@ -228,11 +228,13 @@ impl Core {
                 array: None,
                 checkpoint_dir: None,
                 elastic: None,
+                adaptive: None,
                 grace_s: None,
             },
             parts: Vec::new(),
             history: Vec::new(),
             stopping: Vec::new(),
+            hints: None,
             reason: None,
         };
         let full = std::mem::replace(&mut self.jobs[j as usize], tomb);

@@ -126,6 +126,9 @@ impl Core {
         if let Some(table) = self.scaling_of(spec) {
             j.extras_mut().scaling = Some(table);
         }
+        if let Some(a) = Core::adaptive_of(spec) {
+            j.extras_mut().adaptive = Some(a);
+        }
         if self.policy.capabilities().has(Capability::Profiles) {
             // As the simulator does for trace jobs without one: a stage profile drawn
             // from Muri's table by job id.
@@ -139,6 +142,7 @@ impl Core {
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
         self.jobs.push(rec);
+        self.sync_agent(j);
         self.track_added(j);
         j
     }
@@ -202,6 +206,7 @@ impl Core {
         }
         self.validate_share(s)?;
         self.validate_elastic(s)?;
+        self.validate_adaptive(s)?;
         if s.command.is_empty() || s.command[0].is_empty() {
             return Err(ApiError::bad("command", "must name a program"));
         }
@@ -318,6 +323,7 @@ impl Core {
             parts: Vec::new(),
             history: Vec::new(),
             stopping: Vec::new(),
+            hints: None,
             reason: None,
         };
         note(&mut rec, now, "queued", String::new());

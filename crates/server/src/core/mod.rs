@@ -12,6 +12,7 @@
 //!
 //! The caller persists what [`Core::take_dirty`] returns before it answers anyone.
 
+mod adaptive;
 mod agents;
 mod elastic;
 mod error;
