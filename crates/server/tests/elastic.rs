@@ -1,6 +1,7 @@
 //! Elastic jobs on the live state machine: ElasticFlow sizes them, a resize stops the
 //! job (its GPUs held until its processes ended) and restarts it at the new size, and
-//! admission control's refusals end jobs saying why.
+//! admission control's refusals end jobs saying why. Adaptive jobs report their goodput
+//! model (hints) only through their own attempts' agents.
 
 mod common;
 
@@ -175,4 +176,70 @@ fn elasticflow_plans_on_the_nodes_in_service() {
     let r = c.job(a).unwrap();
     assert_eq!(r.state, JobState::Running);
     assert_eq!((gpus_of(&c, a), r.parts[0].node.as_str()), (4, "a"));
+}
+
+#[test]
+fn an_adaptive_jobs_hints_count_only_from_its_current_attempt_on_its_own_nodes() {
+    let mut c = Core::new(
+        common::two_nodes("pollux", "params = { interval = \"1\" }").unwrap(),
+        0,
+    )
+    .unwrap();
+    let job: JobSpec = serde_json::from_value(serde_json::json!({
+        "gpus": 1, "command": ["train"],
+        "adaptive": {"init_batch_size": 128, "max_batch_size": 4096, "local_bsz_bounds": [32, 256]},
+    }))
+    .unwrap();
+    let a = c.submit(job, 0).unwrap();
+    // A job without --adaptive has no goodput model: Pollux refuses it, saying how.
+    let rigid: JobSpec =
+        serde_json::from_value(serde_json::json!({"gpus": 1, "command": ["train"]})).unwrap();
+    let e = c.submit(rigid, 0).unwrap_err();
+    assert!(
+        e.message.contains("apiary submit --adaptive"),
+        "{}",
+        e.message
+    );
+    c.schedule(1000);
+    let rec = c.job(a).unwrap();
+    assert_eq!(rec.state, JobState::Running);
+    assert_eq!(gpus_of(&c, a), 1, "no goodput model yet: one replica");
+    let node = rec.parts[0].node.clone();
+    let other = if node == "a" { "b" } else { "a" };
+    let text = r#"{"maxProfiledReplicas": 1, "gradParams": {"norm": 0.01, "var": 1.0},
+        "perfParams": {"alpha_c": 0.1, "beta_c": 0.01, "alpha_n": 0.01, "beta_n": 0.001,
+                       "alpha_r": 0.01, "beta_r": 0.001, "gamma": 1.5}}"#;
+    let with_hints = |n: &str, attempt: u32| {
+        let mut h = hb(n, &[(a, 1)], &[]);
+        h.hints = vec![HintsReport {
+            job: a,
+            attempt,
+            text: text.into(),
+        }];
+        h
+    };
+    // Another node's agent, or an attempt that is not the current one: dropped.
+    c.heartbeat(&with_hints(other, 1), 1100).unwrap();
+    c.heartbeat(&with_hints(&node, 7), 1200).unwrap();
+    assert_eq!(c.job(a).unwrap().hints, None);
+    c.heartbeat(&with_hints(&node, 1), 1300).unwrap();
+    let hints = c.job(a).unwrap().hints.clone().unwrap();
+    assert_eq!(hints.max_profiled_replicas, Some(1));
+    assert_eq!(hints.perf_params.unwrap().gamma, 1.5);
+    // Bad hints are refused in the job's history, and the good ones stay.
+    let mut h = hb(&node, &[(a, 1)], &[]);
+    h.hints = vec![HintsReport {
+        job: a,
+        attempt: 1,
+        text: r#"{"localBszBounds": [8, 16]}"#.into(),
+    }];
+    c.heartbeat(&h, 1400).unwrap();
+    let rec = c.job(a).unwrap();
+    let last = rec.history.last().unwrap();
+    assert_eq!(last.event, "hints rejected");
+    assert_eq!(
+        last.detail,
+        format!("attempt 1 on {node}: localBszBounds (8, 16) is not the submission's (32, 256)")
+    );
+    assert_eq!(rec.hints.as_ref().unwrap().max_profiled_replicas, Some(1));
 }
