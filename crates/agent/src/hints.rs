@@ -51,14 +51,12 @@ impl Hints {
                 meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 meta.len(),
             );
-            let before = self.seen.insert(a, Seen { stamp, sent: false });
+            let before = self.seen.get(&a).copied();
             if meta.len() == 0 || before.is_some_and(|s| s.stamp == stamp && s.sent) {
-                if let Some(b) = before {
-                    self.seen.insert(a, b);
-                }
                 continue;
             }
             let stable = before.is_some_and(|s| s.stamp == stamp);
+            self.seen.insert(a, Seen { stamp, sent: false });
             let text = read_capped(&p);
             if serde_json::from_str::<serde_json::Value>(&text).is_ok() || stable {
                 out.push(HintsReport {

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -295,10 +295,6 @@ fn a_job_past_its_time_limit_is_stopped_and_fails_with_timeout() {
     let bad = cli(&c, &["submit", "--time", "soon", "--", "true"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--time 'soon'"));
-}
-
-fn id_of(o: &Output) -> u64 {
-    out(o).trim().rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 #[test]

@@ -26,8 +26,7 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
                   $CUDA_VISIBLE_DEVICES >> $APIARY_CHECKPOINT_DIR/log; \
                   [ $APIARY_RESTART_COUNT -ge 1 ] && exit 0; \
                   while :; do sleep 0.05; done";
-    let id = |text: String| -> u64 { text.trim().rsplit(' ').next().unwrap().parse().unwrap() };
-    let a = id(out(&cli(
+    let a = id_of(&cli(
         &c,
         &[
             "submit",
@@ -44,7 +43,7 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
             "-c",
             script,
         ],
-    )));
+    ));
     c.wait_running(a);
     assert_eq!(
         c.job(a)["parts"].as_array().unwrap().len(),
@@ -63,7 +62,7 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
     }
     // b's 1,600 s on 16 GPUs is 25,600 GPU-seconds; by a deadline 5,000 s away it
     // needs 5.1 GPUs, so 8, and a keeps the other 8.
-    let b = id(out(&cli(
+    let b = id_of(&cli(
         &c,
         &[
             "submit",
@@ -78,7 +77,7 @@ fn elasticflow_resizes_a_running_job_by_checkpoint_and_restart() {
             "-c",
             "echo $APIARY_NUM_GPUS",
         ],
-    )));
+    ));
     let done = c.wait_terminal(&[a, b], Duration::from_secs(30));
     for j in &done {
         assert_eq!(j["state"], "succeeded", "{j}");
@@ -152,7 +151,7 @@ fn pollux_grows_an_adaptive_job_from_the_hints_it_writes() {
          printf '{hints}' $APIARY_NUM_GPUS > $APIARY_HINTS; \
          while :; do sleep 0.05; done"
     );
-    let text = out(&cli(
+    let id = id_of(&cli(
         &c,
         &[
             "submit",
@@ -164,7 +163,6 @@ fn pollux_grows_an_adaptive_job_from_the_hints_it_writes() {
             &script,
         ],
     ));
-    let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
     let done = c.wait_terminal(&[id], Duration::from_secs(30));
     let j = &done[0];
     assert_eq!(j["state"], "succeeded", "{j}");
@@ -185,21 +183,18 @@ fn pollux_grows_an_adaptive_job_from_the_hints_it_writes() {
     assert_eq!(resized, ["1 -> 2 GPUs"], "{j}");
     assert_eq!(j["hints"]["maxProfiledReplicas"], 1, "{j}");
     // Hints that clash with the submission are refused, and the job is told why.
-    let id = {
-        let t = out(&cli(
-            &c,
-            &[
-                "submit",
-                "--adaptive",
-                "init=64,max=4096,local=32-256",
-                "--",
-                "sh",
-                "-c",
-                "echo '{\"initBatchSize\": 128}' > $APIARY_HINTS; sleep 1",
-            ],
-        ));
-        t.trim().rsplit(' ').next().unwrap().parse::<u64>().unwrap()
-    };
+    let id = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--adaptive",
+            "init=64,max=4096,local=32-256",
+            "--",
+            "sh",
+            "-c",
+            "echo '{\"initBatchSize\": 128}' > $APIARY_HINTS; sleep 1",
+        ],
+    ));
     let done = c.wait_terminal(&[id], Duration::from_secs(30));
     let rejected: Vec<&str> = done[0]["history"]
         .as_array()

@@ -547,9 +547,7 @@ fn two_halves_of_one_gpu_run_side_by_side_with_their_shares() {
                 &script,
             ],
         );
-        let text = out(&o);
-        let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
-        ids.push(id);
+        ids.push(id_of(&o));
     }
     for &id in &ids {
         c.wait_running(id);
@@ -651,11 +649,10 @@ fn a_job_declares_its_own_grace_to_checkpoint_when_stopped() {
     let script = format!(
         "trap 'sleep 1; echo saved > {d}/$APIARY_JOB_ID; exit 143' TERM; sleep 30 & wait $!"
     );
-    let text = out(&cli(
+    let id = id_of(&cli(
         &c,
         &["submit", "--grace", "5", "--", "sh", "-c", &script],
     ));
-    let id: u64 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
     c.wait_running(id);
     // Started and its trap set: give the shell a moment.
     std::thread::sleep(Duration::from_millis(500));

@@ -410,6 +410,11 @@ pub fn cli(c: &Cluster, args: &[&str]) -> std::process::Output {
 }
 
 /// A command's stdout, asserting that it succeeded.
+/// The id `apiary submit` printed (`submitted job N`).
+pub fn id_of(o: &std::process::Output) -> u64 {
+    out(o).trim().rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 pub fn out(o: &std::process::Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
