@@ -14,6 +14,7 @@
 //!   server's reply says it is no longer assigned here (the server gave it away).
 
 mod accounts;
+pub mod cpus;
 mod error;
 mod hints;
 mod identity;
@@ -207,6 +208,8 @@ struct State {
     grace: Duration,
     streams: stream::Streams,
     hints: hints::Hints,
+    /// The CPUs each attempt is pinned to.
+    pins: cpus::Pins,
     lease: lease::Lease,
     /// The lease's running out was logged.
     lease_said: bool,
@@ -251,26 +254,37 @@ impl State {
                 r.term_at = Some(Instant::now());
             }
         }
-        let Some((o, exe)) = starting else {
-            return Ok(());
-        };
-        let l = Launcher {
-            o,
-            exe,
-            grace: self.grace,
-            lease: self.lease.left().unwrap_or(ttl),
-            passwd: if reply.start.is_empty() {
-                String::new()
-            } else {
-                std::fs::read_to_string("/etc/passwd").unwrap_or_default()
-            },
-        };
-        l.start_assigned(
-            reply.start,
-            &self.records,
-            &mut self.running,
-            &mut self.exited,
-        )
+        self.pins.take(&reply.cpus);
+        if let Some((o, exe)) = starting {
+            let l = Launcher {
+                o,
+                exe,
+                grace: self.grace,
+                lease: self.lease.left().unwrap_or(ttl),
+                passwd: if reply.start.is_empty() {
+                    String::new()
+                } else {
+                    std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+                },
+            };
+            l.start_assigned(
+                reply.start,
+                &self.records,
+                &mut self.running,
+                &mut self.exited,
+                &mut self.pins,
+            )?;
+        }
+        let live: BTreeMap<AttemptRef, i32> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.term_at.is_none())
+            .map(|(a, r)| (*a, r.pgid))
+            .collect();
+        for e in self.pins.apply(&live) {
+            log!("{e}");
+        }
+        Ok(())
     }
 
     /// Tells every supervisor how long its lease has left.
@@ -333,6 +347,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         grace,
         streams: stream::Streams::default(),
         hints: hints::Hints::default(),
+        pins: cpus::Pins::default(),
         lease: lease::Lease::default(),
         lease_said: false,
         outage: Outage::default(),
@@ -492,6 +507,7 @@ impl Launcher<'_> {
         records: &Records,
         running: &mut BTreeMap<AttemptRef, Running>,
         exited: &mut Vec<Exit>,
+        pins: &mut cpus::Pins,
     ) -> Result<(), AgentError> {
         for l in start {
             let key = AttemptRef {
@@ -509,8 +525,14 @@ impl Launcher<'_> {
                 let others = running.values().map(|r| (r.uid, r.vc.as_str()));
                 accounts::check_not_shared(uid, &l.vc, others).map(|()| (u, uid))
             });
-            match account.and_then(|(u, uid)| Ok((self.launch(&l, u.as_ref())?, uid))) {
+            let cpus = pins.planned(&key);
+            let launched = account
+                .and_then(|(u, uid)| Ok((self.launch(&l, u.as_ref(), cpus.as_deref())?, uid)));
+            match launched {
                 Ok((mut child, uid)) => {
+                    if let Some(c) = cpus {
+                        pins.started(key, c);
+                    }
                     let pgid = child.id() as i32;
                     let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
                     records.started(&AttemptRecord {
@@ -577,7 +599,12 @@ impl Launcher<'_> {
         }
     }
 
-    fn launch(&self, l: &Launch, account: Option<&RunAs>) -> Result<Child, AgentError> {
+    fn launch(
+        &self,
+        l: &Launch,
+        account: Option<&RunAs>,
+        cpus: Option<&[usize]>,
+    ) -> Result<Child, AgentError> {
         use std::os::unix::process::CommandExt as _;
         let o = self.o;
         let out = log_path(&o.logs, l.job, l.attempt);
@@ -593,8 +620,12 @@ impl Launcher<'_> {
             .arg("--grace-ms")
             .arg(self.grace_of(l).as_millis().to_string())
             .arg("--lease-ms")
-            .arg(self.lease.as_millis().to_string())
-            .arg("--")
+            .arg(self.lease.as_millis().to_string());
+        if let Some(c) = cpus {
+            // The supervisor pins itself before the job runs, so all of it starts there.
+            cmd.arg("--cpus").arg(cpus::list(c));
+        }
+        cmd.arg("--")
             .args(&l.command)
             .env_clear()
             .envs(job_env(l, account, &pass))
@@ -610,6 +641,11 @@ impl Launcher<'_> {
         }
         if let Some(d) = &l.workdir {
             cmd.current_dir(d);
+        }
+        if let Some(c) = cpus {
+            // How many CPUs it starts with (its data loader's workers); they may change
+            // as it runs, which `os.sched_getaffinity(0)` reads.
+            cmd.env("APIARY_CPUS", c.len().to_string());
         }
         if l.hints {
             // The job's own file, empty until it writes its first hints.

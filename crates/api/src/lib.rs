@@ -130,6 +130,11 @@ pub struct JobSpec {
     /// `$APIARY_HINTS`; the policy sizes it by checkpoint and restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveBatch>,
+    /// The model the job trains, as Synergy's CPU measurements name it (`res18`,
+    /// `res50`, `transformer`, ...): a policy that sizes input pipelines (`goldminer`)
+    /// gives the job CPUs for its data workers along that model's speed curve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// An adaptive job's batch limits (`apiary submit --adaptive`), as AdaptDL's
@@ -377,6 +382,11 @@ pub struct JobRecord {
     /// An adaptive job's latest scheduling hints that the server took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<SchedHints>,
+    /// CPUs for its input pipeline that a `cpu-workers` policy (GoldMiner) gives the
+    /// running attempt, over all its nodes (each node's agent pins its part to its
+    /// GPUs' share of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
     /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
     /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
     /// stored.
@@ -579,6 +589,22 @@ pub struct HeartbeatReply {
     /// a grace period later, runs its jobs elsewhere: the agent stops its processes
     /// before that.
     pub node_timeout_s: f64,
+    /// The CPUs for input pipelines that a `cpu-workers` policy gives each attempt the
+    /// node runs (or starts now): the agent pins each to that many of its CPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuShare>,
+}
+
+/// An attempt's CPUs on one node, for its input pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuShare {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// CPUs, fractional as the policy gives them; the agent pins the attempt to this
+    /// many rounded up (at least one, at most the node's).
+    pub cpus: f64,
 }
 
 /// One process to run.

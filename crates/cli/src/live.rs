@@ -236,6 +236,12 @@ pub struct Submission {
         conflicts_with = "gpu_milli"
     )]
     pub adaptive: Option<String>,
+    /// The model the job trains, as Synergy's CPU measurements name it (res18, res50,
+    /// transformer, ...; an unknown name is refused with the list). Under goldminer it
+    /// gets CPUs for its input pipeline along that model's speed curve: the agent pins
+    /// it to them (APIARY_CPUS at start; os.sched_getaffinity(0) as they change).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
     /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,
     /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
     #[arg(long, short = 't', value_name = "TIME")]
@@ -351,6 +357,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
             .as_deref()
             .map(apiary_client::elastic::parse_adaptive)
             .transpose()?,
+        model: s.model,
     };
     let client = c.client()?;
     let mut ids = Vec::new();
@@ -607,6 +614,14 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
                     h.global_batch_size
                         .map_or(String::new(), |b| format!(", batch {b}"))
                 ))
+        );
+    }
+    if let Some(m) = &r.spec.model {
+        println!(
+            "model    {m}{}",
+            r.cpus.map_or(String::new(), |c| format!(
+                ", {c:.2} CPUs for its input pipeline"
+            ))
         );
     }
     println!("command  {}", r.spec.command.join(" "));

@@ -96,6 +96,9 @@ enum Cmd {
         /// Milliseconds of lease at start; renewals (`L <ms>` lines) come on stdin.
         #[arg(long)]
         lease_ms: Option<u64>,
+        /// CPUs to pin the attempt to (`0,2-3`), for its input pipeline.
+        #[arg(long)]
+        cpus: Option<String>,
         /// Program and arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -386,8 +389,18 @@ fn main() {
         Cmd::JobExec {
             grace_ms,
             lease_ms,
+            cpus,
             command,
         } => {
+            if let Some(c) = cpus {
+                let pinned = apiary_agent::cpus::parse_list(&c)
+                    .map_err(std::io::Error::other)
+                    .and_then(|list| apiary_agent::cpus::pin_self(&list));
+                if let Err(e) = pinned {
+                    eprintln!("apiary job-exec: pinning to CPUs {c}: {e}");
+                    std::process::exit(127);
+                }
+            }
             match apiary_agent::supervisor::job_exec(
                 std::time::Duration::from_millis(grace_ms),
                 lease_ms.map(std::time::Duration::from_millis),

@@ -1,7 +1,9 @@
-//! An elastic job resized end to end through real agents: ElasticFlow shrinks a
-//! running job to make room for one with a deadline; the agent stops it (SIGTERM, its
-//! grace to save a checkpoint) and starts it again on half the GPUs, telling it
-//! APIARY_NUM_GPUS and its devices.
+//! Policies that size a running job, end to end through real agents. ElasticFlow
+//! shrinks a running job to make room for one with a deadline; the agent stops it
+//! (SIGTERM, its grace to save a checkpoint) and starts it again on half the GPUs,
+//! telling it APIARY_NUM_GPUS and its devices. Pollux grows an adaptive job from the
+//! hints it writes. GoldMiner gives jobs CPUs for their input pipelines, which the
+//! agents pin them to, and re-pins a running job when its share changes.
 
 mod common;
 
@@ -208,4 +210,94 @@ fn pollux_grows_an_adaptive_job_from_the_hints_it_writes() {
         rejected[0].ends_with("initBatchSize 128 is not the submission's 64"),
         "{rejected:?}"
     );
+}
+
+#[test]
+fn goldminer_pins_jobs_to_their_cpus_and_re_pins_a_running_one() {
+    let node_cpus = apiary_agent::cpus::own_cpus();
+    if node_cpus.len() < 2 {
+        eprintln!("skipped: the agents have {} CPU", node_cpus.len());
+        return;
+    }
+    // One CPU a node: a pool of 2 for 16 GPUs.
+    let c = Cluster::with_nodes("cpus", "goldminer", false, "", "cpus = 1");
+    let log = c.dir.join("log");
+    let done = c.dir.join("done");
+    let (l, d) = (log.display(), done.display());
+    // A job that logs the CPUs it may run on whenever they change, until told to stop.
+    let watch = |name: &str| {
+        format!(
+            "echo {name} start $APIARY_CPUS >> {l}; last=; while :; do \
+             cur=$(grep Cpus_allowed_list /proc/self/status | cut -f2); \
+             [ \"$cur\" != \"$last\" ] && echo {name} $cur >> {l}; last=$cur; \
+             [ -e {d} ] && exit 0; sleep 0.05; done"
+        )
+    };
+    let lines = |name: &str| -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|x| x.starts_with(&format!("{name} ")))
+            .map(|x| x[name.len() + 1..].to_string())
+            .collect()
+    };
+    let wait_for = |what: &dyn Fn() -> bool, why: &str| {
+        let t0 = std::time::Instant::now();
+        while !what() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{why}: {:?}",
+                lines("r")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Without a model it is refused, and told how to submit.
+    let o = cli(&c, &["submit", "--", "true"]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && said.contains("--model NAME"),
+        "{said}"
+    );
+    // ResNet-18 alone gains from both CPUs of the pool, and is pinned to two.
+    let r = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--model",
+            "resnet18",
+            "--",
+            "sh",
+            "-c",
+            &watch("r"),
+        ],
+    ));
+    let list = |s: &str| apiary_agent::cpus::parse_list(s).unwrap();
+    wait_for(&|| lines("r").len() >= 2, "r starts");
+    assert_eq!(lines("r")[0], "start 2");
+    assert_eq!(list(&lines("r")[1]), node_cpus[..2]);
+    // BERT gains all it can from one CPU, more than ResNet-18 from its second: that
+    // CPU goes to BERT, and ResNet-18 is re-pinned to one as it runs.
+    let b = id_of(&cli(
+        &c,
+        &["submit", "--model", "bert", "--", "sh", "-c", &watch("b")],
+    ));
+    wait_for(
+        &|| lines("r").len() >= 3 && lines("b").len() >= 2,
+        "r re-pinned",
+    );
+    assert_eq!(list(&lines("r")[2]), node_cpus[..1]);
+    assert_eq!(lines("b")[0], "start 1");
+    assert_eq!(list(&lines("b")[1]).len(), 1);
+    let shown = out(&cli(&c, &["job", &r.to_string()]));
+    assert!(
+        shown.contains("model    resnet18, 1.00 CPUs for its input pipeline"),
+        "{shown}"
+    );
+    std::fs::write(&done, "").unwrap();
+    let ended = c.wait_terminal(&[r, b], Duration::from_secs(30));
+    for j in &ended {
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
+    assert_eq!(lines("r").len(), 3, "pinned at start and re-pinned once");
 }

@@ -147,6 +147,7 @@ mod tests {
             history: Vec::new(),
             stopping: Vec::new(),
             hints: None,
+            cpus: None,
             reason: None,
         }
     }

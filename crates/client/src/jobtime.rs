@@ -219,6 +219,7 @@ mod tests {
                 checkpoint_dir: None,
                 elastic: None,
                 adaptive: None,
+                model: None,
                 grace_s: None,
             },
             vc: "default".into(),
@@ -247,6 +248,7 @@ mod tests {
                 .collect(),
             stopping: Vec::new(),
             hints: None,
+            cpus: None,
             reason: None,
         }
     }

@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(
             live,
             // GreenFlow only with power limits (its spec lists what any parameters need).
-            ["greenflow", "silod", "goldminer", "muxflow"]
+            ["greenflow", "silod", "muxflow"]
         );
     }
 

@@ -63,7 +63,9 @@ pub enum Capability {
     Io,
     /// Allocates CPUs from the cluster's pool to jobs' input pipelines
     /// ([`crate::ctx::Cpus`], GoldMiner's data workers): the driver's CPU model runs
-    /// them at what it gives.
+    /// them at what it gives. Live, the pool is the nodes' CPUs (`cpus` in the server's
+    /// config) and each agent pins its part of a job to its share of them, so data
+    /// workers do not leave the job's nodes.
     CpuWorkers,
     /// Sets each job's GPU power limit ([`crate::ctx::Power`], GreenFlow's GPU-level
     /// knob): the driver runs and charges it at Zeus's time and power for the limit.
@@ -136,9 +138,6 @@ impl Capability {
         match self {
             Capability::Io => Some(
                 "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
-            ),
-            Capability::CpuWorkers => Some(
-                "it runs jobs' input pipelines as data workers on CPUs anywhere, which live agents do not",
             ),
             Capability::PowerLimits => {
                 Some("it sets GPUs' power limits per job, which live agents do not")

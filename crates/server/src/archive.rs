@@ -265,6 +265,7 @@ mod tests {
             }],
             stopping: Vec::new(),
             hints: None,
+            cpus: None,
             reason: None,
         }
     }

@@ -60,7 +60,8 @@ pub struct NodeConfig {
     #[serde(default = "gpu")]
     pub gpu_type: String,
     /// CPU cores that jobs sharing GPUs here may ask for, all together (unchecked when
-    /// absent).
+    /// absent); under a `cpu-workers` policy (goldminer), the cores its jobs' input
+    /// pipelines share, which every node must then declare.
     #[serde(default)]
     pub cpus: Option<u32>,
     /// Memory that jobs sharing GPUs here may ask for, GiB (unchecked when absent).
@@ -299,6 +300,18 @@ impl ServerConfig {
                 "policy".into(),
                 format!(
                     "'{}' is not served live: it needs the `{c}` capability, and {why}",
+                    spec.name
+                ),
+            ));
+        }
+        if capabilities.has(apiary_policy::Capability::CpuWorkers)
+            && let Some(i) = self.nodes.iter().position(|n| n.cpus.is_none())
+        {
+            return Err((
+                format!("nodes[{i}].cpus"),
+                format!(
+                    "'{}' gives jobs CPUs for their input pipelines from the nodes' CPUs: \
+                     declare every node's `cpus`",
                     spec.name
                 ),
             ));

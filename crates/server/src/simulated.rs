@@ -48,6 +48,17 @@ pub enum LiveSetupError {
         /// The policy.
         policy: String,
     },
+    /// The policy sizes input pipelines, whose speed the live driver does not model.
+    #[error(
+        "{policy} gives jobs' input pipelines CPUs, which the live driver does not replay: \
+         the simulator's CPU model runs a trace job at the speed its CPUs give, and the live \
+         driver's jobs run at their GPUs' (`apiary serve` runs it for jobs submitted with \
+         --model)"
+    )]
+    CpuWorkers {
+        /// The policy.
+        policy: String,
+    },
     /// The policy or its parameters.
     #[error(transparent)]
     Param(#[from] apiary_policy::ParamError),
@@ -71,6 +82,14 @@ fn service_config(
     let mut built = apiary_policy::registry::build(policy, params)?;
     if built.capabilities().has(apiary_policy::Capability::Elastic) {
         return Err(LiveSetupError::Elastic {
+            policy: policy.to_string(),
+        });
+    }
+    if built
+        .capabilities()
+        .has(apiary_policy::Capability::CpuWorkers)
+    {
+        return Err(LiveSetupError::CpuWorkers {
             policy: policy.to_string(),
         });
     }
@@ -262,6 +281,7 @@ fn spec_of(job: &Job) -> JobSpec {
         checkpoint_dir: None,
         elastic: None,
         adaptive: None,
+        model: None,
         grace_s: None,
     }
 }

@@ -31,6 +31,10 @@ fn heartbeat(node: &str, running: &[AttemptRef], exited: &[Exit]) -> Heartbeat {
 /// The config that serves `name`: itself, or the intra policy FIFO inside its VC
 /// sharing.
 fn serving(name: &str, tenants: bool) -> Result<ServerConfig, String> {
+    if apiary_policy::find(name).is_some_and(|s| s.has(Capability::CpuWorkers)) {
+        // Its pool is the nodes' CPUs.
+        return common::two_nodes_with(name, "", "cpus = 8").map_err(|e| e.to_string());
+    }
     if !tenants {
         return config(name, "");
     }
@@ -79,6 +83,10 @@ fn every_policy_is_served_or_refused_naming_its_capability() {
                 max_batch_size: 4096,
                 local_bsz_bounds: (32, 256),
             });
+        }
+        // GoldMiner sizes input pipelines by the model a job trains.
+        if spec.has(Capability::CpuWorkers) {
+            job.model = Some("res18".into());
         }
         let gpus = if adaptive { 1 } else { 4 };
         let id = core.submit(job, 0).unwrap();
@@ -131,8 +139,9 @@ fn every_policy_is_served_or_refused_naming_its_capability() {
         );
         served.push(spec.name);
     }
-    // Refused: silod (io), goldminer (cpu-workers), muxflow (online-sharing).
-    assert_eq!(served.len(), BUILTIN.len() - 3, "{served:?}");
+    // Refused: silod (io), muxflow (online-sharing).
+    assert_eq!(served.len(), BUILTIN.len() - 2, "{served:?}");
+    assert!(served.contains(&"goldminer"));
 }
 
 #[test]

@@ -93,6 +93,12 @@ impl Cluster {
     /// A cluster whose server config has `extra` (tables such as `[[vcs]]`) before its
     /// nodes.
     pub fn with_config(name: &str, policy: &str, auth: bool, extra: &str) -> Cluster {
+        Cluster::with_nodes(name, policy, auth, extra, "")
+    }
+
+    /// [`Cluster::with_config`], with `node` lines (such as `cpus = 1`) in each node's
+    /// table.
+    pub fn with_nodes(name: &str, policy: &str, auth: bool, extra: &str, node: &str) -> Cluster {
         let dir = std::env::temp_dir().join(format!("apiary-live-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -110,9 +116,11 @@ grace_s = 0.3
 [[nodes]]
 name = "n0"
 gpus = 8
+{node}
 [[nodes]]
 name = "n1"
 gpus = 8
+{node}
 "#,
                 dir.join("data").display(),
                 if auth {

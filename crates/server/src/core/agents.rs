@@ -72,6 +72,7 @@ impl Core {
             };
         let (id, attempt) = (r.id, r.attempt);
         let told = !self.is_fractional(j);
+        self.drop_cpu_share(j);
         // Back to the queue, or over; either way the GPUs of parts still stopping stay
         // held. The policy never knew a job that shares a GPU.
         if told {
@@ -490,6 +491,7 @@ impl Core {
         let mut stop = Vec::new();
         let mut jobs = self.running_on(n);
         jobs.sort_unstable_by_key(|&j| self.jobs[j as usize].id);
+        let cpus = self.cpu_shares_on(n, &jobs);
         for j in jobs {
             let r = &self.jobs[j as usize];
             let key = AttemptRef {
@@ -579,6 +581,7 @@ impl Core {
             interval_s: self.cfg.heartbeat_interval_s,
             grace_s: self.cfg.grace_s,
             node_timeout_s: self.cfg.node_timeout_s,
+            cpus,
         }
     }
 

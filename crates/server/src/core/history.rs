@@ -229,12 +229,14 @@ impl Core {
                 checkpoint_dir: None,
                 elastic: None,
                 adaptive: None,
+                model: None,
                 grace_s: None,
             },
             parts: Vec::new(),
             history: Vec::new(),
             stopping: Vec::new(),
             hints: None,
+            cpus: None,
             reason: None,
         };
         let full = std::mem::replace(&mut self.jobs[j as usize], tomb);

@@ -129,6 +129,7 @@ impl Core {
         if let Some(a) = Core::adaptive_of(spec) {
             j.extras_mut().adaptive = Some(a);
         }
+        self.give_model(spec, &mut j);
         if self.policy.capabilities().has(Capability::Profiles) {
             // As the simulator does for trace jobs without one: a stage profile drawn
             // from Muri's table by job id.
@@ -137,7 +138,9 @@ impl Core {
         j
     }
 
-    pub(super) fn add_to_world(&mut self, rec: JobRecord) -> JobIdx {
+    pub(super) fn add_to_world(&mut self, mut rec: JobRecord) -> JobIdx {
+        // The policy gives its share again at its first pass.
+        rec.cpus = None;
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
@@ -207,6 +210,7 @@ impl Core {
         self.validate_share(s)?;
         self.validate_elastic(s)?;
         self.validate_adaptive(s)?;
+        self.validate_model(s)?;
         if s.command.is_empty() || s.command[0].is_empty() {
             return Err(ApiError::bad("command", "must name a program"));
         }
@@ -324,6 +328,7 @@ impl Core {
             history: Vec::new(),
             stopping: Vec::new(),
             hints: None,
+            cpus: None,
             reason: None,
         };
         note(&mut rec, now, "queued", String::new());

@@ -14,6 +14,7 @@
 
 mod adaptive;
 mod agents;
+mod cpus;
 mod elastic;
 mod error;
 mod history;
@@ -382,7 +383,10 @@ impl Core {
         world.now = now;
         world.fence_preemptions = true;
         world.honour_gpu_types = true;
-        let core = Core {
+        let allocates_cpus = policy
+            .capabilities()
+            .has(apiary_policy::Capability::CpuWorkers);
+        let mut core = Core {
             cfg,
             params,
             world,
@@ -419,6 +423,9 @@ impl Core {
             to_archive: Vec::new(),
             dirty_instances: Vec::new(),
         };
+        if allocates_cpus {
+            core.world.resources.cpu_pool = core.cpu_pool();
+        }
         Ok(core)
     }
 
@@ -548,6 +555,7 @@ impl Core {
                     let r = &mut self.jobs[j as usize];
                     r.state = JobState::Queued;
                     note(r, now, "preempted", format!("attempt {}", r.attempt));
+                    self.drop_cpu_share(j);
                     self.dirty.insert(j);
                 }
                 // Speed factors, stalls, caps, holds and ends shape simulated progress
@@ -570,6 +578,7 @@ impl Core {
             self.world.set_blocked(j, true);
             self.dirty.insert(j);
         }
+        self.take_cpu_shares();
         let declined = self.end_declined(now);
         let shared = self.share_pass(now);
         let acted = !actions.is_empty() || shared || declined;

@@ -8,6 +8,11 @@ use apiary_server::types::{AttemptRef, Exit, Heartbeat};
 
 /// The config for `policy`, with `extra` lines at top level before the nodes.
 pub fn two_nodes(policy: &str, extra: &str) -> Result<ServerConfig, ConfigError> {
+    two_nodes_with(policy, extra, "")
+}
+
+/// [`two_nodes`], with `node` lines in each node's table.
+pub fn two_nodes_with(policy: &str, extra: &str, node: &str) -> Result<ServerConfig, ConfigError> {
     ServerConfig::parse(
         &format!(
             r#"policy = "{policy}"
@@ -19,9 +24,11 @@ grace_s = 2
 [[nodes]]
 name = "a"
 gpus = 4
+{node}
 [[nodes]]
 name = "b"
 gpus = 4
+{node}
 "#
         ),
         "server.toml",

@@ -1,0 +1,134 @@
+//! GoldMiner live: the nodes' CPUs are the pool, each running job gets a share along its
+//! model's speed curve, and every heartbeat reply gives the node's agent the shares of
+//! the attempts it runs, split by GPUs, changing as the running set does.
+
+mod common;
+
+use apiary_server::config::ServerConfig;
+use apiary_server::core::Core;
+use apiary_server::types::*;
+use common::hb;
+
+/// Nodes a and b, 4 GPUs and `cpus` CPUs each.
+fn config(
+    policy: &str,
+    cpus: Option<u32>,
+) -> Result<ServerConfig, apiary_server::config::ConfigError> {
+    let cpus = cpus.map_or(String::new(), |c| format!("cpus = {c}\n"));
+    ServerConfig::parse(
+        &format!(
+            "policy = \"{policy}\"\ndata_dir = \":memory:\"\nheartbeat_interval_s = 1\n\
+             node_timeout_s = 5\n[[nodes]]\nname = \"a\"\ngpus = 4\n{cpus}\
+             [[nodes]]\nname = \"b\"\ngpus = 4\n{cpus}"
+        ),
+        "server.toml",
+    )
+}
+
+fn job(gpus: u32, model: Option<&str>) -> JobSpec {
+    serde_json::from_value(serde_json::json!({
+        "gpus": gpus, "command": ["train"], "model": model,
+    }))
+    .unwrap()
+}
+
+/// The shares node `node`'s agent is told, running `running`.
+fn shares(c: &mut Core, node: &str, running: &[(u64, u32)], now: u64) -> Vec<(u64, f64)> {
+    let h = hb(node, running, &[]);
+    let n = c.heartbeat(&h, now).unwrap();
+    c.reply(n, &h)
+        .cpus
+        .iter()
+        .map(|s| (s.job, (s.cpus * 1e9).round() / 1e9))
+        .collect()
+}
+
+#[test]
+fn goldminer_gives_running_jobs_the_pool_by_their_models_curves() {
+    let mut c = Core::new(config("goldminer", Some(8)).unwrap(), 0).unwrap();
+    // res18 on 2 GPUs, alone. Synergy's res18 speeds by CPUs per GPU (normalised to
+    // 2.4): 0.37, 0.72, 1.0, 1.3, 1.53, 1.75 at 1..6, and 2.4 at 9. Every stretch gains,
+    // so it takes 2 CPUs per stretch up to 6 per GPU (12), then 4 of the 6 the stretch
+    // to 9 per GPU would take: all 16.
+    let x = c.submit(job(2, Some("resnet18")), 0).unwrap();
+    c.schedule(0);
+    let rx = c.job(x).unwrap();
+    assert_eq!(rx.state, JobState::Running);
+    assert_eq!(rx.cpus, Some(16.0));
+    let node = rx.parts[0].node.clone();
+    assert_eq!(rx.parts.len(), 1);
+    assert_eq!(shares(&mut c, &node, &[], 100), vec![(x, 16.0)]);
+    // bert on 1 GPU: its speed is full at 1 CPU per GPU (slope 1, above any of res18's
+    // 0.15 and less), so it takes 1 first; res18 keeps the other 15.
+    let y = c.submit(job(1, Some("bert")), 1_000).unwrap();
+    c.schedule(1_000);
+    let ry = c.job(y).unwrap();
+    assert_eq!(ry.state, JobState::Running);
+    assert_eq!(ry.cpus, Some(1.0));
+    assert_eq!(c.job(x).unwrap().cpus, Some(15.0));
+    let y_node = ry.parts[0].node.clone();
+    let mut on_x_node = vec![(x, 15.0)];
+    if y_node == node {
+        on_x_node.push((y, 1.0));
+    }
+    assert_eq!(shares(&mut c, &node, &[(x, 1)], 1_100), on_x_node);
+    // bert ends: res18 has all 16 again, and its agent is told so with its next reply.
+    let yn = c.heartbeat(&hb(&y_node, &[], &[(y, 1, 0)]), 2_000).unwrap();
+    assert!(yn < 2);
+    c.schedule(2_000);
+    assert_eq!(c.job(y).unwrap().state, JobState::Succeeded);
+    assert_eq!(c.job(y).unwrap().cpus, None);
+    assert_eq!(c.job(x).unwrap().cpus, Some(16.0));
+    assert_eq!(shares(&mut c, &node, &[(x, 1)], 2_100), vec![(x, 16.0)]);
+}
+
+#[test]
+fn a_job_the_pool_has_nothing_left_for_still_gets_a_share_of_zero() {
+    // One CPU a node: 2 in the pool. ResNet-18 alone takes both; BERT on 4 GPUs gains
+    // 1 per CPU per GPU, more than ResNet-18 from any, and takes both.
+    let mut c = Core::new(config("goldminer", Some(1)).unwrap(), 0).unwrap();
+    let x = c.submit(job(1, Some("res18")), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(c.job(x).unwrap().cpus, Some(2.0));
+    let y = c.submit(job(4, Some("bert")), 1_000).unwrap();
+    c.schedule(1_000);
+    assert_eq!(c.job(y).unwrap().cpus, Some(2.0));
+    // Zero, not none: its agent pins it to one CPU instead of leaving it all of them.
+    assert_eq!(c.job(x).unwrap().cpus, Some(0.0));
+    let node = c.job(x).unwrap().parts[0].node.clone();
+    assert!(shares(&mut c, &node, &[(x, 1)], 1_100).contains(&(x, 0.0)));
+}
+
+#[test]
+fn a_gang_over_two_nodes_is_split_by_its_gpus_there() {
+    let mut c = Core::new(config("goldminer", Some(8)).unwrap(), 0).unwrap();
+    // res50 on all 8 GPUs: its speed is full at 4 CPUs per GPU (1.15 of 1.15),
+    // so it takes 8 GPUs x 4 = 32 > 16: the whole pool, 8 CPUs a node.
+    let x = c.submit(job(8, Some("res50")), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(c.job(x).unwrap().cpus, Some(16.0));
+    assert_eq!(shares(&mut c, "a", &[], 100), vec![(x, 8.0)]);
+    assert_eq!(shares(&mut c, "b", &[], 100), vec![(x, 8.0)]);
+}
+
+#[test]
+fn submissions_name_a_measured_model_and_nodes_their_cpus() {
+    let mut c = Core::new(config("goldminer", Some(8)).unwrap(), 0).unwrap();
+    let e = c.submit(job(1, None), 0).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("model"));
+    assert!(e.message.contains("--model NAME"), "{}", e.message);
+    assert!(e.message.contains("res18, res50"), "{}", e.message);
+    let e = c.submit(job(1, Some("gpt-9")), 0).unwrap_err();
+    assert_eq!(e.message.split(" (").next(), Some("unknown model 'gpt-9'"));
+    // Other policies take a model and ignore it, and need none.
+    let mut fifo = Core::new(config("fifo", None).unwrap(), 0).unwrap();
+    let f = fifo.submit(job(1, Some("res50")), 0).unwrap();
+    fifo.schedule(0);
+    assert_eq!(fifo.job(f).unwrap().cpus, None);
+    assert!(shares(&mut fifo, "a", &[], 100).is_empty());
+    fifo.submit(job(1, None), 0).unwrap();
+    // GoldMiner's pool is the nodes' CPUs: a node without `cpus` is named.
+    let e = config("goldminer", None).unwrap_err().to_string();
+    assert!(e.contains("nodes[0].cpus"), "{e}");
+    assert!(e.contains("declare every node's `cpus`"), "{e}");
+}
