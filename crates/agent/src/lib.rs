@@ -19,6 +19,7 @@ mod error;
 mod hints;
 mod identity;
 pub mod lease;
+pub mod power;
 pub mod procs;
 pub mod records;
 mod stream;
@@ -61,6 +62,8 @@ pub struct AgentOptions {
     pub replace: bool,
     /// Run jobs as root where neither their VC nor `run_as` names an account.
     pub allow_root_jobs: bool,
+    /// `nvidia-smi`, which counts the GPUs and sets their power limits.
+    pub nvidia_smi: PathBuf,
 }
 
 /// How long after the grace period the agent kills an attempt's group itself: the
@@ -91,11 +94,13 @@ struct Running {
     grace: Duration,
     /// An adaptive job, which writes scheduling hints.
     hints: bool,
+    /// Its GPUs here.
+    gpus: Vec<u32>,
 }
 
 /// GPUs of this machine: `nvidia-smi`'s count when it answers, else none.
-fn detect_gpus() -> Option<u32> {
-    let out = Command::new("nvidia-smi")
+fn detect_gpus(smi: &Path) -> Option<u32> {
+    let out = Command::new(smi)
         .args(["--query-gpu=index", "--format=csv,noheader"])
         .output()
         .ok()?;
@@ -210,6 +215,8 @@ struct State {
     hints: hints::Hints,
     /// The CPUs each attempt is pinned to.
     pins: cpus::Pins,
+    /// The power limits set on the GPUs.
+    power: power::Power,
     lease: lease::Lease,
     /// The lease's running out was logged.
     lease_said: bool,
@@ -284,6 +291,13 @@ impl State {
         for e in self.pins.apply(&live) {
             log!("{e}");
         }
+        let gpus_of = |a: &AttemptRef| {
+            let r = self.running.get(a).filter(|r| r.term_at.is_none())?;
+            Some(r.gpus.as_slice())
+        };
+        for e in self.power.apply(&reply.power, gpus_of) {
+            log!("{e}");
+        }
         Ok(())
     }
 
@@ -318,7 +332,10 @@ impl State {
 
 /// Runs the agent until SIGTERM or SIGINT, or until the server fences it.
 pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
-    let gpus = o.gpus.or_else(detect_gpus).ok_or(AgentError::NoGpus)?;
+    let gpus = o
+        .gpus
+        .or_else(|| detect_gpus(&o.nvidia_smi))
+        .ok_or(AgentError::NoGpus)?;
     create_private_dir(&o.logs)?;
     let records = Records::open(&o.state)?;
     let me = identity::Identity::claim(&o.state)?;
@@ -348,6 +365,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         streams: stream::Streams::default(),
         hints: hints::Hints::default(),
         pins: cpus::Pins::default(),
+        power: power::Power::new(o.nvidia_smi.clone()),
         lease: lease::Lease::default(),
         lease_said: false,
         outage: Outage::default(),
@@ -400,6 +418,9 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
                     "could not tell the server ({e}); the exits stay in {} for the next start",
                     o.state.display()
                 );
+            }
+            for e in st.power.apply(&[], |_| None) {
+                log!("{e}");
             }
             log!("stopped");
             return Ok(());
@@ -559,6 +580,7 @@ impl Launcher<'_> {
                             vc: l.vc.clone(),
                             grace: self.grace_of(&l),
                             hints: l.hints,
+                            gpus: l.gpus.clone(),
                         },
                     );
                 }

@@ -132,7 +132,8 @@ pub struct JobSpec {
     pub adaptive: Option<AdaptiveBatch>,
     /// The model the job trains, as Synergy's CPU measurements name it (`res18`,
     /// `res50`, `transformer`, ...): a policy that sizes input pipelines (`goldminer`)
-    /// gives the job CPUs for its data workers along that model's speed curve.
+    /// gives the job CPUs for its data workers along that model's speed curve, and
+    /// GreenFlow's power limits read Zeus's measurements for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
@@ -387,6 +388,11 @@ pub struct JobRecord {
     /// GPUs' share of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<f64>,
+    /// The power limit a `power-limits` policy (GreenFlow with `power_limits`) gives the
+    /// running attempt's GPUs, as a fraction of their top limit; each node's agent sets
+    /// it with `nvidia-smi -pl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit: Option<f64>,
     /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
     /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
     /// stored.
@@ -593,6 +599,22 @@ pub struct HeartbeatReply {
     /// node runs (or starts now): the agent pins each to that many of its CPUs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<CpuShare>,
+    /// The power limits a `power-limits` policy gives the attempts the node runs (or
+    /// starts now): the agent sets each one's GPUs to it, and GPUs no attempt caps back
+    /// to their default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<PowerCap>,
+}
+
+/// An attempt's GPU power limit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PowerCap {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Its GPUs' limit, a fraction (0.3 to 1) of their top limit (`power.max_limit`).
+    pub fraction: f64,
 }
 
 /// An attempt's CPUs on one node, for its input pipeline.

@@ -44,6 +44,11 @@ pub(crate) struct AgentArgs {
     /// agent is alive is refused.
     #[arg(long)]
     pub replace: bool,
+    /// The `nvidia-smi` to run: it counts the GPUs when --gpus is not given, and sets
+    /// their power limits for a policy that caps them (greenflow with power_limits;
+    /// that needs root).
+    #[arg(long, value_name = "PATH", default_value = "nvidia-smi")]
+    pub nvidia_smi: PathBuf,
 }
 
 /// `apiary agent`: reads the token file, resolves the jobs' user, refuses root jobs
@@ -60,6 +65,7 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         allow_root_jobs,
         pass_env,
         replace,
+        nvidia_smi,
     } = a;
     let node = node
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -100,5 +106,6 @@ pub(crate) fn run_agent(a: AgentArgs) -> Result<()> {
         pass_env,
         replace,
         allow_root_jobs,
+        nvidia_smi,
     })?)
 }

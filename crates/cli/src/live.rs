@@ -240,6 +240,7 @@ pub struct Submission {
     /// transformer, ...; an unknown name is refused with the list). Under goldminer it
     /// gets CPUs for its input pipeline along that model's speed curve: the agent pins
     /// it to them (APIARY_CPUS at start; os.sched_getaffinity(0) as they change).
+    /// GreenFlow's power limits read Zeus's curve for it.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
     /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,

@@ -3,7 +3,9 @@
 //! (SIGTERM, its grace to save a checkpoint) and starts it again on half the GPUs,
 //! telling it APIARY_NUM_GPUS and its devices. Pollux grows an adaptive job from the
 //! hints it writes. GoldMiner gives jobs CPUs for their input pipelines, which the
-//! agents pin them to, and re-pins a running job when its share changes.
+//! agents pin them to, and re-pins a running job when its share changes. GreenFlow caps
+//! a job's GPUs' power, which the agents set with nvidia-smi (a stand-in here: these
+//! machines have no GPU).
 
 mod common;
 
@@ -300,4 +302,88 @@ fn goldminer_pins_jobs_to_their_cpus_and_re_pins_a_running_one() {
         assert_eq!(j["state"], "succeeded", "{j}");
     }
     assert_eq!(lines("r").len(), 3, "pinned at start and re-pinned once");
+}
+
+#[test]
+fn greenflow_caps_a_jobs_gpus_through_nvidia_smi_and_the_agent_restores_them() {
+    let mut c = Cluster::with_config(
+        "power",
+        "greenflow",
+        false,
+        "params = { overhead = \"false\", budget_kg = \"0\", power_limits = \"1,0.6\" }\n",
+    );
+    // A stand-in nvidia-smi: GPUs of 100 to 300 W (250 by default); it logs each call
+    // that sets a limit.
+    let smi = c.dir.join("nvidia-smi");
+    let calls = c.dir.join("smi.log");
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --query-gpu=*) for i in 0 1 2 3 4 5 6 7; do \
+             echo \"$i, 100.00, 300.00, 250.00\"; done;; *) echo \"$@\" >> {};; esac\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let smi = smi.display().to_string();
+    for n in ["n0", "n1"] {
+        // Just started, it may go before its handler is up: how it exits is not at issue.
+        c.term_agent(n);
+        c.start_agent_with(n, &["--allow-root-jobs", "--nvidia-smi", &smi]);
+    }
+    let done = c.dir.join("done");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", done.display());
+    // A ResNet-50 under the documented constant intensity and no budget: every hour is
+    // at the floor's price, where two GPUs capped at 60 % buy work for less carbon per
+    // unit than one at the top limit (as crates/sim/tests/it/carbon.rs works out).
+    let e = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--elastic",
+            "1-2",
+            "--throughput",
+            "1:1,2:1.8",
+            "--estimate",
+            "10800",
+            "--model",
+            "resnet50",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ));
+    c.wait_running(e);
+    let j = c.job(e);
+    assert_eq!(j["power_limit"], 0.6, "{j}");
+    let part = &j["parts"][0];
+    let gpus: Vec<String> = part["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.to_string())
+        .collect();
+    let set = format!("-i {} -pl 180.00", gpus.join(","));
+    let reset = format!("-i {} -pl 250.00", gpus.join(","));
+    let log = || std::fs::read_to_string(&calls).unwrap_or_default();
+    let t0 = std::time::Instant::now();
+    while !log().contains(&set) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(&done, "").unwrap();
+    let ended = c.wait_terminal(&[e], Duration::from_secs(30));
+    assert_eq!(ended[0]["state"], "succeeded", "{}", ended[0]);
+    // Its GPUs go back to their default with the next reply.
+    while !log().contains(&reset) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        log().lines().collect::<Vec<_>>(),
+        [set.as_str(), reset.as_str()]
+    );
 }

@@ -148,6 +148,7 @@ mod tests {
             stopping: Vec::new(),
             hints: None,
             cpus: None,
+            power_limit: None,
             reason: None,
         }
     }

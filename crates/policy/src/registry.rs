@@ -151,11 +151,7 @@ mod tests {
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(
-            live,
-            // GreenFlow only with power limits (its spec lists what any parameters need).
-            ["greenflow", "silod", "muxflow"]
-        );
+        assert_eq!(live, ["silod", "muxflow"]);
     }
 
     /// The core context stays small: every mechanism beyond it is a handle of its own

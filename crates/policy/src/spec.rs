@@ -69,6 +69,7 @@ pub enum Capability {
     CpuWorkers,
     /// Sets each job's GPU power limit ([`crate::ctx::Power`], GreenFlow's GPU-level
     /// knob): the driver runs and charges it at Zeus's time and power for the limit.
+    /// Live, each agent sets the limit on the job's GPUs with `nvidia-smi -pl`.
     PowerLimits,
     /// Runs offline jobs beside online services on their GPUs, setting each GPU's SM
     /// share and evicting on load spikes ([`crate::ctx::Online`], MuxFlow): the
@@ -139,9 +140,6 @@ impl Capability {
             Capability::Io => Some(
                 "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
             ),
-            Capability::PowerLimits => {
-                Some("it sets GPUs' power limits per job, which live agents do not")
-            }
             Capability::OnlineSharing => Some(
                 "it shares GPUs with online services by SM share, which live agents do not set",
             ),

@@ -18,8 +18,13 @@ fn bad_configs_are_refused_with_the_field() {
             "policy: 'silod' is not served live: it needs the `io` capability",
         ),
         (
-            format!("policy = \"greenflow\"\nparams = {{ power_limits = \"1,0.8\" }}\n{NODE}"),
-            "policy: 'greenflow' is not served live: it needs the `power-limits` capability",
+            format!("policy = \"muxflow\"\n{NODE}"),
+            "policy: 'muxflow' is not served live: it needs the `online-sharing` capability",
+        ),
+        (
+            format!("policy = \"goldminer\"\n{NODE}"),
+            "nodes[0].cpus: 'goldminer' gives jobs CPUs for their input pipelines from the \
+             nodes' CPUs: declare every node's `cpus`",
         ),
         (
             format!("policy = \"hived\"\n{NODE}"),

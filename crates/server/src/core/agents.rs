@@ -72,7 +72,7 @@ impl Core {
             };
         let (id, attempt) = (r.id, r.attempt);
         let told = !self.is_fractional(j);
-        self.drop_cpu_share(j);
+        self.drop_knobs(j);
         // Back to the queue, or over; either way the GPUs of parts still stopping stay
         // held. The policy never knew a job that shares a GPU.
         if told {
@@ -492,6 +492,7 @@ impl Core {
         let mut jobs = self.running_on(n);
         jobs.sort_unstable_by_key(|&j| self.jobs[j as usize].id);
         let cpus = self.cpu_shares_on(n, &jobs);
+        let power = self.power_caps_on(n, &jobs);
         for j in jobs {
             let r = &self.jobs[j as usize];
             let key = AttemptRef {
@@ -582,6 +583,7 @@ impl Core {
             grace_s: self.cfg.grace_s,
             node_timeout_s: self.cfg.node_timeout_s,
             cpus,
+            power,
         }
     }
 

@@ -237,6 +237,7 @@ impl Core {
             stopping: Vec::new(),
             hints: None,
             cpus: None,
+            power_limit: None,
             reason: None,
         };
         let full = std::mem::replace(&mut self.jobs[j as usize], tomb);

@@ -139,8 +139,9 @@ impl Core {
     }
 
     pub(super) fn add_to_world(&mut self, mut rec: JobRecord) -> JobIdx {
-        // The policy gives its share again at its first pass.
+        // The policy gives its knobs again at its first pass.
         rec.cpus = None;
+        rec.power_limit = None;
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
@@ -329,6 +330,7 @@ impl Core {
             stopping: Vec::new(),
             hints: None,
             cpus: None,
+            power_limit: None,
             reason: None,
         };
         note(&mut rec, now, "queued", String::new());

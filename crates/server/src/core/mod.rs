@@ -14,12 +14,12 @@
 
 mod adaptive;
 mod agents;
-mod cpus;
 mod elastic;
 mod error;
 mod history;
 mod instances;
 mod jobs;
+mod knobs;
 mod shares;
 mod views;
 
@@ -555,7 +555,7 @@ impl Core {
                     let r = &mut self.jobs[j as usize];
                     r.state = JobState::Queued;
                     note(r, now, "preempted", format!("attempt {}", r.attempt));
-                    self.drop_cpu_share(j);
+                    self.drop_knobs(j);
                     self.dirty.insert(j);
                 }
                 // Speed factors, stalls, caps, holds and ends shape simulated progress
@@ -578,7 +578,7 @@ impl Core {
             self.world.set_blocked(j, true);
             self.dirty.insert(j);
         }
-        self.take_cpu_shares();
+        self.take_knobs();
         let declined = self.end_declined(now);
         let shared = self.share_pass(now);
         let acted = !actions.is_empty() || shared || declined;

@@ -1,6 +1,7 @@
-//! GoldMiner live: the nodes' CPUs are the pool, each running job gets a share along its
-//! model's speed curve, and every heartbeat reply gives the node's agent the shares of
-//! the attempts it runs, split by GPUs, changing as the running set does.
+//! Knobs a policy sets on running jobs, live: GoldMiner's CPUs for input pipelines (the
+//! nodes' CPUs are the pool, each running job gets a share along its model's speed curve,
+//! split over its nodes by GPUs) and GreenFlow's GPU power limits; every heartbeat reply
+//! gives the node's agent the values of the attempts it runs.
 
 mod common;
 
@@ -131,4 +132,48 @@ fn submissions_name_a_measured_model_and_nodes_their_cpus() {
     let e = config("goldminer", None).unwrap_err().to_string();
     assert!(e.contains("nodes[0].cpus"), "{e}");
     assert!(e.contains("declare every node's `cpus`"), "{e}");
+}
+
+/// GreenFlow's power limits live, in the case the simulator's carbon tests work by
+/// hand: a ResNet-50 (Zeus on a V100 at 60 %: 1.169x the time at 0.654x the power) in a
+/// clean hour with no budget runs on two GPUs capped at 60 %, and the agent of its node
+/// is told so; once the job ends, it is told nothing (its GPUs go back to default).
+#[test]
+fn greenflow_caps_a_jobs_gpus_and_its_agent_is_told() {
+    use apiary_model::energy::Intensity;
+    let cfg = common::two_nodes(
+        "greenflow",
+        r#"params = { overhead = "false", budget_kg = "0", power_limits = "1,0.6" }"#,
+    )
+    .unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    c.set_carbon(Intensity::new("alternating", vec![100.0, 300.0], 0).anchored(0));
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "gpus": 2, "command": ["train"], "estimated_duration_s": 10800, "model": "resnet50",
+        "elastic": {"min_gpus": 1, "max_gpus": 2, "throughput": [[1, 1.0], [2, 1.8]]},
+    }))
+    .unwrap();
+    let e = c.submit(spec, 0).unwrap();
+    c.schedule(0);
+    let r = c.job(e).unwrap();
+    assert_eq!(r.state, JobState::Running);
+    assert_eq!(r.parts.iter().map(|p| p.gpus.len()).sum::<usize>(), 2);
+    assert_eq!(r.power_limit, Some(0.6));
+    let node = r.parts[0].node.clone();
+    let h = hb(&node, &[], &[]);
+    let n = c.heartbeat(&h, 100).unwrap();
+    let caps = c.reply(n, &h).power;
+    assert_eq!(
+        caps,
+        vec![PowerCap {
+            job: e,
+            attempt: 1,
+            fraction: 0.6
+        }]
+    );
+    c.heartbeat(&hb(&node, &[], &[(e, 1, 0)]), 200).unwrap();
+    c.schedule(200);
+    assert_eq!(c.job(e).unwrap().power_limit, None);
+    let n = c.heartbeat(&h, 300).unwrap();
+    assert!(c.reply(n, &h).power.is_empty());
 }

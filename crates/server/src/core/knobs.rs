@@ -1,0 +1,156 @@
+//! Knobs a policy sets on running jobs and the agents apply: CPUs for input pipelines
+//! (GoldMiner's data workers, `cpu-workers`) and GPU power limits (GreenFlow's
+//! `power-limits`). After each pass the running jobs' records take what the world
+//! holds; every heartbeat reply gives a node's agent the values of the attempts it
+//! runs, so a running job changes without a restart.
+//!
+//! CPUs: the pool is the nodes' CPUs (`cpus` in the config), spread over their GPUs as
+//! the simulator's `--cpu` pool is; the policy gives each running job a share along the
+//! speed curve of the model it trains (`model` in its submission), and each node's
+//! agent pins its part of the job to its GPUs' share of that, rounded up.
+//!
+//! Power: a fraction of the GPUs' top limit, which the agent sets with `nvidia-smi -pl`
+//! on the attempt's GPUs.
+
+use super::{ApiError, Core};
+use crate::types::{CpuShare, JobRecord, JobSpec, PowerCap};
+use apiary_model::Job;
+use apiary_model::cpu::CpuPool;
+use apiary_model::io::MODELS;
+use apiary_policy::{Capability, JobIdx, World};
+
+impl Core {
+    /// The CPU pool of a config whose every node declares its `cpus` (the config check
+    /// refuses a `cpu-workers` policy otherwise): its CPUs per GPU.
+    pub(super) fn cpu_pool(&self) -> Option<CpuPool> {
+        let cpus: Option<u64> = self.cfg.nodes.iter().map(|n| n.cpus.map(u64::from)).sum();
+        let gpus: u64 = self.cfg.nodes.iter().map(|n| u64::from(n.gpus)).sum();
+        Some(CpuPool {
+            cpus_per_gpu: cpus? as f64 / gpus.max(1) as f64,
+        })
+    }
+
+    /// Checks a submission's model: one Synergy measured, and given whenever the policy
+    /// sizes input pipelines by it (a job sharing a GPU is outside the policy).
+    pub(super) fn validate_model(&self, s: &JobSpec) -> Result<(), ApiError> {
+        let names = || MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ");
+        match &s.model {
+            Some(m) if apiary_model::io::model(m).is_none() => Err(ApiError::bad(
+                "model",
+                format!("unknown model '{m}' (one of {})", names()),
+            )),
+            None if s.gpu_milli.is_none()
+                && self.policy.capabilities().has(Capability::CpuWorkers) =>
+            {
+                Err(ApiError::bad(
+                    "model",
+                    format!(
+                        "policy {} gives input pipelines CPUs by the speed curve of the model \
+                         a job trains: submit with --model NAME (one of {})",
+                        self.policy.name(),
+                        names()
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives job `j` its model (GreenFlow's power limits read its network's Zeus
+    /// curve), and its model's data profile, which a `cpu-workers` policy reads.
+    pub(super) fn give_model(&self, spec: &JobSpec, j: &mut Job) {
+        if spec.model.is_none() {
+            return;
+        }
+        j.model = spec.model.clone();
+        if self.policy.capabilities().has(Capability::CpuWorkers) {
+            apiary_model::io::assign(std::slice::from_mut(j), 0);
+        }
+    }
+
+    /// Brings the running jobs' records to the knobs the last pass left. Every running
+    /// job has a CPU share, zero included (its agent then pins it to one CPU rather
+    /// than leave it all of them), and a power limit, 1 when the policy set none.
+    pub(super) fn take_knobs(&mut self) {
+        self.world.resources.cpu_dirty.clear();
+        self.world.resources.power_dirty.clear();
+        if self.world.resources.cpu_pool.is_some() {
+            self.sync_running(
+                |w, j| {
+                    w.resources
+                        .cpu_shares
+                        .get(j as usize)
+                        .copied()
+                        .unwrap_or(0.0)
+                },
+                |r| &mut r.cpus,
+            );
+        }
+        if self.policy.capabilities().has(Capability::PowerLimits) {
+            self.sync_running(
+                |w, j| apiary_sim::power::limit(w, j, 1.0),
+                |r| &mut r.power_limit,
+            );
+        }
+    }
+
+    /// Sets `field` of every running job's record to `value`, marking those it changes.
+    fn sync_running(
+        &mut self,
+        value: impl Fn(&World, JobIdx) -> f64,
+        field: fn(&mut JobRecord) -> &mut Option<f64>,
+    ) {
+        for &j in self.world.running() {
+            let v = Some(value(&self.world, j));
+            let f = field(&mut self.jobs[j as usize]);
+            if *f != v {
+                *f = v;
+                self.dirty.insert(j);
+            }
+        }
+    }
+
+    /// Forgets job `j`'s knobs when its attempt stops.
+    pub(super) fn drop_knobs(&mut self, j: JobIdx) {
+        self.jobs[j as usize].cpus = None;
+        self.jobs[j as usize].power_limit = None;
+    }
+
+    /// The shares of `jobs`, the attempts node `n` runs in id order: each job's share
+    /// split over its nodes by their GPUs.
+    pub(super) fn cpu_shares_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<CpuShare> {
+        if self.world.resources.cpu_pool.is_none() {
+            return Vec::new();
+        }
+        let name = &self.nodes[n as usize].name;
+        jobs.iter()
+            .filter_map(|&j| {
+                let r = &self.jobs[j as usize];
+                let cpus = r.cpus?;
+                let all: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
+                let here = r.parts.iter().find(|p| &p.node == name)?.gpus.len();
+                Some(CpuShare {
+                    job: r.id,
+                    attempt: r.attempt,
+                    cpus: cpus * here as f64 / all.max(1) as f64,
+                })
+            })
+            .collect()
+    }
+
+    /// The power limits of `jobs`, the attempts node `n` runs in id order.
+    pub(super) fn power_caps_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<PowerCap> {
+        let name = &self.nodes[n as usize].name;
+        jobs.iter()
+            .filter_map(|&j| {
+                let r = &self.jobs[j as usize];
+                let fraction = r.power_limit?;
+                r.parts.iter().any(|p| &p.node == name).then_some(PowerCap {
+                    job: r.id,
+                    attempt: r.attempt,
+                    fraction,
+                })
+            })
+            .collect()
+    }
+}
