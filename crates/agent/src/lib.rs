@@ -22,6 +22,7 @@ pub mod lease;
 pub mod power;
 pub mod procs;
 pub mod records;
+pub mod storage;
 mod stream;
 pub mod supervisor;
 
@@ -217,6 +218,8 @@ struct State {
     pins: cpus::Pins,
     /// The power limits set on the GPUs.
     power: power::Power,
+    /// The cache and bandwidth each attempt was handed.
+    io: storage::Shares,
     lease: lease::Lease,
     /// The lease's running out was logged.
     lease_said: bool,
@@ -262,6 +265,7 @@ impl State {
             }
         }
         self.pins.take(&reply.cpus);
+        self.io.take(&reply.io);
         if let Some((o, exe)) = starting {
             let l = Launcher {
                 o,
@@ -280,7 +284,13 @@ impl State {
                 &mut self.running,
                 &mut self.exited,
                 &mut self.pins,
+                &mut self.io,
             )?;
+            let running = &self.running;
+            let live = |a: &AttemptRef| running.get(a).is_some_and(|r| r.term_at.is_none());
+            for e in self.io.apply(&o.logs, live) {
+                log!("{e}");
+            }
         }
         let live: BTreeMap<AttemptRef, i32> = self
             .running
@@ -366,6 +376,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         hints: hints::Hints::default(),
         pins: cpus::Pins::default(),
         power: power::Power::new(o.nvidia_smi.clone()),
+        io: storage::Shares::default(),
         lease: lease::Lease::default(),
         lease_said: false,
         outage: Outage::default(),
@@ -509,6 +520,14 @@ fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), 
 }
 
 /// What starting an attempt takes.
+/// What a policy set for an attempt as it starts, beyond its GPUs.
+struct Knobs<'a> {
+    /// The CPUs to pin it to.
+    cpus: Option<&'a [usize]>,
+    /// Its cache and bandwidth.
+    io: Option<IoShare>,
+}
+
 struct Launcher<'a> {
     o: &'a AgentOptions,
     exe: &'a Path,
@@ -529,6 +548,7 @@ impl Launcher<'_> {
         running: &mut BTreeMap<AttemptRef, Running>,
         exited: &mut Vec<Exit>,
         pins: &mut cpus::Pins,
+        io: &mut storage::Shares,
     ) -> Result<(), AgentError> {
         for l in start {
             let key = AttemptRef {
@@ -547,12 +567,21 @@ impl Launcher<'_> {
                 accounts::check_not_shared(uid, &l.vc, others).map(|()| (u, uid))
             });
             let cpus = pins.planned(&key);
-            let launched = account
-                .and_then(|(u, uid)| Ok((self.launch(&l, u.as_ref(), cpus.as_deref())?, uid)));
+            let share = io.of(&key);
+            let launched = account.and_then(|(u, uid)| {
+                let knobs = Knobs {
+                    cpus: cpus.as_deref(),
+                    io: share,
+                };
+                Ok((self.launch(&l, u.as_ref(), knobs)?, uid))
+            });
             match launched {
                 Ok((mut child, uid)) => {
                     if let Some(c) = cpus {
                         pins.started(key, c);
+                    }
+                    if let Some(sh) = share {
+                        io.started(key, sh);
                     }
                     let pgid = child.id() as i32;
                     let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
@@ -625,8 +654,9 @@ impl Launcher<'_> {
         &self,
         l: &Launch,
         account: Option<&RunAs>,
-        cpus: Option<&[usize]>,
+        knobs: Knobs<'_>,
     ) -> Result<Child, AgentError> {
+        let cpus = knobs.cpus;
         use std::os::unix::process::CommandExt as _;
         let o = self.o;
         let out = log_path(&o.logs, l.job, l.attempt);
@@ -668,6 +698,14 @@ impl Launcher<'_> {
             // How many CPUs it starts with (its data loader's workers); they may change
             // as it runs, which `os.sched_getaffinity(0)` reads.
             cmd.env("APIARY_CPUS", c.len().to_string());
+        }
+        if let Some(share) = knobs.io {
+            // Its share of cache and bandwidth, rewritten as it changes.
+            let p = storage::path(&o.logs, l.job, l.attempt);
+            let mut f = private_file(&p, account)?;
+            std::io::Write::write_all(&mut f, storage::text(&share).as_bytes())
+                .map_err(AgentError::io("writing", &p))?;
+            cmd.env("APIARY_IO", &p);
         }
         if l.hints {
             // The job's own file, empty until it writes its first hints.

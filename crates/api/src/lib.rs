@@ -136,6 +136,10 @@ pub struct JobSpec {
     /// GreenFlow's power limits read Zeus's measurements for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The size of the dataset the job reads, GB: a policy that allocates cache and
+    /// remote-storage bandwidth (`silod`) sizes its cache share by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_gb: Option<f64>,
 }
 
 /// An adaptive job's batch limits (`apiary submit --adaptive`), as AdaptDL's
@@ -393,6 +397,10 @@ pub struct JobRecord {
     /// it with `nvidia-smi -pl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_limit: Option<f64>,
+    /// The cache and remote-storage bandwidth an `io` policy (SiloD) gives the running
+    /// attempt, over all its nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoShare>,
     /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
     /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
     /// stored.
@@ -604,6 +612,30 @@ pub struct HeartbeatReply {
     /// to their default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power: Vec<PowerCap>,
+    /// The cache and bandwidth an `io` policy gives the attempts the node runs (or
+    /// starts now): the agent hands each to its attempt in the file `APIARY_IO` names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<IoGrant>,
+}
+
+/// Cache and remote-storage bandwidth for a job's reads.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoShare {
+    /// Bytes of its dataset to keep cached (SiloD's uniform cache: a fixed subset).
+    pub cache_bytes: f64,
+    /// Bytes per second it may read from remote storage.
+    pub remote_bytes_per_s: f64,
+}
+
+/// An attempt's cache and bandwidth on one node.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoGrant {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Its node's part of the job's share.
+    pub share: IoShare,
 }
 
 /// An attempt's GPU power limit.

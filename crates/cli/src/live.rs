@@ -243,6 +243,11 @@ pub struct Submission {
     /// GreenFlow's power limits read Zeus's curve for it.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// The size of the dataset it reads, GB. Under silod (with --model) it gets a share
+    /// of the cluster's cache and remote-storage bandwidth by it, handed over in the
+    /// file $APIARY_IO for its data loader to keep to.
+    #[arg(long, value_name = "GB")]
+    pub dataset_gb: Option<f64>,
     /// Time limit of each attempt, as sbatch's --time: MM, MM:SS, HH:MM:SS, D-HH,
     /// D-HH:MM or D-HH:MM:SS. Past it the job is stopped and fails with `timeout`.
     #[arg(long, short = 't', value_name = "TIME")]
@@ -359,6 +364,7 @@ pub fn submit(c: &ClientArgs, s: Submission) -> Result<()> {
             .map(apiary_client::elastic::parse_adaptive)
             .transpose()?,
         model: s.model,
+        dataset_gb: s.dataset_gb,
     };
     let client = c.client()?;
     let mut ids = Vec::new();
@@ -619,11 +625,24 @@ pub fn job(c: &ClientArgs, id: u64) -> Result<()> {
     }
     if let Some(m) = &r.spec.model {
         println!(
-            "model    {m}{}",
+            "model    {m}{}{}",
+            r.spec
+                .dataset_gb
+                .map_or(String::new(), |g| format!(", dataset {g} GB")),
             r.cpus.map_or(String::new(), |c| format!(
                 ", {c:.2} CPUs for its input pipeline"
             ))
         );
+    }
+    if let Some(io) = &r.io {
+        println!(
+            "io       {:.1} GB cached, {:.1} MB/s from remote storage",
+            io.cache_bytes / 1e9,
+            io.remote_bytes_per_s / 1e6
+        );
+    }
+    if let Some(p) = r.power_limit {
+        println!("power    {:.0} % of its GPUs' top limit", p * 100.0);
     }
     println!("command  {}", r.spec.command.join(" "));
     println!(

@@ -5,7 +5,8 @@
 //! hints it writes. GoldMiner gives jobs CPUs for their input pipelines, which the
 //! agents pin them to, and re-pins a running job when its share changes. GreenFlow caps
 //! a job's GPUs' power, which the agents set with nvidia-smi (a stand-in here: these
-//! machines have no GPU).
+//! machines have no GPU). SiloD hands each job its cache and bandwidth in $APIARY_IO,
+//! rewritten as they change.
 
 mod common;
 
@@ -386,4 +387,76 @@ fn greenflow_caps_a_jobs_gpus_through_nvidia_smi_and_the_agent_restores_them() {
         log().lines().collect::<Vec<_>>(),
         [set.as_str(), reset.as_str()]
     );
+}
+
+#[test]
+fn silod_hands_a_running_job_its_cache_and_bandwidth_as_they_change() {
+    // The default storage over 16 GPUs: 400 GB of cache, 320 MB/s of remote bandwidth.
+    let c = Cluster::with_config("silod", "silod", false, "");
+    let log = c.dir.join("log");
+    let done = c.dir.join("done");
+    // A job that logs its share file whenever it changes, until told to stop.
+    let script = format!(
+        "last=; while [ ! -e {d} ]; do cur=$(cat $APIARY_IO); \
+         [ \"$cur\" != \"$last\" ] && echo \"$cur\" >> {l}; last=$cur; sleep 0.05; done",
+        d = done.display(),
+        l = log.display()
+    );
+    let lines = || std::fs::read_to_string(&log).unwrap_or_default();
+    // BERT on 8 GPUs reads 29.09 MB/s; its 380 GB fit the cache whole.
+    let x = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--gpus",
+            "8",
+            "--model",
+            "bert",
+            "--dataset-gb",
+            "380",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    ));
+    let t0 = std::time::Instant::now();
+    while !lines().contains("\"cache_bytes\": 380000000000") {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{}", lines());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A ResNet-50 on 8 GPUs, whose 140 GB save more remote reads per byte cached, takes
+    // its cache first: BERT keeps 260 GB, hits 260/380 of its reads, and needs the rest
+    // of its 29.09 MB/s from remote storage: 9,186,603 bytes/s. Its file says so.
+    let wait = format!("while [ ! -e {} ]; do sleep 0.05; done", done.display());
+    let y = id_of(&cli(
+        &c,
+        &[
+            "submit",
+            "--gpus",
+            "8",
+            "--model",
+            "resnet50",
+            "--dataset-gb",
+            "140",
+            "--",
+            "sh",
+            "-c",
+            &wait,
+        ],
+    ));
+    let want = "{\"cache_bytes\": 260000000000, \"remote_bytes_per_s\": 9186603}";
+    while !lines().contains(want) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{}", lines());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shown = out(&cli(&c, &["job", &x.to_string()]));
+    assert!(
+        shown.contains("io       260.0 GB cached, 9.2 MB/s from remote storage"),
+        "{shown}"
+    );
+    std::fs::write(&done, "").unwrap();
+    for j in c.wait_terminal(&[x, y], Duration::from_secs(30)) {
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
 }

@@ -149,6 +149,7 @@ mod tests {
             hints: None,
             cpus: None,
             power_limit: None,
+            io: None,
             reason: None,
         }
     }

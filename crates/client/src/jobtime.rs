@@ -220,6 +220,7 @@ mod tests {
                 elastic: None,
                 adaptive: None,
                 model: None,
+                dataset_gb: None,
                 grace_s: None,
             },
             vc: "default".into(),
@@ -250,6 +251,7 @@ mod tests {
             hints: None,
             cpus: None,
             power_limit: None,
+            io: None,
             reason: None,
         }
     }

@@ -151,7 +151,7 @@ mod tests {
             .filter(|s| s.capabilities.live_blocker().is_some())
             .map(|s| s.name)
             .collect();
-        assert_eq!(live, ["silod", "muxflow"]);
+        assert_eq!(live, ["muxflow"]);
     }
 
     /// The core context stays small: every mechanism beyond it is a handle of its own

@@ -59,7 +59,8 @@ pub enum Capability {
     /// series in the simulator, the file the server re-reads live.
     Carbon,
     /// Allocates cache and remote-storage bandwidth to jobs ([`crate::ctx::Io`],
-    /// SiloD): the driver's IO model runs them at what it gives.
+    /// SiloD): the driver's IO model runs them at what it gives. Live, the agents hand
+    /// each job its share (`APIARY_IO`) for its data loader or cache to keep to.
     Io,
     /// Allocates CPUs from the cluster's pool to jobs' input pipelines
     /// ([`crate::ctx::Cpus`], GoldMiner's data workers): the driver's CPU model runs
@@ -137,9 +138,6 @@ impl Capability {
     /// runs as fast as it runs.
     pub const fn live_blocker(self) -> Option<&'static str> {
         match self {
-            Capability::Io => Some(
-                "it allocates cache and remote-storage bandwidth, which live agents do not enforce",
-            ),
             Capability::OnlineSharing => Some(
                 "it shares GPUs with online services by SM share, which live agents do not set",
             ),
@@ -319,8 +317,11 @@ mod tests {
         assert_eq!(s.to_string(), "elastic, durations");
         assert_eq!(Capabilities::CORE.to_string(), "core");
         assert_eq!(s.live_blocker(), None);
-        let io = Capabilities::of(&[Capability::Adaptive, Capability::Io]);
-        assert_eq!(io.live_blocker().map(|b| b.0), Some(Capability::Io));
+        let online = Capabilities::of(&[Capability::Adaptive, Capability::OnlineSharing]);
+        assert_eq!(
+            online.live_blocker().map(|b| b.0),
+            Some(Capability::OnlineSharing)
+        );
         assert_eq!(s.tenant_blocker(), Some(Capability::Elastic));
         assert_eq!(
             Capabilities::of(&[Capability::Durations]).tenant_blocker(),

@@ -267,6 +267,7 @@ mod tests {
             hints: None,
             cpus: None,
             power_limit: None,
+            io: None,
             reason: None,
         }
     }

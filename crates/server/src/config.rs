@@ -133,6 +133,11 @@ pub struct ServerConfig {
     /// Without it they see the documented constant.
     #[serde(default)]
     pub carbon_file: Option<PathBuf>,
+    /// The storage an `io` policy (silod) allocates, as the simulator's `--io` takes it:
+    /// `default`, or `cache_gb_per_gpu=N,bandwidth_mbs_per_gpu=N` over the defaults
+    /// (docs/io.md). Without it such a policy gets the defaults.
+    #[serde(default)]
+    pub io: Option<String>,
     /// Jobs one VC may have unfinished (queued or running) at once, like Slurm's
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]
@@ -303,6 +308,9 @@ impl ServerConfig {
                     spec.name
                 ),
             ));
+        }
+        if let Some(io) = &self.io {
+            apiary_model::io::Storage::parse(io).map_err(|e| ("io".to_string(), e.to_string()))?;
         }
         if capabilities.has(apiary_policy::Capability::CpuWorkers)
             && let Some(i) = self.nodes.iter().position(|n| n.cpus.is_none())

@@ -48,16 +48,19 @@ pub enum LiveSetupError {
         /// The policy.
         policy: String,
     },
-    /// The policy sizes input pipelines, whose speed the live driver does not model.
+    /// The policy allocates a resource whose effect on speed the live driver does not
+    /// model.
     #[error(
-        "{policy} gives jobs' input pipelines CPUs, which the live driver does not replay: \
-         the simulator's CPU model runs a trace job at the speed its CPUs give, and the live \
-         driver's jobs run at their GPUs' (`apiary serve` runs it for jobs submitted with \
-         --model)"
+        "{policy} gives jobs {what}, which the live driver does not replay: the \
+         simulator's model runs a trace job at the speed they give, and the live driver's \
+         jobs run at their GPUs' (`apiary serve` runs it for jobs submitted with --model{})",
+        if *what == "cache and remote-storage bandwidth" { " and --dataset-gb" } else { "" }
     )]
-    CpuWorkers {
+    Unmodelled {
         /// The policy.
         policy: String,
+        /// What it gives.
+        what: &'static str,
     },
     /// The policy or its parameters.
     #[error(transparent)]
@@ -85,13 +88,22 @@ fn service_config(
             policy: policy.to_string(),
         });
     }
-    if built
-        .capabilities()
-        .has(apiary_policy::Capability::CpuWorkers)
-    {
-        return Err(LiveSetupError::CpuWorkers {
-            policy: policy.to_string(),
-        });
+    for (c, what) in [
+        (
+            apiary_policy::Capability::CpuWorkers,
+            "CPUs for their input pipelines",
+        ),
+        (
+            apiary_policy::Capability::Io,
+            "cache and remote-storage bandwidth",
+        ),
+    ] {
+        if built.capabilities().has(c) {
+            return Err(LiveSetupError::Unmodelled {
+                policy: policy.to_string(),
+                what,
+            });
+        }
     }
     let (policy_name, own, sharing, vcs) = match built.tenancy() {
         Some(t) => {
@@ -153,6 +165,7 @@ fn service_config(
         tokens: Vec::new(),
         tokens_file: None,
         carbon_file: None,
+        io: None,
         max_jobs_per_vc: u64::MAX,
         // The engine reads every finished job's record at the end: none leaves.
         retain_finished_s: 1e9,
@@ -282,6 +295,7 @@ fn spec_of(job: &Job) -> JobSpec {
         elastic: None,
         adaptive: None,
         model: None,
+        dataset_gb: None,
         grace_s: None,
     }
 }

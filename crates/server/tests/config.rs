@@ -14,8 +14,8 @@ const NODE: &str = "[[nodes]]\nname = \"n0\"\ngpus = 8\n";
 fn bad_configs_are_refused_with_the_field() {
     for (text, want) in [
         (
-            format!("policy = \"silod\"\n{NODE}"),
-            "policy: 'silod' is not served live: it needs the `io` capability",
+            format!("policy = \"silod\"\nio = \"cache_gb_per_gpu=x\"\n{NODE}"),
+            "io: --io cache_gb_per_gpu",
         ),
         (
             format!("policy = \"muxflow\"\n{NODE}"),

@@ -177,3 +177,58 @@ fn greenflow_caps_a_jobs_gpus_and_its_agent_is_told() {
     let n = c.heartbeat(&h, 300).unwrap();
     assert!(c.reply(n, &h).power.is_empty());
 }
+
+fn read(gpus: u32, model: &str, dataset_gb: f64) -> JobSpec {
+    serde_json::from_value(serde_json::json!({
+        "gpus": gpus, "command": ["train"], "model": model, "dataset_gb": dataset_gb,
+    }))
+    .unwrap()
+}
+
+fn io_of(c: &Core, id: u64) -> (f64, f64) {
+    let io = c.job(id).unwrap().io.unwrap();
+    // GB and MB/s, to 3 places.
+    let r = |x: f64| (x * 1e3).round() / 1e3;
+    (r(io.cache_bytes / 1e9), r(io.remote_bytes_per_s / 1e6))
+}
+
+/// SiloD live on the default storage (25 GB of cache and 20 MB/s of remote bandwidth a
+/// GPU: 200 GB and 160 MB/s for the 8 GPUs). Its shares reach the records and each
+/// node's agent, and a job's cache is taken as warm at its share once given.
+#[test]
+fn silod_gives_cache_by_efficiency_and_water_fills_bandwidth() {
+    let mut c = Core::new(common::two_nodes("silod", "").unwrap(), 0).unwrap();
+    // ResNet-50 (Synergy: 512 samples x 1.15 / 0.78 s a GPU; ImageNet's 110 KB) on 4
+    // GPUs reads 332.07 MB/s at full speed. Its 140 GB fit the cache whole. Cold, it
+    // needs all 332 MB/s and gets the whole 160.
+    let x = c.submit(read(4, "resnet50", 140.0), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(io_of(&c, x), (140.0, 160.0));
+    // Taken as warm, it hits every read: the pass it asked for gives it no bandwidth.
+    assert_eq!(c.wake(), Some(0));
+    c.schedule(0);
+    assert_eq!(io_of(&c, x), (140.0, 0.0));
+    // BERT (20 x 1 / 0.011 s a GPU; 2 KB sequences) on 4 GPUs reads 14.545 MB/s. Its
+    // cache efficiency (14.5 MB/s over 100 GB) is below ResNet-50's (332 over 140), so
+    // it gets the 60 GB left; cold, it needs all 14.545 MB/s, which water-filling
+    // gives; warm at 60 %, 40 % of it: 5.818.
+    let y = c.submit(read(4, "bert", 100.0), 1_000).unwrap();
+    c.schedule(1_000);
+    assert_eq!(io_of(&c, y), (60.0, 14.545));
+    c.schedule(1_000);
+    assert_eq!(io_of(&c, y), (60.0, 5.818));
+    assert_eq!(io_of(&c, x), (140.0, 0.0));
+    // Each job runs on one node: its agent is told the whole share.
+    let node = c.job(y).unwrap().parts[0].node.clone();
+    let h = hb(&node, &[(y, 1)], &[]);
+    let n = c.heartbeat(&h, 1_100).unwrap();
+    let grants = c.reply(n, &h).io;
+    assert_eq!(grants.len(), 1);
+    assert_eq!((grants[0].job, grants[0].share.cache_bytes), (y, 60e9));
+    // What it reads is a required part of the submission, and checked.
+    let e = c.submit(job(1, Some("bert")), 2_000).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("dataset_gb"));
+    assert!(e.message.contains("--dataset-gb SIZE"), "{}", e.message);
+    let e = c.submit(read(1, "bert", -1.0), 2_000).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("dataset_gb"));
+}

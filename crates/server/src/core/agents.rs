@@ -493,6 +493,7 @@ impl Core {
         jobs.sort_unstable_by_key(|&j| self.jobs[j as usize].id);
         let cpus = self.cpu_shares_on(n, &jobs);
         let power = self.power_caps_on(n, &jobs);
+        let io = self.io_grants_on(n, &jobs);
         for j in jobs {
             let r = &self.jobs[j as usize];
             let key = AttemptRef {
@@ -584,6 +585,7 @@ impl Core {
             node_timeout_s: self.cfg.node_timeout_s,
             cpus,
             power,
+            io,
         }
     }
 

@@ -230,6 +230,7 @@ impl Core {
                 elastic: None,
                 adaptive: None,
                 model: None,
+                dataset_gb: None,
                 grace_s: None,
             },
             parts: Vec::new(),
@@ -238,6 +239,7 @@ impl Core {
             hints: None,
             cpus: None,
             power_limit: None,
+            io: None,
             reason: None,
         };
         let full = std::mem::replace(&mut self.jobs[j as usize], tomb);

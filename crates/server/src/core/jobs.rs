@@ -142,6 +142,7 @@ impl Core {
         // The policy gives its knobs again at its first pass.
         rec.cpus = None;
         rec.power_limit = None;
+        rec.io = None;
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
@@ -331,6 +332,7 @@ impl Core {
             hints: None,
             cpus: None,
             power_limit: None,
+            io: None,
             reason: None,
         };
         note(&mut rec, now, "queued", String::new());

@@ -13,7 +13,7 @@
 //! on the attempt's GPUs.
 
 use super::{ApiError, Core};
-use crate::types::{CpuShare, JobRecord, JobSpec, PowerCap};
+use crate::types::{CpuShare, IoGrant, IoShare, JobRecord, JobSpec, PowerCap};
 use apiary_model::Job;
 use apiary_model::cpu::CpuPool;
 use apiary_model::io::MODELS;
@@ -30,40 +30,71 @@ impl Core {
         })
     }
 
-    /// Checks a submission's model: one Synergy measured, and given whenever the policy
-    /// sizes input pipelines by it (a job sharing a GPU is outside the policy).
+    /// Checks a submission's model and dataset: a model Synergy measured, and both
+    /// given whenever the policy allocates by them (a job sharing a GPU is outside the
+    /// policy).
     pub(super) fn validate_model(&self, s: &JobSpec) -> Result<(), ApiError> {
         let names = || MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ");
-        match &s.model {
-            Some(m) if apiary_model::io::model(m).is_none() => Err(ApiError::bad(
+        if let Some(m) = &s.model
+            && apiary_model::io::model(m).is_none()
+        {
+            return Err(ApiError::bad(
                 "model",
                 format!("unknown model '{m}' (one of {})", names()),
-            )),
-            None if s.gpu_milli.is_none()
-                && self.policy.capabilities().has(Capability::CpuWorkers) =>
-            {
-                Err(ApiError::bad(
-                    "model",
-                    format!(
-                        "policy {} gives input pipelines CPUs by the speed curve of the model \
-                         a job trains: submit with --model NAME (one of {})",
-                        self.policy.name(),
-                        names()
-                    ),
-                ))
-            }
-            _ => Ok(()),
+            ));
         }
+        if let Some(gb) = s.dataset_gb
+            && !(gb.is_finite() && gb > 0.0 && gb <= 1e9)
+        {
+            return Err(ApiError::bad(
+                "dataset_gb",
+                format!("must be a size in GB above 0 (got {gb})"),
+            ));
+        }
+        if s.gpu_milli.is_some() {
+            return Ok(());
+        }
+        let caps = self.policy.capabilities();
+        let policy = self.policy.name();
+        if s.model.is_none() && caps.has(Capability::CpuWorkers) {
+            return Err(ApiError::bad(
+                "model",
+                format!(
+                    "policy {policy} gives input pipelines CPUs by the speed curve of the \
+                     model a job trains: submit with --model NAME (one of {})",
+                    names()
+                ),
+            ));
+        }
+        if caps.has(Capability::Io) && (s.model.is_none() || s.dataset_gb.is_none()) {
+            let field = if s.model.is_none() {
+                "model"
+            } else {
+                "dataset_gb"
+            };
+            return Err(ApiError::bad(
+                field,
+                format!(
+                    "policy {policy} gives jobs cache and remote bandwidth by what they \
+                     read: submit with --model NAME (one of {}) and --dataset-gb SIZE",
+                    names()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Gives job `j` its model (GreenFlow's power limits read its network's Zeus
-    /// curve), and its model's data profile, which a `cpu-workers` policy reads.
+    /// curve), and its model's and dataset's data profile, which `cpu-workers` and `io`
+    /// policies read.
     pub(super) fn give_model(&self, spec: &JobSpec, j: &mut Job) {
         if spec.model.is_none() {
             return;
         }
         j.model = spec.model.clone();
-        if self.policy.capabilities().has(Capability::CpuWorkers) {
+        j.extras_mut().dataset_gb = spec.dataset_gb;
+        let caps = self.policy.capabilities();
+        if caps.has(Capability::CpuWorkers) || caps.has(Capability::Io) {
             apiary_model::io::assign(std::slice::from_mut(j), 0);
         }
     }
@@ -92,6 +123,56 @@ impl Core {
                 |r| &mut r.power_limit,
             );
         }
+        if self.world.resources.storage.is_some() {
+            self.take_io_shares();
+        }
+    }
+
+    /// The running jobs' cache and bandwidth into their records. A job's cache is then
+    /// taken as warm at its share (SiloD's uniform cache hits exactly its share of the
+    /// dataset once filled): live, no model tracks its filling, and a pass that sees
+    /// the warmer caches re-plans the bandwidth.
+    fn take_io_shares(&mut self) {
+        self.world.resources.io_dirty.clear();
+        let w = &mut self.world;
+        let n = w.jobs.len();
+        if w.resources.io_hits.len() < n {
+            w.resources.io_hits.resize(n, (0.0, 0));
+        }
+        let mut warmed = false;
+        for k in 0..w.running().len() {
+            let j = w.running()[k];
+            let (cache, bandwidth) = w
+                .resources
+                .io_shares
+                .get(j as usize)
+                .copied()
+                .unwrap_or_default();
+            let share = Some(IoShare {
+                cache_bytes: cache,
+                remote_bytes_per_s: bandwidth,
+            });
+            let r = &mut self.jobs[j as usize];
+            if r.io != share {
+                r.io = share;
+                self.dirty.insert(j);
+            }
+            let dataset = w.jobs[j as usize].extras().data.map_or(0.0, |d| d.dataset);
+            let hit = if dataset > 0.0 {
+                (cache / dataset).min(1.0)
+            } else {
+                1.0
+            };
+            let now = (hit, w.rt[j as usize].preemptions);
+            if w.resources.io_hits[j as usize] != now {
+                w.resources.io_hits[j as usize] = now;
+                warmed = true;
+            }
+        }
+        if warmed {
+            w.resources.io_changes += 1;
+            self.wake = Some(self.wake.map_or(w.now, |t| t.min(w.now)));
+        }
     }
 
     /// Sets `field` of every running job's record to `value`, marking those it changes.
@@ -114,6 +195,7 @@ impl Core {
     pub(super) fn drop_knobs(&mut self, j: JobIdx) {
         self.jobs[j as usize].cpus = None;
         self.jobs[j as usize].power_limit = None;
+        self.jobs[j as usize].io = None;
     }
 
     /// The shares of `jobs`, the attempts node `n` runs in id order: each job's share
@@ -149,6 +231,29 @@ impl Core {
                     job: r.id,
                     attempt: r.attempt,
                     fraction,
+                })
+            })
+            .collect()
+    }
+
+    /// The cache and bandwidth of `jobs`, the attempts node `n` runs in id order: each
+    /// job's share split over its nodes by their GPUs.
+    pub(super) fn io_grants_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<IoGrant> {
+        let name = &self.nodes[n as usize].name;
+        jobs.iter()
+            .filter_map(|&j| {
+                let r = &self.jobs[j as usize];
+                let io = r.io?;
+                let all: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
+                let here = r.parts.iter().find(|p| &p.node == name)?.gpus.len();
+                let f = here as f64 / all.max(1) as f64;
+                Some(IoGrant {
+                    job: r.id,
+                    attempt: r.attempt,
+                    share: IoShare {
+                        cache_bytes: io.cache_bytes * f,
+                        remote_bytes_per_s: io.remote_bytes_per_s * f,
+                    },
                 })
             })
             .collect()

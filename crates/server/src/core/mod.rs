@@ -426,6 +426,15 @@ impl Core {
         if allocates_cpus {
             core.world.resources.cpu_pool = core.cpu_pool();
         }
+        if core
+            .policy
+            .capabilities()
+            .has(apiary_policy::Capability::Io)
+        {
+            // Checked at config load.
+            let io = core.cfg.io.as_deref().unwrap_or("default");
+            core.world.resources.storage = apiary_model::io::Storage::parse(io).ok();
+        }
         Ok(core)
     }
 
