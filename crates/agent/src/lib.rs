@@ -16,13 +16,15 @@
 mod accounts;
 pub mod cpus;
 mod error;
+mod given;
+pub mod handed;
 mod hints;
 mod identity;
 pub mod lease;
 pub mod power;
 pub mod procs;
 pub mod records;
-pub mod storage;
+pub mod services;
 mod stream;
 pub mod supervisor;
 
@@ -214,12 +216,12 @@ struct State {
     grace: Duration,
     streams: stream::Streams,
     hints: hints::Hints,
-    /// The CPUs each attempt is pinned to.
-    pins: cpus::Pins,
-    /// The power limits set on the GPUs.
-    power: power::Power,
-    /// The cache and bandwidth each attempt was handed.
-    io: storage::Shares,
+    /// What policies set for the attempts beyond their GPUs.
+    given: given::Given,
+    /// The online services beside the jobs, measured once the server asks.
+    services: services::Sampler,
+    /// The server asked for the services' loads.
+    measure_online: bool,
     lease: lease::Lease,
     /// The lease's running out was logged.
     lease_said: bool,
@@ -256,16 +258,16 @@ impl State {
                 attempt: e.attempt,
             })
         });
-        for s in reply.stop {
-            if let Some(r) = self.running.get_mut(&s)
+        for s in &reply.stop {
+            if let Some(r) = self.running.get_mut(s)
                 && r.term_at.is_none()
             {
                 signal_group(r.pgid, Signal::TERM);
                 r.term_at = Some(Instant::now());
             }
         }
-        self.pins.take(&reply.cpus);
-        self.io.take(&reply.io);
+        self.given.take(&reply);
+        self.measure_online = reply.measure_online;
         if let Some((o, exe)) = starting {
             let l = Launcher {
                 o,
@@ -279,33 +281,21 @@ impl State {
                 },
             };
             l.start_assigned(
-                reply.start,
+                &reply.start,
                 &self.records,
                 &mut self.running,
                 &mut self.exited,
-                &mut self.pins,
-                &mut self.io,
+                &mut self.given,
             )?;
-            let running = &self.running;
-            let live = |a: &AttemptRef| running.get(a).is_some_and(|r| r.term_at.is_none());
-            for e in self.io.apply(&o.logs, live) {
-                log!("{e}");
-            }
         }
-        let live: BTreeMap<AttemptRef, i32> = self
+        let live: BTreeMap<AttemptRef, (i32, Vec<u32>)> = self
             .running
             .iter()
             .filter(|(_, r)| r.term_at.is_none())
-            .map(|(a, r)| (*a, r.pgid))
+            .map(|(a, r)| (*a, (r.pgid, r.gpus.clone())))
             .collect();
-        for e in self.pins.apply(&live) {
-            log!("{e}");
-        }
-        let gpus_of = |a: &AttemptRef| {
-            let r = self.running.get(a).filter(|r| r.term_at.is_none())?;
-            Some(r.gpus.as_slice())
-        };
-        for e in self.power.apply(&reply.power, gpus_of) {
+        let logs = starting.map(|(o, _)| o.logs.as_path());
+        for e in self.given.apply(&reply, logs, &live) {
             log!("{e}");
         }
         Ok(())
@@ -374,9 +364,9 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
         grace,
         streams: stream::Streams::default(),
         hints: hints::Hints::default(),
-        pins: cpus::Pins::default(),
-        power: power::Power::new(o.nvidia_smi.clone()),
-        io: storage::Shares::default(),
+        given: given::Given::new(o.nvidia_smi.clone()),
+        services: services::Sampler::new(o.nvidia_smi.clone()),
+        measure_online: false,
         lease: lease::Lease::default(),
         lease_said: false,
         outage: Outage::default(),
@@ -399,6 +389,16 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             &o.logs,
             st.running.iter().filter(|(_, r)| r.hints).map(|(&a, _)| a),
         );
+        let online = if st.measure_online {
+            let ours = st.running.values().map(|r| r.pgid).collect();
+            let (loads, failed) = st.services.report(ours);
+            if let Some(e) = failed {
+                log!("{e}");
+            }
+            loads
+        } else {
+            Vec::new()
+        };
         let hb = Heartbeat {
             node: o.node.clone(),
             instance: me.instance.clone(),
@@ -410,6 +410,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
             shutting_down,
             output,
             hints,
+            online,
         };
         let sent_at = Instant::now();
         let sent = client.post::<_, HeartbeatReply>("/v1/agents/heartbeat", &hb);
@@ -430,7 +431,7 @@ pub fn agent(o: AgentOptions) -> Result<(), AgentError> {
                     o.state.display()
                 );
             }
-            for e in st.power.apply(&[], |_| None) {
+            for e in st.given.restore() {
                 log!("{e}");
             }
             log!("stopped");
@@ -520,14 +521,6 @@ fn end_leftovers(records: &Records, logs: &Path, grace: Duration) -> Result<(), 
 }
 
 /// What starting an attempt takes.
-/// What a policy set for an attempt as it starts, beyond its GPUs.
-struct Knobs<'a> {
-    /// The CPUs to pin it to.
-    cpus: Option<&'a [usize]>,
-    /// Its cache and bandwidth.
-    io: Option<IoShare>,
-}
-
 struct Launcher<'a> {
     o: &'a AgentOptions,
     exe: &'a Path,
@@ -543,12 +536,11 @@ impl Launcher<'_> {
     /// each, or its exit when it could not start.
     fn start_assigned(
         &self,
-        start: Vec<Launch>,
+        start: &[Launch],
         records: &Records,
         running: &mut BTreeMap<AttemptRef, Running>,
         exited: &mut Vec<Exit>,
-        pins: &mut cpus::Pins,
-        io: &mut storage::Shares,
+        given: &mut given::Given,
     ) -> Result<(), AgentError> {
         for l in start {
             let key = AttemptRef {
@@ -561,28 +553,19 @@ impl Launcher<'_> {
             if running.keys().any(|k| k.job == l.job) {
                 continue;
             }
-            let account = self.accounts().of(&l).and_then(|u| {
+            let account = self.accounts().of(l).and_then(|u| {
                 let uid = u.as_ref().map_or(self.agent_uid(), |u| u.uid);
                 let others = running.values().map(|r| (r.uid, r.vc.as_str()));
                 accounts::check_not_shared(uid, &l.vc, others).map(|()| (u, uid))
             });
-            let cpus = pins.planned(&key);
-            let share = io.of(&key);
+            let knobs = given.at_start(&key);
             let launched = account.and_then(|(u, uid)| {
-                let knobs = Knobs {
-                    cpus: cpus.as_deref(),
-                    io: share,
-                };
-                Ok((self.launch(&l, u.as_ref(), knobs)?, uid))
+                let files = given.paths(&self.o.logs, l.job, l.attempt);
+                Ok((self.launch(l, u.as_ref(), &knobs, files)?, uid))
             });
             match launched {
                 Ok((mut child, uid)) => {
-                    if let Some(c) = cpus {
-                        pins.started(key, c);
-                    }
-                    if let Some(sh) = share {
-                        io.started(key, sh);
-                    }
+                    given.started(key, knobs);
                     let pgid = child.id() as i32;
                     let start = procs::stat(&pgid.to_string()).map_or(0, |s| s.start);
                     records.started(&AttemptRecord {
@@ -607,7 +590,7 @@ impl Launcher<'_> {
                             lease,
                             uid,
                             vc: l.vc.clone(),
-                            grace: self.grace_of(&l),
+                            grace: self.grace_of(l),
                             hints: l.hints,
                             gpus: l.gpus.clone(),
                         },
@@ -654,9 +637,10 @@ impl Launcher<'_> {
         &self,
         l: &Launch,
         account: Option<&RunAs>,
-        knobs: Knobs<'_>,
+        knobs: &given::AtStart,
+        (io_file, sm_file): (PathBuf, PathBuf),
     ) -> Result<Child, AgentError> {
-        let cpus = knobs.cpus;
+        let cpus = knobs.cpus.as_deref();
         use std::os::unix::process::CommandExt as _;
         let o = self.o;
         let out = log_path(&o.logs, l.job, l.attempt);
@@ -699,13 +683,28 @@ impl Launcher<'_> {
             // as it runs, which `os.sched_getaffinity(0)` reads.
             cmd.env("APIARY_CPUS", c.len().to_string());
         }
-        if let Some(share) = knobs.io {
-            // Its share of cache and bandwidth, rewritten as it changes.
-            let p = storage::path(&o.logs, l.job, l.attempt);
-            let mut f = private_file(&p, account)?;
-            std::io::Write::write_all(&mut f, storage::text(&share).as_bytes())
-                .map_err(AgentError::io("writing", &p))?;
-            cmd.env("APIARY_IO", &p);
+        // Shares the job keeps to, in files rewritten as they change.
+        for (var, file, text) in [
+            ("APIARY_IO", &io_file, knobs.io.as_deref()),
+            (
+                "APIARY_SM_SHARE",
+                &sm_file,
+                knobs.sm.as_ref().map(|s| s.1.as_str()),
+            ),
+        ] {
+            if let Some(text) = text {
+                let mut f = private_file(file, account)?;
+                std::io::Write::write_all(&mut f, text.as_bytes())
+                    .map_err(AgentError::io("writing", file))?;
+                cmd.env(var, file);
+            }
+        }
+        if let Some((share, _)) = knobs.sm {
+            // MPS caps the job's SMs at its share beside the service from its start.
+            cmd.env(
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                ((share * 100.0).ceil() as u32).clamp(1, 100).to_string(),
+            );
         }
         if l.hints {
             // The job's own file, empty until it writes its first hints.

@@ -401,6 +401,10 @@ pub struct JobRecord {
     /// attempt, over all its nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<IoShare>,
+    /// The SM share an `online-sharing` policy (MuxFlow) gives the running attempt
+    /// beside online services, the least over its GPUs that serve one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_share: Option<f64>,
     /// Why a queued job waits (squeue's REASON): `QuotaExceeded`, `Priority`,
     /// `Cordoned`, `GpuType` or `Resources`. Computed when the record is read, never
     /// stored.
@@ -451,6 +455,10 @@ pub struct NodeStatus {
     /// The GPUs that jobs share, with each job's thousandths (GPUs in index order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<GpuShares>,
+    /// What the online services on its GPUs use, as its agent last measured (nodes
+    /// that serve them, under an `online-sharing` policy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<ServiceLoad>,
     /// Last heartbeat, unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat_ms: Option<u64>,
@@ -506,7 +514,7 @@ pub struct Exit {
 }
 
 /// `POST /v1/agents/heartbeat`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// The node this agent runs on (a node of the server's config).
@@ -541,6 +549,21 @@ pub struct Heartbeat {
     /// Scheduling hints its adaptive jobs wrote since it last sent them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<HintsReport>,
+    /// What the online services on its GPUs used, measured since the server asked
+    /// (`measure_online`): one entry per GPU it could read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub online: Vec<ServiceLoad>,
+}
+
+/// What the processes on one GPU that are not apiary's (an online service) used.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServiceLoad {
+    /// GPU index on the node.
+    pub gpu: u32,
+    /// Their SM share (0 to 1), at its most over the last minute.
+    pub sm: f64,
+    /// Their share (0 to 1) of the GPU's memory, now.
+    pub memory: f64,
 }
 
 /// Output an attempt's process wrote since the agent last sent it: bytes `offset` to
@@ -616,6 +639,31 @@ pub struct HeartbeatReply {
     /// starts now): the agent hands each to its attempt in the file `APIARY_IO` names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io: Vec<IoGrant>,
+    /// The node's GPUs serve online services beside apiary's jobs (`online_nodes`
+    /// under an `online-sharing` policy): the agent measures what they use and reports
+    /// it with its heartbeats.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measure_online: bool,
+    /// The SM share an `online-sharing` policy (MuxFlow) gives each attempt the node
+    /// runs beside an online service: the agent starts it with MPS's active-thread
+    /// percentage at that share and hands it the share as it changes
+    /// (`APIARY_SM_SHARE`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm: Vec<SmShare>,
+}
+
+/// An attempt's SM share beside an online service.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SmShare {
+    /// Job id.
+    pub job: u64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Its share of the SMs (0 to 1), the least over its GPUs that serve.
+    pub share: f64,
+    /// The share of GPU memory the services leave it (0 to 1), the least over its GPUs
+    /// that serve: MuxFlow's memory quota.
+    pub memory: f64,
 }
 
 /// Cache and remote-storage bandwidth for a job's reads.

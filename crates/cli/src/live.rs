@@ -888,6 +888,15 @@ pub fn nodes(c: &ClientArgs) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(",")
         );
+        if !n.services.is_empty() {
+            // What the online services beside the jobs use, GPU:SM%/memory%.
+            let loads: Vec<String> = n
+                .services
+                .iter()
+                .map(|l| format!("{}:{:.0}/{:.0}", l.gpu, l.sm * 100.0, l.memory * 100.0))
+                .collect();
+            println!("{:<16} services (GPU:SM%/memory%) {}", "", loads.join(" "));
+        }
     }
     Ok(())
 }

@@ -485,10 +485,7 @@ fn main() {
 fn policies() {
     for s in registry::ALL {
         println!("{:<18} {}", s.name, s.about);
-        let live = match s.capabilities.live_blocker() {
-            Some((c, _)) => format!("simulator only (`{c}`)"),
-            None => "simulator and live".into(),
-        };
+        let live = "simulator and live";
         // What an instance with the defaults uses, and what some parameters add (the
         // plugin bridge needs a command to build: with it, the core contract).
         let default = (s.build)(&Default::default())

@@ -6,7 +6,8 @@
 //! agents pin them to, and re-pins a running job when its share changes. GreenFlow caps
 //! a job's GPUs' power, which the agents set with nvidia-smi (a stand-in here: these
 //! machines have no GPU). SiloD hands each job its cache and bandwidth in $APIARY_IO,
-//! rewritten as they change.
+//! rewritten as they change. MuxFlow runs a job beside an online service whose load the
+//! agent measures (through a stand-in nvidia-smi), and evicts it when the load spikes.
 
 mod common;
 
@@ -455,6 +456,95 @@ fn silod_hands_a_running_job_its_cache_and_bandwidth_as_they_change() {
         shown.contains("io       260.0 GB cached, 9.2 MB/s from remote storage"),
         "{shown}"
     );
+    std::fs::write(&done, "").unwrap();
+    for j in c.wait_terminal(&[x, y], Duration::from_secs(30)) {
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
+}
+
+#[test]
+fn muxflow_runs_a_job_beside_a_measured_service_and_evicts_it_on_a_spike() {
+    // n0's GPUs serve online services (outside apiary), n1's are offline.
+    let mut c = Cluster::with_config("muxflow", "muxflow", false, "online_nodes = 1\n");
+    // A stand-in nvidia-smi: 80 GiB GPUs; `pmon` lists one service process per GPU of
+    // n0, with the SM % written in the file `load` (one line per GPU).
+    let smi = c.dir.join("nvidia-smi");
+    let load = c.dir.join("load");
+    std::fs::write(&load, "20\n90\n90\n90\n90\n90\n90\n90\n").unwrap();
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n\
+             --query-gpu=*) for i in 0 1 2 3 4 5 6 7; do echo \"$i, 81920\"; done;;\n\
+             pmon) echo '# gpu pid type sm mem enc dec fb command'; \
+             echo '# Idx # C/G % % % % MB name'; i=0; while read sm; do \
+             echo \"$i $((9000 + i)) C $sm 5 - - 16384 server\"; i=$((i + 1)); done < {};;\n\
+             esac\n",
+            load.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let smi = smi.display().to_string();
+    for n in ["n0", "n1"] {
+        c.term_agent(n);
+        c.start_agent_with(n, &["--allow-root-jobs", "--nvidia-smi", &smi]);
+    }
+    // The services' loads reach the server: n0's GPU 0 at 20 % of its SMs.
+    let t0 = std::time::Instant::now();
+    let sm0 = || {
+        let (_, nodes) = call("GET", &c.url("/v1/nodes"), None, None);
+        nodes[0]["services"][0]["sm"].as_f64()
+    };
+    while sm0() != Some(0.2) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", sm0());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let shown = out(&cli(&c, &["nodes"]));
+    assert!(
+        shown.contains("services (GPU:SM%/memory%) 0:20/20 1:90/20"),
+        "{shown}"
+    );
+    let log = c.dir.join("log");
+    let done = c.dir.join("done");
+    let (l, d) = (log.display(), done.display());
+    let wait = format!("while [ ! -e {d} ]; do sleep 0.05; done");
+    // Eight GPUs fill the offline node.
+    let x = id_of(&cli(
+        &c,
+        &["submit", "--gpus", "8", "--", "sh", "-c", &wait],
+    ));
+    c.wait_running(x);
+    // One more finds only serving GPUs; GPU 0 is the one whose service leaves it room:
+    // 1 - 0.2 - 0.05 headroom = 75 % of the SMs, and 80 % of the memory.
+    let script = format!(
+        "trap 'echo evicted >> {l}; exit 0' TERM; \
+         echo start $APIARY_NODE $CUDA_VISIBLE_DEVICES $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
+         $(cat $APIARY_SM_SHARE) >> {l}; {wait}"
+    );
+    let y = id_of(&cli(
+        &c,
+        &["submit", "--grace", "5", "--", "sh", "-c", &script],
+    ));
+    let lines = || std::fs::read_to_string(&log).unwrap_or_default();
+    while !lines().contains("start") {
+        assert!(t0.elapsed() < Duration::from_secs(40), "{}", lines());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        lines(),
+        "start n0 0 75 {\"sm_share\": 0.7500, \"memory_share\": 0.8000}\n"
+    );
+    // The service spikes to 50 %, more than the 25 % the job left it: the job is
+    // evicted (SIGTERM, its grace to checkpoint) and placed again beside it at 45 %.
+    std::fs::write(&load, "50\n90\n90\n90\n90\n90\n90\n90\n").unwrap();
+    while !lines().contains("start n0 0 45") {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{}", lines());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got: Vec<String> = lines().lines().map(str::to_string).collect();
+    assert_eq!(got[1], "evicted", "{got:?}");
     std::fs::write(&done, "").unwrap();
     for j in c.wait_terminal(&[x, y], Duration::from_secs(30)) {
         assert_eq!(j["state"], "succeeded", "{j}");

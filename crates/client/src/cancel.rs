@@ -150,6 +150,7 @@ mod tests {
             cpus: None,
             power_limit: None,
             io: None,
+            sm_share: None,
             reason: None,
         }
     }

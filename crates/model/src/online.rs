@@ -245,6 +245,80 @@ impl OnlineLoad {
     }
 }
 
+/// What one serving GPU's service was measured to use (live: its node's agent reads
+/// the service's processes with `nvidia-smi`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuLoad {
+    /// The SM share (0 to 1) the service used, at its most over the last minute.
+    pub sm: f64,
+    /// The share (0 to 1) of the GPU's memory it holds.
+    pub memory: f64,
+}
+
+/// The services' loads as a policy reads them: the model's ([`OnlineLoad`]), or the
+/// loads measured on a live cluster, by cluster-wide GPU index.
+#[derive(Clone, Debug)]
+pub enum Loads {
+    /// The simulator's model.
+    Model(OnlineLoad),
+    /// Measured: the latest load of each serving GPU (none measured yet: idle), with
+    /// the model's interference.
+    Measured {
+        /// Each GPU's latest load.
+        gpus: std::sync::Arc<Vec<GpuLoad>>,
+        /// As [`OnlineLoad::interference`].
+        interference: f64,
+    },
+}
+
+impl Loads {
+    /// The SM demand of the service on GPU `gpu` during the minute holding `t` (live:
+    /// the latest measured, whatever `t`).
+    pub fn demand(&self, gpu: u64, t: Time) -> f64 {
+        match self {
+            Loads::Model(m) => m.demand(gpu, t),
+            Loads::Measured { gpus, .. } => gpus.get(gpu as usize).map_or(0.0, |g| g.sm),
+        }
+    }
+
+    /// The least SM demand the service on GPU `gpu` may have (live: none is known, so
+    /// any minute may bring 0).
+    pub fn min_demand(&self, gpu: u64) -> f64 {
+        match self {
+            Loads::Model(m) => m.min_demand(gpu),
+            Loads::Measured { .. } => 0.0,
+        }
+    }
+
+    /// The GPU memory (share) the service on GPU `gpu` holds.
+    pub fn memory(&self, gpu: u64) -> f64 {
+        match self {
+            Loads::Model(m) => m.memory(gpu),
+            Loads::Measured { gpus, .. } => gpus.get(gpu as usize).map_or(0.0, |g| g.memory),
+        }
+    }
+
+    /// The GPU memory (share) offline job `job` needs on each GPU (live: none is
+    /// declared, so any job fits; its agent hands it the share the service leaves as
+    /// its quota instead).
+    pub fn job_memory(&self, job: u64) -> f64 {
+        match self {
+            Loads::Model(m) => m.job_memory(job),
+            Loads::Measured { .. } => 0.0,
+        }
+    }
+
+    /// The speed (0 to 1) of an offline job given `share` of a GPU's SMs beside a
+    /// service demanding `demand`.
+    pub fn offline_speed(&self, share: f64, demand: f64) -> f64 {
+        let interference = match self {
+            Loads::Model(m) => m.interference,
+            Loads::Measured { interference, .. } => *interference,
+        };
+        share.clamp(0.0, 1.0) * (1.0 - interference * demand)
+    }
+}
+
 /// The cluster-wide index of each node's first GPU, for nodes of `gpus` GPUs each: the
 /// GPU index [`OnlineLoad::demand`] and the shares take is this plus the GPU's bit.
 pub fn gpu_offsets(gpus: impl IntoIterator<Item = u32>) -> Vec<u64> {

@@ -31,7 +31,7 @@ use crate::ctx::{Ctx, Handles};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy, PolicyError};
-use apiary_model::online::{OnlineLoad, STEP_MS};
+use apiary_model::online::{Loads, STEP_MS};
 use apiary_model::{Placement, Time};
 use apiary_solver::matching::{Blossom, max_weight_matching_with, scale};
 
@@ -150,7 +150,7 @@ impl MuxFlow {
     }
 
     /// Step 3 and 4, and checkpoints, for the running jobs.
-    fn tend_running(&mut self, ctx: &mut Ctx<'_>, load: &OnlineLoad) -> Result<(), PolicyError> {
+    fn tend_running(&mut self, ctx: &mut Ctx<'_>, load: &Loads) -> Result<(), PolicyError> {
         let now = ctx.now();
         // Only jobs on serving GPUs can be evicted, so only they checkpoint.
         let mut running: Vec<JobIdx> = self.on_serving.clone();
@@ -218,7 +218,7 @@ impl MuxFlow {
 
     /// The free serving GPUs with their services' demand now: (node, GPU bit, GPU,
     /// demand), least loaded first for MuxFlow, in GPU order for the naive baseline.
-    fn free_serving(&self, ctx: &Ctx<'_>, load: &OnlineLoad, hosts: usize) -> Vec<Free> {
+    fn free_serving(&self, ctx: &Ctx<'_>, load: &Loads, hosts: usize) -> Vec<Free> {
         let now = ctx.now();
         let mut gpus = Vec::new();
         for n in 0..hosts as u32 {
@@ -240,7 +240,7 @@ impl MuxFlow {
     fn share_place(
         &mut self,
         ctx: &mut Ctx<'_>,
-        load: &OnlineLoad,
+        load: &Loads,
         jobs: &[JobIdx],
         free: &mut Vec<Free>,
     ) -> Result<(), PolicyError> {
@@ -304,7 +304,7 @@ impl MuxFlow {
     fn gang_place(
         &mut self,
         ctx: &mut Ctx<'_>,
-        load: &OnlineLoad,
+        load: &Loads,
         hosts: usize,
         jobs: &[JobIdx],
         free: &mut Vec<Free>,
@@ -415,7 +415,7 @@ impl Policy for MuxFlow {
         }
         let (load, hosts) = {
             let on = ctx.online()?;
-            (on.load().unwrap_or_default(), on.host_nodes())
+            (on.loads(), on.host_nodes())
         };
         self.tend_running(ctx, &load)?;
         let mut pending: Vec<JobIdx> = ctx.pending_jobs().unwrap_or(&[]).to_vec();

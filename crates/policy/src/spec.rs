@@ -133,18 +133,6 @@ impl Capability {
         1 << self as u32
     }
 
-    /// Why the live service cannot host it, if it cannot. Speed factors, stalls and
-    /// holds shape simulated progress only, so live they change nothing: a real process
-    /// runs as fast as it runs.
-    pub const fn live_blocker(self) -> Option<&'static str> {
-        match self {
-            Capability::OnlineSharing => Some(
-                "it shares GPUs with online services by SM share, which live agents do not set",
-            ),
-            _ => None,
-        }
-    }
-
     /// Whether a policy with it can run inside one tenant's share (a VC), where GPUs
     /// come from the tenant's placer and the tenant's view is all there is.
     pub const fn in_tenant(self) -> bool {
@@ -203,12 +191,6 @@ impl Capabilities {
     /// The members, in declaration order.
     pub fn iter(self) -> impl Iterator<Item = Capability> {
         Capability::ALL.into_iter().filter(move |c| self.has(*c))
-    }
-
-    /// The first member the live service cannot host, with why.
-    pub fn live_blocker(self) -> Option<(Capability, &'static str)> {
-        self.iter()
-            .find_map(|c| c.live_blocker().map(|why| (c, why)))
     }
 
     /// The first member that keeps a policy from running inside a tenant's share.
@@ -316,12 +298,6 @@ mod tests {
         assert!(!s.has(Capability::Guests));
         assert_eq!(s.to_string(), "elastic, durations");
         assert_eq!(Capabilities::CORE.to_string(), "core");
-        assert_eq!(s.live_blocker(), None);
-        let online = Capabilities::of(&[Capability::Adaptive, Capability::OnlineSharing]);
-        assert_eq!(
-            online.live_blocker().map(|b| b.0),
-            Some(Capability::OnlineSharing)
-        );
         assert_eq!(s.tenant_blocker(), Some(Capability::Elastic));
         assert_eq!(
             Capabilities::of(&[Capability::Durations]).tenant_blocker(),

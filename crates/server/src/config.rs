@@ -138,6 +138,11 @@ pub struct ServerConfig {
     /// (docs/io.md). Without it such a policy gets the defaults.
     #[serde(default)]
     pub io: Option<String>,
+    /// How many of the nodes, the first ones, have GPUs that serve online inference
+    /// services run outside apiary: an `online-sharing` policy (muxflow) runs offline
+    /// jobs beside them, by what their agents measure the services use.
+    #[serde(default)]
+    pub online_nodes: Option<u32>,
     /// Jobs one VC may have unfinished (queued or running) at once, like Slurm's
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]
@@ -300,15 +305,6 @@ impl ServerConfig {
                 ),
             ));
         }
-        if let Some((c, why)) = capabilities.live_blocker() {
-            return Err((
-                "policy".into(),
-                format!(
-                    "'{}' is not served live: it needs the `{c}` capability, and {why}",
-                    spec.name
-                ),
-            ));
-        }
         if let Some(io) = &self.io {
             apiary_model::io::Storage::parse(io).map_err(|e| ("io".to_string(), e.to_string()))?;
         }
@@ -320,6 +316,26 @@ impl ServerConfig {
                 format!(
                     "'{}' gives jobs CPUs for their input pipelines from the nodes' CPUs: \
                      declare every node's `cpus`",
+                    spec.name
+                ),
+            ));
+        }
+        if let Some(k) = self.online_nodes
+            && k as usize > self.nodes.len()
+        {
+            return Err((
+                "online_nodes".into(),
+                format!("{k} nodes asked but the config has {}", self.nodes.len()),
+            ));
+        }
+        if capabilities.has(apiary_policy::Capability::OnlineSharing)
+            && self.online_nodes.is_none_or(|k| k == 0)
+        {
+            return Err((
+                "online_nodes".into(),
+                format!(
+                    "'{}' runs offline jobs beside online services: say how many nodes, \
+                     the first ones, serve them (online_nodes = N)",
                     spec.name
                 ),
             ));

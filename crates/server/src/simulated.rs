@@ -53,14 +53,15 @@ pub enum LiveSetupError {
     #[error(
         "{policy} gives jobs {what}, which the live driver does not replay: the \
          simulator's model runs a trace job at the speed they give, and the live driver's \
-         jobs run at their GPUs' (`apiary serve` runs it for jobs submitted with --model{})",
-        if *what == "cache and remote-storage bandwidth" { " and --dataset-gb" } else { "" }
+         jobs run at their GPUs' (`apiary serve` runs it for {served})"
     )]
     Unmodelled {
         /// The policy.
         policy: String,
         /// What it gives.
         what: &'static str,
+        /// What `apiary serve` runs it for.
+        served: &'static str,
     },
     /// The policy or its parameters.
     #[error(transparent)]
@@ -71,6 +72,34 @@ pub enum LiveSetupError {
     /// The service refused to start.
     #[error("the live service refused the setup: {0}")]
     Service(#[from] crate::core::CoreError),
+}
+
+/// What a policy with `caps` gives jobs whose effect on their speed the live driver
+/// does not model, if it gives any, and what `apiary serve` runs it for: the
+/// simulated agents run a job at its GPUs' speed, where the simulator's models slow it
+/// by its CPUs, its reads or the service beside it.
+pub fn unmodelled(caps: apiary_policy::Capabilities) -> Option<(&'static str, &'static str)> {
+    use apiary_policy::Capability as C;
+    [
+        (
+            C::CpuWorkers,
+            "CPUs for their input pipelines",
+            "jobs submitted with --model",
+        ),
+        (
+            C::Io,
+            "cache and remote-storage bandwidth",
+            "jobs submitted with --model and --dataset-gb",
+        ),
+        (
+            C::OnlineSharing,
+            "SM shares beside online services",
+            "jobs beside the services on its online_nodes",
+        ),
+    ]
+    .into_iter()
+    .find(|(c, _, _)| caps.has(*c))
+    .map(|(_, what, served)| (what, served))
 }
 
 /// The service config that serves `policy` (with `params`) on `cluster`: a VC-sharing
@@ -88,22 +117,12 @@ fn service_config(
             policy: policy.to_string(),
         });
     }
-    for (c, what) in [
-        (
-            apiary_policy::Capability::CpuWorkers,
-            "CPUs for their input pipelines",
-        ),
-        (
-            apiary_policy::Capability::Io,
-            "cache and remote-storage bandwidth",
-        ),
-    ] {
-        if built.capabilities().has(c) {
-            return Err(LiveSetupError::Unmodelled {
-                policy: policy.to_string(),
-                what,
-            });
-        }
+    if let Some((what, served)) = unmodelled(built.capabilities()) {
+        return Err(LiveSetupError::Unmodelled {
+            policy: policy.to_string(),
+            what,
+            served,
+        });
     }
     let (policy_name, own, sharing, vcs) = match built.tenancy() {
         Some(t) => {
@@ -166,6 +185,7 @@ fn service_config(
         tokens_file: None,
         carbon_file: None,
         io: None,
+        online_nodes: None,
         max_jobs_per_vc: u64::MAX,
         // The engine reads every finished job's record at the end: none leaves.
         retain_finished_s: 1e9,
@@ -338,6 +358,7 @@ fn exit_parts(core: &mut Core, j: JobIdx, now: Time) {
             shutting_down: false,
             output: Vec::new(),
             hints: Vec::new(),
+            online: Vec::new(),
         };
         // Declared nodes with their declared sizes: a heartbeat cannot be refused.
         let _ = core.heartbeat(&hb, now);

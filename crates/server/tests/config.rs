@@ -19,7 +19,8 @@ fn bad_configs_are_refused_with_the_field() {
         ),
         (
             format!("policy = \"muxflow\"\n{NODE}"),
-            "policy: 'muxflow' is not served live: it needs the `online-sharing` capability",
+            "online_nodes: 'muxflow' runs offline jobs beside online services: say how many \
+             nodes, the first ones, serve them (online_nodes = N)",
         ),
         (
             format!("policy = \"goldminer\"\n{NODE}"),

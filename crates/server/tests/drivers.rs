@@ -44,12 +44,10 @@ fn the_live_driver_replays_the_philly_sample_as_the_simulator_does() {
     for spec in BUILTIN {
         // The elastic ones are served live for --elastic submissions, but the live
         // driver does not replay them (trace jobs are rigid submissions; it says so),
-        // nor GoldMiner and SiloD (served for --model submissions: the live driver has
-        // no CPU or IO model to run trace jobs at the speed those give; it says so too).
-        if spec.capabilities.live_blocker().is_some()
-            || spec.has(Capability::Elastic)
-            || spec.has(Capability::CpuWorkers)
-            || spec.has(Capability::Io)
+        // nor GoldMiner, SiloD and MuxFlow (the live driver has no CPU, IO or online
+        // model to run trace jobs at the speed those give; it says so too).
+        if spec.has(Capability::Elastic)
+            || apiary_server::simulated::unmodelled(spec.capabilities).is_some()
         {
             continue;
         }

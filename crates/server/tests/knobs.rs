@@ -232,3 +232,94 @@ fn silod_gives_cache_by_efficiency_and_water_fills_bandwidth() {
     let e = c.submit(read(1, "bert", -1.0), 2_000).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("dataset_gb"));
 }
+
+/// A heartbeat from node `node` whose agent measured `loads` (GPU, SM, memory) of the
+/// online services, running `running`, with `exited` to report.
+fn measured(
+    node: &str,
+    loads: &[(u32, f64, f64)],
+    running: &[(u64, u32)],
+    exited: &[(u64, u32, i32)],
+) -> Heartbeat {
+    let mut h = hb(node, running, exited);
+    h.online = loads
+        .iter()
+        .map(|&(gpu, sm, memory)| ServiceLoad { gpu, sm, memory })
+        .collect();
+    h
+}
+
+/// MuxFlow live: node a's 4 GPUs serve online services, node b's are offline. What a's
+/// agent measures is what MuxFlow decides by; its SM shares go to the job's agent, and
+/// a spike evicts the job (stopped, queued again).
+#[test]
+fn muxflow_shares_serving_gpus_by_the_loads_agents_measure() {
+    let cfg = common::two_nodes("muxflow", "online_nodes = 1").unwrap();
+    let mut c = Core::new(cfg, 0).unwrap();
+    let loads = [(0, 0.6, 0.3), (1, 0.2, 0.2), (2, 0.9, 0.5), (3, 0.5, 0.1)];
+    let h = measured("a", &loads, &[], &[]);
+    let n = c.heartbeat(&h, 0).unwrap();
+    assert!(
+        c.reply(n, &h).measure_online,
+        "a's agent is asked to measure"
+    );
+    let hb_b = hb("b", &[], &[]);
+    let nb = c.heartbeat(&hb_b, 0).unwrap();
+    assert!(!c.reply(nb, &hb_b).measure_online);
+    // A 4-GPU job takes the offline node b.
+    let x = c.submit(job(4, None), 0).unwrap();
+    c.schedule(0);
+    assert_eq!(c.job(x).unwrap().parts[0].node, "b");
+    assert_eq!(c.job(x).unwrap().sm_share, None);
+    // A 1-GPU job finds no offline GPU and is matched to a serving one by predicted
+    // speed, share x (1 - 0.2 x demand) with share = 1 - demand - 0.05 headroom:
+    // GPU 1 gives 0.75 x 0.96 = 0.72, GPU 3 0.45 x 0.9, GPU 0 0.35 x 0.88; GPU 2
+    // would leave 0.05, under min_share 0.1.
+    let y = c.submit(job(1, None), 1_000).unwrap();
+    c.schedule(1_000);
+    let ry = c.job(y).unwrap();
+    assert_eq!(
+        (ry.parts[0].node.as_str(), ry.parts[0].gpus.clone()),
+        ("a", vec![1])
+    );
+    assert_eq!(ry.sm_share, Some(0.75));
+    let h = measured("a", &loads, &[(y, 1)], &[]);
+    let n = c.heartbeat(&h, 1_100).unwrap();
+    let sm = c.reply(n, &h).sm;
+    assert_eq!(sm.len(), 1);
+    // Its memory quota is what GPU 1's service leaves: 80 %.
+    assert_eq!((sm[0].job, sm[0].share, sm[0].memory), (y, 0.75, 0.8));
+    // The service on GPU 1 falls to 0.1: the next pass gives the job 0.85.
+    let calmer = [(0, 0.6, 0.3), (1, 0.1, 0.2), (2, 0.9, 0.5), (3, 0.5, 0.1)];
+    c.heartbeat(&measured("a", &calmer, &[(y, 1)], &[]), 2_000)
+        .unwrap();
+    c.schedule(2_000);
+    assert_eq!(c.job(y).unwrap().sm_share, Some(0.85));
+    // It spikes to 0.4, more than the 0.15 the job left it: the job is evicted.
+    let spike = [(0, 0.6, 0.3), (1, 0.4, 0.2), (2, 0.9, 0.5), (3, 0.5, 0.1)];
+    c.heartbeat(&measured("a", &spike, &[(y, 1)], &[]), 3_000)
+        .unwrap();
+    c.schedule(3_000);
+    let ry = c.job(y).unwrap();
+    assert_eq!(ry.state, JobState::Queued);
+    assert_eq!(ry.history.last().unwrap().event, "preempted");
+    let h = measured("a", &spike, &[(y, 1)], &[]);
+    let n = c.heartbeat(&h, 3_100).unwrap();
+    assert_eq!(c.reply(n, &h).stop, vec![AttemptRef { job: y, attempt: 1 }]);
+    // Once its process ended, it goes back to GPU 1, now the fastest at 0.55 x 0.92.
+    c.heartbeat(&measured("a", &spike, &[], &[(y, 1, -1)]), 4_000)
+        .unwrap();
+    c.schedule(4_000);
+    let ry = c.job(y).unwrap();
+    let share = ry.sm_share.map(|s| (s * 1e9).round() / 1e9);
+    assert_eq!(
+        (ry.state, ry.attempt, share),
+        (JobState::Running, 2, Some(0.55))
+    );
+    // Reports of an offline node's GPUs are not taken.
+    c.heartbeat(&measured("b", &[(0, 0.99, 0.9)], &[(x, 1)], &[]), 4_100)
+        .unwrap();
+    c.schedule(4_100);
+    let again = c.job(y).unwrap().sm_share.map(|s| (s * 1e9).round() / 1e9);
+    assert_eq!(again, Some(0.55));
+}

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 fn not_live(s: &Scenario) -> Option<String> {
     let p = registry::build(&s.policy, &s.params).ok()?;
     let caps = p.capabilities();
-    if let Some((c, _)) = caps.live_blocker() {
-        return Some(format!("the service does not host `{c}`"));
+    if let Some((what, _)) = apiary_server::simulated::unmodelled(caps) {
+        return Some(format!("the live driver does not model {what}"));
     }
     if caps.has(Capability::Lookahead) {
         return Some("it reads the jobs to come, which a live world does not hold".into());

@@ -86,6 +86,7 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
                 shutting_down: false,
                 output: Vec::new(),
                 hints: Vec::new(),
+                online: Vec::new(),
             };
             core.heartbeat(&hb, now)
                 .map_err(|e| anyhow::anyhow!(e.message))?;

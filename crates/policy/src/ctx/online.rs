@@ -10,7 +10,7 @@ use super::{Handle, Mechanism};
 use crate::spec::Capability;
 use crate::world::JobIdx;
 use apiary_model::Time;
-use apiary_model::online::OnlineLoad;
+use apiary_model::online::{Loads, OnlineLoad};
 
 /// The `online-sharing` mechanism.
 pub enum Online {}
@@ -26,6 +26,20 @@ impl Handle<'_, '_, Online> {
         self.ctx.w.resources.online
     }
 
+    /// The services' loads to decide by: the model's, or the measured ones where the
+    /// driver measures them (live).
+    pub fn loads(&self) -> Loads {
+        let r = &self.ctx.w.resources;
+        let load = r.online.unwrap_or_default();
+        match &r.online_measured {
+            Some(gpus) => Loads::Measured {
+                gpus: gpus.clone(),
+                interference: load.interference,
+            },
+            None => Loads::Model(load),
+        }
+    }
+
     /// Nodes `0..host_nodes()` serve.
     pub fn host_nodes(&self) -> usize {
         self.load()
@@ -35,7 +49,10 @@ impl Handle<'_, '_, Online> {
     /// The SM demand of the service on GPU `gpu` (cluster-wide index) during the
     /// minute holding `t`; 0 for a GPU that serves none.
     pub fn demand(&self, gpu: u64, t: Time) -> f64 {
-        self.load().map_or(0.0, |o| o.demand(gpu, t))
+        match &self.ctx.w.resources.online_measured {
+            Some(gpus) => gpus.get(gpu as usize).map_or(0.0, |g| g.sm),
+            None => self.load().map_or(0.0, |o| o.demand(gpu, t)),
+        }
     }
 
     /// Sets the SM share GPU `gpu` gives its offline job (NaN: none set).

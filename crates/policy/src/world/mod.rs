@@ -196,6 +196,9 @@ pub struct Resources {
     /// Online inference services on the first nodes' GPUs, where the driver models
     /// them (`--online`; the `online-sharing` mechanism reads it).
     pub online: Option<apiary_model::online::OnlineLoad>,
+    /// The serving GPUs' loads as measured on a live cluster (by cluster-wide GPU
+    /// index), which the mechanism reads instead of `online`'s model.
+    pub online_measured: Option<std::sync::Arc<Vec<apiary_model::online::GpuLoad>>>,
     /// The SM share of each GPU (cluster-wide index) a policy with `online-sharing`
     /// gave the offline job on it; NaN where it set none.
     pub online_shares: Vec<f64>,
@@ -762,6 +765,11 @@ impl World {
         rt.status = Status::Pending;
         rt.preemptions += 1;
         rt.generation += 1;
+        if fence {
+            // Its processes still run: it must not start again in the same pass (the
+            // driver unblocks it once they have ended).
+            self.set_blocked(i, true);
+        }
         true
     }
 

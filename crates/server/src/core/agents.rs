@@ -224,6 +224,7 @@ impl Core {
             self.take_output(n, c, now);
         }
         self.take_hints(&hb.node, &hb.hints, now);
+        self.take_service_loads(n, &hb.online);
         for e in &hb.exited {
             self.keep_tail(n, e);
             self.exited(n, e.job, e.attempt, e.code, e.lost, now);
@@ -494,6 +495,7 @@ impl Core {
         let cpus = self.cpu_shares_on(n, &jobs);
         let power = self.power_caps_on(n, &jobs);
         let io = self.io_grants_on(n, &jobs);
+        let sm = self.sm_shares_on(n, &jobs);
         for j in jobs {
             let r = &self.jobs[j as usize];
             let key = AttemptRef {
@@ -586,6 +588,8 @@ impl Core {
             cpus,
             power,
             io,
+            measure_online: self.serves_online(n),
+            sm,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The errors the core gives: [`ApiError`] answers a request with an HTTP status;
 //! [`CoreError`] says why a core could not be built.
 
-use apiary_policy::{Capability, ParamError, PolicyError};
+use apiary_policy::{ParamError, PolicyError};
 
 /// An API error: an HTTP status, the offending field if any, and a message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -94,16 +94,6 @@ pub enum CoreError {
     /// The policy is unknown or a parameter is wrong.
     #[error("{0}")]
     Params(#[from] ParamError),
-    /// The policy needs a mechanism that real processes do not have.
-    #[error("policy {policy} needs the `{capability}` capability: {why}")]
-    LiveBlocked {
-        /// The policy.
-        policy: String,
-        /// The capability that blocks it.
-        capability: Capability,
-        /// Why real processes cannot give it.
-        why: &'static str,
-    },
     /// The policy refused the cluster.
     #[error("policy {0}")]
     Policy(#[from] PolicyError),

@@ -240,6 +240,7 @@ impl Core {
             cpus: None,
             power_limit: None,
             io: None,
+            sm_share: None,
             reason: None,
         };
         let full = std::mem::replace(&mut self.jobs[j as usize], tomb);

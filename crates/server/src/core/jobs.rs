@@ -143,6 +143,7 @@ impl Core {
         rec.cpus = None;
         rec.power_limit = None;
         rec.io = None;
+        rec.sm_share = None;
         let job = self.job_model(rec.id, &rec.spec, rec.submitted_ms);
         let j = self.world.push_job(job);
         self.by_id.insert(rec.id, j);
@@ -333,6 +334,7 @@ impl Core {
             cpus: None,
             power_limit: None,
             io: None,
+            sm_share: None,
             reason: None,
         };
         note(&mut rec, now, "queued", String::new());

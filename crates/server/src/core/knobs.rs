@@ -1,6 +1,7 @@
 //! Knobs a policy sets on running jobs and the agents apply: CPUs for input pipelines
-//! (GoldMiner's data workers, `cpu-workers`) and GPU power limits (GreenFlow's
-//! `power-limits`). After each pass the running jobs' records take what the world
+//! (GoldMiner's data workers, `cpu-workers`), GPU power limits (GreenFlow's
+//! `power-limits`), cache and remote bandwidth (SiloD's `io`) and SM shares beside
+//! online services (MuxFlow's `online-sharing`, [`super::online`]). After each pass the running jobs' records take what the world
 //! holds; every heartbeat reply gives a node's agent the values of the attempts it
 //! runs, so a running job changes without a restart.
 //!
@@ -126,6 +127,17 @@ impl Core {
         if self.world.resources.storage.is_some() {
             self.take_io_shares();
         }
+        if self.world.resources.online_measured.is_some() {
+            for k in 0..self.world.running().len() {
+                let j = self.world.running()[k];
+                let share = self.sm_share_of(j);
+                let r = &mut self.jobs[j as usize];
+                if r.sm_share != share {
+                    r.sm_share = share;
+                    self.dirty.insert(j);
+                }
+            }
+        }
     }
 
     /// The running jobs' cache and bandwidth into their records. A job's cache is then
@@ -196,6 +208,7 @@ impl Core {
         self.jobs[j as usize].cpus = None;
         self.jobs[j as usize].power_limit = None;
         self.jobs[j as usize].io = None;
+        self.jobs[j as usize].sm_share = None;
     }
 
     /// The shares of `jobs`, the attempts node `n` runs in id order: each job's share

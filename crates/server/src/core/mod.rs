@@ -20,6 +20,7 @@ mod history;
 mod instances;
 mod jobs;
 mod knobs;
+mod online;
 mod shares;
 mod views;
 
@@ -237,6 +238,8 @@ pub struct Core {
     to_archive: Vec<JobRecord>,
     /// Node bindings to persist.
     dirty_instances: Vec<(String, String)>,
+    /// The cluster-wide index of each node's first GPU (online services' GPUs go by it).
+    gpu_offsets: Vec<u64>,
 }
 
 /// Spacing of the utilisation samples the dashboard plots.
@@ -346,13 +349,6 @@ impl Core {
         }
         let (name, params) = cfg.policy_params();
         let mut policy = apiary_policy::registry::build(&name, &params)?;
-        if let Some((capability, why)) = policy.capabilities().live_blocker() {
-            return Err(CoreError::LiveBlocked {
-                policy: name,
-                capability,
-                why,
-            });
-        }
         if let Some(t) = policy.tenancy() {
             t.set_table(live_table(&cfg));
         }
@@ -378,6 +374,7 @@ impl Core {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i as u32))
             .collect();
+        let gpu_offsets = apiary_model::online::gpu_offsets(cluster.nodes.iter().map(|n| n.gpus));
         let mut world = World::new(cluster, Vec::new());
         world.set_scorer(Box::new(apiary_sim::comm::AllreduceScorer::default()));
         world.now = now;
@@ -422,6 +419,7 @@ impl Core {
             ended: BTreeMap::new(),
             to_archive: Vec::new(),
             dirty_instances: Vec::new(),
+            gpu_offsets,
         };
         if allocates_cpus {
             core.world.resources.cpu_pool = core.cpu_pool();
@@ -435,6 +433,7 @@ impl Core {
             let io = core.cfg.io.as_deref().unwrap_or("default");
             core.world.resources.storage = apiary_model::io::Storage::parse(io).ok();
         }
+        core.serve_online();
         Ok(core)
     }
 

@@ -258,6 +258,7 @@ impl Core {
                     free_gpus: self.world.state.free_on(n),
                     jobs,
                     shares: self.gpu_shares(n),
+                    services: self.service_loads(n),
                     last_heartbeat_ms: node.last_heartbeat,
                 }
             })

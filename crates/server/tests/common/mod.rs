@@ -61,5 +61,6 @@ pub fn hb(node: &str, running: &[(u64, u32)], exited: &[(u64, u32, i32)]) -> Hea
         shutting_down: false,
         output: Vec::new(),
         hints: Vec::new(),
+        online: Vec::new(),
     }
 }
