@@ -1,6 +1,6 @@
 //! The live service's durable state, behind one small etcd-shaped API so that the same
-//! server runs on an embedded file (redb, the default), in memory (tests), and later on
-//! etcd when several replicas share state.
+//! server runs on an embedded file (redb, the default), in memory (tests), and on etcd
+//! (feature `etcd`) when several replicas share state.
 //!
 //! The model is etcd's: string keys, byte values, one store-wide *revision* that every
 //! committed write transaction advances by one, and per key the revisions that created
@@ -14,10 +14,14 @@
 //! every backend's tests run.
 
 mod embedded;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod memory;
 pub mod testing;
 
 pub use embedded::RedbStore;
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdStore;
 pub use memory::MemoryStore;
 
 use std::path::Path;
@@ -190,6 +194,9 @@ pub enum Store {
     Memory(MemoryStore),
     /// A redb file.
     Redb(RedbStore),
+    /// A namespace on an etcd cluster.
+    #[cfg(feature = "etcd")]
+    Etcd(EtcdStore),
 }
 
 impl Store {
@@ -203,11 +210,20 @@ impl Store {
         Ok(Store::Redb(RedbStore::open(path)?))
     }
 
+    /// The namespace `prefix` on the etcd cluster at `endpoints`; connects on first
+    /// use.
+    #[cfg(feature = "etcd")]
+    pub fn etcd(endpoints: Vec<String>, prefix: &str) -> Store {
+        Store::Etcd(EtcdStore::new(endpoints, prefix))
+    }
+
     /// The backend's name, for logs and errors.
     pub fn describe(&self) -> String {
         match self {
             Store::Memory(_) => "memory".into(),
             Store::Redb(r) => r.location(),
+            #[cfg(feature = "etcd")]
+            Store::Etcd(e) => e.location(),
         }
     }
 
@@ -220,6 +236,8 @@ impl Store {
                 let (r, key) = (r.clone(), key.to_string());
                 blocking(move || r.get(&key)).await
             }
+            #[cfg(feature = "etcd")]
+            Store::Etcd(e) => e.get(key).await,
         }
     }
 
@@ -231,6 +249,8 @@ impl Store {
                 let (r, prefix) = (r.clone(), prefix.to_string());
                 blocking(move || r.range(&prefix)).await
             }
+            #[cfg(feature = "etcd")]
+            Store::Etcd(e) => e.range(prefix).await,
         }
     }
 
@@ -243,6 +263,8 @@ impl Store {
                 let r = r.clone();
                 blocking(move || r.txn(&txn)).await
             }
+            #[cfg(feature = "etcd")]
+            Store::Etcd(e) => e.txn(&txn).await,
         }
     }
 
@@ -254,6 +276,8 @@ impl Store {
                 let r = r.clone();
                 blocking(move || r.revision()).await
             }
+            #[cfg(feature = "etcd")]
+            Store::Etcd(e) => e.revision().await,
         }
     }
 

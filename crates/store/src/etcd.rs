@@ -1,0 +1,269 @@
+//! The etcd backend (feature `etcd`): the same revisioned key-value API on an etcd
+//! cluster, so several servers can share state that survives the loss of any one
+//! machine. etcd answers a write only once a quorum of its members has it on disk,
+//! which is the durability a `201` promises.
+//!
+//! Each store lives under a namespace (`PREFIX`): its keys are `PREFIX/kv/KEY`, and
+//! `PREFIX/base` marks the etcd revision at which the namespace began. Revisions are
+//! etcd's, counted from that mark, so a namespace starts at revision 0 and a
+//! transaction's revision is the one etcd gave it. etcd's revision is the whole
+//! cluster's: where other namespaces (or a leader election) write to the same cluster,
+//! revisions still increase with every write but may skip numbers.
+//!
+//! etcd takes one operation per key in a transaction, so of several on one key the
+//! last is sent, which is what applying them in order leaves (a key deleted and put
+//! again in one transaction keeps its creation revision, where the embedded store
+//! starts it anew).
+//!
+//! The client connects on first use, so a store is made without waiting on the
+//! network; the first call says if etcd cannot be reached.
+
+use crate::{Compare, Kv, Op, StoreError, Txn, TxnOutcome};
+use etcd_client::{
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KvClient,
+    Txn as EtcdTxn, TxnOp,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// Keys read per request of a range: a page of records stays far below gRPC's limits.
+const PAGE: i64 = 500;
+/// The largest reply the client decodes: a page of the largest values.
+const MAX_REPLY_BYTES: usize = 1 << 30;
+
+/// A connected namespace.
+struct Conn {
+    kv: KvClient,
+    /// The etcd revision the namespace began at (revision 0 of this store).
+    base: i64,
+}
+
+/// An etcd namespace; cheap to clone (clones share the connection).
+#[derive(Clone)]
+pub struct EtcdStore {
+    endpoints: Arc<Vec<String>>,
+    prefix: Arc<str>,
+    conn: Arc<OnceCell<Conn>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.location())
+    }
+}
+
+impl EtcdStore {
+    /// The namespace `prefix` on the etcd cluster at `endpoints` (`http://host:port`);
+    /// connects on first use.
+    pub fn new(endpoints: Vec<String>, prefix: &str) -> EtcdStore {
+        EtcdStore {
+            endpoints: Arc::new(endpoints),
+            prefix: prefix.trim_end_matches('/').into(),
+            conn: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Where it is, for logs and errors.
+    pub fn location(&self) -> String {
+        format!("etcd {} ({})", self.endpoints.join(","), self.prefix)
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Backend {
+            location: self.location(),
+            message: e.to_string(),
+        }
+    }
+
+    fn key(&self, k: &str) -> String {
+        format!("{}/kv/{k}", self.prefix)
+    }
+
+    fn base_key(&self) -> String {
+        format!("{}/base", self.prefix)
+    }
+
+    /// The connection, made (and the namespace's mark set) on first use.
+    async fn conn(&self) -> Result<&Conn, StoreError> {
+        self.conn
+            .get_or_try_init(|| async {
+                let opts = ConnectOptions::new()
+                    .with_connect_timeout(Duration::from_secs(5))
+                    .with_timeout(Duration::from_secs(15))
+                    .with_require_leader(true);
+                let client = Client::connect(self.endpoints.as_slice(), Some(opts))
+                    .await
+                    .map_err(|e| self.err(e))?;
+                let mut kv = client
+                    .kv_client()
+                    .max_decoding_message_size(MAX_REPLY_BYTES);
+                // The mark: created once, by whichever store opens the namespace first.
+                let mark = self.base_key();
+                let t = EtcdTxn::new()
+                    .when([EtcdCompare::version(mark.clone(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(mark.clone(), "", None)]);
+                kv.txn(t).await.map_err(|e| self.err(e))?;
+                let r = kv.get(mark, None).await.map_err(|e| self.err(e))?;
+                let base = r
+                    .kvs()
+                    .first()
+                    .map(|m| m.create_revision())
+                    .ok_or_else(|| self.err("the namespace's mark vanished as it was made"))?;
+                Ok(Conn { kv, base })
+            })
+            .await
+    }
+
+    fn kv_of(&self, base: i64, kv: &etcd_client::KeyValue) -> Result<Kv, StoreError> {
+        let skip = self.prefix.len() + "/kv/".len();
+        let key = std::str::from_utf8(kv.key())
+            .ok()
+            .and_then(|k| k.get(skip..))
+            .ok_or_else(|| self.err("a key outside the namespace or not UTF-8"))?;
+        Ok(Kv {
+            key: key.to_string(),
+            value: kv.value().to_vec(),
+            create_revision: rel(kv.create_revision(), base),
+            mod_revision: rel(kv.mod_revision(), base),
+        })
+    }
+
+    /// The value and revisions of `key`.
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Kv>, StoreError> {
+        let c = self.conn().await?;
+        let r =
+            c.kv.clone()
+                .get(self.key(key), None)
+                .await
+                .map_err(|e| self.err(e))?;
+        r.kvs().first().map(|kv| self.kv_of(c.base, kv)).transpose()
+    }
+
+    /// Every key starting with `prefix`, in key order, read page by page at one
+    /// revision.
+    pub(crate) async fn range(&self, prefix: &str) -> Result<Vec<Kv>, StoreError> {
+        let c = self.conn().await?;
+        let mut kv = c.kv.clone();
+        let full = self.key(prefix);
+        let end = prefix_end(full.as_bytes());
+        let mut from = full.into_bytes();
+        let mut at = 0;
+        let mut out = Vec::new();
+        loop {
+            let mut opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            if at > 0 {
+                opts = opts.with_revision(at);
+            }
+            let r = kv
+                .get(from.clone(), Some(opts))
+                .await
+                .map_err(|e| self.err(e))?;
+            if at == 0 {
+                at = r.header().map_or(0, |h| h.revision());
+            }
+            for item in r.kvs() {
+                out.push(self.kv_of(c.base, item)?);
+            }
+            match r.kvs().last() {
+                Some(last) if r.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Applies `txn` atomically if its compares hold.
+    pub(crate) async fn txn(&self, txn: &Txn) -> Result<TxnOutcome, StoreError> {
+        let c = self.conn().await?;
+        let compares: Vec<EtcdCompare> = txn
+            .compares
+            .iter()
+            .map(|cmp| match cmp {
+                Compare::Absent(k) => EtcdCompare::version(self.key(k), CompareOp::Equal, 0),
+                Compare::ModRevision(k, r) => EtcdCompare::mod_revision(
+                    self.key(k),
+                    CompareOp::Equal,
+                    i64::try_from(*r).unwrap_or(i64::MAX - c.base) + c.base,
+                ),
+            })
+            .collect();
+        // etcd takes one operation per key in a transaction: a key's last one, which
+        // is what applying them in order leaves.
+        let last: std::collections::BTreeMap<&str, usize> = txn
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| match op {
+                Op::Put(k, _) | Op::Delete(k) => (k.as_str(), i),
+            })
+            .collect();
+        let ops: Vec<TxnOp> = txn
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(i, op)| match op {
+                Op::Put(k, _) | Op::Delete(k) => last.get(k.as_str()) == Some(i),
+            })
+            .map(|(_, op)| match op {
+                Op::Put(k, v) => TxnOp::put(self.key(k), v.clone(), None),
+                Op::Delete(k) => TxnOp::delete(self.key(k), None),
+            })
+            .collect();
+        let r =
+            c.kv.clone()
+                .txn(EtcdTxn::new().when(compares).and_then(ops))
+                .await
+                .map_err(|e| self.err(e))?;
+        let revision = rel(r.header().map_or(c.base, |h| h.revision()), c.base);
+        Ok(if r.succeeded() {
+            TxnOutcome::Committed { revision }
+        } else {
+            TxnOutcome::Conflict { revision }
+        })
+    }
+
+    /// The current revision.
+    pub(crate) async fn revision(&self) -> Result<u64, StoreError> {
+        let c = self.conn().await?;
+        let r =
+            c.kv.clone()
+                .get(self.base_key(), Some(GetOptions::new().with_keys_only()))
+                .await
+                .map_err(|e| self.err(e))?;
+        Ok(rel(r.header().map_or(c.base, |h| h.revision()), c.base))
+    }
+}
+
+/// An etcd revision counted from the namespace's mark.
+fn rel(abs: i64, base: i64) -> u64 {
+    u64::try_from(abs.saturating_sub(base)).unwrap_or(0)
+}
+
+/// The first key after every key starting with `p` (etcd's range end for a prefix).
+fn prefix_end(p: &[u8]) -> Vec<u8> {
+    let mut end = p.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (never, for a namespace's keys): to the end of the key space.
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_at_its_successor() {
+        assert_eq!(prefix_end(b"a/kv/jobs/"), b"a/kv/jobs0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(rel(105, 100), 5);
+        assert_eq!(rel(99, 100), 0);
+    }
+}
