@@ -85,9 +85,20 @@ pub struct ServerConfig {
     #[serde(default = "listen")]
     pub listen: String,
     /// Directory of the state file (`state.redb`); `:memory:` keeps state in memory (for
-    /// tests: a restart forgets everything).
+    /// tests: a restart forgets everything). With `store = "etcd"` the state is on etcd
+    /// and this directory holds the archive of finished jobs.
     #[serde(default = "data_dir")]
     pub data_dir: PathBuf,
+    /// Where the state lives: `redb` (a file in `data_dir`, the default) or `etcd` (the
+    /// cluster at `etcd_endpoints`, under `etcd_prefix`; a build with `--features etcd`).
+    #[serde(default = "store_kind")]
+    pub store: String,
+    /// The etcd cluster's client URLs (`http://host:2379`), with `store = "etcd"`.
+    #[serde(default)]
+    pub etcd_endpoints: Vec<String>,
+    /// The key prefix of this cluster's state on etcd (one etcd may serve several).
+    #[serde(default = "etcd_prefix")]
+    pub etcd_prefix: String,
     /// Policy: any that `apiary policies` lists and the service can host (with
     /// `sharing`, the one each VC runs).
     #[serde(default = "policy")]
@@ -159,6 +170,13 @@ pub struct ServerConfig {
     /// Bytes of records (their JSON, about) one VC may hold in the hot state, likewise.
     #[serde(default = "max_record_bytes")]
     pub max_record_bytes_per_vc: u64,
+}
+
+fn store_kind() -> String {
+    "redb".into()
+}
+fn etcd_prefix() -> String {
+    "apiary".into()
 }
 
 fn retain() -> f64 {
@@ -274,6 +292,49 @@ impl ServerConfig {
     /// Whether the service can run `policy` (with `sharing`): why not, naming the
     /// capability that blocks it. The capabilities are those of the policy built with
     /// its parameters, which the live core checks again when it starts.
+    /// Checks `store` and, for etcd, its endpoints and prefix.
+    fn check_store(&self) -> Result<(), (String, String)> {
+        match self.store.as_str() {
+            "redb" => Ok(()),
+            "etcd" if !cfg!(feature = "etcd") => Err((
+                "store".into(),
+                "this apiary was built without etcd: build it with `cargo build --release \
+                 -p apiary-cli --features etcd` (which needs protoc)"
+                    .into(),
+            )),
+            "etcd" => {
+                if self.etcd_endpoints.is_empty() {
+                    return Err((
+                        "etcd_endpoints".into(),
+                        "list the etcd cluster's client URLs, e.g. [\"http://10.0.0.1:2379\"]"
+                            .into(),
+                    ));
+                }
+                if let Some(e) = self
+                    .etcd_endpoints
+                    .iter()
+                    .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+                {
+                    return Err((
+                        "etcd_endpoints".into(),
+                        format!("'{e}' is not an http:// or https:// URL"),
+                    ));
+                }
+                if self.etcd_prefix.is_empty() || self.etcd_prefix.contains('\0') {
+                    return Err((
+                        "etcd_prefix".into(),
+                        "must be a non-empty key prefix".into(),
+                    ));
+                }
+                Ok(())
+            }
+            other => Err((
+                "store".into(),
+                format!("unknown store '{other}' (redb or etcd)"),
+            )),
+        }
+    }
+
     fn check_policy(&self) -> Result<(), (String, String)> {
         let Some(spec) = apiary_policy::find(&self.policy) else {
             let names: Vec<&str> = apiary_policy::registry::ALL
@@ -444,6 +505,7 @@ impl ServerConfig {
         if c.nodes.is_empty() {
             return Err(bad("nodes".into(), "declare at least one node".into()));
         }
+        c.check_store().map_err(|(f, m)| bad(f, m))?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, n) in c.nodes.iter().enumerate() {
             if n.name.is_empty() || !seen.insert(n.name.as_str()) {

@@ -204,6 +204,11 @@ const STATE: &str = "state.redb";
 /// refused unless `init` says to start fresh; a damaged state is refused, naming the
 /// file. `init` never overwrites a state that is there.
 pub fn open_store(cfg: &ServerConfig, init: bool) -> Result<Store, ServiceError> {
+    #[cfg(feature = "etcd")]
+    if cfg.store == "etcd" {
+        // etcd keeps its own members' data: what is lost there is etcd's to say.
+        return Ok(Store::etcd(cfg.etcd_endpoints.clone(), &cfg.etcd_prefix));
+    }
     if cfg.in_memory() {
         return Ok(Store::memory());
     }

@@ -171,6 +171,9 @@ fn service_config(
     Ok(ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: ":memory:".into(),
+        store: "redb".into(),
+        etcd_endpoints: Vec::new(),
+        etcd_prefix: "apiary".into(),
         policy: policy_name,
         params: own,
         heartbeat_interval_s: 1.0,

@@ -72,3 +72,80 @@ async fn acknowledged_state_survives_a_restart() {
         Some("quota_gpus")
     );
 }
+
+/// The same on etcd (`store = "etcd"`, a build with `--features etcd`): a real etcd on
+/// loopback, and a second scheduler that rebuilds everything from it.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_state_survives_a_restart_on_etcd() {
+    let Some(etcd) = apiary_store::testing::etcd::Etcd::start("service").await else {
+        return;
+    };
+    let mut c = cfg();
+    c.store = "etcd".into();
+    c.etcd_endpoints = vec![etcd.url.clone()];
+    c.etcd_prefix = "cluster-a".into();
+    let store = service::open_store(&c, false).unwrap();
+    assert!(store.describe().starts_with("etcd http://127.0.0.1:"));
+    let clock: service::Clock = Arc::new(|| 1_000);
+    let (h, task) = service::start(c.clone(), store, clock.clone())
+        .await
+        .unwrap();
+    let a = h.submit(spec(2)).await.unwrap();
+    let b = h.submit(spec(2)).await.unwrap();
+    assert_eq!((a.state, b.state), (JobState::Running, JobState::Queued));
+    h.cordon("a".into(), true).await.unwrap();
+    task.abort();
+    let _ = task.await;
+    drop(h);
+    // A new store and scheduler, as another replica would start: all of it is there.
+    let (h, _task) = service::start(c.clone(), service::open_store(&c, false).unwrap(), clock)
+        .await
+        .unwrap();
+    let (states, nodes) = h
+        .read(|c| {
+            let states: Vec<JobState> = c.jobs(None, None, 10).iter().map(|r| r.state).collect();
+            (states, c.nodes())
+        })
+        .await
+        .unwrap();
+    assert_eq!(states, [JobState::Queued, JobState::Running]);
+    assert!(nodes[0].cordoned);
+    assert_eq!(h.submit(spec(1)).await.unwrap().id, 3, "ids continue");
+    // Another cluster's prefix on the same etcd is a different, empty state.
+    let mut other = c.clone();
+    other.etcd_prefix = "cluster-b".into();
+    let s = service::open_store(&other, false).unwrap();
+    assert!(s.range("").await.unwrap().is_empty());
+}
+
+#[test]
+fn a_store_the_build_or_config_cannot_serve_is_refused_naming_the_field() {
+    let with = |extra: &str| {
+        ServerConfig::parse(
+            &format!("data_dir = \":memory:\"\n{extra}\n[[nodes]]\nname = \"a\"\ngpus = 4\n"),
+            "server.toml",
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    assert!(
+        with("store = \"zookeeper\"")
+            .unwrap_err()
+            .contains("unknown store 'zookeeper'")
+    );
+    let etcd = with("store = \"etcd\"\netcd_endpoints = [\"10.0.0.1:2379\"]");
+    if cfg!(feature = "etcd") {
+        assert!(
+            etcd.unwrap_err()
+                .contains("etcd_endpoints: '10.0.0.1:2379' is not an http://")
+        );
+        assert!(
+            with("store = \"etcd\"")
+                .unwrap_err()
+                .contains("etcd_endpoints: list")
+        );
+    } else {
+        assert!(etcd.unwrap_err().contains("built without etcd"));
+    }
+}

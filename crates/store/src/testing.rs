@@ -265,3 +265,82 @@ pub async fn reopen_keeps_everything(open: &dyn Fn() -> Store) {
         "reopen: revisions continue"
     );
 }
+
+/// A one-member etcd on loopback ports for tests (Debian's `etcd-server`), with its data
+/// in a scratch directory; killed, and the directory removed, on drop.
+#[cfg(feature = "etcd")]
+pub mod etcd {
+    use crate::Store;
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+
+    /// A running member.
+    pub struct Etcd {
+        child: std::process::Child,
+        dir: PathBuf,
+        /// Its client URL.
+        pub url: String,
+    }
+
+    impl Drop for Etcd {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_or(0, |a| a.port())
+    }
+
+    impl Etcd {
+        /// Starts a member and waits until it answers; `None` (the test skips) where
+        /// etcd is not installed, except under CI, where that fails.
+        pub async fn start(name: &str) -> Option<Etcd> {
+            if Command::new("etcd").arg("--version").output().is_err() {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "etcd is not installed (apt-get install etcd-server)"
+                );
+                eprintln!("skipped: etcd is not installed");
+                return None;
+            }
+            let dir =
+                std::env::temp_dir().join(format!("apiary-etcd-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("a scratch directory");
+            let (client, peer) = (free_port(), free_port());
+            let url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let child = Command::new("etcd")
+                .args(["--name", "m0", "--data-dir"])
+                .arg(dir.join("data"))
+                .args([
+                    "--listen-client-urls",
+                    &url,
+                    "--advertise-client-urls",
+                    &url,
+                ])
+                .args(["--listen-peer-urls", &peer_url])
+                .args(["--initial-advertise-peer-urls", &peer_url])
+                .args(["--initial-cluster", &format!("m0={peer_url}")])
+                // The store's largest value, 8 MiB, fits a request.
+                .args(["--max-request-bytes", "10485760"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("etcd starts");
+            let e = Etcd { child, dir, url };
+            let probe = Store::etcd(vec![e.url.clone()], "probe");
+            let t0 = std::time::Instant::now();
+            while let Err(err) = probe.revision().await {
+                assert!(t0.elapsed().as_secs() < 30, "etcd did not start: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Some(e)
+        }
+    }
+}

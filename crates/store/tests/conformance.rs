@@ -274,75 +274,9 @@ fn a_killed_writer_loses_no_acknowledged_write() {
 mod etcd {
     use super::*;
 
-    /// A one-member etcd; killed, and its directory removed, on drop.
-    pub struct Etcd {
-        child: std::process::Child,
-        dir: PathBuf,
-        pub url: String,
-    }
-
-    impl Drop for Etcd {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    /// Starts etcd and waits until it answers; `None` (the test skips) where etcd is
-    /// not installed, except under CI, where that fails.
-    pub async fn start(name: &str) -> Option<Etcd> {
-        if Command::new("etcd").arg("--version").output().is_err() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "etcd is not installed (apt-get install etcd-server)"
-            );
-            eprintln!("skipped: etcd is not installed");
-            return None;
-        }
-        let dir = scratch(&format!("etcd-{name}"));
-        let (client, peer) = (free_port(), free_port());
-        let url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new("etcd")
-            .args(["--name", "m0", "--data-dir"])
-            .arg(dir.join("data"))
-            .args([
-                "--listen-client-urls",
-                &url,
-                "--advertise-client-urls",
-                &url,
-            ])
-            .args(["--listen-peer-urls", &peer_url])
-            .args(["--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("m0={peer_url}")])
-            // The store's largest value, 8 MiB, fits a request.
-            .args(["--max-request-bytes", "10485760"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let e = Etcd { child, dir, url };
-        let probe = Store::etcd(vec![e.url.clone()], "probe");
-        let t0 = std::time::Instant::now();
-        while let Err(err) = probe.revision().await {
-            assert!(t0.elapsed().as_secs() < 30, "etcd did not start: {err}");
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        Some(e)
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn etcd_backend_conforms() {
-        let Some(e) = start("suite").await else {
+        let Some(e) = testing::etcd::Etcd::start("suite").await else {
             return;
         };
         let n = AtomicUsize::new(0);
