@@ -74,6 +74,10 @@ enum Cmd {
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
+        /// Also measure durable submissions with the state on this etcd (a client URL;
+        /// a build with --features etcd).
+        #[arg(long, value_name = "URL")]
+        etcd: Option<String>,
     },
     /// Run the live scheduler (HTTP API, durable state) from a TOML config.
     Serve {
@@ -454,12 +458,13 @@ fn main() {
             full,
             work,
             json,
+            etcd,
         } => {
             let dir = traces.or_else(|| {
                 speed::find_peer_file(None, "philly/philly.csv")
                     .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
             });
-            bench::bench(dir.as_deref(), full, &work, json)
+            bench::bench(dir.as_deref(), full, &work, json, etcd.as_deref())
         }
     };
     if let Err(e) = res {

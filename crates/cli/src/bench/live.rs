@@ -21,6 +21,9 @@ pub struct LiveFigures {
     pub submit_per_s: f64,
     /// Concurrent clients.
     pub submit_clients: usize,
+    /// The same, each durable on the etcd given to `apiary bench --etcd`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_etcd_per_s: Option<f64>,
 }
 
 fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
@@ -36,7 +39,7 @@ fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::Serv
 
 /// The live service's figures: one scheduling pass at 10,000 GPUs with 10,000 queued
 /// jobs (Tiresias), and durable submissions per second over HTTP.
-pub fn live(work: &Path) -> Result<LiveFigures> {
+pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
     use apiary_server::core::Core;
     use apiary_server::types::{Exit, Heartbeat, JobSpec, JobState};
     // Pass latency: fill 10,000 GPUs, queue 10,000 more jobs, then time the pass after
@@ -102,7 +105,34 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
     let dir = work.join("live-bench");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let cfg = live_config(16, &dir.display().to_string())?;
+    let clients = 16;
+    let submit_per_s = submissions(live_config(16, &dir.display().to_string())?, clients)?;
+    let submit_etcd_per_s = match etcd {
+        Some(url) => {
+            let mut cfg = live_config(16, &dir.display().to_string())?;
+            cfg.store = "etcd".into();
+            cfg.etcd_endpoints = vec![url.to_string()];
+            // A fresh prefix: each run measures submissions into an empty state.
+            cfg.etcd_prefix = format!("apiary-bench/{}", std::process::id());
+            Some(submissions(cfg, clients)?)
+        }
+        None => None,
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(LiveFigures {
+        pass_p50_us: at(0.5),
+        pass_p99_us: at(0.99),
+        pass_gpus: 10_000,
+        pass_queued: queued,
+        submit_per_s,
+        submit_clients: clients,
+        submit_etcd_per_s,
+    })
+}
+
+/// Durable submissions per second over HTTP on loopback from `clients` clients, to a
+/// server with `cfg`.
+fn submissions(cfg: apiary_server::config::ServerConfig, clients: usize) -> Result<f64> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -119,7 +149,6 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
         }));
         anyhow::Ok((addr, tx))
     })?;
-    let clients = 16;
     let secs = 3.0;
     let t0 = Instant::now();
     let counts: Vec<u64> = std::thread::scope(|s| {
@@ -146,13 +175,5 @@ pub fn live(work: &Path) -> Result<LiveFigures> {
     let elapsed = t0.elapsed().as_secs_f64();
     let _ = stop.send(());
     drop(rt);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(LiveFigures {
-        pass_p50_us: at(0.5),
-        pass_p99_us: at(0.99),
-        pass_gpus: 10_000,
-        pass_queued: queued,
-        submit_per_s: counts.iter().sum::<u64>() as f64 / elapsed,
-        submit_clients: clients,
-    })
+    Ok(counts.iter().sum::<u64>() as f64 / elapsed)
 }

@@ -79,7 +79,13 @@ fn run_case(exe: &Path, c: &Case) -> Result<Figure> {
 /// Runs the benchmark set, then the HiveD decision benchmark (`apiary hived bench`). `shared` is the traces directory (`../shared/traces`); cases
 /// that need it are skipped, with a note, when it is absent. `full` adds the 1 M-job
 /// synthetic runs, generated into `work`.
-pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Result<()> {
+pub fn bench(
+    shared: Option<&Path>,
+    full: bool,
+    work: &Path,
+    json: bool,
+    etcd: Option<&str>,
+) -> Result<()> {
     let exe = std::env::current_exe().context("finding the apiary binary")?;
     let cases = cases::all(shared, full, work, &exe)?;
     let previous = history::last(work);
@@ -107,7 +113,7 @@ pub fn bench(shared: Option<&Path>, full: bool, work: &Path, json: bool) -> Resu
     if !json {
         eprintln!("running: live service (scheduling pass, durable submissions)");
     }
-    let lf = live::live(work)?;
+    let lf = live::live(work, etcd)?;
     let record = serde_json::json!({
         "runs": figs,
         "parse": reads,
@@ -200,6 +206,12 @@ fn print_figures(
         "live durable submissions over HTTP (redb, {} clients): {:.0} jobs/s",
         lf.submit_clients, lf.submit_per_s
     );
+    if let Some(n) = lf.submit_etcd_per_s {
+        println!(
+            "live durable submissions over HTTP (etcd, {} clients): {n:.0} jobs/s",
+            lf.submit_clients
+        );
+    }
 }
 
 #[cfg(test)]
