@@ -20,10 +20,11 @@
 
 use crate::{Compare, Kv, Op, StoreError, Txn, TxnOutcome};
 use etcd_client::{
-    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KvClient,
-    Txn as EtcdTxn, TxnOp,
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KvClient, LeaseClient,
+    LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn as EtcdTxn, TxnOp,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -35,6 +36,7 @@ const MAX_REPLY_BYTES: usize = 1 << 30;
 /// A connected namespace.
 struct Conn {
     kv: KvClient,
+    lease: LeaseClient,
     /// The etcd revision the namespace began at (revision 0 of this store).
     base: i64,
 }
@@ -45,6 +47,26 @@ pub struct EtcdStore {
     endpoints: Arc<Vec<String>>,
     prefix: Arc<str>,
     conn: Arc<OnceCell<Conn>>,
+    /// The etcd revision at which this store's server became leader, which every write
+    /// requires the leader key still to have (0: no fence).
+    fence: Arc<AtomicI64>,
+}
+
+/// Leadership of a namespace: its leader key, held by a lease that must be renewed
+/// within its time to live, and the revision at which it was taken. A store fenced with
+/// that revision ([`EtcdStore::fence`]) writes only while the key is still this one.
+pub struct Leadership {
+    id: i64,
+    keeper: LeaseKeeper,
+    stream: LeaseKeepAliveStream,
+    /// The revision (of this store) at which it was taken: the fencing token.
+    pub revision: u64,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "lease {:x} at revision {}", self.id, self.revision)
+    }
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -61,6 +83,7 @@ impl EtcdStore {
             endpoints: Arc::new(endpoints),
             prefix: prefix.trim_end_matches('/').into(),
             conn: Arc::new(OnceCell::new()),
+            fence: Arc::new(AtomicI64::new(0)),
         }
     }
 
@@ -84,6 +107,82 @@ impl EtcdStore {
         format!("{}/base", self.prefix)
     }
 
+    fn leader_key(&self) -> String {
+        format!("{}/leader", self.prefix)
+    }
+
+    /// Tries once to become the namespace's leader, as `me` (how others reach it): the
+    /// leader key is created, held by a lease of `ttl_s` seconds, if no one holds it.
+    /// `None` when another holds it.
+    pub async fn campaign(&self, me: &str, ttl_s: i64) -> Result<Option<Leadership>, StoreError> {
+        let c = self.conn().await?;
+        let mut lease = c.lease.clone();
+        let id = lease
+            .grant(ttl_s, None)
+            .await
+            .map_err(|e| self.err(e))?
+            .id();
+        let key = self.leader_key();
+        let t = EtcdTxn::new()
+            .when([EtcdCompare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, me, Some(PutOptions::new().with_lease(id)))]);
+        let r = c.kv.clone().txn(t).await.map_err(|e| self.err(e))?;
+        if !r.succeeded() {
+            let _ = lease.revoke(id).await;
+            return Ok(None);
+        }
+        let revision = rel(r.header().map_or(c.base, |h| h.revision()), c.base);
+        let (keeper, stream) = lease.keep_alive(id).await.map_err(|e| self.err(e))?;
+        Ok(Some(Leadership {
+            id,
+            keeper,
+            stream,
+            revision,
+        }))
+    }
+
+    /// Renews `l`'s lease; false once it has expired (the leadership is lost).
+    pub async fn renew(&self, l: &mut Leadership) -> Result<bool, StoreError> {
+        l.keeper.keep_alive().await.map_err(|e| self.err(e))?;
+        match l.stream.message().await.map_err(|e| self.err(e))? {
+            Some(r) => Ok(r.ttl() > 0),
+            None => Ok(false),
+        }
+    }
+
+    /// Gives the leadership up at once (its key goes with its lease).
+    pub async fn resign(&self, l: Leadership) -> Result<(), StoreError> {
+        let c = self.conn().await?;
+        c.lease
+            .clone()
+            .revoke(l.id)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Who leads the namespace now, and since which revision.
+    pub async fn leader(&self) -> Result<Option<(String, u64)>, StoreError> {
+        let c = self.conn().await?;
+        let r =
+            c.kv.clone()
+                .get(self.leader_key(), None)
+                .await
+                .map_err(|e| self.err(e))?;
+        Ok(r.kvs().first().map(|kv| {
+            let who = String::from_utf8_lossy(kv.value()).into_owned();
+            (who, rel(kv.mod_revision(), c.base))
+        }))
+    }
+
+    /// From now on every transaction of this store (and its clones) also requires the
+    /// leader key to be the one taken at `revision` (`None`: no such condition). A
+    /// deposed leader's writes then fail as conflicts: it cannot write.
+    pub fn fence(&self, revision: Option<u64>) {
+        let v = revision.map_or(0, |r| i64::try_from(r).unwrap_or(i64::MAX).max(1));
+        self.fence.store(v, Ordering::SeqCst);
+    }
+
     /// The connection, made (and the namespace's mark set) on first use.
     async fn conn(&self) -> Result<&Conn, StoreError> {
         self.conn
@@ -98,6 +197,7 @@ impl EtcdStore {
                 let mut kv = client
                     .kv_client()
                     .max_decoding_message_size(MAX_REPLY_BYTES);
+                let lease = client.lease_client();
                 // The mark: created once, by whichever store opens the namespace first.
                 let mark = self.base_key();
                 let t = EtcdTxn::new()
@@ -110,7 +210,7 @@ impl EtcdStore {
                     .first()
                     .map(|m| m.create_revision())
                     .ok_or_else(|| self.err("the namespace's mark vanished as it was made"))?;
-                Ok(Conn { kv, base })
+                Ok(Conn { kv, lease, base })
             })
             .await
     }
@@ -190,6 +290,15 @@ impl EtcdStore {
                 ),
             })
             .collect();
+        let mut compares = compares;
+        let fence = self.fence.load(Ordering::SeqCst);
+        if fence > 0 {
+            compares.push(EtcdCompare::mod_revision(
+                self.leader_key(),
+                CompareOp::Equal,
+                fence + c.base,
+            ));
+        }
         // etcd takes one operation per key in a transaction: a key's last one, which
         // is what applying them in order leaves.
         let last: std::collections::BTreeMap<&str, usize> = txn
@@ -218,11 +327,21 @@ impl EtcdStore {
                 .await
                 .map_err(|e| self.err(e))?;
         let revision = rel(r.header().map_or(c.base, |h| h.revision()), c.base);
-        Ok(if r.succeeded() {
-            TxnOutcome::Committed { revision }
-        } else {
-            TxnOutcome::Conflict { revision }
-        })
+        if r.succeeded() {
+            return Ok(TxnOutcome::Committed { revision });
+        }
+        // A failed compare may be the fence's: then the leadership is gone, which the
+        // caller must hear as an error, never as an ordinary conflict.
+        if fence > 0 {
+            let now = self.leader().await?;
+            if now.as_ref().map(|l| l.1) != u64::try_from(fence).ok() {
+                return Err(StoreError::Fenced {
+                    location: self.location(),
+                    leader: now.map(|l| l.0),
+                });
+            }
+        }
+        Ok(TxnOutcome::Conflict { revision })
     }
 
     /// The current revision.

@@ -174,6 +174,18 @@ pub enum StoreError {
         /// The backend's message.
         message: String,
     },
+    /// A write of a fenced store whose leadership is gone: another server leads now
+    /// (or none does), and nothing was written.
+    #[error(
+        "store {location}: this server no longer leads ({}), so its write was refused",
+        leader.as_deref().map_or("no leader now".to_string(), |l| format!("{l} leads now"))
+    )]
+    Fenced {
+        /// The backend.
+        location: String,
+        /// Who leads now, if anyone.
+        leader: Option<String>,
+    },
     /// A stored record could not be decoded or fails its checksum (the file was damaged
     /// or edited in place).
     #[error(

@@ -288,6 +288,60 @@ mod etcd {
         testing::reopen_keeps_everything(&|| Store::etcd(vec![e.url.clone()], "reopen")).await;
     }
 
+    /// Leader election's guarantee, on the store: one leader at a time, and once its
+    /// lease has run out and another has taken over, the old leader's fenced writes
+    /// are refused with an error (never applied, never a silent conflict).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_cannot_write() {
+        use apiary_store::EtcdStore;
+        let Some(e) = testing::etcd::Etcd::start("leader").await else {
+            return;
+        };
+        let a = EtcdStore::new(vec![e.url.clone()], "ha");
+        let b = EtcdStore::new(vec![e.url.clone()], "ha");
+        // etcd's shortest lease is 2 s at its default election timeout.
+        let mut la = a
+            .campaign("http://a:8800", 2)
+            .await
+            .unwrap()
+            .expect("a leads");
+        assert!(
+            b.campaign("http://b:8800", 2).await.unwrap().is_none(),
+            "one leader"
+        );
+        let (who, since) = b.leader().await.unwrap().unwrap();
+        assert_eq!((who.as_str(), since), ("http://a:8800", la.revision));
+        a.fence(Some(la.revision));
+        let sa = Store::Etcd(a.clone());
+        assert!(sa.put("jobs/1", "by a").await.is_ok());
+        assert!(
+            a.renew(&mut la).await.unwrap(),
+            "renewed in time, a still leads"
+        );
+        // a stops renewing (a paused or cut-off process): its lease runs out.
+        tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+        assert!(!a.renew(&mut la).await.unwrap(), "expired");
+        let lb = b
+            .campaign("http://b:8800", 2)
+            .await
+            .unwrap()
+            .expect("b leads");
+        b.fence(Some(lb.revision));
+        let sb = Store::Etcd(b.clone());
+        assert!(sb.put("jobs/2", "by b").await.is_ok());
+        // a, deposed, cannot write: its fence names the old leader key.
+        let err = sa.put("jobs/1", "late a").await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Fenced { leader: Some(l), .. } if l == "http://b:8800"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("http://b:8800 leads now"), "{err}");
+        let kv = sb.get("jobs/1").await.unwrap().unwrap();
+        assert_eq!(kv.value, b"by a", "the late write was not applied");
+        b.resign(lb).await.unwrap();
+        assert_eq!(a.leader().await.unwrap(), None, "resigned: no leader");
+    }
+
     #[tokio::test]
     async fn an_unreachable_etcd_is_an_error_naming_it() {
         let s = Store::etcd(vec!["http://127.0.0.1:1".into()], "x");
