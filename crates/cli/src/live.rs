@@ -39,6 +39,9 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
         .context("starting the runtime")?;
     rt.block_on(async move {
         let store = apiary_server::service::open_store(&cfg, init)?;
+        // On etcd, several servers may share the state: only the leader serves it.
+        #[cfg(feature = "etcd")]
+        apiary_server::leader::lead(&store, &cfg).await?;
         let listen = cfg.listen.clone();
         let tokens = cfg.tokens.clone();
         let desc = format!(

@@ -99,6 +99,14 @@ pub struct ServerConfig {
     /// The key prefix of this cluster's state on etcd (one etcd may serve several).
     #[serde(default = "etcd_prefix")]
     pub etcd_prefix: String,
+    /// How the other servers on the same etcd prefix name this one to clients (its URL);
+    /// `http://` and `listen` when absent.
+    #[serde(default)]
+    pub advertise_url: Option<String>,
+    /// Seconds a leader's lease lasts on etcd: a server that stops renewing it (dead,
+    /// cut off) is replaced within about this long. Kubernetes' default, 15.
+    #[serde(default = "leader_lease")]
+    pub leader_lease_s: f64,
     /// Policy: any that `apiary policies` lists and the service can host (with
     /// `sharing`, the one each VC runs).
     #[serde(default = "policy")]
@@ -177,6 +185,9 @@ fn store_kind() -> String {
 }
 fn etcd_prefix() -> String {
     "apiary".into()
+}
+fn leader_lease() -> f64 {
+    15.0
 }
 
 fn retain() -> f64 {
@@ -324,6 +335,13 @@ impl ServerConfig {
                     return Err((
                         "etcd_prefix".into(),
                         "must be a non-empty key prefix".into(),
+                    ));
+                }
+                let lease = self.leader_lease_s;
+                if !(lease.is_finite() && (2.0..=3600.0).contains(&lease)) {
+                    return Err((
+                        "leader_lease_s".into(),
+                        format!("must be 2 to 3600 seconds (got {lease})"),
                     ));
                 }
                 Ok(())

@@ -13,6 +13,8 @@ pub mod carbon;
 pub mod config;
 pub mod core;
 pub mod http;
+#[cfg(feature = "etcd")]
+pub mod leader;
 pub mod service;
 pub mod simulated;
 pub mod types;

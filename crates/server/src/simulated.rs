@@ -174,6 +174,8 @@ fn service_config(
         store: "redb".into(),
         etcd_endpoints: Vec::new(),
         etcd_prefix: "apiary".into(),
+        advertise_url: None,
+        leader_lease_s: 15.0,
         policy: policy_name,
         params: own,
         heartbeat_interval_s: 1.0,

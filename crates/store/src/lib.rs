@@ -21,7 +21,7 @@ pub mod testing;
 
 pub use embedded::RedbStore;
 #[cfg(feature = "etcd")]
-pub use etcd::EtcdStore;
+pub use etcd::{EtcdStore, Leadership};
 pub use memory::MemoryStore;
 
 use std::path::Path;

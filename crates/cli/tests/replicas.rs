@@ -1,0 +1,116 @@
+//! Two servers on one etcd prefix (a build with `--features etcd`): one leads and
+//! serves, the other answers 503 naming it; when the leader is killed, the other takes
+//! the leadership over once its lease runs out and serves every job the first one
+//! acknowledged.
+#![cfg(feature = "etcd")]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_apiary");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server on `port` keeping its state on `etcd`, with a 2 s leader lease.
+fn server(dir: &std::path::Path, name: &str, port: u16, etcd: &str) -> Child {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    let cfg = d.join("server.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\nstore = \"etcd\"\n\
+             etcd_endpoints = [\"{etcd}\"]\netcd_prefix = \"ha-test\"\nleader_lease_s = 2\n\
+             [[nodes]]\nname = \"n0\"\ngpus = 4\n",
+            d.join("data").display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(d.join("serve.log")).unwrap();
+    Command::new(BIN)
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// (status, body) of GET `path` on `port`, or none while nothing listens.
+fn get(port: u16, path: &str) -> Option<(u16, serde_json::Value)> {
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build(),
+    );
+    let mut r = agent
+        .get(&format!("http://127.0.0.1:{port}{path}"))
+        .call()
+        .ok()?;
+    let status = r.status().as_u16();
+    let body = r.body_mut().read_json().unwrap_or(serde_json::Value::Null);
+    Some((status, body))
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t0.elapsed()
+}
+
+#[test]
+fn the_follower_takes_over_when_the_leader_is_killed() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(etcd) = rt.block_on(apiary_store::testing::etcd::Etcd::start("replicas")) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("apiary-replicas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = server(&dir, "a", pa, &etcd.url);
+    wait_for("a leads", Duration::from_secs(20), || {
+        get(pa, "/v1/cluster").is_some_and(|r| r.0 == 200)
+    });
+    let mut b = server(&dir, "b", pb, &etcd.url);
+    let a_url = format!("http://127.0.0.1:{pa}");
+    wait_for("b follows a", Duration::from_secs(20), || {
+        get(pb, "/v1/jobs").is_some_and(|(s, body)| s == 503 && body["leader"] == a_url)
+    });
+    // a acknowledges a job and starts it (the node counts as up until its timeout).
+    let job = ureq::post(&format!("{a_url}/v1/jobs"))
+        .send_json(serde_json::json!({"gpus": 1, "command": ["true"]}))
+        .unwrap()
+        .body_mut()
+        .read_json::<serde_json::Value>()
+        .unwrap();
+    // a dies without a word; b leads once a's lease has run out, rebuilt from etcd.
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let took = wait_for("b takes over", Duration::from_secs(20), || {
+        get(pb, "/v1/jobs").is_some_and(|r| r.0 == 200)
+    });
+    eprintln!("fail-over: {took:?} from the kill to b's first answer");
+    let (_, jobs) = get(pb, "/v1/jobs").unwrap();
+    assert_eq!(jobs[0]["id"], job["id"], "{jobs}");
+    assert_eq!(jobs[0]["state"], "running", "as a left it: {jobs}");
+    let log = std::fs::read_to_string(dir.join("b/serve.log")).unwrap();
+    assert!(log.contains(&format!("following {a_url}")), "{log}");
+    assert!(log.contains("leading, at revision"), "{log}");
+    let _ = b.kill();
+    let _ = b.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
