@@ -1,7 +1,8 @@
 //! Two servers on one etcd prefix (a build with `--features etcd`): one leads and
 //! serves, the other answers 503 naming it; when the leader is killed, the other takes
 //! the leadership over once its lease runs out and serves every job the first one
-//! acknowledged.
+//! acknowledged. An agent and the clients, given both servers' URLs, go on with
+//! whichever leads: the job the first server started finishes under the second.
 #![cfg(feature = "etcd")]
 
 use std::process::{Child, Command, Stdio};
@@ -90,13 +91,52 @@ fn the_follower_takes_over_when_the_leader_is_killed() {
     wait_for("b follows a", Duration::from_secs(20), || {
         get(pb, "/v1/jobs").is_some_and(|(s, body)| s == 503 && body["leader"] == a_url)
     });
-    // a acknowledges a job and starts it (the node counts as up until its timeout).
-    let job = ureq::post(&format!("{a_url}/v1/jobs"))
-        .send_json(serde_json::json!({"gpus": 1, "command": ["true"]}))
-        .unwrap()
-        .body_mut()
-        .read_json::<serde_json::Value>()
+    let b_url = format!("http://127.0.0.1:{pb}");
+    let both = format!("{b_url},{a_url}");
+    // An agent for n0 that knows both servers (the follower first).
+    let logs = dir.join("logs");
+    let mut agent = Command::new(BIN)
+        .args([
+            "agent",
+            "--node",
+            "n0",
+            "--gpus",
+            "4",
+            "--allow-root-jobs",
+            "--server",
+            &both,
+        ])
+        .arg("--logs")
+        .arg(&logs)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
+        .spawn()
         .unwrap();
+    // A job that runs until told to stop, submitted through the client with both URLs.
+    let done = dir.join("done");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", done.display());
+    let cli = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("APIARY_SERVER", &both)
+            .env("APIARY_CONFIG", dir.join("none.toml"))
+            .output()
+            .unwrap()
+    };
+    let o = cli(&["submit", "--", "sh", "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id: u64 = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    wait_for("the job runs on n0", Duration::from_secs(20), || {
+        get(pa, &format!("/v1/jobs/{id}")).is_some_and(|(_, j)| {
+            j["state"] == "running" && j["history"].to_string().contains("started")
+        })
+    });
     // a dies without a word; b leads once a's lease has run out, rebuilt from etcd.
     a.kill().unwrap();
     a.wait().unwrap();
@@ -105,8 +145,20 @@ fn the_follower_takes_over_when_the_leader_is_killed() {
     });
     eprintln!("fail-over: {took:?} from the kill to b's first answer");
     let (_, jobs) = get(pb, "/v1/jobs").unwrap();
-    assert_eq!(jobs[0]["id"], job["id"], "{jobs}");
+    assert_eq!(jobs[0]["id"], id, "{jobs}");
     assert_eq!(jobs[0]["state"], "running", "as a left it: {jobs}");
+    // The agent goes on with b; the job, never stopped, finishes there.
+    std::fs::write(&done, "").unwrap();
+    wait_for("the job succeeds under b", Duration::from_secs(30), || {
+        get(pb, &format!("/v1/jobs/{id}")).is_some_and(|(_, j)| j["state"] == "succeeded")
+    });
+    let o = cli(&["job", &id.to_string()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("succeeded"));
+    let (_, j) = get(pb, &format!("/v1/jobs/{id}")).unwrap();
+    assert_eq!(j["attempt"], 1, "it ran once: {j}");
+    let _ = agent.kill();
+    let _ = agent.wait();
     let log = std::fs::read_to_string(dir.join("b/serve.log")).unwrap();
     assert!(log.contains(&format!("following {a_url}")), "{log}");
     assert!(log.contains("leading, at revision"), "{log}");

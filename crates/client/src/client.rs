@@ -64,22 +64,41 @@ impl ClientError {
     }
 }
 
-/// A JSON client of one server.
+/// A JSON client of a server, or of several that share one state on etcd (one leads;
+/// the others answer 503, naming it): a call that finds nothing listening, or a
+/// follower, goes on to the next URL, and the client keeps the one that answered.
 pub struct Client {
-    base: String,
+    bases: Vec<String>,
+    /// Index in `bases` of the URL that answered last.
+    current: std::sync::atomic::AtomicUsize,
     agent: ureq::Agent,
     token: Option<String>,
 }
 
+/// Whether a refusal came from a server that follows another (the leader serves).
+fn from_follower(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused { status: 503, message, .. } if message.contains("is not the leader"))
+}
+
 impl Client {
-    /// A client of `base` (e.g. `http://127.0.0.1:8800`).
+    /// A client of `base` (e.g. `http://127.0.0.1:8800`), or of several servers'
+    /// URLs separated by commas.
     pub fn new(base: &str, timeout: Duration) -> Client {
         let cfg = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
             .build();
+        let mut bases: Vec<String> = base
+            .split(',')
+            .map(|b| b.trim().trim_end_matches('/').to_string())
+            .filter(|b| !b.is_empty())
+            .collect();
+        if bases.is_empty() {
+            bases.push(String::new());
+        }
         Client {
-            base: base.trim_end_matches('/').to_string(),
+            bases,
+            current: std::sync::atomic::AtomicUsize::new(0),
             agent: ureq::Agent::new_with_config(cfg),
             token: None,
         }
@@ -91,9 +110,30 @@ impl Client {
         self
     }
 
-    /// The server's URL.
+    /// The URL of the server that answered last (the first, before any call).
     pub fn base(&self) -> &str {
-        &self.base
+        &self.bases[self.current.load(std::sync::atomic::Ordering::Relaxed) % self.bases.len()]
+    }
+
+    /// Makes `call` on the current URL, and on the next ones while nothing listens there
+    /// or a follower answers (neither took the call, so a retry is safe); keeps the URL
+    /// that answered.
+    fn failover<T>(&self, call: impl Fn(&str) -> Result<T, ClientError>) -> Result<T, ClientError> {
+        use std::sync::atomic::Ordering;
+        let n = self.bases.len();
+        let start = self.current.load(Ordering::Relaxed);
+        let mut last = None;
+        for k in 0..n {
+            let i = (start + k) % n;
+            match call(&self.bases[i]) {
+                Err(e) if n > 1 && (e.connection_refused() || from_follower(&e)) => last = Some(e),
+                r => {
+                    self.current.store(i, Ordering::Relaxed);
+                    return r;
+                }
+            }
+        }
+        Err(last.expect("at least one URL was tried"))
     }
 
     fn auth(&self) -> Option<String> {
@@ -102,12 +142,13 @@ impl Client {
 
     fn finish<T: DeserializeOwned>(
         &self,
+        base: &str,
         what: String,
         r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<T, ClientError> {
         let mut r = r.map_err(|source| ClientError::Unreachable {
             what: what.clone(),
-            base: self.base.clone(),
+            base: base.to_string(),
             source: Box::new(source),
         })?;
         let status = r.status().as_u16();
@@ -136,12 +177,14 @@ impl Client {
 
     /// GET.
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let mut req = self.agent.get(&format!("{}{path}", self.base));
-        if let Some(a) = self.auth() {
-            req = req.header("Authorization", &a);
-        }
-        let r = req.call();
-        self.finish(format!("GET {path}"), r)
+        self.failover(|base| {
+            let mut req = self.agent.get(&format!("{base}{path}"));
+            if let Some(a) = self.auth() {
+                req = req.header("Authorization", &a);
+            }
+            let r = req.call();
+            self.finish(base, format!("GET {path}"), r)
+        })
     }
 
     /// GET a list in pages, following the server's next-page header
@@ -158,18 +201,20 @@ impl Client {
                     format!("{path}{sep}after={a}")
                 }
             };
-            let mut req = self.agent.get(&format!("{}{page_path}", self.base));
-            if let Some(a) = self.auth() {
-                req = req.header("Authorization", &a);
-            }
-            let r = req.call();
-            let next = r.as_ref().ok().and_then(|r| {
-                r.headers()
-                    .get(NEXT_PAGE_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-            });
-            let page: Vec<T> = self.finish(format!("GET {page_path}"), r)?;
+            let (page, next): (Vec<T>, Option<String>) = self.failover(|base| {
+                let mut req = self.agent.get(&format!("{base}{page_path}"));
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", &a);
+                }
+                let r = req.call();
+                let next = r.as_ref().ok().and_then(|r| {
+                    r.headers()
+                        .get(NEXT_PAGE_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                });
+                Ok((self.finish(base, format!("GET {page_path}"), r)?, next))
+            })?;
             out.extend(page);
             match next {
                 Some(n) if after.as_deref() != Some(n.as_str()) => after = Some(n),
@@ -202,17 +247,19 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, ClientError> {
-        let url = format!("{}{path}", self.base);
-        let mut req = if method == "PUT" {
-            self.agent.put(&url)
-        } else {
-            self.agent.post(&url)
-        };
-        if let Some(a) = self.auth() {
-            req = req.header("Authorization", &a);
-        }
-        let r = req.send_json(body);
-        self.finish(format!("{method} {path}"), r)
+        self.failover(|base| {
+            let url = format!("{base}{path}");
+            let mut req = if method == "PUT" {
+                self.agent.put(&url)
+            } else {
+                self.agent.post(&url)
+            };
+            if let Some(a) = self.auth() {
+                req = req.header("Authorization", &a);
+            }
+            let r = req.send_json(body);
+            self.finish(base, format!("{method} {path}"), r)
+        })
     }
 }
 
