@@ -5,6 +5,8 @@
 //! whichever leads: the job the first server started finishes under the second.
 #![cfg(feature = "etcd")]
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -164,5 +166,170 @@ fn the_follower_takes_over_when_the_leader_is_killed() {
     assert!(log.contains("leading, at revision"), "{log}");
     let _ = b.kill();
     let _ = b.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The issue's fail-over test: three etcd members, two servers (2 s lease), two agents
+/// and a steady stream of submissions, all given both servers' URLs. Twenty times the
+/// leader is killed with SIGKILL and started again as a follower; every fifth round an
+/// etcd member is killed and restarted too. Every job that got a 201 succeeds, none ran
+/// twice at once, no two processes shared a GPU.
+#[test]
+fn twenty_fail_overs_under_load_lose_no_accepted_job() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(mut etcd) = rt.block_on(apiary_store::testing::etcd::Cluster::start("failover", 3))
+    else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("apiary-failover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ports = [free_port(), free_port()];
+    let endpoints = etcd.urls.join("\", \"");
+    let start = |k: usize| {
+        let d = dir.join(format!("s{k}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let cfg = d.join("server.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "listen = \"127.0.0.1:{}\"\ndata_dir = \"{}\"\nstore = \"etcd\"\n\
+                 etcd_endpoints = [\"{endpoints}\"]\netcd_prefix = \"failover\"\n\
+                 leader_lease_s = 2\nheartbeat_interval_s = 0.2\nnode_timeout_s = 20\n\
+                 grace_s = 0.5\nlog_format = \"off\"\n\
+                 [[nodes]]\nname = \"n0\"\ngpus = 4\n[[nodes]]\nname = \"n1\"\ngpus = 4\n",
+                ports[k],
+                d.join("data").display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("serve.log"))
+            .unwrap();
+        Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let mut servers = [Some(start(0)), Some(start(1))];
+    let leading = |k: usize| get(ports[k], "/v1/cluster").is_some_and(|r| r.0 == 200);
+    wait_for("a leader", Duration::from_secs(30), || {
+        leading(0) || leading(1)
+    });
+    let both = format!(
+        "http://127.0.0.1:{},http://127.0.0.1:{}",
+        ports[0], ports[1]
+    );
+    let mut agents: Vec<Child> = ["n0", "n1"]
+        .iter()
+        .map(|n| {
+            Command::new(BIN)
+                .args(["agent", "--node", n, "--gpus", "4", "--allow-root-jobs"])
+                .args(["--server", &both, "--logs"])
+                .arg(dir.join(format!("logs-{n}")))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join(format!("agent-{n}.log"))).unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Steady submissions through a client of both URLs, each job logging its spans.
+    let log = dir.join("spans.log");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let submitter = {
+        let (stop, both, log) = (stop.clone(), both.clone(), log.clone());
+        std::thread::spawn(move || {
+            let c = apiary_client::Client::new(&both, Duration::from_secs(5));
+            let mut acked = Vec::new();
+            let mut k = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                k += 1;
+                let body = serde_json::json!({
+                    "gpus": 1 + k % 2, "command": common::logged_job(&log, 0.3)
+                });
+                if let Ok(r) = c.post::<_, serde_json::Value>("/v1/jobs", &body) {
+                    acked.push(r["id"].as_u64().unwrap());
+                }
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            acked
+        })
+    };
+    let mut took = Vec::new();
+    let mut exited = 0;
+    for round in 0..20 {
+        std::thread::sleep(Duration::from_millis(800));
+        // A server that stopped by itself is started again, as its supervisor would.
+        for k in 0..2 {
+            if servers[k].as_mut().unwrap().try_wait().unwrap().is_some() {
+                exited += 1;
+                servers[k] = Some(start(k));
+            }
+        }
+        wait_for("a leader", Duration::from_secs(30), || {
+            leading(0) || leading(1)
+        });
+        let l = if leading(0) { 0 } else { 1 };
+        let mut s = servers[l].take().unwrap();
+        s.kill().unwrap();
+        s.wait().unwrap();
+        let t = wait_for("the other leads", Duration::from_secs(30), || {
+            leading(1 - l)
+        });
+        took.push(t);
+        servers[l] = Some(start(l));
+        if round % 5 == 4 {
+            let m = round / 5 % 3;
+            etcd.kill(m);
+            std::thread::sleep(Duration::from_millis(500));
+            etcd.restart(m);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = submitter.join().unwrap();
+    assert!(
+        acked.len() > 50,
+        "only {} submissions acknowledged",
+        acked.len()
+    );
+    // Every acknowledged job ends, and succeeds.
+    let c = apiary_client::Client::new(&both, Duration::from_secs(5));
+    for id in &acked {
+        wait_for(&format!("job {id} ends"), Duration::from_secs(60), || {
+            c.get::<serde_json::Value>(&format!("/v1/jobs/{id}"))
+                .is_ok_and(|j| j["state"] != "queued" && j["state"] != "running")
+        });
+        let j: serde_json::Value = c.get(&format!("/v1/jobs/{id}")).unwrap();
+        assert_eq!(j["state"], "succeeded", "{j}");
+    }
+    let spans = common::assert_no_overlap(&log);
+    assert!(
+        spans >= acked.len(),
+        "{spans} spans for {} jobs",
+        acked.len()
+    );
+    took.sort();
+    eprintln!(
+        "fail-over over 20 rounds: p50 {:?}, max {:?}; {} jobs accepted, all succeeded; \
+         {exited} servers stopped by themselves",
+        took[took.len() / 2],
+        took[took.len() - 1],
+        acked.len()
+    );
+    for a in &mut agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    for s in servers.iter_mut().flatten() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

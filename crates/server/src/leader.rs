@@ -49,7 +49,16 @@ pub async fn follow_until_leading(
         tokio::task::JoinHandle<()>,
     )> = None;
     loop {
-        if let Some(l) = store.campaign(&me, lease).await? {
+        // etcd unreachable for now (members down, no quorum): say so, and try again.
+        let campaign = match store.campaign(&me, lease).await {
+            Ok(c) => c,
+            Err(e) => {
+                log(&format!("campaigning: {e}; trying again"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        if let Some(l) = campaign {
             if let Some((stop, task)) = follower.take() {
                 let _ = stop.send(());
                 let _ = task.await;
@@ -57,10 +66,10 @@ pub async fn follow_until_leading(
             log(&format!("leading, at revision {}", l.revision));
             return Ok(l);
         }
-        let now = store
-            .leader()
-            .await?
-            .map_or_else(|| "none (an election is under way)".to_string(), |l| l.0);
+        let now = match store.leader().await {
+            Ok(l) => l.map_or_else(|| "none (an election is under way)".to_string(), |l| l.0),
+            Err(_) => "unknown (etcd unreachable)".to_string(),
+        };
         let changed = leader.lock().map(|mut g| {
             let changed = *g != now;
             *g = now.clone();

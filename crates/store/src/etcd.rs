@@ -117,22 +117,34 @@ impl EtcdStore {
     pub async fn campaign(&self, me: &str, ttl_s: i64) -> Result<Option<Leadership>, StoreError> {
         let c = self.conn().await?;
         let mut lease = c.lease.clone();
-        let id = lease
-            .grant(ttl_s, None)
-            .await
-            .map_err(|e| self.err(e))?
-            .id();
+        let id = reaching(|| {
+            let mut lease = c.lease.clone();
+            async move { lease.grant(ttl_s, None).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?
+        .id();
         let key = self.leader_key();
         let t = EtcdTxn::new()
             .when([EtcdCompare::version(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, me, Some(PutOptions::new().with_lease(id)))]);
-        let r = c.kv.clone().txn(t).await.map_err(|e| self.err(e))?;
+        let r = reaching(|| {
+            let (mut kv, t) = (c.kv.clone(), t.clone());
+            async move { kv.txn(t).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         if !r.succeeded() {
             let _ = lease.revoke(id).await;
             return Ok(None);
         }
         let revision = rel(r.header().map_or(c.base, |h| h.revision()), c.base);
-        let (keeper, stream) = lease.keep_alive(id).await.map_err(|e| self.err(e))?;
+        let (keeper, stream) = reaching(|| {
+            let mut lease = c.lease.clone();
+            async move { lease.keep_alive(id).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         Ok(Some(Leadership {
             id,
             keeper,
@@ -143,6 +155,25 @@ impl EtcdStore {
 
     /// Renews `l`'s lease; false once it has expired (the leadership is lost).
     pub async fn renew(&self, l: &mut Leadership) -> Result<bool, StoreError> {
+        let once = async {
+            l.keeper.keep_alive().await?;
+            l.stream.message().await
+        };
+        match once.await {
+            Ok(Some(r)) => return Ok(r.ttl() > 0),
+            Ok(None) | Err(_) => {}
+        }
+        // The stream broke (its member went down): open one again, to any member; a
+        // lease that expired meanwhile answers with no time left.
+        let c = self.conn().await?;
+        let id = l.id;
+        let (keeper, stream) = reaching(|| {
+            let mut lease = c.lease.clone();
+            async move { lease.keep_alive(id).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
+        (l.keeper, l.stream) = (keeper, stream);
         l.keeper.keep_alive().await.map_err(|e| self.err(e))?;
         match l.stream.message().await.map_err(|e| self.err(e))? {
             Some(r) => Ok(r.ttl() > 0),
@@ -164,11 +195,13 @@ impl EtcdStore {
     /// Who leads the namespace now, and since which revision.
     pub async fn leader(&self) -> Result<Option<(String, u64)>, StoreError> {
         let c = self.conn().await?;
-        let r =
-            c.kv.clone()
-                .get(self.leader_key(), None)
-                .await
-                .map_err(|e| self.err(e))?;
+        let key = self.leader_key();
+        let r = reaching(|| {
+            let (mut kv, key) = (c.kv.clone(), key.clone());
+            async move { kv.get(key, None).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         Ok(r.kvs().first().map(|kv| {
             let who = String::from_utf8_lossy(kv.value()).into_owned();
             (who, rel(kv.mod_revision(), c.base))
@@ -189,12 +222,12 @@ impl EtcdStore {
             .get_or_try_init(|| async {
                 let opts = ConnectOptions::new()
                     .with_connect_timeout(Duration::from_secs(5))
-                    .with_timeout(Duration::from_secs(15))
+                    .with_timeout(Duration::from_secs(3))
                     .with_require_leader(true);
                 let client = Client::connect(self.endpoints.as_slice(), Some(opts))
                     .await
                     .map_err(|e| self.err(e))?;
-                let mut kv = client
+                let kv = client
                     .kv_client()
                     .max_decoding_message_size(MAX_REPLY_BYTES);
                 let lease = client.lease_client();
@@ -203,8 +236,18 @@ impl EtcdStore {
                 let t = EtcdTxn::new()
                     .when([EtcdCompare::version(mark.clone(), CompareOp::Equal, 0)])
                     .and_then([TxnOp::put(mark.clone(), "", None)]);
-                kv.txn(t).await.map_err(|e| self.err(e))?;
-                let r = kv.get(mark, None).await.map_err(|e| self.err(e))?;
+                reaching(|| {
+                    let (mut kv, t) = (kv.clone(), t.clone());
+                    async move { kv.txn(t).await }
+                })
+                .await
+                .map_err(|e| self.err(e))?;
+                let r = reaching(|| {
+                    let (mut kv, mark) = (kv.clone(), mark.clone());
+                    async move { kv.get(mark, None).await }
+                })
+                .await
+                .map_err(|e| self.err(e))?;
                 let base = r
                     .kvs()
                     .first()
@@ -232,11 +275,13 @@ impl EtcdStore {
     /// The value and revisions of `key`.
     pub(crate) async fn get(&self, key: &str) -> Result<Option<Kv>, StoreError> {
         let c = self.conn().await?;
-        let r =
-            c.kv.clone()
-                .get(self.key(key), None)
-                .await
-                .map_err(|e| self.err(e))?;
+        let full = self.key(key);
+        let r = reaching(|| {
+            let (mut kv, full) = (c.kv.clone(), full.clone());
+            async move { kv.get(full, None).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         r.kvs().first().map(|kv| self.kv_of(c.base, kv)).transpose()
     }
 
@@ -244,7 +289,7 @@ impl EtcdStore {
     /// revision.
     pub(crate) async fn range(&self, prefix: &str) -> Result<Vec<Kv>, StoreError> {
         let c = self.conn().await?;
-        let mut kv = c.kv.clone();
+        let kv = c.kv.clone();
         let full = self.key(prefix);
         let end = prefix_end(full.as_bytes());
         let mut from = full.into_bytes();
@@ -255,10 +300,12 @@ impl EtcdStore {
             if at > 0 {
                 opts = opts.with_revision(at);
             }
-            let r = kv
-                .get(from.clone(), Some(opts))
-                .await
-                .map_err(|e| self.err(e))?;
+            let r = reaching(|| {
+                let (mut kv, from, opts) = (kv.clone(), from.clone(), opts.clone());
+                async move { kv.get(from, Some(opts)).await }
+            })
+            .await
+            .map_err(|e| self.err(e))?;
             if at == 0 {
                 at = r.header().map_or(0, |h| h.revision());
             }
@@ -321,11 +368,13 @@ impl EtcdStore {
                 Op::Delete(k) => TxnOp::delete(self.key(k), None),
             })
             .collect();
-        let r =
-            c.kv.clone()
-                .txn(EtcdTxn::new().when(compares).and_then(ops))
-                .await
-                .map_err(|e| self.err(e))?;
+        let t = EtcdTxn::new().when(compares).and_then(ops);
+        let r = reaching(|| {
+            let (mut kv, t) = (c.kv.clone(), t.clone());
+            async move { kv.txn(t).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         let revision = rel(r.header().map_or(c.base, |h| h.revision()), c.base);
         if r.succeeded() {
             return Ok(TxnOutcome::Committed { revision });
@@ -347,14 +396,50 @@ impl EtcdStore {
     /// The current revision.
     pub(crate) async fn revision(&self) -> Result<u64, StoreError> {
         let c = self.conn().await?;
-        let r =
-            c.kv.clone()
-                .get(self.base_key(), Some(GetOptions::new().with_keys_only()))
-                .await
-                .map_err(|e| self.err(e))?;
+        let mark = self.base_key();
+        let r = reaching(|| {
+            let (mut kv, mark) = (c.kv.clone(), mark.clone());
+            async move { kv.get(mark, Some(GetOptions::new().with_keys_only())).await }
+        })
+        .await
+        .map_err(|e| self.err(e))?;
         Ok(rel(r.header().map_or(c.base, |h| h.revision()), c.base))
     }
 }
+
+/// Whether `e` is etcd being unavailable for a moment: a member down (the request
+/// never left, or got no answer in time), or the cluster electing its leader
+/// (`request timed out`, `leader changed`). Sending the request again is safe for
+/// reads, and for the server's writes, which put whole records: applied twice, they
+/// leave the same state.
+fn transient(e: &etcd_client::Error) -> bool {
+    // gRPC's UNAVAILABLE, DEADLINE_EXCEEDED, and CANCELLED as the client's own timeout.
+    matches!(e, etcd_client::Error::GRpcStatus(s)
+        if matches!(i32::from(s.code()), 14 | 4)
+            || (i32::from(s.code()) == 1 && s.message().contains("Timeout")))
+}
+
+/// Runs `call` until etcd takes it: again, after a growing pause, while it is
+/// unavailable for a moment ([`transient`]); at most [`TRIES`] times (about 10 s).
+async fn reaching<T, F, Fut>(mut call: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut k = 0;
+    loop {
+        match call().await {
+            Err(e) if transient(&e) && k + 1 < TRIES => {
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(50 * k)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Tries of a request while etcd is unavailable.
+const TRIES: u64 = 20;
 
 /// An etcd revision counted from the namespace's mark.
 fn rel(abs: i64, base: i64) -> u64 {

@@ -296,22 +296,136 @@ pub mod etcd {
             .map_or(0, |a| a.port())
     }
 
+    /// A cluster of members on loopback ports, which a test may kill and restart one
+    /// at a time; all killed, and their directories removed, on drop.
+    pub struct Cluster {
+        members: Vec<(Option<std::process::Child>, Vec<String>)>,
+        dir: PathBuf,
+        /// The members' client URLs.
+        pub urls: Vec<String>,
+    }
+
+    impl Drop for Cluster {
+        fn drop(&mut self) {
+            for i in 0..self.members.len() {
+                self.kill(i);
+            }
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    impl Cluster {
+        /// Starts `n` members and waits until the cluster answers; `None` as for
+        /// [`Etcd::start`].
+        pub async fn start(name: &str, n: usize) -> Option<Cluster> {
+            if !installed() {
+                return None;
+            }
+            let dir = scratch(name);
+            let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+            let initial: Vec<String> = ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("m{i}=http://127.0.0.1:{}", p.1))
+                .collect();
+            let mut c = Cluster {
+                members: Vec::new(),
+                dir: dir.clone(),
+                urls: ports
+                    .iter()
+                    .map(|p| format!("http://127.0.0.1:{}", p.0))
+                    .collect(),
+            };
+            for (i, (client, peer)) in ports.iter().enumerate() {
+                let url = format!("http://127.0.0.1:{client}");
+                let peer_url = format!("http://127.0.0.1:{peer}");
+                let data = dir.join(format!("m{i}")).display().to_string();
+                let name = format!("m{i}");
+                let initial = initial.join(",");
+                let args: Vec<String> = [
+                    "--name",
+                    name.as_str(),
+                    "--data-dir",
+                    data.as_str(),
+                    "--listen-client-urls",
+                    url.as_str(),
+                    "--advertise-client-urls",
+                    url.as_str(),
+                    "--listen-peer-urls",
+                    peer_url.as_str(),
+                    "--initial-advertise-peer-urls",
+                    peer_url.as_str(),
+                    "--initial-cluster",
+                    initial.as_str(),
+                    "--max-request-bytes",
+                    "10485760",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+                c.members.push((Some(spawn(&args)), args));
+            }
+            let probe = Store::etcd(c.urls.clone(), "probe");
+            let t0 = std::time::Instant::now();
+            while let Err(err) = probe.revision().await {
+                assert!(t0.elapsed().as_secs() < 60, "etcd did not start: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Some(c)
+        }
+
+        /// Kills member `i` (SIGKILL).
+        pub fn kill(&mut self, i: usize) {
+            if let Some(mut c) = self.members[i].0.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+
+        /// Starts member `i` again on its data.
+        pub fn restart(&mut self, i: usize) {
+            self.kill(i);
+            let child = spawn(&self.members[i].1);
+            self.members[i].0 = Some(child);
+        }
+    }
+
+    fn installed() -> bool {
+        if Command::new("etcd").arg("--version").output().is_ok() {
+            return true;
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "etcd is not installed (apt-get install etcd-server)"
+        );
+        eprintln!("skipped: etcd is not installed");
+        false
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("apiary-etcd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        dir
+    }
+
+    fn spawn(args: &[String]) -> std::process::Child {
+        Command::new("etcd")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts")
+    }
+
     impl Etcd {
         /// Starts a member and waits until it answers; `None` (the test skips) where
         /// etcd is not installed, except under CI, where that fails.
         pub async fn start(name: &str) -> Option<Etcd> {
-            if Command::new("etcd").arg("--version").output().is_err() {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "etcd is not installed (apt-get install etcd-server)"
-                );
-                eprintln!("skipped: etcd is not installed");
+            if !installed() {
                 return None;
             }
-            let dir =
-                std::env::temp_dir().join(format!("apiary-etcd-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("a scratch directory");
+            let dir = scratch(name);
             let (client, peer) = (free_port(), free_port());
             let url = format!("http://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
