@@ -159,9 +159,8 @@ impl EtcdStore {
             l.keeper.keep_alive().await?;
             l.stream.message().await
         };
-        match once.await {
-            Ok(Some(r)) => return Ok(r.ttl() > 0),
-            Ok(None) | Err(_) => {}
+        if let Ok(Some(r)) = once.await {
+            return Ok(r.ttl() > 0);
         }
         // The stream broke (its member went down): open one again, to any member; a
         // lease that expired meanwhile answers with no time left.
