@@ -267,10 +267,10 @@ fn twenty_fail_overs_under_load_lose_no_accepted_job() {
     for round in 0..20 {
         std::thread::sleep(Duration::from_millis(800));
         // A server that stopped by itself is started again, as its supervisor would.
-        for k in 0..2 {
-            if servers[k].as_mut().unwrap().try_wait().unwrap().is_some() {
+        for (k, s) in servers.iter_mut().enumerate() {
+            if s.as_mut().unwrap().try_wait().unwrap().is_some() {
                 exited += 1;
-                servers[k] = Some(start(k));
+                *s = Some(start(k));
             }
         }
         wait_for("a leader", Duration::from_secs(30), || {
