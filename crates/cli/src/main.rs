@@ -490,7 +490,6 @@ fn main() {
 fn policies() {
     for s in registry::ALL {
         println!("{:<18} {}", s.name, s.about);
-        let live = "simulator and live";
         // What an instance with the defaults uses, and what some parameters add (the
         // plugin bridge needs a command to build: with it, the core contract).
         let default = (s.build)(&Default::default())
@@ -501,7 +500,8 @@ fn policies() {
         } else {
             format!(" ({more} with some parameters)")
         };
-        println!("    capabilities: {default}{by_params}; {live}");
+        // Every policy runs in the simulator and under `apiary serve`.
+        println!("    capabilities: {default}{by_params}; simulator and live");
         for p in s.params {
             println!(
                 "    {:<16} {:<14} {}",
