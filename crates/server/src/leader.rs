@@ -3,7 +3,8 @@
 //! that holds it rebuilds the state from etcd and schedules, exactly as a restarted
 //! server does, with its store fenced by the revision it took the key at, so that once
 //! deposed it cannot write. The others answer every request with a 503 naming the
-//! leader, and campaign again every [`RETRY`], taking over when its lease runs out.
+//! leader, watch its key, and campaign again as soon as it is gone (and at least every
+//! [`RETRY`]), so that one takes over as the leader's lease runs out.
 //! A leader renews its lease every third of it; one that finds it gone stops the
 //! process (exit 75), since its writes would be refused anyway.
 
@@ -81,7 +82,11 @@ pub async fn follow_until_leading(
         if follower.is_none() {
             follower = Some(answer_as_follower(&cfg.listen, leader.clone()).await?);
         }
-        tokio::time::sleep(RETRY).await;
+        // Campaign again as soon as the leader is gone (its key deleted, or its lease
+        // run out), and at least every RETRY.
+        if store.leader_gone(RETRY).await.is_err() {
+            tokio::time::sleep(RETRY).await;
+        }
     }
 }
 

@@ -20,8 +20,8 @@
 
 use crate::{Compare, Kv, Op, StoreError, Txn, TxnOutcome};
 use etcd_client::{
-    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KvClient, LeaseClient,
-    LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn as EtcdTxn, TxnOp,
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions, KvClient,
+    LeaseClient, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn as EtcdTxn, TxnOp, WatchClient,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,6 +37,7 @@ const MAX_REPLY_BYTES: usize = 1 << 30;
 struct Conn {
     kv: KvClient,
     lease: LeaseClient,
+    watch: WatchClient,
     /// The etcd revision the namespace began at (revision 0 of this store).
     base: i64,
 }
@@ -191,6 +192,33 @@ impl EtcdStore {
         Ok(())
     }
 
+    /// Waits, at most `limit`, until no one leads: the leader key is deleted, or its
+    /// lease runs out. Returns whether that happened (false: still led at the limit).
+    pub async fn leader_gone(&self, limit: Duration) -> Result<bool, StoreError> {
+        let c = self.conn().await?;
+        let key = self.leader_key();
+        let wait = async {
+            let mut stream = c.watch.clone().watch(key.clone(), None).await?;
+            // Gone before the watch began: nothing more will come.
+            if c.kv.clone().get(key, None).await?.kvs().is_empty() {
+                return Ok(true);
+            }
+            while let Some(r) = stream.message().await? {
+                if r.events()
+                    .iter()
+                    .any(|e| e.event_type() == EventType::Delete)
+                {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(r) => r.map_err(|e: etcd_client::Error| self.err(e)),
+            Err(_) => Ok(false),
+        }
+    }
+
     /// Who leads the namespace now, and since which revision.
     pub async fn leader(&self) -> Result<Option<(String, u64)>, StoreError> {
         let c = self.conn().await?;
@@ -230,6 +258,7 @@ impl EtcdStore {
                     .kv_client()
                     .max_decoding_message_size(MAX_REPLY_BYTES);
                 let lease = client.lease_client();
+                let watch = client.watch_client();
                 // The mark: created once, by whichever store opens the namespace first.
                 let mark = self.base_key();
                 let t = EtcdTxn::new()
@@ -252,7 +281,12 @@ impl EtcdStore {
                     .first()
                     .map(|m| m.create_revision())
                     .ok_or_else(|| self.err("the namespace's mark vanished as it was made"))?;
-                Ok(Conn { kv, lease, base })
+                Ok(Conn {
+                    kv,
+                    lease,
+                    watch,
+                    base,
+                })
             })
             .await
     }
