@@ -306,6 +306,21 @@ fn goldminer_pins_jobs_to_their_cpus_and_re_pins_a_running_one() {
     assert_eq!(lines("r").len(), 3, "pinned at start and re-pinned once");
 }
 
+/// Restarts `c`'s agents with a stand-in `nvidia-smi` (these machines have no GPU): a
+/// shell script whose body is `body`.
+fn with_stand_in_smi(c: &mut Cluster, body: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let smi = c.dir.join("nvidia-smi");
+    std::fs::write(&smi, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let smi = smi.display().to_string();
+    for n in ["n0", "n1"] {
+        // Just started, it may go before its handler is up: how it exits is not at issue.
+        c.term_agent(n);
+        c.start_agent_with(n, &["--allow-root-jobs", "--nvidia-smi", &smi]);
+    }
+}
+
 #[test]
 fn greenflow_caps_a_jobs_gpus_through_nvidia_smi_and_the_agent_restores_them() {
     let mut c = Cluster::with_config(
@@ -316,25 +331,15 @@ fn greenflow_caps_a_jobs_gpus_through_nvidia_smi_and_the_agent_restores_them() {
     );
     // A stand-in nvidia-smi: GPUs of 100 to 300 W (250 by default); it logs each call
     // that sets a limit.
-    let smi = c.dir.join("nvidia-smi");
     let calls = c.dir.join("smi.log");
-    std::fs::write(
-        &smi,
-        format!(
-            "#!/bin/sh\ncase \"$1\" in --query-gpu=*) for i in 0 1 2 3 4 5 6 7; do \
+    with_stand_in_smi(
+        &mut c,
+        &format!(
+            "case \"$1\" in --query-gpu=*) for i in 0 1 2 3 4 5 6 7; do \
              echo \"$i, 100.00, 300.00, 250.00\"; done;; *) echo \"$@\" >> {};; esac\n",
             calls.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let smi = smi.display().to_string();
-    for n in ["n0", "n1"] {
-        // Just started, it may go before its handler is up: how it exits is not at issue.
-        c.term_agent(n);
-        c.start_agent_with(n, &["--allow-root-jobs", "--nvidia-smi", &smi]);
-    }
+    );
     let done = c.dir.join("done");
     let script = format!("while [ ! -e {} ]; do sleep 0.05; done", done.display());
     // A ResNet-50 under the documented constant intensity and no budget: every hour is
@@ -468,13 +473,12 @@ fn muxflow_runs_a_job_beside_a_measured_service_and_evicts_it_on_a_spike() {
     let mut c = Cluster::with_config("muxflow", "muxflow", false, "online_nodes = 1\n");
     // A stand-in nvidia-smi: 80 GiB GPUs; `pmon` lists one service process per GPU of
     // n0, with the SM % written in the file `load` (one line per GPU).
-    let smi = c.dir.join("nvidia-smi");
     let load = c.dir.join("load");
     std::fs::write(&load, "20\n90\n90\n90\n90\n90\n90\n90\n").unwrap();
-    std::fs::write(
-        &smi,
-        format!(
-            "#!/bin/sh\ncase \"$1\" in\n\
+    with_stand_in_smi(
+        &mut c,
+        &format!(
+            "case \"$1\" in\n\
              --query-gpu=*) for i in 0 1 2 3 4 5 6 7; do echo \"$i, 81920\"; done;;\n\
              pmon) echo '# gpu pid type sm mem enc dec fb command'; \
              echo '# Idx # C/G % % % % MB name'; i=0; while read sm; do \
@@ -482,15 +486,7 @@ fn muxflow_runs_a_job_beside_a_measured_service_and_evicts_it_on_a_spike() {
              esac\n",
             load.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let smi = smi.display().to_string();
-    for n in ["n0", "n1"] {
-        c.term_agent(n);
-        c.start_agent_with(n, &["--allow-root-jobs", "--nvidia-smi", &smi]);
-    }
+    );
     // The services' loads reach the server: n0's GPU 0 at 20 % of its SMs.
     let t0 = std::time::Instant::now();
     let sm0 = || {

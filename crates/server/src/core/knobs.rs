@@ -211,23 +211,29 @@ impl Core {
         self.jobs[j as usize].sm_share = None;
     }
 
+    /// The share of job `j`'s GPUs that are on node `n` (none if it has no part there):
+    /// what a knob split over its nodes gives that node's agent.
+    pub(super) fn part_on(&self, n: u32, j: JobIdx) -> Option<f64> {
+        let name = &self.nodes[n as usize].name;
+        let r = &self.jobs[j as usize];
+        let all: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
+        let here = r.parts.iter().find(|p| &p.node == name)?.gpus.len();
+        Some(here as f64 / all.max(1) as f64)
+    }
+
     /// The shares of `jobs`, the attempts node `n` runs in id order: each job's share
     /// split over its nodes by their GPUs.
     pub(super) fn cpu_shares_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<CpuShare> {
         if self.world.resources.cpu_pool.is_none() {
             return Vec::new();
         }
-        let name = &self.nodes[n as usize].name;
         jobs.iter()
             .filter_map(|&j| {
                 let r = &self.jobs[j as usize];
-                let cpus = r.cpus?;
-                let all: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
-                let here = r.parts.iter().find(|p| &p.node == name)?.gpus.len();
                 Some(CpuShare {
                     job: r.id,
                     attempt: r.attempt,
-                    cpus: cpus * here as f64 / all.max(1) as f64,
+                    cpus: r.cpus? * self.part_on(n, j)?,
                 })
             })
             .collect()
@@ -235,15 +241,14 @@ impl Core {
 
     /// The power limits of `jobs`, the attempts node `n` runs in id order.
     pub(super) fn power_caps_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<PowerCap> {
-        let name = &self.nodes[n as usize].name;
         jobs.iter()
             .filter_map(|&j| {
                 let r = &self.jobs[j as usize];
-                let fraction = r.power_limit?;
-                r.parts.iter().any(|p| &p.node == name).then_some(PowerCap {
+                self.part_on(n, j)?;
+                Some(PowerCap {
                     job: r.id,
                     attempt: r.attempt,
-                    fraction,
+                    fraction: r.power_limit?,
                 })
             })
             .collect()
@@ -252,14 +257,11 @@ impl Core {
     /// The cache and bandwidth of `jobs`, the attempts node `n` runs in id order: each
     /// job's share split over its nodes by their GPUs.
     pub(super) fn io_grants_on(&self, n: u32, jobs: &[JobIdx]) -> Vec<IoGrant> {
-        let name = &self.nodes[n as usize].name;
         jobs.iter()
             .filter_map(|&j| {
                 let r = &self.jobs[j as usize];
                 let io = r.io?;
-                let all: usize = r.parts.iter().map(|p| p.gpus.len()).sum();
-                let here = r.parts.iter().find(|p| &p.node == name)?.gpus.len();
-                let f = here as f64 / all.max(1) as f64;
+                let f = self.part_on(n, j)?;
                 Some(IoGrant {
                     job: r.id,
                     attempt: r.attempt,

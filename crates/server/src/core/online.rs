@@ -128,15 +128,14 @@ impl Core {
         if self.world.resources.online_measured.is_none() {
             return Vec::new();
         }
-        let name = &self.nodes[n as usize].name;
         jobs.iter()
             .filter_map(|&j| {
                 let r = &self.jobs[j as usize];
-                let share = r.sm_share?;
-                r.parts.iter().any(|p| &p.node == name).then(|| SmShare {
+                self.part_on(n, j)?;
+                Some(SmShare {
                     job: r.id,
                     attempt: r.attempt,
-                    share,
+                    share: r.sm_share?,
                     memory: self.memory_left(j),
                 })
             })
