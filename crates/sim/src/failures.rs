@@ -125,6 +125,17 @@ pub struct Failures {
     ages_seed: u64,
 }
 
+/// Seconds as ms, a span past any run's horizon as "never" (`Time::MAX / 2`, which
+/// later sums cannot overflow).
+fn ms(s: f64) -> Time {
+    let v = (s * 1000.0).round();
+    if v < 1e15 {
+        v.max(0.0) as Time
+    } else {
+        Time::MAX / 2
+    }
+}
+
 /// A failure to replay: when, its class, the node, the GPU on the node (where one is
 /// named), and how long the node stays down (where the log says).
 type Logged = (Time, usize, u32, Option<u32>, Option<Time>);
@@ -164,8 +175,8 @@ impl Failures {
                 .iter()
                 .position(|c| c.name == e.class)
                 .ok_or_else(|| format!("an event names no class '{}'", e.class))?;
-            let at = start.saturating_add((e.at_s * 1000.0).round() as Time);
-            let repair = e.repair_s.map(|r| (r * 1000.0).round() as Time);
+            let at = start.saturating_add(ms(e.at_s));
+            let repair = e.repair_s.map(ms);
             let (node, gpu) = match (e.node, e.gpu) {
                 (Some(n), _) if (n as usize) < cluster.nodes.len() => (n, None),
                 (_, Some(g)) if g < cluster.total_gpus => {
@@ -253,7 +264,7 @@ impl Failures {
                 down_ms: p
                     .levels
                     .iter()
-                    .map(|l| ((l.restore_s + s.model.restart_s) * 1000.0).round() as Time)
+                    .map(|l| ms(l.restore_s + s.model.restart_s))
                     .collect(),
                 factor: 1.0 / (1.0 + stalls),
             }
@@ -429,7 +440,7 @@ impl Failures {
         };
         let repair = repair.unwrap_or_else(|| {
             if class.repair_hours > 0.0 {
-                (self.rng.exp(class.repair_hours * 3.6e6).ceil() as Time).max(1)
+                ms(self.rng.exp(class.repair_hours * 3.6e3)).max(1)
             } else {
                 0
             }

@@ -281,3 +281,33 @@ fn every_sample_parses() {
     assert_eq!(m.events.len(), 3);
     run_failures(FAILURES, INCIDENTS);
 }
+
+/// Every number of the failure model replaced by each extreme value, one at a time: the
+/// cases a fuzz run found (a fast store whose saves the rules spaced microseconds apart,
+/// a checkpoint of 10^17 GB that overflowed the simulator's clock) and their neighbours.
+#[test]
+fn failure_model_extremes() {
+    let numbers: Vec<(usize, usize)> = {
+        let mut spans = Vec::new();
+        let mut at = 0;
+        for line in FAILURES.split_inclusive('\n') {
+            if let Some(eq) = line.find(" = ") {
+                let v = line[eq + 3..].trim_end();
+                if v.parse::<f64>().is_ok() {
+                    spans.push((at + eq + 3, at + eq + 3 + v.len()));
+                }
+            }
+            at += line.len();
+        }
+        spans
+    };
+    assert_eq!(numbers.len(), 10, "the sample's numeric fields");
+    for (a, b) in numbers {
+        for v in apiary_fuzz::EXTREMES {
+            let toml = format!("{}{v}{}", &FAILURES[..a], &FAILURES[b..]);
+            within(LIMIT, "failure model", move || {
+                run_failures(&toml, INCIDENTS)
+            });
+        }
+    }
+}

@@ -19,6 +19,12 @@
 use super::FailureModel;
 use serde::Deserialize;
 
+/// The shortest interval of training between two saves of a level, seconds. A save
+/// happens between training iterations, and a level cheap enough for a rule to ask for
+/// less (a fast store, a tiny checkpoint) costs next to nothing at 1 s anyway; the floor
+/// also bounds the Monte Carlo run to one save per second of training per level.
+pub const MIN_INTERVAL_S: f64 = 1.0;
+
 /// Bytes of checkpoint per parameter: bf16 weights (2), an fp32 master copy (4) and
 /// Adam's two fp32 moments (8), plus 2 for bf16 gradients kept for the step.
 pub const BYTES_PER_PARAM: f64 = 16.0;
@@ -214,8 +220,10 @@ pub fn check_levels(levels: &[Level], file: &str) -> Result<(), PlanError> {
         if !(0.0..1.0).contains(&l.overlap) {
             return Err(bad("overlap", "must be 0 or more and below 1"));
         }
-        if l.interval_s.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
-            return Err(bad("interval_s", "must be above 0"));
+        if l.interval_s
+            .is_some_and(|t| !(t.is_finite() && t >= MIN_INTERVAL_S))
+        {
+            return Err(bad("interval_s", "must be 1 s or more"));
         }
         if l.aggregate_gbps
             .is_some_and(|g| !(g.is_finite() && g > 0.0))
@@ -420,7 +428,8 @@ pub fn plan(
                 (None, Rule::Daly) => daly(lp.stall_s, covered(l)),
                 (None, Rule::Cap(share)) => lp.stall_s * active / share,
                 (None, Rule::Risk) => young(lp.stall_s, own),
-            };
+            }
+            .max(MIN_INTERVAL_S);
         }
         let next: Vec<usize> = (0..rates.len()).map(|k| choose(&out, k)).collect();
         if next == recovery {

@@ -288,8 +288,12 @@ impl FailureModel {
         if self.gpus_per_node == 0 {
             return Err(bad("gpus_per_node".into(), "must be at least 1"));
         }
-        if !(self.checkpoint_gb_per_gpu.is_finite() && self.checkpoint_gb_per_gpu > 0.0) {
-            return Err(bad("checkpoint_gb_per_gpu".into(), "must be above 0"));
+        // At most 10^6 GB: a job's checkpoint (up to 2^32 GPUs) stays a finite size.
+        if !(self.checkpoint_gb_per_gpu > 0.0 && self.checkpoint_gb_per_gpu <= 1e6) {
+            return Err(bad(
+                "checkpoint_gb_per_gpu".into(),
+                "must be GB above 0, at most 10^6",
+            ));
         }
         if self.classes.is_empty() {
             return Err(bad("class".into(), "give at least one [[class]]"));

@@ -1,5 +1,5 @@
 use super::checkpoint::{
-    self, Level, PlanError, Rule, default_levels, parse_levels, plan, survival,
+    self, Level, MIN_INTERVAL_S, PlanError, Rule, default_levels, parse_levels, plan, survival,
 };
 use super::montecarlo::simulate;
 use super::*;
@@ -370,5 +370,45 @@ fn fatal_classes_end_jobs_and_stay_out_of_checkpoint_plans() {
     assert_eq!(
         (p.classes[0].rate_per_hour, p.classes[0].shape),
         (PHILLY_FATAL_PER_JOB_HOUR, Some(PHILLY_FATAL_SHAPE))
+    );
+}
+
+#[test]
+fn no_level_saves_more_than_once_a_second() {
+    // 10 GB at 10^4 GB/s stalls 1 ms: Young's interval would be sqrt(2 x 1e-3 / 1e-3)
+    // = 1.41 s at 3.6 failures an hour, and 0.141 s at 360; the floor takes the second.
+    let level = one_level(1e4, 1e4);
+    let slow = plan(
+        &one_class(Kind::Process, 3.6, 20.0),
+        std::slice::from_ref(&level),
+        8,
+        10e9,
+        Rule::Young,
+    )
+    .unwrap();
+    assert!(close(slow.levels[0].interval_s, 2f64.sqrt(), 1e-9));
+    let fast = plan(
+        &one_class(Kind::Process, 360.0, 20.0),
+        std::slice::from_ref(&level),
+        8,
+        10e9,
+        Rule::Young,
+    )
+    .unwrap();
+    assert_eq!(fast.levels[0].interval_s, MIN_INTERVAL_S);
+    let e = parse_levels(
+        "[[level]]\nname = \"a\"\nsurvives = [\"process\"]\nsave_gbps = 1\nrestore_gbps = 1\ninterval_s = 0.5\n",
+        "l.toml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "l.toml: level[0].interval_s: must be 1 s or more"
+    );
+    let e = FailureModel::parse("restart_s = 60\ncheckpoint_gb_per_gpu = 1e17\n[[class]]\nname = \"g\"\nkind = \"node\"\nper = \"gpu\"\nrate_per_hour = 1e-5\n", "f.toml")
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "f.toml: checkpoint_gb_per_gpu: must be GB above 0, at most 10^6"
     );
 }

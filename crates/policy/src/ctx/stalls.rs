@@ -25,7 +25,7 @@ impl Handle<'_, '_, Stalls> {
         w.sync(i);
         let now = w.now;
         let rt = &mut w.rt[i as usize];
-        rt.overhead_until = rt.overhead_until.max(now) + dur;
+        rt.overhead_until = rt.overhead_until.max(now).saturating_add(dur);
         self.ctx.actions.push(Action::Stall(i));
     }
 

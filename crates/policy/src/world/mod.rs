@@ -499,8 +499,10 @@ impl World {
             rt.remaining = (rt.remaining - (to - from) as f64 * rt.rate).max(0.0);
         }
         let dt = now - rt.last_update;
-        rt.executed += dt;
-        rt.attained += dt * gpus;
+        // Saturating: a job slowed to a crawl (a checkpoint that takes ages to save) can
+        // end near the end of time.
+        rt.executed = rt.executed.saturating_add(dt);
+        rt.attained = rt.attained.saturating_add(dt.saturating_mul(gpus));
         rt.last_update = now;
     }
 
@@ -596,12 +598,13 @@ impl World {
             self.restart_overhead
         } else {
             0
-        } + self.recovery.get_mut(idx).map_or(0, std::mem::take);
+        }
+        .saturating_add(self.recovery.get_mut(idx).map_or(0, std::mem::take));
         let rt = &mut self.rt[idx];
         rt.status = Status::Running;
         rt.placement = p;
         rt.last_update = now;
-        rt.overhead_until = now + overhead;
+        rt.overhead_until = now.saturating_add(overhead);
         rt.first_start.get_or_insert(now);
         if let Some(end) = self.plan_ends.get_mut(idx) {
             *end = PlanEnd::default();
