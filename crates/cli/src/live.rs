@@ -59,21 +59,36 @@ pub fn serve(config: &Path, init: bool) -> Result<()> {
             "listening on http://{}, {desc}",
             listener.local_addr()?
         ));
-        let shutdown = async {
-            let ctrl_c = tokio::signal::ctrl_c();
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("installing the SIGTERM handler");
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-            apiary_server::service::log("shutting down");
-        };
-        apiary_server::http::serve(listener, h, tokens, shutdown).await?;
+        apiary_server::http::serve(listener, h, tokens, shutdown()).await?;
         task.abort();
         Ok(())
     })
+}
+
+/// `apiary serve --extender`: HiveD as a Kubernetes scheduler extender.
+pub fn serve_extender(config: &Path) -> Result<()> {
+    let (cfg, hived) = apiary_server::extender::serve::ExtenderConfig::load(config)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        apiary_server::extender::serve::run(cfg, hived, shutdown(), apiary_server::service::log)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+    apiary_server::service::log("shutting down");
 }
 
 /// Where clients find the server: flags, then the environment, then the client config

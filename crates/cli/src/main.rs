@@ -88,6 +88,11 @@ enum Cmd {
         /// empty (every job record is forgotten); never overwrites a state that is there.
         #[arg(long)]
         init: bool,
+        /// Serve as a Kubernetes scheduler extender (HiveD's filter, prioritize, preempt
+        /// and bind, and its inspect API) behind a stock kube-scheduler; the config is
+        /// then an extender config (docs/serve.md, "Kubernetes scheduler extender").
+        #[arg(long, conflicts_with = "init")]
+        extender: bool,
     },
     /// Run a node agent: heartbeats, runs assigned jobs, reports exits.
     Agent(AgentArgs),
@@ -389,7 +394,17 @@ fn main() {
                 json,
             } => hived::bench(gpus, vcs, decisions, util, seed, json),
         },
-        Cmd::Serve { config, init } => live::serve(&config, init),
+        Cmd::Serve {
+            config,
+            init,
+            extender,
+        } => {
+            if extender {
+                live::serve_extender(&config)
+            } else {
+                live::serve(&config, init)
+            }
+        }
         Cmd::JobExec {
             grace_ms,
             lease_ms,
