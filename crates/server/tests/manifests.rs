@@ -18,9 +18,15 @@ fn docs(file: &str) -> Vec<Value> {
         .collect();
     for d in &docs {
         for field in ["apiVersion", "kind"] {
-            assert!(d[field].is_string(), "{file}: a document without {field}: {d}");
+            assert!(
+                d[field].is_string(),
+                "{file}: a document without {field}: {d}"
+            );
         }
-        assert!(d["metadata"]["name"].is_string(), "{file}: a document without a name");
+        assert!(
+            d["metadata"]["name"].is_string(),
+            "{file}: a document without a name"
+        );
     }
     docs
 }
@@ -37,7 +43,8 @@ fn manifests_agree_with_each_other_and_the_extender() {
     let data = &find(&cm, "ConfigMap", "apiary-scheduler-config")["data"];
 
     // The scheduler config.
-    let sched: Value = serde_saphyr::from_str(data["scheduler-config.yaml"].as_str().unwrap()).unwrap();
+    let sched: Value =
+        serde_saphyr::from_str(data["scheduler-config.yaml"].as_str().unwrap()).unwrap();
     assert_eq!(sched["apiVersion"], "kubescheduler.config.k8s.io/v1");
     assert_eq!(sched["kind"], "KubeSchedulerConfiguration");
     assert_eq!(sched["profiles"][0]["schedulerName"], "apiary");
@@ -46,7 +53,10 @@ fn manifests_agree_with_each_other_and_the_extender() {
     for verb in ["filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb"] {
         let v = ext[verb].as_str().unwrap();
         let path = format!("/v1/extender/{v}");
-        assert!(PATHS.contains(&path.as_str()), "{verb} {v}: the extender does not serve {path}");
+        assert!(
+            PATHS.contains(&path.as_str()),
+            "{verb} {v}: the extender does not serve {path}"
+        );
         assert!(prefix.ends_with("/v1/extender"), "{prefix}");
     }
     assert_eq!(ext["nodeCacheCapable"], true, "requests carry node names");
@@ -65,45 +75,82 @@ fn manifests_agree_with_each_other_and_the_extender() {
     assert!(!hived.virtual_clusters.is_empty());
     apiary_hived::Hived::new(&hived).unwrap();
     let port = cfg.listen.rsplit(':').next().unwrap();
-    assert!(prefix.starts_with(&format!("http://127.0.0.1:{port}/")), "{prefix} vs listen {}", cfg.listen);
+    assert!(
+        prefix.starts_with(&format!("http://127.0.0.1:{port}/")),
+        "{prefix} vs listen {}",
+        cfg.listen
+    );
 
     // The Deployment: the commands read the mounted configs; the proxy is where the
     // extender looks for the API server.
     let dep = docs("deployment.yaml");
     let spec = &find(&dep, "Deployment", "apiary-scheduler")["spec"]["template"]["spec"];
     let containers = spec["containers"].as_array().unwrap();
-    let by_name = |n: &str| containers.iter().find(|c| c["name"] == n).unwrap_or_else(|| panic!("no container {n}"));
-    let mount = by_name("extender")["volumeMounts"][0]["mountPath"].as_str().unwrap().to_string();
-    assert_eq!(spec["volumes"][0]["configMap"]["name"], "apiary-scheduler-config");
+    let by_name = |n: &str| {
+        containers
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("no container {n}"))
+    };
+    let mount = by_name("extender")["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        spec["volumes"][0]["configMap"]["name"],
+        "apiary-scheduler-config"
+    );
     let cmd: Vec<&str> = (by_name("extender")["command"].as_array().unwrap().iter())
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(&cmd[..3], ["apiary", "serve", "--extender"]);
     assert_eq!(cmd[4], format!("{mount}/extender.toml"));
-    let ks: Vec<&str> = (by_name("kube-scheduler")["command"].as_array().unwrap().iter())
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert!(ks.contains(&format!("--config={mount}/scheduler-config.yaml").as_str()), "{ks:?}");
-    let proxy: Vec<&str> = (by_name("kubectl-proxy")["command"].as_array().unwrap().iter())
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let proxy_port = proxy.iter().find_map(|a| a.strip_prefix("--port=")).unwrap();
+    let ks: Vec<&str> = (by_name("kube-scheduler")["command"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|v| v.as_str().unwrap())
+    .collect();
+    assert!(
+        ks.contains(&format!("--config={mount}/scheduler-config.yaml").as_str()),
+        "{ks:?}"
+    );
+    let proxy: Vec<&str> = (by_name("kubectl-proxy")["command"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|v| v.as_str().unwrap())
+    .collect();
+    let proxy_port = proxy
+        .iter()
+        .find_map(|a| a.strip_prefix("--port="))
+        .unwrap();
     assert_eq!(cfg.kube_api, format!("http://127.0.0.1:{proxy_port}"));
     assert_eq!(spec["serviceAccountName"], "apiary-scheduler");
 
     // RBAC: the extender's calls, and kube-scheduler's own roles, for that account.
     let rbac = docs("rbac.yaml");
-    let rules = find(&rbac, "ClusterRole", "apiary-extender")["rules"].as_array().unwrap();
+    let rules = find(&rbac, "ClusterRole", "apiary-extender")["rules"]
+        .as_array()
+        .unwrap();
     let grants = |res: &str, verb: &str| {
         rules.iter().any(|r| {
             r["resources"].as_array().unwrap().iter().any(|x| x == res)
                 && r["verbs"].as_array().unwrap().iter().any(|x| x == verb)
         })
     };
-    for (res, verb) in [("pods", "list"), ("nodes", "list"), ("pods/binding", "create")] {
+    for (res, verb) in [
+        ("pods", "list"),
+        ("nodes", "list"),
+        ("pods/binding", "create"),
+    ] {
         assert!(grants(res, verb), "the extender may not {verb} {res}");
     }
-    for role in ["apiary-extender", "system:kube-scheduler", "system:volume-scheduler"] {
+    for role in [
+        "apiary-extender",
+        "system:kube-scheduler",
+        "system:volume-scheduler",
+    ] {
         assert!(
             rbac.iter().any(|d| d["kind"] == "ClusterRoleBinding"
                 && d["roleRef"]["name"] == role

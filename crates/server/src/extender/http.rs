@@ -71,6 +71,17 @@ pub fn router(app: App) -> Router {
         .with_state(app)
 }
 
+/// Serves the extender on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: App,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 fn reply<T: serde::Serialize>(status: u16, v: &T) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, axum::Json(v)).into_response()

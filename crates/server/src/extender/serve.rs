@@ -2,7 +2,7 @@
 //! API server before any call is served, the periodic sync after it, and the listener.
 
 use super::Extender;
-use super::http::{Shared, router};
+use super::http::{Shared, serve};
 use super::kube::Kube;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -172,9 +172,7 @@ pub async fn run(
         listener.local_addr()?,
         cfg.kube_api
     ));
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    serve(listener, app, shutdown).await?;
     syncer.abort();
     Ok(())
 }
