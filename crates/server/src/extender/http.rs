@@ -27,6 +27,13 @@ pub struct Shared {
     pub kube: Kube,
 }
 
+impl Shared {
+    /// The state machine, locked (briefly: never across I/O).
+    pub fn ext(&self) -> std::sync::MutexGuard<'_, Extender> {
+        self.ext.lock().expect("the extender's lock")
+    }
+}
+
 type App = Arc<Shared>;
 
 /// The paths served, for `GET /`.
@@ -117,7 +124,7 @@ async fn filter(State(app): State<App>, body: Bytes) -> Response {
         Ok(a) => a,
         Err(e) => return refuse(400, e),
     };
-    let r = app.ext.lock().expect("the extender's lock").filter(&args);
+    let r = app.ext().filter(&args);
     match r {
         Ok((res, force)) => {
             if let Some(order) = force {
@@ -131,13 +138,7 @@ async fn filter(State(app): State<App>, body: Bytes) -> Response {
 
 async fn prioritize(State(app): State<App>, body: Bytes) -> Response {
     match parse::<ExtenderArgs>(&body, "ExtenderArgs") {
-        Ok(args) => reply(
-            200,
-            &app.ext
-                .lock()
-                .expect("the extender's lock")
-                .prioritize(&args),
-        ),
+        Ok(args) => reply(200, &app.ext().prioritize(&args)),
         Err(e) => reply(400, &e),
     }
 }
@@ -147,7 +148,7 @@ async fn preempt(State(app): State<App>, body: Bytes) -> Response {
         Ok(a) => a,
         Err(e) => return reply(400, &e),
     };
-    let r = app.ext.lock().expect("the extender's lock").preempt(&args);
+    let r = app.ext().preempt(&args);
     match r {
         Ok(res) => reply(200, &res),
         Err(e) => reply(e.status(), &e.to_string()),
@@ -160,7 +161,7 @@ async fn bind(State(app): State<App>, body: Bytes) -> Response {
         Ok(a) => a,
         Err(e) => return refuse(400, e),
     };
-    let order = match app.ext.lock().expect("the extender's lock").bind(&args) {
+    let order = match app.ext().bind(&args) {
         Ok(o) => o,
         Err(e) => return refuse(e.status(), e.to_string()),
     };
@@ -177,10 +178,7 @@ async fn bind(State(app): State<App>, body: Bytes) -> Response {
 pub fn write_bind(app: &Shared, order: &BindOrder) -> Result<(), ExtenderError> {
     match app.kube.bind(&order.binding) {
         Ok(()) | Err(KubeError::Refused { status: 409, .. }) => {
-            app.ext
-                .lock()
-                .expect("the extender's lock")
-                .bound(&order.uid);
+            app.ext().bound(&order.uid);
             Ok(())
         }
         Err(e) => Err(ExtenderError::Platform(e.to_string())),
@@ -188,22 +186,12 @@ pub fn write_bind(app: &Shared, order: &BindOrder) -> Result<(), ExtenderError> 
 }
 
 async fn groups(State(app): State<App>) -> Response {
-    let items = app
-        .ext
-        .lock()
-        .expect("the extender's lock")
-        .hived()
-        .affinity_groups();
+    let items = app.ext().hived().affinity_groups();
     reply(200, &serde_json::json!({ "items": items }))
 }
 
 async fn group(State(app): State<App>, Path(name): Path<String>) -> Response {
-    let g = app
-        .ext
-        .lock()
-        .expect("the extender's lock")
-        .hived()
-        .affinity_group(&name);
+    let g = app.ext().hived().affinity_group(&name);
     match g {
         Some(g) => reply(200, &g),
         None => reply(
@@ -214,46 +202,19 @@ async fn group(State(app): State<App>, Path(name): Path<String>) -> Response {
 }
 
 async fn cluster(State(app): State<App>) -> Response {
-    reply(
-        200,
-        &app.ext
-            .lock()
-            .expect("the extender's lock")
-            .hived()
-            .cluster_status(),
-    )
+    reply(200, &app.ext().hived().cluster_status())
 }
 
 async fn physical(State(app): State<App>) -> Response {
-    reply(
-        200,
-        &app.ext
-            .lock()
-            .expect("the extender's lock")
-            .hived()
-            .physical_cluster_status(),
-    )
+    reply(200, &app.ext().hived().physical_cluster_status())
 }
 
 async fn virtuals(State(app): State<App>) -> Response {
-    reply(
-        200,
-        &app.ext
-            .lock()
-            .expect("the extender's lock")
-            .hived()
-            .cluster_status()
-            .virtual_clusters,
-    )
+    reply(200, &app.ext().hived().cluster_status().virtual_clusters)
 }
 
 async fn virtual_one(State(app): State<App>, Path(vc): Path<String>) -> Response {
-    let s = app
-        .ext
-        .lock()
-        .expect("the extender's lock")
-        .hived()
-        .virtual_cluster_status(&vc);
+    let s = app.ext().hived().virtual_cluster_status(&vc);
     match s {
         Some(s) => reply(200, &s),
         None => reply(400, &format!("virtual cluster {vc} does not exist")),
@@ -261,5 +222,5 @@ async fn virtual_one(State(app): State<App>, Path(vc): Path<String>) -> Response
 }
 
 async fn pods(State(app): State<App>) -> Response {
-    reply(200, &app.ext.lock().expect("the extender's lock").counts())
+    reply(200, &app.ext().counts())
 }

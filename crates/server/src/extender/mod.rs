@@ -158,7 +158,7 @@ impl Extender {
         self.pods.get(uid).map(|t| t.state)
     }
 
-    /// Pods by state, for `/v1/inspect/pods` and metrics.
+    /// Pods by state, for `/v1/inspect/pods`.
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
         let mut out = BTreeMap::new();
         for t in self.pods.values() {

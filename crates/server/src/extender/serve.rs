@@ -100,14 +100,10 @@ impl ExtenderConfig {
 
 /// One sync: lists pods and nodes (outside the lock) and applies them.
 pub fn sync_once(app: &Shared) -> Result<Vec<String>, super::kube::KubeError> {
-    let generation = app.ext.lock().expect("the extender's lock").begin_sync();
+    let generation = app.ext().begin_sync();
     let nodes = app.kube.nodes()?;
     let pods = app.kube.pods()?;
-    Ok(app
-        .ext
-        .lock()
-        .expect("the extender's lock")
-        .sync(generation, &pods, &nodes))
+    Ok(app.ext().sync(generation, &pods, &nodes))
 }
 
 /// Runs the extender until `shutdown` resolves. State comes from the API server first
