@@ -176,8 +176,10 @@ fn to_suggested(s: &Option<SuggestedSpec>) -> Result<Suggested, String> {
                 "suggestedNodes: expected ALL, a list of nodes or {{allExcept: [...]}}, got {w}"
             ));
         }
-        Some(SuggestedSpec::List(l)) => Suggested::Only(l.clone()),
-        Some(SuggestedSpec::Except { all_except }) => Suggested::AllExcept(all_except.clone()),
+        Some(SuggestedSpec::List(l)) => Suggested::Only(l.iter().map(Into::into).collect()),
+        Some(SuggestedSpec::Except { all_except }) => {
+            Suggested::AllExcept(all_except.iter().map(Into::into).collect())
+        }
     })
 }
 

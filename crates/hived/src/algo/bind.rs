@@ -313,7 +313,7 @@ impl Hived {
             Suggested::Only(list) => {
                 let mut v = vec![false; self.nodes.len()];
                 for n in list {
-                    if let Some(&i) = self.node_ids.get(n) {
+                    if let Some(&i) = self.node_ids.get(n.as_str()) {
                         v[i] = true;
                     }
                 }
@@ -322,7 +322,7 @@ impl Hived {
             Suggested::AllExcept(list) => {
                 let mut v = vec![true; self.nodes.len()];
                 for n in list {
-                    if let Some(&i) = self.node_ids.get(n) {
+                    if let Some(&i) = self.node_ids.get(n.as_str()) {
                         v[i] = false;
                     }
                 }

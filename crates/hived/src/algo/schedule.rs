@@ -31,7 +31,16 @@ impl Hived {
         phase: Phase,
     ) -> Result<Decision, HivedError> {
         let req = Request::new(pod, spec)?;
-        let sugg = self.suggested_vec(suggested);
+        // The suggested nodes are read only where the request, or its group, heeds them
+        // (`ignoreK8sSuggestedNodes: false`); building the set costs a lookup per node,
+        // 5,000 for each filter kube-scheduler sends a large cluster.
+        let heeded = !req.ignore_suggested
+            || (self.group_ids.get(&req.group)).is_some_and(|&g| !self.group(g).ignore_suggested);
+        let sugg = if heeded {
+            self.suggested_vec(suggested)
+        } else {
+            Vec::new()
+        };
         if let Some(&g) = self.group_ids.get(&req.group) {
             let gr = self.group(g);
             let si = gr.size_index(req.size).ok_or_else(|| {

@@ -177,11 +177,12 @@ impl Extender {
     /// fits; a force bind, when due, as an order for the caller to write.
     pub fn filter(
         &mut self,
-        args: &ExtenderArgs,
+        args: ExtenderArgs,
     ) -> Result<(ExtenderFilterResult, Option<BindOrder>), ExtenderError> {
-        let pod = &args.pod;
+        let (pod, names) = args.into_parts();
+        let pod = &pod;
         let uid = uid_of(pod)?;
-        let suggested = args.node_names();
+        let suggested = Suggested::Only(names);
         if let Some(t) = self.pods.get_mut(uid) {
             match t.state {
                 PodState::Bound => return Err(already_bound(t)),
@@ -196,12 +197,9 @@ impl Extender {
             }
         }
         let spec = self.learn(pod)?;
-        let d = (self.hived.schedule(
-            uid,
-            &spec,
-            &Suggested::Only(suggested.clone()),
-            Phase::Filtering,
-        ))
+        let d = (self
+            .hived
+            .schedule(uid, &spec, &suggested, Phase::Filtering))
         .map_err(|e| about(e, uid, &pod.key()))?;
         match d {
             Decision::Bind(info) => {
@@ -296,7 +294,7 @@ impl Extender {
         let d = (self.hived.schedule(
             uid,
             &spec,
-            &Suggested::Only(args.node_names()),
+            &Suggested::Only(args.node_names().into_iter().map(Into::into).collect()),
             Phase::Preempting,
         ))
         .map_err(|e| about(e, uid, &args.pod.key()))?;
@@ -505,11 +503,15 @@ impl Extender {
 
     /// A force bind when the pod's filters have insisted often enough, or its node is no
     /// longer suggested or known.
-    fn force_due(&self, uid: &str, suggested: &[String]) -> Option<BindOrder> {
+    fn force_due(&self, uid: &str, suggested: &Suggested) -> Option<BindOrder> {
         let t = self.pods.get(uid)?;
         let node = &t.info.as_ref()?.node;
-        let stale =
-            !suggested.contains(node) || (!self.nodes.is_empty() && !self.nodes.contains(node));
+        let suggests = match suggested {
+            Suggested::All => true,
+            Suggested::Only(l) => l.iter().any(|n| n == node),
+            Suggested::AllExcept(l) => !l.iter().any(|n| n == node),
+        };
+        let stale = !suggests || (!self.nodes.is_empty() && !self.nodes.contains(node));
         (t.attempts >= self.force_bind_threshold || stale).then(|| order(uid, t))
     }
 }

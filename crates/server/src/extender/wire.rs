@@ -22,14 +22,26 @@ pub struct ExtenderArgs {
     pub nodes: Option<NodeList>,
     /// Candidate node names (`nodeCacheCapable: true`).
     #[serde(default, alias = "NodeNames")]
-    pub nodenames: Option<Vec<String>>,
+    pub nodenames: Option<Vec<compact_str::CompactString>>,
 }
 
 impl ExtenderArgs {
+    /// The pod and the candidate nodes' names, taken without copying them.
+    pub fn into_parts(self) -> (Pod, Vec<compact_str::CompactString>) {
+        let names = match (self.nodenames, self.nodes) {
+            (Some(n), _) => n,
+            (None, Some(l)) => (l.items.into_iter())
+                .map(|n| n.metadata.name.into())
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        (self.pod, names)
+    }
+
     /// The candidate nodes' names, whichever way they came.
     pub fn node_names(&self) -> Vec<String> {
         match (&self.nodenames, &self.nodes) {
-            (Some(n), _) => n.clone(),
+            (Some(n), _) => n.iter().map(|s| s.to_string()).collect(),
             (None, Some(l)) => l.items.iter().map(|n| n.metadata.name.clone()).collect(),
             (None, None) => Vec::new(),
         }
