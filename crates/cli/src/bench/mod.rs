@@ -119,12 +119,21 @@ pub fn bench(
         eprintln!("running: Kubernetes scheduler extender, 5,000 nodes");
     }
     let ef = extender::extender(2_000)?;
+    if !json {
+        eprintln!("running: state rebuilt at start, 10,000 nodes, 100,000 jobs");
+    }
+    let (rb_nodes, rb_jobs) = (10_000, 100_000);
+    let rebuild_redb_s = live::rebuild(work, rb_nodes, rb_jobs, None)?;
+    let rebuild_etcd_s = etcd
+        .map(|url| live::rebuild(work, rb_nodes, rb_jobs, Some(url)))
+        .transpose()?;
     let record = serde_json::json!({
         "runs": figs,
         "parse": reads,
         "hived_decision": decision,
         "live": lf,
         "extender": ef,
+        "rebuild": {"nodes": rb_nodes, "jobs": rb_jobs, "redb_s": rebuild_redb_s, "etcd_s": rebuild_etcd_s},
     });
     history::append(work, record.clone())?;
     if json {
@@ -135,6 +144,10 @@ pub fn bench(
     println!(
         "extender (filter over {} nodes, then bind), {} pods: filter p50 {:.0} us, p99 {:.0} us; {:.0} pods/s",
         ef.nodes, ef.pods, ef.filter_p50_us, ef.filter_p99_us, ef.pods_per_s
+    );
+    println!(
+        "state rebuilt at start, {rb_nodes} nodes, {rb_jobs} jobs: redb {rebuild_redb_s:.2} s{}",
+        rebuild_etcd_s.map_or(String::new(), |s| format!(", etcd {s:.2} s"))
     );
     Ok(())
 }
