@@ -74,8 +74,11 @@ enum Cmd {
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
-        /// Also measure durable submissions with the state on this etcd (a client URL;
-        /// a build with --features etcd).
+        /// Also measure with the state on this etcd (a client URL; a build with
+        /// --features etcd): durable submissions, the state rebuilt at start, and
+        /// fail-over between two servers. What they write stays there, under prefixes
+        /// `apiary-bench/`, `apiary-rebuild/` and `apiary-failover/` (`etcdctl del
+        /// --prefix apiary-` removes it).
         #[arg(long, value_name = "URL")]
         etcd: Option<String>,
     },

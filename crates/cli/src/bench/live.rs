@@ -197,12 +197,9 @@ pub fn rebuild(work: &Path, nodes: u32, jobs: usize, etcd: Option<&str>) -> Resu
         .build()?;
     let started = rt.block_on(async {
         let store = apiary_server::service::open_store(&cfg, false)?;
-        let (h, task) = apiary_server::service::start(
-            cfg.clone(),
-            store,
-            apiary_server::service::wall_clock(),
-        )
-        .await?;
+        let (h, task) =
+            apiary_server::service::start(cfg.clone(), store, apiary_server::service::wall_clock())
+                .await?;
         // Many submitters at once, so the service batches them as it does under load.
         let per = jobs.div_ceil(64);
         let mut tasks = Vec::new();
@@ -216,7 +213,9 @@ pub fn rebuild(work: &Path, nodes: u32, jobs: usize, etcd: Option<&str>) -> Resu
                         serde_json::json!({"gpus": sizes[i % sizes.len()], "command": ["true"]}),
                     )
                     .expect("spec");
-                    h.submit(spec).await.map_err(|e| anyhow::anyhow!(e.message))?;
+                    h.submit(spec)
+                        .await
+                        .map_err(|e| anyhow::anyhow!(e.message))?;
                 }
                 anyhow::Ok(())
             }));
@@ -237,7 +236,10 @@ pub fn rebuild(work: &Path, nodes: u32, jobs: usize, etcd: Option<&str>) -> Resu
                 apiary_server::service::wall_clock(),
             )
             .await?;
-            let n = h.read(|c| c.jobs(None, None, usize::MAX).len()).await.map_err(|e| anyhow::anyhow!(e.message))?;
+            let n = h
+                .read(|c| c.jobs(None, None, usize::MAX).len())
+                .await
+                .map_err(|e| anyhow::anyhow!(e.message))?;
             best = best.min(t0.elapsed().as_secs_f64());
             anyhow::ensure!(n == jobs, "rebuilt {n} jobs of {jobs}");
             drop(h);

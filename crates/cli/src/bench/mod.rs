@@ -6,6 +6,8 @@
 
 mod cases;
 mod extender;
+#[cfg(feature = "etcd")]
+mod failover;
 mod history;
 mod live;
 mod parse;
@@ -127,12 +129,25 @@ pub fn bench(
     let rebuild_etcd_s = etcd
         .map(|url| live::rebuild(work, rb_nodes, rb_jobs, Some(url)))
         .transpose()?;
+    let failover_s: Option<Vec<f64>> = match etcd {
+        #[cfg(feature = "etcd")]
+        Some(url) => {
+            if !json {
+                eprintln!("running: fail-over between two servers on etcd, 10 rounds");
+            }
+            let mut t = failover::failover(&exe, work, url, 10)?;
+            t.sort_by(f64::total_cmp);
+            Some(t)
+        }
+        _ => None,
+    };
     let record = serde_json::json!({
         "runs": figs,
         "parse": reads,
         "hived_decision": decision,
         "live": lf,
         "extender": ef,
+        "failover_s": failover_s,
         "rebuild": {"nodes": rb_nodes, "jobs": rb_jobs, "redb_s": rebuild_redb_s, "etcd_s": rebuild_etcd_s},
     });
     history::append(work, record.clone())?;
@@ -145,6 +160,14 @@ pub fn bench(
         "extender (filter over {} nodes, then bind), {} pods: filter p50 {:.0} us, p99 {:.0} us; {:.0} pods/s",
         ef.nodes, ef.pods, ef.filter_p50_us, ef.filter_p99_us, ef.pods_per_s
     );
+    if let Some(t) = &failover_s {
+        println!(
+            "fail-over on etcd, leader SIGKILLed, 2 s lease, {} rounds: p50 {:.2} s, max {:.2} s",
+            t.len(),
+            t[t.len() / 2],
+            t[t.len() - 1]
+        );
+    }
     println!(
         "state rebuilt at start, {rb_nodes} nodes, {rb_jobs} jobs: redb {rebuild_redb_s:.2} s{}",
         rebuild_etcd_s.map_or(String::new(), |s| format!(", etcd {s:.2} s"))
