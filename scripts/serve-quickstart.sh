@@ -43,7 +43,7 @@ while IFS= read -r line; do
       printf '%s\n' "$line" > "$heredoc_file"
       continue ;;
   esac
-  cmd=$(printf '%s' "$line" | sed 's/[ \t]#.*$//')
+  cmd=$(printf '%s' "$line" | sed -e 's/[ \t]#.*$//' -e 's/[ \t]*$//')
   [ -z "${cmd// }" ] && continue
   step=$((step + 1))
   echo "\$ $cmd"
