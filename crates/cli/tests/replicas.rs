@@ -2,7 +2,8 @@
 //! serves, the other answers 503 naming it; when the leader is killed, the other takes
 //! the leadership over once its lease runs out and serves every job the first one
 //! acknowledged. An agent and the clients, given both servers' URLs, go on with
-//! whichever leads: the job the first server started finishes under the second.
+//! whichever leads: the job the first server started finishes under the second, and
+//! what the first archived the second reads.
 #![cfg(feature = "etcd")]
 
 mod common;
@@ -20,7 +21,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A server on `port` keeping its state on `etcd`, with a 2 s leader lease.
+/// A server on `port` keeping its state on `etcd`, with a 2 s leader lease; finished
+/// jobs go after 1 s to an archive every server shares (`dir/archive`).
 fn server(dir: &std::path::Path, name: &str, port: u16, etcd: &str) -> Child {
     let d = dir.join(name);
     std::fs::create_dir_all(&d).unwrap();
@@ -30,8 +32,10 @@ fn server(dir: &std::path::Path, name: &str, port: u16, etcd: &str) -> Child {
         format!(
             "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\nstore = \"etcd\"\n\
              etcd_endpoints = [\"{etcd}\"]\netcd_prefix = \"ha-test\"\nleader_lease_s = 2\n\
+             archive_dir = \"{}\"\nretain_finished_s = 1\n\
              [[nodes]]\nname = \"n0\"\ngpus = 4\n",
-            d.join("data").display()
+            d.join("data").display(),
+            dir.join("archive").display()
         ),
     )
     .unwrap();
@@ -125,6 +129,17 @@ fn the_follower_takes_over_when_the_leader_is_killed() {
             .output()
             .unwrap()
     };
+    // A job that ends under a and goes to the shared archive.
+    let o = cli(&["submit", "--wait", "--", "true"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let archived = |port: u16| {
+        get(port, "/v1/jobs/archived?since=0").is_some_and(|(s, l)| {
+            s == 200 && l.as_array().is_some_and(|l| l.iter().any(|j| j["id"] == 1))
+        })
+    };
+    wait_for("job 1 is archived by a", Duration::from_secs(20), || {
+        archived(pa)
+    });
     let o = cli(&["submit", "--", "sh", "-c", &script]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let id: u64 = String::from_utf8_lossy(&o.stdout)
@@ -146,6 +161,7 @@ fn the_follower_takes_over_when_the_leader_is_killed() {
         get(pb, "/v1/jobs").is_some_and(|r| r.0 == 200)
     });
     eprintln!("fail-over: {took:?} from the kill to b's first answer");
+    assert!(archived(pb), "b reads what a archived");
     let (_, jobs) = get(pb, "/v1/jobs").unwrap();
     assert_eq!(jobs[0]["id"], id, "{jobs}");
     assert_eq!(jobs[0]["state"], "running", "as a left it: {jobs}");

@@ -1,5 +1,6 @@
 //! The archive of finished jobs that left the hot state (see the core's history
-//! module): append-only JSON-lines files in `data_dir/archive/`, one per UTC day of
+//! module): append-only JSON-lines files in `archive_dir` (`data_dir/archive/` unless
+//! the config names one), one per UTC day of
 //! archiving (`jobs-YYYY-MM-DD.jsonl`), mode 600, each line one record as
 //! `GET /v1/jobs/{id}` gives it but lighter: environment values dropped (names kept),
 //! the command cut to [`COMMAND_KEPT`] bytes and each output tail to [`TAIL_KEPT`].
@@ -101,12 +102,12 @@ fn day(unix_ms: u64) -> String {
 }
 
 impl Archive {
-    /// The archive under `data_dir/archive` (`None`: in memory).
-    pub fn open(data_dir: Option<&Path>) -> Result<Archive, ArchiveError> {
-        let dir = match data_dir {
+    /// The archive in `dir`, created if missing (`None`: in memory).
+    pub fn open(dir: Option<&Path>) -> Result<Archive, ArchiveError> {
+        let dir = match dir {
             Some(d) => {
                 use std::os::unix::fs::DirBuilderExt as _;
-                let dir = d.join("archive");
+                let dir = d.to_path_buf();
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)

@@ -166,8 +166,14 @@ pub struct ServerConfig {
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]
     pub max_jobs_per_vc: u64,
+    /// Where finished jobs are archived: `data_dir/archive` when absent. Servers
+    /// sharing state on etcd should share this too (a shared filesystem, as Slurm's
+    /// backup controllers share `StateSaveLocation`), so that a new leader reads what
+    /// the last one archived; only the leader writes it.
+    #[serde(default)]
+    pub archive_dir: Option<PathBuf>,
     /// Seconds a finished job stays in the hot state (`apiary jobs -a`, the store)
-    /// before it moves to the archive (`data_dir/archive/`, read by `jobs -a --since`).
+    /// before it moves to the archive (`archive_dir`, read by `jobs -a --since`).
     #[serde(default = "retain")]
     pub retain_finished_s: f64,
     /// Records one VC may hold in the hot state, finished ones included: past it its
@@ -645,6 +651,14 @@ impl ServerConfig {
     /// Whether the state lives only in memory.
     pub fn in_memory(&self) -> bool {
         self.data_dir.as_os_str() == ":memory:"
+    }
+
+    /// The archive's directory; none when the state is in memory (so is the archive).
+    pub fn archive_path(&self) -> Option<PathBuf> {
+        if self.in_memory() {
+            return None;
+        }
+        Some((self.archive_dir.clone()).unwrap_or_else(|| self.data_dir.join("archive")))
     }
 
     fn check_token(&self, t: &TokenConfig) -> Result<(), String> {

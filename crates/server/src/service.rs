@@ -280,12 +280,13 @@ pub async fn start(
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), ServiceError> {
     let now = clock();
     let archive = Arc::new(
-        crate::archive::Archive::open((!cfg.in_memory()).then_some(cfg.data_dir.as_path()))
-            .map_err(|e| ServiceError::File {
+        crate::archive::Archive::open(cfg.archive_path().as_deref()).map_err(|e| {
+            ServiceError::File {
                 what: "creating",
                 path: e.path,
                 source: e.source,
-            })?,
+            }
+        })?,
     );
     let carbon = match &cfg.carbon_file {
         Some(f) => {

@@ -171,6 +171,7 @@ fn service_config(
     Ok(ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: ":memory:".into(),
+        archive_dir: None,
         store: "redb".into(),
         etcd_endpoints: Vec::new(),
         etcd_prefix: "apiary".into(),
