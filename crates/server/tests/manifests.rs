@@ -127,6 +127,27 @@ fn manifests_agree_with_each_other_and_the_extender() {
         .unwrap();
     assert_eq!(cfg.kube_api, format!("http://127.0.0.1:{proxy_port}"));
     assert_eq!(spec["serviceAccountName"], "apiary-scheduler");
+    // Several replicas: their kube-schedulers elect one leader, on a Lease the account
+    // may write, which lasts longer than the extenders take to sync from the API server.
+    let replicas = find(&dep, "Deployment", "apiary-scheduler")["spec"]["replicas"]
+        .as_u64()
+        .unwrap();
+    let election = &sched["leaderElection"];
+    if replicas > 1 {
+        assert_eq!(
+            election["leaderElect"], true,
+            "{replicas} replicas need one leader"
+        );
+        assert_eq!(election["resourceLock"], "leases");
+        // kube-scheduler's default lease is 15 s.
+        let lease_s = election["leaseDuration"]
+            .as_str()
+            .map_or(15.0, |d| d.trim_end_matches('s').parse().unwrap());
+        assert!(
+            cfg.resync_s * 2.0 < lease_s,
+            "a standby's state is synced well within the lease"
+        );
+    }
 
     // RBAC: the extender's calls, and kube-scheduler's own roles, for that account.
     let rbac = docs("rbac.yaml");
@@ -146,6 +167,22 @@ fn manifests_agree_with_each_other_and_the_extender() {
     ] {
         assert!(grants(res, verb), "the extender may not {verb} {res}");
     }
+    let ns = sched["leaderElection"]["resourceNamespace"]
+        .as_str()
+        .unwrap();
+    assert!(
+        rbac.iter().any(|r| r["kind"] == "Role"
+            && r["metadata"]["namespace"] == ns
+            && r["rules"].as_array().unwrap().iter().any(|x| {
+                x["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == "leases")
+                    && x["verbs"].as_array().unwrap().iter().any(|v| v == "update")
+            })),
+        "the account may not hold the Lease in {ns}"
+    );
     for role in [
         "apiary-extender",
         "system:kube-scheduler",
