@@ -70,6 +70,12 @@ role = "agent"
 nodes = ["a"]
 "#;
 const JOB: &str = r#"{"name": "train", "gpus": 2, "vc": "research", "priority": 3, "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}, "workdir": "/tmp", "estimated_duration_s": 3600, "deadline_unix_s": 1900000000, "restart": {"max_restarts": 3}}"#;
+/// A filter of a pod asking HiveD for 2 GPUs of VC `v` (HIVED_JSON's cluster), then the
+/// preempt and bind kube-scheduler would send for it.
+const EXT_FILTER: &str = r#"{"pod":{"metadata":{"name":"p","namespace":"d","uid":"u1","annotations":{"hivedscheduler.microsoft.com/pod-scheduling-spec":"virtualCluster: v\npriority: 0\nleafCellNumber: 2\n"}},"spec":{"nodeName":"","containers":[{"resources":{"limits":{"hivedscheduler.microsoft.com/pod-scheduling-enable":"1"}}}]},"status":{"phase":"Pending"}},"nodenames":["a","b"]}"#;
+const EXT_PREEMPT: &str = r#"{"pod":{"metadata":{"name":"p","namespace":"d","uid":"u1","annotations":{"hivedscheduler.microsoft.com/pod-scheduling-spec":"virtualCluster: v\npriority: 0\nleafCellNumber: 2\n"}},"spec":{"containers":[{"resources":{"limits":{"hivedscheduler.microsoft.com/pod-scheduling-enable":"1"}}}]}},"nodeNameToMetaVictims":{"a":{"pods":[{"uid":"x"}],"numPDBViolations":0}}}"#;
+const EXT_BIND: &str = r#"{"podName":"p","podNamespace":"d","podUID":"u1","node":"a"}"#;
+
 const HEARTBEAT: &str = r#"{"node": "a", "instance": "1@host/00", "gpus": 4, "running": [{"job": 1, "attempt": 1}], "exited": [{"job": 1, "attempt": 0, "code": 1}], "shutting_down": false}"#;
 
 const FAILURES: &str = r#"name = "f"
@@ -229,6 +235,42 @@ proptest! {
         });
     }
 
+    /// The scheduler extender's bodies through its state machine, as its HTTP layer
+    /// calls it: filter, prioritize, preempt, bind, then a sync that lists the pod.
+    #[test]
+    fn extender_bodies(f in input(EXT_FILTER), p in input(EXT_PREEMPT), b in input(EXT_BIND)) {
+        within(LIMIT, "extender bodies", move || {
+            use apiary_server::extender::{Extender, wire};
+            let cfg = apiary_hived::Config::parse(HIVED_JSON).unwrap();
+            let mut ext = Extender::new(&cfg, 3).unwrap();
+            let nodes: Vec<wire::Node> = serde_json::from_str(
+                r#"[{"metadata":{"name":"a"},"status":{"conditions":[{"type":"Ready","status":"True"}]}},
+                    {"metadata":{"name":"b"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}]"#,
+            ).unwrap();
+            let g = ext.begin_sync();
+            ext.sync(g, &[], &nodes);
+            let args = serde_json::from_slice::<wire::ExtenderArgs>(&f).ok();
+            if let Some(a) = &args {
+                let _ = ext.prioritize(a);
+                let _ = ext.filter(a.clone());
+                let _ = ext.filter(a.clone());
+            }
+            if let Ok(a) = serde_json::from_slice::<wire::ExtenderPreemptionArgs>(&p) {
+                let _ = ext.preempt(&a);
+            }
+            if let Ok(a) = serde_json::from_slice::<wire::ExtenderBindingArgs>(&b) {
+                if let Ok(order) = ext.bind(&a) {
+                    ext.bound(&order.uid);
+                }
+            }
+            let pods: Vec<wire::Pod> = args.into_iter().map(|a| a.pod).collect();
+            let g = ext.begin_sync();
+            ext.sync(g, &pods, &nodes);
+            let g = ext.begin_sync();
+            ext.sync(g, &[], &nodes);
+        });
+    }
+
     /// Failure models and incident logs (`--failures`): parsed or refused, and what
     /// parses plans and runs.
     #[test]
@@ -280,6 +322,27 @@ fn every_sample_parses() {
     m.add_log(INCIDENTS, "log.csv").unwrap();
     assert_eq!(m.events.len(), 3);
     run_failures(FAILURES, INCIDENTS);
+    let args: apiary_server::extender::wire::ExtenderArgs =
+        serde_json::from_str(EXT_FILTER).unwrap();
+    let cfg = apiary_hived::Config::parse(HIVED_JSON).unwrap();
+    let mut ext = apiary_server::extender::Extender::new(&cfg, 3).unwrap();
+    let nodes: Vec<apiary_server::extender::wire::Node> = serde_json::from_str(
+        r#"[{"metadata":{"name":"a"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}]"#,
+    )
+    .unwrap();
+    let g = ext.begin_sync();
+    ext.sync(g, &[], &nodes);
+    let (r, _) = ext.filter(args).unwrap();
+    assert_eq!(
+        r.nodenames,
+        Some(vec!["a".to_string()]),
+        "the sample places its pod"
+    );
+    serde_json::from_str::<apiary_server::extender::wire::ExtenderPreemptionArgs>(EXT_PREEMPT)
+        .unwrap();
+    let b: apiary_server::extender::wire::ExtenderBindingArgs =
+        serde_json::from_str(EXT_BIND).unwrap();
+    ext.bind(&b).unwrap();
 }
 
 /// Every number of the failure model replaced by each extreme value, one at a time: the
