@@ -258,10 +258,10 @@ proptest! {
             if let Ok(a) = serde_json::from_slice::<wire::ExtenderPreemptionArgs>(&p) {
                 let _ = ext.preempt(&a);
             }
-            if let Ok(a) = serde_json::from_slice::<wire::ExtenderBindingArgs>(&b) {
-                if let Ok(order) = ext.bind(&a) {
-                    ext.bound(&order.uid);
-                }
+            if let Ok(a) = serde_json::from_slice::<wire::ExtenderBindingArgs>(&b)
+                && let Ok(order) = ext.bind(&a)
+            {
+                ext.bound(&order.uid);
             }
             let pods: Vec<wire::Pod> = args.into_iter().map(|a| a.pod).collect();
             let g = ext.begin_sync();
