@@ -150,9 +150,7 @@ pub struct MigrationArgs {
 fn migration_bench(a: &MigrationArgs) -> Result<()> {
     let model = hardware::model(&a.model)?;
     let gpu = hardware::gpu(&a.gpu)?;
-    if a.tp == 0 {
-        bail!("--tp must be at least 1");
-    }
+    hardware::check_tp(&model, a.tp)?;
     let params = params_for(&a.set, "llumnix", &["llumnix"])?;
     let llumnix = policy::build("llumnix", &params)?;
     let (Some(cfg), Some(interval)) = (llumnix.migration(), llumnix.interval()) else {
@@ -325,8 +323,15 @@ impl Workload {
     fn load(a: &LlmArgs) -> Result<Workload> {
         let model = hardware::model(&a.model)?;
         let gpu = hardware::gpu(&a.gpu)?;
-        if a.tp == 0 {
-            bail!("--tp must be at least 1");
+        hardware::check_tp(&model, a.tp)?;
+        match a.max_len {
+            Some(0) => bail!("--max-len must be at least 1 token"),
+            // Llumnix's own set-up runs LLaMA-7B (2k) at 12k: allowed, but said.
+            Some(m) if m > model.max_ctx && !a.quiet => eprintln!(
+                "note: --max-len {m} is beyond {}'s context of {} tokens: longer requests are modelled past what the model was trained for",
+                model.name, model.max_ctx
+            ),
+            _ => {}
         }
         let (name, trace) = read_requests(a.trace.as_deref(), a.requests, a.seed)?;
         let Trace {
@@ -371,6 +376,15 @@ impl Workload {
             None => hardware::kv_blocks(&model, &gpu, a.tp, MemoryPlan::default(), 16)?,
         };
         let mut replica = ReplicaConfig::vllm(blocks, max_len);
+        let fits = replica.fits_tokens();
+        let too_big = (requests.iter().zip(&refused))
+            .filter(|(r, no)| !**no && u64::from(r.input) + u64::from(r.output) > fits)
+            .count();
+        if too_big > 0 && !a.quiet {
+            eprintln!(
+                "note: {too_big} requests need more KV cache than an instance holds ({fits} tokens with vLLM's watermark free) and are refused (the summary's 'refused')"
+            );
+        }
         if let Some(c) = a.chunk {
             if c == 0 {
                 bail!("--chunk must be at least 1 token");

@@ -142,6 +142,7 @@ fn load(a: &PoolArgs) -> Result<Mix> {
             bail!("--service '{spec}': a service called '{name}' is already given");
         }
         let model = hardware::model(&model_name)?;
+        hardware::check_tp(&model, a.tp)?;
         // Each service draws its own streams: seed + its position.
         let seed = a.seed.wrapping_add(i as u64);
         let (tname, t) = read_requests(Some(&trace), a.requests, seed)?;

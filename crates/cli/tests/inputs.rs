@@ -140,6 +140,24 @@ fn flags_out_of_range_are_refused() {
         &["llm", "simulate", "-q", "--prefix-cache"],
         &["--prefix-cache", "hash_ids", "azure-conv-sample.csv"],
     );
+    // Tensor parallelism that does not split the heads, and a context past the model's.
+    refused(
+        &["llm", "simulate", "-q", "--tp", "3"],
+        &["--tp", "32 attention heads", "3 GPUs"],
+    );
+    refused(
+        &["llm", "simulate", "-q", "--max-len", "0"],
+        &["--max-len", "at least 1"],
+    );
+    // A trace request of no tokens.
+    let zero = file(
+        "zero.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,0,44\n",
+    );
+    refused(
+        &["llm", "simulate", "-q", "--trace", &zero],
+        &["zero.csv", "line 2", "ContextTokens", "at least one token"],
+    );
 }
 
 #[test]

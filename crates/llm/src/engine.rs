@@ -218,8 +218,7 @@ pub fn simulate(
     }
     // The cache must hold a whole request with the watermark free, else it could never
     // finish: such requests are refused up front.
-    let rc = &cluster.replica;
-    let fits = u64::from(rc.total_blocks.saturating_sub(rc.watermark)) * u64::from(rc.block_size);
+    let fits = cluster.replica.fits_tokens();
     for (i, q) in sim.reqs.iter_mut().enumerate() {
         let len = u64::from(q.req.input) + u64::from(q.req.output);
         if refused.get(i).copied().unwrap_or(false) || len > fits || q.req.output == 0 {

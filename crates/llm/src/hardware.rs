@@ -209,6 +209,35 @@ impl Default for MemoryPlan {
     }
 }
 
+/// Whether `model` splits over `tp` GPUs as vLLM splits it: every GPU takes the same
+/// number of query heads, and key/value heads are split evenly or, when there are fewer
+/// of them than GPUs, each replicated on an equal share of the GPUs.
+pub fn check_tp(model: &ModelSpec, tp: u32) -> Result<(), LlmError> {
+    let bad = |message: String| {
+        Err(LlmError::Invalid {
+            what: "--tp",
+            message,
+        })
+    };
+    if tp == 0 {
+        return bad("must be at least 1".into());
+    }
+    if !model.heads.is_multiple_of(tp) {
+        return bad(format!(
+            "{tp}: {} has {} attention heads, which do not split evenly over {tp} GPUs",
+            model.name, model.heads
+        ));
+    }
+    let kv = model.kv_heads;
+    if (kv >= tp && !kv.is_multiple_of(tp)) || (kv < tp && !tp.is_multiple_of(kv)) {
+        return bad(format!(
+            "{tp}: {} has {kv} key/value heads, which neither split evenly over {tp} GPUs nor replicate evenly on them",
+            model.name
+        ));
+    }
+    Ok(())
+}
+
 /// KV-cache blocks of `block_size` tokens one instance of `model` on `tp` GPUs holds.
 pub fn kv_blocks(
     model: &ModelSpec,
@@ -237,6 +266,23 @@ pub fn kv_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tensor_parallelism_splits_heads_evenly() {
+        let m = model("Llama-2-70B").unwrap();
+        assert_eq!((m.heads, m.kv_heads), (64, 8));
+        for tp in [1, 2, 4, 8, 16] {
+            check_tp(&m, tp).unwrap();
+        }
+        let e = check_tp(&m, 3).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--tp: 3: Llama-2-70B has 64 attention heads, which do not split evenly over 3 GPUs"
+        );
+        assert!(check_tp(&m, 0).is_err());
+        // 64 heads over 32 GPUs split, but 8 key/value heads replicate 4 times: fine.
+        check_tp(&m, 32).unwrap();
+    }
 
     #[test]
     fn tables_parse_completely() {

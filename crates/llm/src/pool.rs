@@ -522,10 +522,7 @@ fn requests_to_run(
         let s = service_of[i] as usize;
         let fits = hosts[s]
             .iter()
-            .map(|&(g, k)| {
-                let c = groups[g as usize].subs[k].inst.config();
-                u64::from(c.total_blocks.saturating_sub(c.watermark)) * u64::from(c.block_size)
-            })
+            .map(|&(g, k)| groups[g as usize].subs[k].inst.config().fits_tokens())
             .min()
             .unwrap_or(0);
         let len = u64::from(q.req.input) + u64::from(q.req.output);

@@ -50,6 +50,12 @@ pub struct ReplicaConfig {
 }
 
 impl ReplicaConfig {
+    /// Tokens of one request (prompt and output) the cache holds with the watermark
+    /// free: a longer request could never finish, so it is refused up front.
+    pub fn fits_tokens(&self) -> u64 {
+        u64::from(self.total_blocks.saturating_sub(self.watermark)) * u64::from(self.block_size)
+    }
+
     /// vLLM v0's defaults for a cache of `total_blocks`, admitting prompts up to
     /// `max_len` tokens in one iteration.
     pub fn vllm(total_blocks: u32, max_len: u32) -> ReplicaConfig {

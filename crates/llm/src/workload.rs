@@ -76,6 +76,20 @@ fn trace_err(path: &Path, line: usize, field: &str, message: impl Into<String>) 
     }
 }
 
+/// A request's prompt or output length: at least one token (a request of none would
+/// hold no KV cache, or never produce its first token).
+fn tokens(path: &Path, line: usize, field: &str, n: u64) -> Result<u32, LlmError> {
+    if n == 0 {
+        return Err(trace_err(
+            path,
+            line,
+            field,
+            "0: a request has at least one token",
+        ));
+    }
+    u32::try_from(n).map_err(|_| trace_err(path, line, field, format!("{n} is too large")))
+}
+
 fn count(path: &Path, line: usize, field: &str, v: &str) -> Result<u32, LlmError> {
     let t = v.trim();
     let n: u64 = t.parse().map_err(|_| {
@@ -86,7 +100,7 @@ fn count(path: &Path, line: usize, field: &str, v: &str) -> Result<u32, LlmError
             format!("'{t}' is not a non-negative integer"),
         )
     })?;
-    u32::try_from(n).map_err(|_| trace_err(path, line, field, format!("{n} is too large")))
+    tokens(path, line, field, n)
 }
 
 /// Days from 1970-01-01 to the civil date (proleptic Gregorian).
@@ -276,13 +290,24 @@ fn read_mooncake(path: &Path, text: &str) -> Result<Trace, LlmError> {
             *seen.entry(h).or_default() += 1;
             hashes.push(h);
         }
-        let small = |n: u64, f: &str| {
-            u32::try_from(n).map_err(|_| trace_err(path, ln, f, format!("{n} is too large")))
-        };
+        let input = tokens(path, ln, "input_length", input)?;
+        // Mooncake names a prompt's blocks of 512 tokens, the last one partial.
+        let blocks = input.div_ceil(MOONCAKE_BLOCK_TOKENS) as usize;
+        if !row.hash_ids.is_empty() && row.hash_ids.len() != blocks {
+            return Err(trace_err(
+                path,
+                ln,
+                "hash_ids",
+                format!(
+                    "{} block hashes for a prompt of {input} tokens, which has {blocks} blocks of {MOONCAKE_BLOCK_TOKENS}",
+                    row.hash_ids.len()
+                ),
+            ));
+        }
         out.push(Request {
             arrival: ms * 1000,
-            input: small(input, "input_length")?,
-            output: small(output, "output_length")?,
+            input,
+            output: tokens(path, ln, "output_length", output)?,
             priority: 0,
             prefix: (first, row.hash_ids.len() as u32),
         });
@@ -592,6 +617,38 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("unknown header")
+        );
+    }
+
+    #[test]
+    fn empty_requests_and_wrong_block_counts_are_refused() {
+        let p = write(
+            "z.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,0,12\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("line 3") && e.contains("ContextTokens") && e.contains("at least one token"),
+            "{e}"
+        );
+        let p = write(
+            "z.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 0, \"hash_ids\": [1]}\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("output_length"), "{e}");
+        // 1,025 tokens are three blocks of 512, the last of one token.
+        let p = write(
+            "h.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 1025, \"output_length\": 3, \"hash_ids\": [0, 1]}\n",
+        );
+        let e = read_trace(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1")
+                && e.contains("hash_ids")
+                && e.contains("2 block hashes")
+                && e.contains("3 blocks"),
+            "{e}"
         );
     }
 
