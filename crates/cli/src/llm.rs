@@ -34,6 +34,8 @@ pub enum LlmCmd {
     /// between two idle instances by live migration, against blocking copy and
     /// recompute.
     Migration(MigrationArgs),
+    /// Where one engine iteration's time goes under the latency model, part by part.
+    Iteration(crate::llm_iter::IterArgs),
     /// List the cluster schedulers and their parameters.
     Policies,
     /// List the built-in models and GPUs, and what an instance of each holds.
@@ -246,6 +248,7 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
         }
         LlmCmd::Pool(a) => crate::llm_pool::run(a),
         LlmCmd::Migration(a) => migration_bench(&a),
+        LlmCmd::Iteration(a) => crate::llm_iter::run(&a),
         LlmCmd::Policies => {
             let print = |name: &str, about: &str, params: &[apiary_policy::ParamSpec]| {
                 println!("{name:<16} {about}");

@@ -13,6 +13,7 @@ mod hived;
 mod live;
 mod llm;
 mod llm_input;
+mod llm_iter;
 mod llm_pool;
 mod run;
 mod seeds;

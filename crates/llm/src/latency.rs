@@ -86,6 +86,36 @@ pub struct Cost {
     pub bytes: f64,
 }
 
+/// Where one vLLM-style (sequential) iteration's time goes, seconds over all blocks;
+/// the parts sum to its time (to rounding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Parts {
+    /// Token-parallel GEMMs (weights streamed, or compute once batches are large).
+    pub linear: f64,
+    /// Decode attention: reading every decoding request's KV cache.
+    pub decode_attention: f64,
+    /// Prefill attention, quadratic in the chunk.
+    pub prefill_attention: f64,
+    /// Two all-reduces per block under tensor parallelism.
+    pub allreduce: f64,
+    /// The LM head.
+    pub head: f64,
+    /// CPU time per iteration.
+    pub cpu: f64,
+}
+
+impl Parts {
+    /// Their sum: the iteration's time.
+    pub fn total(&self) -> f64 {
+        self.linear
+            + self.decode_attention
+            + self.prefill_attention
+            + self.allreduce
+            + self.head
+            + self.cpu
+    }
+}
+
 /// The latency model of one instance: a model on `tp` GPUs of one kind.
 #[derive(Clone, Debug)]
 pub struct IterModel {
@@ -164,8 +194,49 @@ impl IterModel {
         self.gpu_bw * self.tp
     }
 
+    /// Where a sequential iteration over `b` spends its time.
+    pub fn parts(&self, b: &Batch) -> Parts {
+        let p = self.per_block(b);
+        Parts {
+            linear: self.layers * p.lin,
+            decode_attention: self.layers * p.dec,
+            prefill_attention: self.layers * p.pf,
+            allreduce: self.layers * p.comm,
+            head: p.head,
+            cpu: self.cpu_secs,
+        }
+    }
+
     /// The time, FLOPs and bytes of one iteration over `b`.
     pub fn cost(&self, b: &Batch) -> Cost {
+        let p = self.per_block(b);
+        let secs = match self.kind {
+            // As `parts` splits it; summed per block first, as it always was.
+            EngineKind::Sequential => {
+                self.layers * (p.lin + p.dec + p.pf + p.comm) + p.head + self.cpu_secs
+            }
+            EngineKind::Overlapped => {
+                // Compute at NanoFlow's sustained share, memory at the decode-attention
+                // and weight-streaming rates, network apart; the CPU work overlaps too
+                // (NanoFlow forms the next batch while this one runs).
+                let compute = p.flops / self.tp / (self.gpu_flops * E_NANOFLOW);
+                let memory = self.layers * (p.lin_bytes / (self.gpu_bw * E_WEIGHTS) + p.dec)
+                    + self.head_bytes / (self.gpu_bw * E_WEIGHTS);
+                compute
+                    .max(memory)
+                    .max(self.layers * p.comm)
+                    .max(self.cpu_secs)
+            }
+        };
+        Cost {
+            secs,
+            flops: p.flops,
+            bytes: p.bytes,
+        }
+    }
+
+    /// One block's parts over `b` (the head whole), and the iteration's FLOPs and bytes.
+    fn per_block(&self, b: &Batch) -> PerBlock {
         let n = b.tokens() as f64;
         // Per GPU, per block.
         let lin_flops = self.layer_flops_per_token * n;
@@ -192,25 +263,30 @@ impl IterModel {
         let head = (self.head_bytes / (self.gpu_bw * E_WEIGHTS))
             .max(head_flops / (self.gpu_flops * E_GEMM));
         let dec_flops = self.layer_attn_flops_per_pair * b.decode_ctx as f64;
-        let flops = (self.layers * (lin_flops + pf_flops + dec_flops) + head_flops) * self.tp;
-        let bytes = (self.layers * (lin_bytes + dec_bytes) + self.head_bytes) * self.tp;
-        let secs = match self.kind {
-            EngineKind::Sequential => self.layers * (lin + dec + pf + comm) + head + self.cpu_secs,
-            EngineKind::Overlapped => {
-                // Compute at NanoFlow's sustained share, memory at the decode-attention
-                // and weight-streaming rates, network apart; the CPU work overlaps too
-                // (NanoFlow forms the next batch while this one runs).
-                let compute = flops / self.tp / (self.gpu_flops * E_NANOFLOW);
-                let memory = self.layers * (lin_bytes / (self.gpu_bw * E_WEIGHTS) + dec)
-                    + self.head_bytes / (self.gpu_bw * E_WEIGHTS);
-                compute
-                    .max(memory)
-                    .max(self.layers * comm)
-                    .max(self.cpu_secs)
-            }
-        };
-        Cost { secs, flops, bytes }
+        PerBlock {
+            lin,
+            lin_bytes,
+            dec,
+            pf,
+            comm,
+            head,
+            flops: (self.layers * (lin_flops + pf_flops + dec_flops) + head_flops) * self.tp,
+            bytes: (self.layers * (lin_bytes + dec_bytes) + self.head_bytes) * self.tp,
+        }
     }
+}
+
+/// One block's seconds per part (the head for the whole model), and the iteration's
+/// FLOPs and bytes over all GPUs.
+struct PerBlock {
+    lin: f64,
+    lin_bytes: f64,
+    dec: f64,
+    pf: f64,
+    comm: f64,
+    head: f64,
+    flops: f64,
+    bytes: f64,
 }
 
 #[cfg(test)]
@@ -252,6 +328,31 @@ mod tests {
         assert!((20.0..30.0).contains(&d), "{d}");
         let p = m.cost(&prefill(2048)).secs * 1e3;
         assert!((130.0..160.0).contains(&p), "{p}");
+    }
+
+    #[test]
+    fn the_parts_sum_to_the_iteration() {
+        // Llama-2-7B on one H100 SXM: 16 requests decoding at 670 tokens of context.
+        // The KV cache read is 16 x 670 tokens x 512 KiB = 5.62 GB, at half of 3,350 GB/s
+        // 3.36 ms; the weights at least 13.5 GB / 3,350 GB/s = 4.03 ms.
+        let m = IterModel::new(
+            &model("Llama-2-7B").unwrap(),
+            &gpu("H100-80GB-SXM").unwrap(),
+            1,
+            2e-3,
+            EngineKind::Sequential,
+        );
+        let b = decode(16, 670);
+        let p = m.parts(&b);
+        assert!((p.total() - m.cost(&b).secs).abs() < 1e-12);
+        let kv = 16.0 * 670.0 * 524_288.0;
+        assert!(
+            (p.decode_attention - kv / (3350e9 * E_ATTN_BW)).abs() < 1e-9,
+            "{p:?}"
+        );
+        assert!(p.linear >= 13.4e9 / 3350e9, "{p:?}");
+        assert_eq!(p.cpu, 2e-3);
+        assert_eq!((p.prefill_attention, p.allreduce), (0.0, 0.0));
     }
 
     #[test]
