@@ -509,6 +509,18 @@ fn print_details(s: &LlmSummary) {
         s.aborted_migrations,
         s.migration_downtime_mean_s * 1e3
     );
+    if s.aborted_migrations > 0 {
+        let why: Vec<String> = (s.aborts.iter())
+            .filter(|(_, n)| *n > 0)
+            .map(|(w, n)| format!("{} {n}", w.replace('_', " ")))
+            .collect();
+        println!(
+            "aborted migrations: {}; they copied {} KV blocks and held the link {:.1} s for nothing",
+            why.join(", "),
+            s.aborted_blocks,
+            s.aborted_secs
+        );
+    }
     println!(
         "instances {:.2} on average, GPU busy {:.1} %, {:.0} output tokens/s ({:.0} in + out), span {:.1} s;  clipped {}, refused {}",
         s.instances_mean,

@@ -85,6 +85,39 @@ pub struct Sample {
     pub kv_used: f64,
 }
 
+/// Why a migration was abandoned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortReason {
+    /// The destination had no free blocks for the next stage.
+    DestinationFull,
+    /// The request finished before it moved.
+    Finished,
+    /// The request was preempted (or stopped decoding) on its source.
+    Preempted,
+    /// The copy did not converge within `max_stages`.
+    Stages,
+}
+
+impl AbortReason {
+    /// Every reason, in the order [`LlmOutcome::aborts`] counts them.
+    pub const ALL: [AbortReason; 4] = [
+        AbortReason::DestinationFull,
+        AbortReason::Finished,
+        AbortReason::Preempted,
+        AbortReason::Stages,
+    ];
+
+    /// How summaries name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::DestinationFull => "destination_full",
+            AbortReason::Finished => "finished",
+            AbortReason::Preempted => "preempted",
+            AbortReason::Stages => "max_stages",
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Clone, Debug, Default)]
 pub struct LlmOutcome {
@@ -94,6 +127,13 @@ pub struct LlmOutcome {
     pub migrations: u64,
     /// Migrations abandoned.
     pub aborted_migrations: u64,
+    /// Of them, by reason, in [`AbortReason::ALL`]'s order.
+    pub aborts: [u64; 4],
+    /// KV blocks the abandoned migrations had copied (or were copying): link traffic
+    /// and destination blocks held for nothing.
+    pub aborted_blocks: u64,
+    /// Seconds from their first stage to the abort, summed: link time spent for nothing.
+    pub aborted_secs: f64,
     /// Copy stages of the completed migrations, their stop-the-world stages included.
     pub migration_stages: u64,
     /// First stage to commit, summed over the completed migrations, seconds.
@@ -348,7 +388,7 @@ impl Sim<'_> {
         let preempted = std::mem::take(&mut self.out.preempted);
         for &r in &preempted {
             if let Some(m) = self.reqs[r as usize].migration {
-                self.abort(m);
+                self.abort(m, AbortReason::Preempted);
             }
         }
         self.out.preempted = preempted;
@@ -363,7 +403,7 @@ impl Sim<'_> {
                     let r = self.out.finished[k];
                     self.done += 1;
                     if let Some(m) = self.reqs[r as usize].migration {
-                        self.abort(m);
+                        self.abort(m, AbortReason::Finished);
                     }
                 }
                 // The last stage of a migration out of `i` stops its request here.
@@ -492,13 +532,13 @@ impl Sim<'_> {
             return;
         }
         if mg.stage >= cfg.max_stages {
-            self.abort(m);
+            self.abort(m, AbortReason::Stages);
             return;
         }
         // Everything but the block still being written.
         let copy = new - 1;
         if !self.insts[mg.dst as usize].reserve(copy) {
-            self.abort(m);
+            self.abort(m, AbortReason::DestinationFull);
             return;
         }
         let mg = &mut self.migs[m as usize];
@@ -523,7 +563,7 @@ impl Sim<'_> {
         let mg = self.migs[m as usize];
         let q = &self.reqs[mg.req as usize];
         if q.phase != Phase::Decoding || q.inst != mg.src {
-            self.abort(m);
+            self.abort(m, AbortReason::Preempted);
             return;
         }
         let stored = self.insts[mg.src as usize].freeze(mg.req, &mut self.reqs);
@@ -531,7 +571,7 @@ impl Sim<'_> {
         let more = need.saturating_sub(mg.reserved);
         if !self.insts[mg.dst as usize].reserve(more) {
             self.insts[mg.src as usize].unfreeze(mg.req, &mut self.reqs);
-            self.abort(m);
+            self.abort(m, AbortReason::DestinationFull);
             self.kick(mg.src);
             return;
         }
@@ -573,11 +613,14 @@ impl Sim<'_> {
         self.maybe_release(mg.src);
     }
 
-    fn abort(&mut self, m: u32) {
+    fn abort(&mut self, m: u32, why: AbortReason) {
         let mg = self.migs[m as usize];
         if mg.state == MigState::Over {
             return;
         }
+        self.outcome.aborts[why as usize] += 1;
+        self.outcome.aborted_blocks += u64::from(mg.sent);
+        self.outcome.aborted_secs += self.now.saturating_sub(mg.started) as f64 / 1e6;
         self.insts[mg.dst as usize].unreserve(mg.reserved);
         self.reqs[mg.req as usize].migration = None;
         self.migs[m as usize].state = MigState::Over;

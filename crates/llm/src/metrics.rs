@@ -162,6 +162,12 @@ pub struct LlmSummary {
     pub migrations: u64,
     /// Migrations abandoned.
     pub aborted_migrations: u64,
+    /// Of them, by reason (`destination_full`, `finished`, `preempted`, `max_stages`).
+    pub aborts: Vec<(&'static str, u64)>,
+    /// KV blocks the abandoned migrations had copied, for nothing.
+    pub aborted_blocks: u64,
+    /// Link seconds the abandoned migrations spent, for nothing.
+    pub aborted_secs: f64,
     /// Mean downtime of a completed migration, seconds.
     pub migration_downtime_mean_s: f64,
     /// Instances provisioned on average over the run.
@@ -239,6 +245,11 @@ impl LlmSummary {
             preemption_loss_mean_s: done.iter().map(|q| secs(q.loss)).sum::<f64>() / n,
             migrations: o.migrations,
             aborted_migrations: o.aborted_migrations,
+            aborts: (crate::engine::AbortReason::ALL.iter())
+                .map(|r| (r.name(), o.aborts[*r as usize]))
+                .collect(),
+            aborted_blocks: o.aborted_blocks,
+            aborted_secs: o.aborted_secs,
             migration_downtime_mean_s: if o.migrations == 0 {
                 0.0
             } else {
@@ -291,6 +302,11 @@ impl LlmSummary {
         put("preemption_loss_mean_s", self.preemption_loss_mean_s.into());
         put("migrations", self.migrations.into());
         put("aborted_migrations", self.aborted_migrations.into());
+        for (why, n) in &self.aborts {
+            put(&format!("aborted_{why}"), (*n).into());
+        }
+        put("aborted_blocks", self.aborted_blocks.into());
+        put("aborted_secs", self.aborted_secs.into());
         put(
             "migration_downtime_mean_s",
             self.migration_downtime_mean_s.into(),
