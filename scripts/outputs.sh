@@ -76,7 +76,7 @@ run llm-default llm simulate
 run llm-pool llm pool
 run llm-simulate-sample llm simulate -t sample:code -p infaas++ --json
 run llm-compare llm compare -t powerlaw:M-M --rate 7.6 --model llama-7b --max-len 12288 \
-  -p round-robin,infaas++,llumnix --set llumnix.migrate_threshold=10 -n 2000 --html @OUT/report.html
+  -p round-robin,infaas++,llumnix --set llumnix.migrate_threshold=10 -n 2000 -o @OUT
 run comm-plan comm plan -t dgx-a100:2
 
 if [ -d "$SHARED/traces" ]; then
@@ -102,7 +102,7 @@ if [ -d "$SHARED/traces" ]; then
   run philly-gavel-speed simulate -q -t "$PHILLY" -c philly -p tiresias --speed gavel -o @OUT
   run philly-pollux-speed simulate -q -t "$PHILLY" -c philly -p srtf --speed pollux -o @OUT
   run llm-mooncake llm compare -t "$SHARED/llm/traces/mooncake_synthetic_trace.jsonl" --model mistral-7b-v0.1 --gpu A100 \
-    -p infaas++,prefix-aware --prefix-cache --html @OUT/report.html
+    -p infaas++,prefix-aware --prefix-cache -o @OUT
 fi
 
 if [ "$FULL" = "--full" ]; then

@@ -1,7 +1,7 @@
 //! `apiary llm`: simulate and compare cluster schedulers for LLM inference.
 
 use crate::llm_input::{params_for, print_timing, read_requests};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use apiary_llm::engine::{Cluster, LlmOutcome};
 use apiary_llm::hardware::{self, MemoryPlan};
 use apiary_llm::latency::{EngineKind, IterModel, LinearSource};
@@ -23,9 +23,10 @@ pub enum LlmCmd {
     Compare {
         #[command(flatten)]
         run: LlmArgs,
-        /// Where the HTML report goes.
-        #[arg(long, default_value = "llm-compare.html")]
-        html: PathBuf,
+        /// Folder for summary.json, POLICY-requests.csv and report.html (an earlier
+        /// comparison's files there are replaced, and the run says so).
+        #[arg(long, short = 'o', default_value = "llm-compare")]
+        out: PathBuf,
     },
     /// Several services sharing one GPU pool (SeaLLM's setting): compare the pool
     /// policies on a mix of services.
@@ -202,6 +203,54 @@ fn migration_bench(a: &MigrationArgs) -> Result<()> {
     Ok(())
 }
 
+/// The record of a run with these flags, for summary.json and report.html.
+fn record(a: &LlmArgs, requests: usize) -> Result<apiary_report::Record> {
+    use sha2::Digest;
+    let sha256 = crate::llm_input::trace_bytes(a.trace.as_deref())?
+        .map_or("- (synthetic, from the seed)".into(), |b| {
+            crate::run::hex(&sha2::Sha256::digest(&b))
+        });
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let options = [
+        ("policy", a.policy.clone()),
+        ("model", a.model.clone()),
+        ("gpu", a.gpu.clone()),
+        ("instances", a.instances.to_string()),
+        ("tp", a.tp.to_string()),
+        ("rate", opt(a.rate.map(|r| r.to_string()))),
+        ("cv", a.cv.to_string()),
+        ("high-priority", opt(a.high_priority.map(|r| r.to_string()))),
+        ("requests", opt(a.requests.map(|r| r.to_string()))),
+        ("max-len", opt(a.max_len.map(|r| r.to_string()))),
+        ("refuse-long", a.refuse_long.to_string()),
+        ("chunk", opt(a.chunk.map(|r| r.to_string()))),
+        ("engine", a.engine.clone()),
+        ("cpu-ms", a.cpu_ms.to_string()),
+        ("kv-blocks", opt(a.kv_blocks.map(|r| r.to_string()))),
+        ("prefix-cache", a.prefix_cache.to_string()),
+        ("slo-ttft", a.slo_ttft.to_string()),
+        ("slo-tpot", a.slo_tpot.to_string()),
+        ("set", a.set.join(" ")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Ok(apiary_report::Record {
+        command: std::env::args().collect(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: env!("APIARY_GIT_COMMIT").to_string(),
+        date: crate::run::made_date(),
+        trace: apiary_report::TraceRecord {
+            path: a.trace.clone().unwrap_or_else(|| "sample:conv".into()),
+            sha256,
+            jobs: requests,
+        },
+        cluster: format!("{} x {} on {} x {}", a.instances, a.model, a.tp, a.gpu),
+        options,
+        seed: a.seed,
+    })
+}
+
 /// Runs an `apiary llm` subcommand.
 pub fn run(cmd: LlmCmd) -> Result<()> {
     match cmd {
@@ -219,7 +268,7 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             }
             Ok(())
         }
-        LlmCmd::Compare { run, html } => {
+        LlmCmd::Compare { run, out: dir } => {
             let w = Workload::load(&run)?;
             let mut out = Vec::new();
             for p in run
@@ -239,11 +288,8 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             }
             let runs: Vec<(LlmSummary, &LlmOutcome)> =
                 out.iter().map(|(s, o)| (s.clone(), o)).collect();
-            let page = apiary_llm::html::report(&format!("apiary llm compare: {}", w.name), &runs);
-            std::fs::write(&html, page).with_context(|| format!("writing {}", html.display()))?;
-            if !run.quiet {
-                eprintln!("wrote {}", html.display());
-            }
+            let record = record(&run, w.requests.len())?;
+            crate::llm_out::write(&dir, &w.name, &record, &runs, run.quiet)?;
             Ok(())
         }
         LlmCmd::Pool(a) => crate::llm_pool::run(a),

@@ -75,6 +75,18 @@ pub(crate) fn read_requests(
     })
 }
 
+/// The bytes a trace spec reads (none for a synthetic one), for the run's record.
+pub(crate) fn trace_bytes(spec: Option<&str>) -> Result<Option<Vec<u8>>> {
+    Ok(match spec {
+        Some(s) if s.starts_with("powerlaw:") => None,
+        Some("sample:code") => Some(CODE_SAMPLE_TEXT.as_bytes().to_vec()),
+        None | Some("sample:conv") => Some(SAMPLE_TEXT.as_bytes().to_vec()),
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?)
+        }
+    })
+}
+
 /// The timing line of one run, in the shape `apiary bench` parses (as `apiary simulate`
 /// prints it).
 pub(crate) fn print_timing(name: &str, events: u64, wall: f64, sum: &LlmSummary) {

@@ -320,8 +320,11 @@ pub fn run(a: PoolArgs) -> Result<()> {
         let runs: Vec<(LlmSummary, &LlmOutcome)> =
             out.iter().map(|(s, o)| (s.clone(), &o.outcome)).collect();
         let names: Vec<&str> = m.services.iter().map(|s| s.name.as_str()).collect();
-        let page =
-            apiary_llm::html::report(&format!("apiary llm pool: {}", names.join(", ")), &runs);
+        let page = apiary_llm::html::report(
+            &format!("apiary llm pool: {}", names.join(", ")),
+            &runs,
+            None,
+        );
         std::fs::write(html, page).with_context(|| format!("writing {}", html.display()))?;
         if !a.quiet {
             eprintln!("wrote {}", html.display());

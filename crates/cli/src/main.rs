@@ -14,6 +14,7 @@ mod live;
 mod llm;
 mod llm_input;
 mod llm_iter;
+mod llm_out;
 mod llm_pool;
 mod run;
 mod seeds;

@@ -614,3 +614,81 @@ fn a_compare_under_failures_reports_goodput_and_draws_its_failures() {
         assert!(html.contains(title), "{title}");
     }
 }
+
+#[test]
+fn llm_compare_writes_a_report_like_the_training_ones() {
+    let dir = scratch("llm-compare");
+    let d = dir.to_str().unwrap();
+    let run = || {
+        apiary(&[
+            "llm",
+            "compare",
+            "-q",
+            "-n",
+            "300",
+            "-p",
+            "round-robin,llumnix",
+            "-o",
+            d,
+        ])
+    };
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !text(&o.stderr).contains("replacing"),
+        "nothing was there to replace"
+    );
+    // summary.json: the record (the committed sample's digest) and both policies.
+    let sum: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let sample = std::fs::read(root().join("testdata/llm/azure-conv-sample.csv")).unwrap();
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(&sample)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(sum["record"]["trace"]["sha256"], digest.as_str());
+    assert_eq!(sum["record"]["trace"]["jobs"], 300);
+    assert_eq!(sum["record"]["options"]["instances"], "16");
+    let runs = sum["runs"].as_array().unwrap();
+    assert_eq!(
+        (runs[0]["policy"].as_str(), runs[1]["policy"].as_str()),
+        (Some("round-robin"), Some("llumnix"))
+    );
+    // A row per request, served ones with their instance and times.
+    let csv = std::fs::read_to_string(dir.join("llumnix-requests.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 301, "a header and 300 requests");
+    assert!(
+        rows[0].starts_with("request,arrival_s,prompt_tokens,output_tokens,state,instance,ttft_s")
+    );
+    let served = rows[1..]
+        .iter()
+        .filter(|r| r.split(',').nth(4) == Some("done"))
+        .count();
+    assert_eq!(served as u64, runs[1]["requests"].as_u64().unwrap());
+    // The page: HTML table with ratios, headlines, charts in seconds, the record; no
+    // flat instances chart for a fixed cluster.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"cmp\">") && !html.contains("<pre>"));
+    assert!(html.contains("<ul class=\"headlines\">") && html.contains("than round-robin"));
+    assert!(
+        html.contains("time to first token (s, log scale)"),
+        "TTFT in seconds"
+    );
+    assert!(!html.contains("(ms"), "no axis in ms");
+    assert!(
+        !html.contains(">Instances</text>"),
+        "a flat instances chart"
+    );
+    assert!(html.contains("<h2>The run</h2>") && html.contains(&digest));
+    // A second run replaces the first's files, and says so even with -q.
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("replacing an earlier comparison"),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

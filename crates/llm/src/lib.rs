@@ -21,6 +21,7 @@ pub mod html;
 pub mod latency;
 pub mod metrics;
 pub mod migration;
+pub mod outputs;
 pub mod policy;
 pub mod pool;
 pub mod prefix;

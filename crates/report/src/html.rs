@@ -439,6 +439,17 @@ pub fn html_report(
 
 /// The record of the run, at the foot of the page.
 fn record_html(r: &crate::Record, runs: &[(Summary, &RunOutcome)]) -> String {
+    let params: Vec<(String, String)> = (runs.iter())
+        .filter(|(s, _)| !s.params.is_empty())
+        .map(|(s, _)| (s.policy.clone(), s.params.join(" ")))
+        .collect();
+    record_table(r, "jobs read", &params)
+}
+
+/// The record of a run as a table: command, build, date, trace and its digest (with
+/// `read`, what was read from it), cluster, every option, the seed, and each policy's
+/// parameters.
+pub fn record_table(r: &crate::Record, read: &str, params: &[(String, String)]) -> String {
     let mut o = String::from("<h2>The run</h2>\n<table class=\"record\">\n");
     let mut row = |k: &str, v: &str| {
         let _ = writeln!(
@@ -453,16 +464,14 @@ fn record_html(r: &crate::Record, runs: &[(Summary, &RunOutcome)]) -> String {
     row("made", &r.date);
     row("trace", &r.trace.path);
     row("trace SHA-256", &r.trace.sha256);
-    row("jobs read", &r.trace.jobs.to_string());
+    row(read, &r.trace.jobs.to_string());
     row("cluster", &r.cluster);
     for (k, v) in &r.options {
         row(&format!("--{k}"), v);
     }
     row("seed", &r.seed.to_string());
-    for (s, _) in runs {
-        if !s.params.is_empty() {
-            row(&format!("{} parameters", s.policy), &s.params.join(" "));
-        }
+    for (policy, p) in params {
+        row(&format!("{policy} parameters"), p);
     }
     o.push_str("</table>\n");
     o
