@@ -25,6 +25,7 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
     about: "each request to the least loaded instance, queued demand counted; no migration; optional auto-scaling",
     params: &[
         METRIC,
+        super::llumnix::OVERLOAD,
         scaling::AUTOSCALE,
         scaling::SCALE_UP,
         scaling::SCALE_DOWN,
@@ -37,6 +38,7 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
         let used_ratio = p.choice(&METRIC, &[("freeness", false), ("used-ratio", true)])?;
         Ok(Box::new(Infaas {
             used_ratio,
+            spread: super::llumnix::spread(p)?,
             scaler: Scaler::from_params(p)?,
         }))
     },
@@ -44,6 +46,7 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
 
 struct Infaas {
     used_ratio: bool,
+    spread: bool,
     scaler: Option<Scaler>,
 }
 
@@ -59,7 +62,7 @@ impl LlmPolicy for Infaas {
         if self.used_ratio {
             argmax(view, |v| -used_ratio(v))
         } else {
-            argmax(view, |v| freeness_dispatch(v, 0.0))
+            argmax(view, |v| freeness_dispatch(v, 0.0, self.spread))
         }
     }
 

@@ -81,6 +81,16 @@ const HEADROOM: ParamSpec = ParamSpec {
     default: "0.1",
     about: "virtual KV usage added per high-priority request, as a share of an instance's cache",
 };
+/// How dispatch ranks instances whose freeness is negative (queued demand past their
+/// free blocks). Llumnix's formula divides by the requests there too, so of two
+/// overloaded instances the one with more requests looks freer, and under overload
+/// work goes to the longest queue while others idle; `spread` multiplies instead.
+pub(crate) const OVERLOAD: ParamSpec = ParamSpec {
+    key: "overload",
+    default: "artifact",
+    about: "artifact (negative freeness divided by requests, as Llumnix's code: under overload the             longest queue looks freest) | spread (multiplied: the most over-committed looks fullest)",
+};
+
 /// The spec.
 pub const SPEC: LlmPolicySpec = LlmPolicySpec {
     name: "llumnix",
@@ -98,6 +108,7 @@ pub const SPEC: LlmPolicySpec = LlmPolicySpec {
         PAIRING,
         PRIORITIES,
         HEADROOM,
+        OVERLOAD,
         scaling::AUTOSCALE,
         scaling::SCALE_UP,
         scaling::SCALE_DOWN,
@@ -144,6 +155,7 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
         });
     }
     Ok(Box::new(Llumnix {
+        spread: spread(p)?,
         threshold: p.signed(&THRESHOLD)?,
         balanced: p.choice(&PAIRING, &[("defrag", false), ("balanced", true)])?,
         priorities,
@@ -156,7 +168,13 @@ fn build(p: &Params) -> Result<Box<dyn LlmPolicy>, ParamError> {
     }))
 }
 
+/// The `overload` parameter: whether negative freeness spreads work.
+pub(crate) fn spread(p: &Params) -> Result<bool, ParamError> {
+    p.choice(&OVERLOAD, &[("artifact", false), ("spread", true)])
+}
+
 struct Llumnix {
+    spread: bool,
     threshold: f64,
     balanced: bool,
     priorities: bool,
@@ -196,8 +214,9 @@ fn headroom_blocks(l: &Load, headroom: f64) -> f64 {
 }
 
 /// Freeness for dispatch: every queued request's demand counts, and `headroom` (a
-/// share of the cache) per high-priority request.
-pub fn freeness_dispatch(v: &InstanceView, headroom: f64) -> f64 {
+/// share of the cache) per high-priority request. With `spread`, negative freeness is
+/// multiplied by the requests instead of divided (see [`OVERLOAD`]).
+pub fn freeness_dispatch(v: &InstanceView, headroom: f64, spread: bool) -> f64 {
     if v.state == InstanceState::Terminating {
         return f64::NEG_INFINITY;
     }
@@ -206,7 +225,12 @@ pub fn freeness_dispatch(v: &InstanceView, headroom: f64) -> f64 {
     if n == 0 {
         return f64::INFINITY;
     }
-    (available(l) - l.waiting_blocks as f64 - headroom_blocks(l, headroom)) / f64::from(n)
+    let room = available(l) - l.waiting_blocks as f64 - headroom_blocks(l, headroom);
+    if spread && room < 0.0 {
+        room * f64::from(n)
+    } else {
+        room / f64::from(n)
+    }
 }
 
 /// Freeness for migration: only the head of the queue counts (de-fragmentation).
@@ -224,7 +248,7 @@ pub fn freeness_migrate(v: &InstanceView, headroom: f64) -> f64 {
 
 impl LlmPolicy for Llumnix {
     fn dispatch(&mut self, _req: &Request, view: &[InstanceView]) -> Option<u32> {
-        argmax(view, |v| freeness_dispatch(v, self.headroom))
+        argmax(view, |v| freeness_dispatch(v, self.headroom, self.spread))
     }
 
     fn priorities(&self) -> bool {
@@ -275,5 +299,49 @@ impl LlmPolicy for Llumnix {
         self.scaler
             .as_ref()
             .map_or(Scale::Hold, |s| s.decide(view, max))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(id: u32, free: u32, running: u32, waiting: u32, waiting_blocks: u64) -> InstanceView {
+        InstanceView {
+            id,
+            state: InstanceState::Active,
+            load: Load {
+                total_blocks: 1000,
+                block_size: 16,
+                free_blocks: free,
+                watermark: 10,
+                running,
+                waiting,
+                waiting_blocks,
+                ..Load::default()
+            },
+            migrating: false,
+            cached_tokens: 0,
+        }
+    }
+
+    #[test]
+    fn under_overload_the_artifact_picks_the_longest_queue_and_spread_does_not() {
+        // Both overloaded: room 10 free - 10 watermark - 100 queued = -100 blocks each. Instance 0 has 20
+        // requests (freeness -5), instance 1 has 4 (-25): Llumnix's formula rates the
+        // longer queue freer. Spread gives -2,000 and -400, and picks instance 1.
+        let view = [inst(0, 10, 10, 10, 100), inst(1, 10, 2, 2, 100)];
+        assert_eq!(freeness_dispatch(&view[0], 0.0, false), -5.0);
+        assert_eq!(freeness_dispatch(&view[1], 0.0, false), -25.0);
+        assert_eq!(argmax(&view, |v| freeness_dispatch(v, 0.0, false)), Some(0));
+        assert_eq!(argmax(&view, |v| freeness_dispatch(v, 0.0, true)), Some(1));
+        // With room to spare both agree: 190 blocks over 2 requests beats 90 over 1.
+        let calm = [inst(0, 100, 1, 0, 0), inst(1, 200, 2, 0, 0)];
+        for spread in [false, true] {
+            assert_eq!(
+                argmax(&calm, |v| freeness_dispatch(v, 0.0, spread)),
+                Some(1)
+            );
+        }
     }
 }

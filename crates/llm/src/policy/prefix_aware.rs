@@ -28,7 +28,7 @@ impl LlmPolicy for PrefixAware {
             let l = &v.load;
             let queued = l.waiting_blocks * u64::from(l.block_size);
             let tokens = queued + u64::from(req.input.saturating_sub(v.cached_tokens));
-            let free = freeness_dispatch(v, 0.0);
+            let free = freeness_dispatch(v, 0.0, false);
             let better = best.is_none_or(|(t, f, _)| tokens < t || (tokens == t && free > f));
             if better {
                 best = Some((tokens, free, v.id));
