@@ -27,6 +27,11 @@ pub enum LlmCmd {
         /// comparison's files there are replaced, and the run says so).
         #[arg(long, short = 'o', default_value = "llm-compare")]
         out: PathBuf,
+        /// Repeat over seeds 0..N (arrivals, and synthetic lengths, drawn anew) and
+        /// report means with 95 % intervals and seed-paired ratios against the first
+        /// policy; DIR gets seeds.json.
+        #[arg(long, value_name = "N")]
+        seeds: Option<u64>,
     },
     /// Several services sharing one GPU pool (SeaLLM's setting): compare the pool
     /// policies on a mix of services.
@@ -268,7 +273,16 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             }
             Ok(())
         }
-        LlmCmd::Compare { run, out: dir } => {
+        LlmCmd::Compare {
+            run,
+            out: dir,
+            seeds: Some(n),
+        } => compare_seeds(&run, &dir, n),
+        LlmCmd::Compare {
+            run,
+            out: dir,
+            seeds: None,
+        } => {
             let w = Workload::load(&run)?;
             let mut out = Vec::new();
             for p in run
@@ -491,6 +505,47 @@ impl Workload {
             },
         })
     }
+}
+
+/// `compare --seeds N`: every policy on seeds 0..N, as means with intervals.
+fn compare_seeds(run: &LlmArgs, dir: &std::path::Path, n: u64) -> Result<()> {
+    if n == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let policies: Vec<String> = (run.policy.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect();
+    let mut runs: Vec<Vec<LlmSummary>> = vec![Vec::new(); policies.len()];
+    let mut requests = 0;
+    for seed in 0..n {
+        let mut a = run.clone();
+        a.seed = seed;
+        a.quiet = run.quiet || seed > 0;
+        let w = Workload::load(&a)?;
+        requests = w.requests.len();
+        for (i, p) in policies.iter().enumerate() {
+            runs[i].push(run_policy(&a, &w, p)?.0);
+        }
+    }
+    let cells = crate::llm_seeds::cells(&runs);
+    print!("{}", crate::llm_seeds::table(&policies, &cells, n as usize));
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("seeds.json");
+    let json = serde_json::json!({
+        "record": record(run, requests)?,
+        "seeds": n,
+        "policies": crate::llm_seeds::json(&policies, &cells)?,
+    });
+    if path.exists() {
+        eprintln!("note: replacing {}", path.display());
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
+    if !run.quiet {
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {

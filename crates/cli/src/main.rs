@@ -16,6 +16,7 @@ mod llm_input;
 mod llm_iter;
 mod llm_out;
 mod llm_pool;
+mod llm_seeds;
 mod run;
 mod seeds;
 mod settings;

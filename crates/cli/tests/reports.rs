@@ -692,3 +692,44 @@ fn llm_compare_writes_a_report_like_the_training_ones() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn llm_compare_over_seeds_gives_intervals_and_paired_ratios() {
+    let dir = scratch("llm-seeds");
+    let d = dir.to_str().unwrap();
+    let o = apiary(&[
+        "llm",
+        "compare",
+        "-q",
+        "-n",
+        "300",
+        "--rate",
+        "4",
+        "-p",
+        "round-robin,llumnix",
+        "--seeds",
+        "3",
+        "-o",
+        d,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("3 seeds"), "{out}");
+    let p99 = out.lines().find(|l| l.starts_with("TTFT p99")).unwrap();
+    assert!(p99.contains(" ± ") && p99.contains("x ± "), "{p99}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("seeds.json")).unwrap()).unwrap();
+    assert_eq!(v["seeds"], 3);
+    let base = &v["policies"]["round-robin"]["ttft_p99_s"];
+    let l = &v["policies"]["llumnix"]["ttft_p99_s"];
+    assert_eq!(
+        (base["seeds"].as_u64(), l["seeds"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert!(
+        base.get("ratio_mean").is_none(),
+        "the baseline has no ratio to itself"
+    );
+    assert!(l["ratio_mean"].as_f64().unwrap() > 0.0 && l["ci95"].as_f64().unwrap() >= 0.0);
+    let _ = std::fs::remove_dir_all(dir);
+}
