@@ -60,10 +60,10 @@ pub struct LlmArgs {
     /// Policy, or a comma-separated list for `compare`.
     #[arg(long, short, default_value = "llumnix")]
     policy: String,
-    /// Model (see `apiary llm models`).
+    /// Model (see `apiary llm models`), or a model file (`.toml`, docs/llm.md).
     #[arg(long, default_value = "llama-2-7b")]
     model: String,
-    /// GPU (see `apiary llm models`).
+    /// GPU (see `apiary llm models`), or a GPU file (`.toml`, docs/llm.md).
     #[arg(long, default_value = "A10")]
     gpu: String,
     /// Instances at the start.
@@ -134,10 +134,10 @@ pub struct LlmArgs {
 /// What the migration micro-benchmark moves.
 #[derive(Args, Clone)]
 pub struct MigrationArgs {
-    /// Model (see `apiary llm models`).
+    /// Model (see `apiary llm models`), or a model file (`.toml`, docs/llm.md).
     #[arg(long, default_value = "llama-7b")]
     model: String,
-    /// GPU (see `apiary llm models`).
+    /// GPU (see `apiary llm models`), or a GPU file (`.toml`, docs/llm.md).
     #[arg(long, default_value = "A10")]
     gpu: String,
     /// Tensor-parallel GPUs per instance.

@@ -30,8 +30,10 @@ pub struct ModelSpec {
     pub params_per_layer: f64,
     /// Bytes of all weights in fp16.
     pub weight_bytes: f64,
-    /// KV-cache bytes of one token over all layers, fp16, whole model (not per shard).
+    /// KV-cache bytes of one token over all layers, whole model (not per shard).
     pub kv_bytes_per_token: f64,
+    /// Bytes of one weight: 2 for FP16 and BF16, 1 for FP8.
+    pub bytes_per_param: f64,
 }
 
 /// Peak figures of one GPU (a row of `hardware.csv`).
@@ -103,6 +105,7 @@ pub fn models() -> Vec<ModelSpec> {
             params_per_layer: num(c[11]) * 1e6,
             weight_bytes: num(c[13]) * 1e9,
             kv_bytes_per_token: num(c[14]),
+            bytes_per_param: 2.0,
         })
         .collect()
 }
@@ -120,8 +123,192 @@ pub fn gpus() -> Vec<GpuSpec> {
         .collect()
 }
 
-/// The model called `name` (case and `-hf`/`meta-` decorations ignored).
+/// A model described by a TOML file (`--model FILE.toml`): its shapes, from which its
+/// weights and KV cache follow as for the built-in table.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    name: String,
+    layers: u32,
+    hidden: u32,
+    heads: u32,
+    /// Grouped-query attention's key/value heads (`heads` when absent).
+    kv_heads: Option<u32>,
+    /// `hidden / heads` when absent.
+    head_dim: Option<u32>,
+    /// The MLP's inner size.
+    ffn: u32,
+    /// Three MLP matrices (SwiGLU) rather than two.
+    #[serde(default = "yes")]
+    gated_mlp: bool,
+    vocab: u32,
+    /// Context length, tokens.
+    context: u32,
+    /// `fp16` (default), `bf16` or `fp8`, for the weights...
+    #[serde(default)]
+    dtype: Option<String>,
+    /// ... and for the KV cache (the weights' when absent).
+    #[serde(default)]
+    kv_dtype: Option<String>,
+    /// Not modelled yet: refused rather than run as full attention.
+    sliding_window: Option<u32>,
+    /// Not modelled yet: refused rather than run as a dense model.
+    experts: Option<u32>,
+    /// With `experts`.
+    active_experts: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn file_err(path: &str, message: impl Into<String>) -> LlmError {
+    LlmError::Invalid {
+        what: "--model",
+        message: format!("{path}: {}", message.into()),
+    }
+}
+
+fn dtype_bytes(path: &str, field: &str, v: Option<&str>) -> Result<f64, LlmError> {
+    match v.unwrap_or("fp16") {
+        "fp16" | "bf16" => Ok(2.0),
+        "fp8" => Ok(1.0),
+        other => Err(file_err(
+            path,
+            format!("{field}: '{other}' is not fp16, bf16 or fp8"),
+        )),
+    }
+}
+
+/// Reads a model file.
+fn model_file(path: &str) -> Result<ModelSpec, LlmError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LlmError::Io {
+        path: path.to_string(),
+        source,
+    })?;
+    let f: ModelFile =
+        toml::from_str(&text).map_err(|e| file_err(path, e.to_string().trim_end()))?;
+    if f.sliding_window.is_some() {
+        return Err(file_err(
+            path,
+            "sliding_window: sliding-window attention is not modelled yet (it would run as full attention)",
+        ));
+    }
+    if f.experts.is_some() || f.active_experts.is_some() {
+        return Err(file_err(
+            path,
+            "experts: mixture-of-experts layers are not modelled yet (they would run as a dense model)",
+        ));
+    }
+    for (field, v) in [
+        ("layers", f.layers),
+        ("hidden", f.hidden),
+        ("heads", f.heads),
+        ("ffn", f.ffn),
+        ("vocab", f.vocab),
+        ("context", f.context),
+    ] {
+        if v == 0 {
+            return Err(file_err(path, format!("{field}: must be at least 1")));
+        }
+    }
+    let kv_heads = f.kv_heads.unwrap_or(f.heads);
+    if kv_heads == 0 || !f.heads.is_multiple_of(kv_heads) {
+        return Err(file_err(
+            path,
+            format!("kv_heads: {kv_heads} must divide heads ({})", f.heads),
+        ));
+    }
+    let head_dim = match f.head_dim {
+        Some(h) if h > 0 => h,
+        Some(_) => return Err(file_err(path, "head_dim: must be at least 1")),
+        None if f.hidden.is_multiple_of(f.heads) => f.hidden / f.heads,
+        None => {
+            return Err(file_err(
+                path,
+                "head_dim: hidden does not split over heads; give it",
+            ));
+        }
+    };
+    let w = dtype_bytes(path, "dtype", f.dtype.as_deref())?;
+    let kv = dtype_bytes(
+        path,
+        "kv_dtype",
+        f.kv_dtype.as_deref().or(f.dtype.as_deref()),
+    )?;
+    let (d, q, kvd) = (
+        f64::from(f.hidden),
+        f64::from(f.heads * head_dim),
+        f64::from(kv_heads * head_dim),
+    );
+    let mlp = if f.gated_mlp { 3.0 } else { 2.0 } * d * f64::from(f.ffn);
+    let params_per_layer = 2.0 * d * q + 2.0 * d * kvd + mlp;
+    let params = f64::from(f.layers) * params_per_layer + 2.0 * f64::from(f.vocab) * d;
+    Ok(ModelSpec {
+        name: f.name,
+        layers: f.layers,
+        d_model: f.hidden,
+        heads: f.heads,
+        kv_heads,
+        head_dim,
+        vocab: f.vocab,
+        max_ctx: f.context,
+        params_per_layer,
+        weight_bytes: params * w,
+        kv_bytes_per_token: 2.0 * f64::from(f.layers) * kvd * kv,
+        bytes_per_param: w,
+    })
+}
+
+/// A GPU described by a TOML file (`--gpu FILE.toml`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuFile {
+    name: String,
+    memory_gb: f64,
+    bandwidth_gbs: f64,
+    /// Dense FP16/BF16 tensor TFLOP/s.
+    tflops: f64,
+    /// Scale-up link bandwidth per direction, GB/s.
+    link_gbs: f64,
+}
+
+fn gpu_file(path: &str) -> Result<GpuSpec, LlmError> {
+    let bad = |message: String| LlmError::Invalid {
+        what: "--gpu",
+        message: format!("{path}: {message}"),
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| LlmError::Io {
+        path: path.to_string(),
+        source,
+    })?;
+    let f: GpuFile =
+        toml::from_str(&text).map_err(|e| bad(e.to_string().trim_end().to_string()))?;
+    for (field, v) in [
+        ("memory_gb", f.memory_gb),
+        ("bandwidth_gbs", f.bandwidth_gbs),
+        ("tflops", f.tflops),
+        ("link_gbs", f.link_gbs),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v < 1e9) {
+            return Err(bad(format!("{field}: {v} must be above 0")));
+        }
+    }
+    Ok(GpuSpec {
+        name: f.name,
+        mem_bytes: f.memory_gb * 1e9,
+        mem_bw: f.bandwidth_gbs * 1e9,
+        flops: f.tflops * 1e12,
+        link_bw: f.link_gbs * 1e9,
+    })
+}
+
+/// The model called `name` (case and `-hf`/`meta-` decorations ignored), or read from
+/// `name` when it is a `.toml` file.
 pub fn model(name: &str) -> Result<ModelSpec, LlmError> {
+    if name.ends_with(".toml") {
+        return model_file(name);
+    }
     let all = models();
     let want = norm(name);
     all.iter()
@@ -145,8 +332,12 @@ const GPU_ALIASES: [(&str, &str); 3] = [
     ("h200", "H200-141GB-SXM"),
 ];
 
-/// The GPU called `name` (case ignored; `A100`, `H100` and `H200` mean the SXM parts).
+/// The GPU called `name` (case ignored; `A100`, `H100` and `H200` mean the SXM parts),
+/// or read from `name` when it is a `.toml` file.
 pub fn gpu(name: &str) -> Result<GpuSpec, LlmError> {
+    if name.ends_with(".toml") {
+        return gpu_file(name);
+    }
     let all = gpus();
     let lower = name.trim().to_ascii_lowercase();
     let want = GPU_ALIASES
@@ -171,6 +362,10 @@ pub fn gpu(name: &str) -> Result<GpuSpec, LlmError> {
 /// profiled that triple (A100-80GB and H100-80GB SXM nodes only). LLaMA-7B has
 /// Llama-2-7B's shapes, so it shares its profile.
 pub fn mlp_fit(model: &ModelSpec, gpu: &GpuSpec, tp: u32) -> Option<MlpFit> {
+    // Vidur profiled 16-bit weights.
+    if model.bytes_per_param != 2.0 {
+        return None;
+    }
     let device = match gpu.name.as_str() {
         "A100-80GB-SXM" => "a100",
         "H100-80GB-SXM" => "h100",
@@ -287,7 +482,7 @@ mod tests {
     #[test]
     fn tables_parse_completely() {
         let ms = models();
-        assert_eq!(ms.len(), 11);
+        assert_eq!(ms.len(), 13);
         for m in &ms {
             assert!(m.layers > 0 && m.heads > 0 && m.head_dim > 0, "{m:?}");
             assert!(
@@ -298,12 +493,94 @@ mod tests {
             assert_eq!(kv, m.kv_bytes_per_token, "{}", m.name);
         }
         let gs = gpus();
-        assert_eq!(gs.len(), 11);
+        assert_eq!(gs.len(), 12);
         assert!(
             gs.iter()
                 .all(|g| g.flops > 0.0 && g.mem_bw > 0.0 && g.link_bw > 0.0)
         );
         assert!(rows(FITS_CSV).all(|c| c[4..7].iter().all(|v| num(v).is_finite())));
+    }
+
+    #[test]
+    fn llama_3_1_rows_follow_from_their_shapes() {
+        // Per block: q and o projections d x d, k and v d x (8 x 128), a gated MLP of
+        // three d x ffn matrices; weights add the embedding and the LM head.
+        for (name, d, ffn, layers, gb) in [
+            ("Llama-3.1-8B", 4096.0, 14336.0, 32.0, 16.1),
+            ("Llama-3.1-70B", 8192.0, 28672.0, 80.0, 141.1),
+        ] {
+            let m = model(name).unwrap();
+            let per_block = 2.0 * d * d + 2.0 * d * 1024.0 + 3.0 * d * ffn;
+            assert!(
+                (m.params_per_layer - per_block).abs() / per_block < 1e-3,
+                "{name}"
+            );
+            let weights = 2.0 * (layers * per_block + 2.0 * 128_256.0 * d);
+            assert!(
+                (weights / 1e9 - gb).abs() < 0.1,
+                "{name}: {}",
+                weights / 1e9
+            );
+            assert_eq!(m.max_ctx, 131_072);
+        }
+    }
+
+    fn write(name: &str, text: &str) -> String {
+        let p = std::env::temp_dir().join(format!("apiary-hw-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    #[test]
+    fn models_and_gpus_come_from_files() {
+        const LLAMA31_8B: &str = "name = \"mine\"\nlayers = 32\nhidden = 4096\nheads = 32\nkv_heads = 8\nffn = 14336\nvocab = 128256\ncontext = 131072\n";
+        let f = model(&write("m.toml", LLAMA31_8B)).unwrap();
+        let b = model("Llama-3.1-8B").unwrap();
+        assert_eq!(
+            (f.head_dim, f.kv_bytes_per_token, f.bytes_per_param),
+            (128, b.kv_bytes_per_token, 2.0)
+        );
+        assert!((f.params_per_layer - b.params_per_layer).abs() / b.params_per_layer < 1e-3);
+        assert!((f.weight_bytes - b.weight_bytes).abs() / b.weight_bytes < 0.01);
+        // FP8 weights and cache: half the bytes, the same FLOPs, no fp16 profile.
+        let q = model(&write("q.toml", &format!("{LLAMA31_8B}dtype = \"fp8\"\n"))).unwrap();
+        assert_eq!(
+            (q.weight_bytes * 2.0, q.kv_bytes_per_token * 2.0),
+            (f.weight_bytes, f.kv_bytes_per_token)
+        );
+        let h100 = gpu("H100").unwrap();
+        assert!(mlp_fit(&q, &h100, 1).is_none());
+        // What is not modelled is refused, naming the field; so are unknown keys.
+        let e = model(&write(
+            "w.toml",
+            &format!("{LLAMA31_8B}sliding_window = 4096\n"),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("w.toml") && e.contains("sliding_window") && e.contains("not modelled"),
+            "{e}"
+        );
+        let e = model(&write("u.toml", &format!("{LLAMA31_8B}hiden = 1\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hiden"), "{e}");
+        let g = gpu(&write(
+            "g.toml",
+            "name = \"X1\"\nmemory_gb = 96\nbandwidth_gbs = 4000\ntflops = 1000\nlink_gbs = 400\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            (g.mem_bytes, g.mem_bw, g.flops, g.link_bw),
+            (96e9, 4e12, 1e15, 400e9)
+        );
+        let e = gpu(&write(
+            "z.toml",
+            "name = \"X\"\nmemory_gb = 0\nbandwidth_gbs = 1\ntflops = 1\nlink_gbs = 1\n",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("memory_gb"), "{e}");
     }
 
     #[test]

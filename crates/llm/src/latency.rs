@@ -132,6 +132,8 @@ pub struct IterModel {
     layer_attn_flops_per_pair: f64,
     /// Per GPU: LM head weight bytes (vocabulary split over the degree).
     head_bytes: f64,
+    /// Per GPU: LM head FLOPs per sequence producing a token.
+    head_flops_per_logit: f64,
     /// Bytes all-reduced per token per call.
     allreduce_bytes_per_token: f64,
     /// Algorithm bandwidth of the all-reduce, bytes/s (infinite at degree 1).
@@ -165,11 +167,13 @@ impl IterModel {
             layers: f64::from(model.layers),
             tp: tpf,
             linear,
-            layer_weight_bytes: 2.0 * model.params_per_layer / tpf,
+            layer_weight_bytes: model.bytes_per_param * model.params_per_layer / tpf,
             layer_flops_per_token: 2.0 * model.params_per_layer / tpf,
             layer_kv_bytes: model.kv_bytes_per_token / f64::from(model.layers) / tpf,
             layer_attn_flops_per_pair: 4.0 * f64::from(model.heads * model.head_dim) / tpf,
-            head_bytes: 2.0 * f64::from(model.vocab) * f64::from(model.d_model) / tpf,
+            head_bytes: model.bytes_per_param * f64::from(model.vocab) * f64::from(model.d_model)
+                / tpf,
+            head_flops_per_logit: 2.0 * f64::from(model.vocab) * f64::from(model.d_model) / tpf,
             allreduce_bytes_per_token: 2.0 * f64::from(model.d_model),
             allreduce_bw,
             gpu_flops: gpu.flops,
@@ -259,7 +263,7 @@ impl IterModel {
         } else {
             0.0
         };
-        let head_flops = self.head_bytes * b.logits as f64;
+        let head_flops = self.head_flops_per_logit * b.logits as f64;
         let head = (self.head_bytes / (self.gpu_bw * E_WEIGHTS))
             .max(head_flops / (self.gpu_flops * E_GEMM));
         let dec_flops = self.layer_attn_flops_per_pair * b.decode_ctx as f64;
