@@ -162,6 +162,17 @@ pub struct ServerConfig {
     /// jobs beside them, by what their agents measure the services use.
     #[serde(default)]
     pub online_nodes: Option<u32>,
+    /// How jobs that share GPUs (`gpu_milli`) are packed: one of FGD's six policies
+    /// (`fgd`, `bestfit`, `dotprod`, `gpu-packing`, `gpu-clustering`, `random`; `apiary
+    /// policies` lists them), fragmentation measured against the shapes of the jobs the
+    /// server admitted. Every node must then declare `cpus` and `memory_gib` (the
+    /// policies weigh them) and have at most 8 GPUs, as FGD's nodes do. Absent: the
+    /// fullest GPU that holds the job (docs/serve.md, "Sharing GPUs").
+    #[serde(default)]
+    pub share_policy: Option<String>,
+    /// Its parameters.
+    #[serde(default)]
+    pub share_params: BTreeMap<String, String>,
     /// Jobs one VC may have unfinished (queued or running) at once, like Slurm's
     /// `MaxSubmitJobs`; a submission past it gets a 429.
     #[serde(default = "max_jobs")]
@@ -306,9 +317,6 @@ impl ServerConfig {
         (sharing.name().to_string(), apiary_policy::Params(p))
     }
 
-    /// Whether the service can run `policy` (with `sharing`): why not, naming the
-    /// capability that blocks it. The capabilities are those of the policy built with
-    /// its parameters, which the live core checks again when it starts.
     /// Checks `store` and, for etcd, its endpoints and prefix.
     fn check_store(&self) -> Result<(), (String, String)> {
         match self.store.as_str() {
@@ -359,7 +367,11 @@ impl ServerConfig {
         }
     }
 
+    /// Whether the service can run `policy` (with `sharing`): why not, naming the
+    /// capability that blocks it. The capabilities are those of the policy built with
+    /// its parameters, which the live core checks again when it starts.
     fn check_policy(&self) -> Result<(), (String, String)> {
+        self.check_share_policy()?;
         let Some(spec) = apiary_policy::find(&self.policy) else {
             let names: Vec<&str> = apiary_policy::registry::ALL
                 .iter()
@@ -448,6 +460,52 @@ impl ServerConfig {
             .map(|_| ())
             .map_err(|e| ("params".into(), e.to_string()))
     }
+    /// Checks `share_policy`: a known policy, its parameters, and nodes it can score.
+    fn check_share_policy(&self) -> Result<(), (String, String)> {
+        let Some(name) = &self.share_policy else {
+            if !self.share_params.is_empty() {
+                return Err((
+                    "share_params".into(),
+                    "parameters without a share_policy".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if !apiary_share::is_share_policy(name) {
+            let names: Vec<&str> = apiary_share::POLICIES.names().collect();
+            return Err((
+                "share_policy".into(),
+                format!(
+                    "unknown GPU-sharing policy '{name}' (one of {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+        apiary_share::build(name, &apiary_policy::Params(self.share_params.clone()))
+            .map_err(|e| ("share_params".to_string(), e.to_string()))?;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let max = apiary_model::share::MAX_GPUS_PER_NODE;
+            if n.gpus as usize > max {
+                return Err((
+                    format!("nodes[{i}].gpus"),
+                    format!("share_policy '{name}' scores nodes of at most {max} GPUs, as FGD's"),
+                ));
+            }
+            for (f, v) in [("cpus", n.cpus), ("memory_gib", n.memory_gib)] {
+                if v.is_none() {
+                    return Err((
+                        format!("nodes[{i}].{f}"),
+                        format!(
+                            "share_policy '{name}' weighs the nodes' CPU and memory: declare \
+                             every node's `cpus` and `memory_gib`"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Parses and checks a config.
     pub fn parse(text: &str, file: &str) -> Result<ServerConfig, ConfigError> {
         let c: ServerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {

@@ -192,6 +192,8 @@ fn service_config(
         carbon_file: None,
         io: None,
         online_nodes: None,
+        share_policy: None,
+        share_params: Default::default(),
         max_jobs_per_vc: u64::MAX,
         // The engine reads every finished job's record at the end: none leaves.
         retain_finished_s: 1e9,

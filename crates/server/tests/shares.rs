@@ -11,9 +11,15 @@ use common::hb;
 
 /// Nodes `a` (4 GPUs of 80 GiB, 8 cores, 32 GiB) and `b` (4 GPUs, nothing declared).
 fn config(policy: &str) -> ServerConfig {
+    config_with(policy, "", "")
+}
+
+/// [`config`] with `extra` lines at top level and `b_has` lines in node b's table.
+fn config_with(policy: &str, extra: &str, b_has: &str) -> ServerConfig {
     ServerConfig::parse(
         &format!(
             r#"policy = "{policy}"
+{extra}
 data_dir = ":memory:"
 heartbeat_interval_s = 1
 node_timeout_s = 5
@@ -27,6 +33,7 @@ gpu_memory_gib = 80
 [[nodes]]
 name = "b"
 gpus = 4
+{b_has}
 "#
         ),
         "server.toml",
@@ -450,7 +457,26 @@ fn random_workloads_never_overcommit_a_gpu_or_run_a_job_twice() {
             x % n
         };
         let policy = ["fifo", "tiresias"][seed as usize % 2];
-        let mut c = Core::new(config(policy), 0).unwrap();
+        // The best fit by GPU, or one of FGD's six (which need b's CPU and memory).
+        let packing = [
+            "",
+            "fgd",
+            "bestfit",
+            "dotprod",
+            "gpu-packing",
+            "gpu-clustering",
+            "random",
+        ][seed as usize % 7];
+        let cfg = if packing.is_empty() {
+            config(policy)
+        } else {
+            config_with(
+                policy,
+                &format!("share_policy = \"{packing}\""),
+                "cpus = 16\nmemory_gib = 64",
+            )
+        };
+        let mut c = Core::new(cfg, 0).unwrap();
         let mut agents = vec![("a", Agent::default()), ("b", Agent::default())];
         let mut ids = Vec::new();
         let mut now = 0;
@@ -551,7 +577,10 @@ fn random_workloads_never_overcommit_a_gpu_or_run_a_job_twice() {
             }
         }
         let left: Vec<JobState> = ids.iter().map(|&id| c.job(id).unwrap().state).collect();
-        assert!(left.iter().all(|s| s.terminal()), "seed {seed}: {left:?}");
+        assert!(
+            left.iter().all(|s| s.terminal()),
+            "seed {seed} ({packing}): {left:?}"
+        );
         assert!(c.nodes().iter().all(|n| n.shares.is_empty()), "seed {seed}");
         assert_eq!(c.cluster().gpus_allocated, 0, "seed {seed}");
     }

@@ -92,7 +92,7 @@ pub(crate) fn affinity_slot(d: &Demand) -> Option<usize> {
 }
 
 /// GPU type names and the constraints pods name, as ids.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Types {
     /// GPU type names; a node's `ty` indexes this. Index 0 is the empty type (no GPUs).
     pub names: Vec<CompactString>,
@@ -102,8 +102,24 @@ pub struct Types {
     pub masks: Vec<u64>,
 }
 
+impl Default for Types {
+    fn default() -> Types {
+        Types::new()
+    }
+}
+
 impl Types {
-    fn type_id(&mut self, name: &str) -> Result<u8, ShareError> {
+    /// No types yet: only the empty type and the "any" constraint.
+    pub fn new() -> Types {
+        Types {
+            names: vec![CompactString::default()],
+            specs: vec![String::new()],
+            masks: vec![u64::MAX],
+        }
+    }
+
+    /// The id of GPU type `name`, added if new (at most 63 types).
+    pub fn type_id(&mut self, name: &str) -> Result<u8, ShareError> {
         if let Some(i) = self.names.iter().position(|n| n == name) {
             return Ok(i as u8);
         }
@@ -116,7 +132,9 @@ impl Types {
         Ok((self.names.len() - 1) as u8)
     }
 
-    fn spec_id(&mut self, spec: &[CompactString]) -> u16 {
+    /// The id of the constraint allowing the types `spec` names (0 for none: any),
+    /// added if new. Add the types first: a name no type has allows nothing.
+    pub fn spec_id(&mut self, spec: &[CompactString]) -> u16 {
         if spec.is_empty() {
             return 0;
         }
@@ -173,11 +191,7 @@ impl Prepared {
     /// Turns nodes and pods into ids and states. A pod whose constraint names a type
     /// no node has can never run; it stays in the workload and fails to place, as in FGD.
     pub fn new(nodes: &[GpuNode], pods: &[Pod]) -> Result<Prepared, ShareError> {
-        let mut types = Types {
-            names: vec![CompactString::default()],
-            specs: vec![String::new()],
-            masks: vec![u64::MAX],
-        };
+        let mut types = Types::new();
         let mut states = Vec::with_capacity(nodes.len());
         for n in nodes {
             if usize::from(n.gpus) > MAX_GPUS_PER_NODE {

@@ -19,7 +19,7 @@ pub use cluster::{Demand, NodeState, Prepared, Request, Types};
 pub use experiment::{ByArrived, ByHour, Figures, Mode, Outcome, Step, run};
 pub use policy::{POLICIES, SharePolicy, SharePolicySpec, build, is_share_policy};
 pub use scheduler::{Placed, Scheduler};
-pub use typical::{Typical, node_frag, typical_pods};
+pub use typical::{Typical, node_frag, typical_of_counts, typical_pods};
 
 /// Why a GPU-sharing run could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -98,6 +98,40 @@ impl Scheduler {
         self.rank = rank;
     }
 
+    /// Sets node `i`'s state to what it is now, for a caller whose nodes change by
+    /// more than this scheduler's placements (the live service: whole-GPU jobs, nodes
+    /// going down, processes ending). A state equal to the one kept changes nothing.
+    pub fn set_node(&mut self, i: usize, state: NodeState) {
+        if self.nodes[i] == state {
+            return;
+        }
+        self.used_milli += self.nodes[i].total_left() - state.total_left();
+        self.nodes[i] = state;
+        self.version[i] = self.version[i].wrapping_add(1);
+        let f = node_frag(&self.nodes[i], &self.typical, &self.types);
+        self.frag_total += f - self.frag[i];
+        self.frag[i] = f;
+    }
+
+    /// Measures fragmentation, and so scores FGD, against `typical` from now on.
+    pub fn set_typical(&mut self, typical: Vec<Typical>) {
+        self.typical = typical;
+        self.frag = self
+            .nodes
+            .iter()
+            .map(|s| node_frag(s, &self.typical, &self.types))
+            .collect();
+        self.frag_total = self.frag.iter().sum();
+        for v in &mut self.version {
+            *v = v.wrapping_add(1);
+        }
+    }
+
+    /// The GPU types and constraints.
+    pub fn types(&self) -> &Types {
+        &self.types
+    }
+
     /// The nodes' states.
     pub fn nodes(&self) -> &[NodeState] {
         &self.nodes

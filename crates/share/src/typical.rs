@@ -26,12 +26,26 @@ pub struct Typical {
 /// with their shares renormalised over the shapes kept. Shapes of equal count go larger
 /// first (CPU, then GPU thousandths, GPU count, type constraint), as FGD sorts them.
 pub fn typical_pods(demands: &[Demand], types: &Types, popularity: f64) -> Vec<Typical> {
-    let mut counts: HashMap<Demand, f64, foldhash::fast::FixedState> = HashMap::default();
+    let mut counts: HashMap<Demand, u64, foldhash::fast::FixedState> = HashMap::default();
     for d in demands {
-        *counts.entry(*d).or_default() += 1.0;
+        *counts.entry(*d).or_default() += 1;
     }
-    let total = demands.len() as f64;
-    let mut list: Vec<(Demand, f64)> = counts.into_iter().collect();
+    let list: Vec<(Demand, u64)> = counts.into_iter().collect();
+    typical_of_counts(list, types, popularity)
+}
+
+/// [`typical_pods`] of a workload given as shapes and how many pods have each.
+pub fn typical_of_counts(
+    counts: impl IntoIterator<Item = (Demand, u64)>,
+    types: &Types,
+    popularity: f64,
+) -> Vec<Typical> {
+    let mut list: Vec<(Demand, f64)> = counts
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(d, n)| (d, n as f64))
+        .collect();
+    let total: f64 = list.iter().map(|&(_, n)| n).sum();
     list.sort_by(|a, b| {
         b.1.total_cmp(&a.1).then_with(|| {
             let key = |d: &Demand| (d.cpu, d.milli, d.num);

@@ -230,3 +230,47 @@ fn replay_reports_the_cluster_at_the_end_of_each_hour() {
         [50.0, 100.0, 50.0, 0.0]
     );
 }
+
+#[test]
+fn states_set_from_outside_are_scored_and_measured_as_placements_leave_them() {
+    // The live service sets nodes to what they are, rather than placing every pod
+    // here: a node set to a state must score and measure as if placements made it.
+    let nodes = [gpu_node("n0", 2, "T4"), gpu_node("n1", 2, "T4")];
+    let pods = vec![
+        pod("half", 4000, 1, 500, &[]),
+        pod("whole", 4000, 1, 1000, &[]),
+    ];
+    let prep = Prepared::new(&nodes, &pods).unwrap();
+    let typical = apiary_share::workload_typical(&prep, 95.0);
+    let placed = || {
+        Scheduler::new(
+            &prep,
+            typical.clone(),
+            build("fgd", &Default::default()).unwrap(),
+            0,
+        )
+    };
+    let mut by_placing = placed();
+    let at = by_placing.place(&prep.pods[0]).unwrap();
+    let mut by_setting = placed();
+    by_setting.set_node(at.node as usize, by_placing.nodes()[at.node as usize]);
+    assert_eq!(by_setting.nodes(), by_placing.nodes());
+    assert_eq!(by_setting.used_milli(), 500);
+    assert_eq!(by_setting.frag_milli(), by_placing.frag_milli());
+    // A half GPU left on n0 is fragmented for the whole-GPU shape (half the shapes):
+    // 500 x 0.5 = 250 thousandths.
+    assert_eq!(by_setting.frag_milli(), 250.0);
+    // FGD puts the next half beside the first, on the same GPU, in both.
+    let a = by_placing.place(&prep.pods[0]).unwrap();
+    let b = by_setting.place(&prep.pods[0]).unwrap();
+    assert_eq!((a.node, a.pick.gpus()), (at.node, at.pick.gpus()));
+    assert_eq!((b.node, b.pick.gpus()), (at.node, at.pick.gpus()));
+    // With only halves typical, a half GPU left is not fragmented at all.
+    let halves = apiary_share::typical_of_counts([(prep.pods[0].demand, 7)], &prep.types, 95.0);
+    assert_eq!(halves.len(), 1);
+    assert_eq!(halves[0].freq, 1.0);
+    let mut s = placed();
+    s.place(&prep.pods[0]).unwrap();
+    s.set_typical(halves);
+    assert_eq!(s.frag_milli(), 0.0);
+}

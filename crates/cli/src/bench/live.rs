@@ -24,15 +24,30 @@ pub struct LiveFigures {
     /// The same, each durable on the etcd given to `apiary bench --etcd`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submit_etcd_per_s: Option<f64>,
+    /// Scheduling pass placing GPU-sharing jobs on `pass_gpus` GPUs, after one of them
+    /// ended, by packing (`best-fit` or a `share_policy`): (packing, p50 µs, p99 µs,
+    /// jobs queued).
+    pub share_pass: Vec<(String, f64, f64, usize)>,
 }
 
 fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::ServerConfig> {
+    config_with(nodes, data_dir, "")
+}
+
+/// [`live_config`] with `extra` top-level lines, every node with 96 cores and 768 GiB.
+fn config_with(
+    nodes: u32,
+    data_dir: &str,
+    extra: &str,
+) -> Result<apiary_server::config::ServerConfig> {
     // One VC holds every benchmark job: lift the per-VC job limit past them.
     let mut t = format!(
-        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\nmax_records_per_vc = 100000000\nmax_record_bytes_per_vc = 1000000000000\n"
+        "policy = \"tiresias\"\nlisten = \"127.0.0.1:0\"\nlog_format = \"off\"\ndata_dir = \"{data_dir}\"\nmax_jobs_per_vc = 100000000\nmax_records_per_vc = 100000000\nmax_record_bytes_per_vc = 1000000000000\n{extra}\n"
     );
     for i in 0..nodes {
-        t.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ngpus = 8\n"));
+        t.push_str(&format!(
+            "[[nodes]]\nname = \"n{i}\"\ngpus = 8\ncpus = 96\nmemory_gib = 768\n"
+        ));
     }
     Ok(apiary_server::config::ServerConfig::parse(&t, "bench")?)
 }
@@ -41,7 +56,7 @@ fn live_config(nodes: u32, data_dir: &str) -> Result<apiary_server::config::Serv
 /// jobs (Tiresias), and durable submissions per second over HTTP.
 pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
     use apiary_server::core::Core;
-    use apiary_server::types::{Exit, Heartbeat, JobSpec, JobState};
+    use apiary_server::types::{JobSpec, JobState};
     // Pass latency: fill 10,000 GPUs, queue 10,000 more jobs, then time the pass after
     // each of 1,000 completions.
     let mut core = Core::new(live_config(1250, ":memory:")?, 0).map_err(anyhow::Error::msg)?;
@@ -72,25 +87,7 @@ pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
             continue;
         }
         for p in &r.parts {
-            let hb = Heartbeat {
-                node: p.node.clone(),
-                instance: "bench".into(),
-                succeeds: None,
-                replace: false,
-                gpus: 8,
-                running: Vec::new(),
-                exited: vec![Exit {
-                    job: id,
-                    attempt: r.attempt,
-                    code: 0,
-                    lost: false,
-                    output_tail: String::new(),
-                }],
-                shutting_down: false,
-                output: Vec::new(),
-                hints: Vec::new(),
-                online: Vec::new(),
-            };
+            let hb = ended(&p.node, id, r.attempt);
             core.heartbeat(&hb, now)
                 .map_err(|e| anyhow::anyhow!(e.message))?;
         }
@@ -127,7 +124,98 @@ pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
         submit_per_s,
         submit_clients: clients,
         submit_etcd_per_s,
+        share_pass: ["best-fit", "fgd", "gpu-packing"]
+            .into_iter()
+            .map(share_pass)
+            .collect::<Result<_>>()?,
     })
+}
+
+/// Pass latency with GPU-sharing jobs: 10,000 GPUs filled by jobs of FGD's commonest
+/// shapes, 30 % more queued, then the pass after each of 300 completions, packed by
+/// `packing` (`best-fit`: the default).
+fn share_pass(packing: &str) -> Result<(String, f64, f64, usize)> {
+    use apiary_server::core::Core;
+    use apiary_server::types::JobSpec;
+    let extra = match packing {
+        "best-fit" => String::new(),
+        p => format!("share_policy = \"{p}\""),
+    };
+    let mut core =
+        Core::new(config_with(1250, ":memory:", &extra)?, 0).map_err(anyhow::Error::msg)?;
+    // Thousandths and cores, in the proportions of the commonest shapes.
+    let shapes = [
+        (500, 4),
+        (250, 2),
+        (1000 - 1, 8),
+        (500, 4),
+        (300, 2),
+        (700, 6),
+    ];
+    let mut ids = Vec::new();
+    let mut milli = 0u64;
+    let mut i = 0;
+    while milli < 13_000_000 {
+        let (m, cores) = shapes[i % shapes.len()];
+        i += 1;
+        milli += m;
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "gpus": 1, "gpu_milli": m, "cpu_milli": cores * 1000, "memory_mib": cores * 8192,
+            "command": ["true"]
+        }))?;
+        ids.push(
+            core.submit(spec, 0)
+                .map_err(|e| anyhow::anyhow!(e.message))?,
+        );
+    }
+    core.schedule(0);
+    let queued = core.queued_shares();
+    let mut times = Vec::new();
+    let mut now = 1000;
+    for &id in &ids {
+        if times.len() == 300 {
+            break;
+        }
+        let r = core.job(id).map_err(|e| anyhow::anyhow!(e.message))?;
+        if r.state != apiary_server::types::JobState::Running {
+            continue;
+        }
+        let node = r.parts[0].node.clone();
+        let hb = ended(&node, id, r.attempt);
+        core.heartbeat(&hb, now)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let t0 = Instant::now();
+        core.schedule(now);
+        times.push(t0.elapsed().as_secs_f64() * 1e6);
+        now += 10;
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
+    Ok((packing.to_string(), at(0.5), at(0.99), queued))
+}
+
+/// A heartbeat from `node` saying attempt `attempt` of job `job` ended well.
+fn ended(node: &str, job: u64, attempt: u32) -> apiary_server::types::Heartbeat {
+    use apiary_server::types::{Exit, Heartbeat};
+    Heartbeat {
+        node: node.to_string(),
+        instance: "bench".into(),
+        succeeds: None,
+        replace: false,
+        gpus: 8,
+        running: Vec::new(),
+        exited: vec![Exit {
+            job,
+            attempt,
+            code: 0,
+            lost: false,
+            output_tail: String::new(),
+        }],
+        shutting_down: false,
+        output: Vec::new(),
+        hints: Vec::new(),
+        online: Vec::new(),
+    }
 }
 
 /// Durable submissions per second over HTTP on loopback from `clients` clients, to a

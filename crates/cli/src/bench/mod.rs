@@ -248,6 +248,12 @@ fn print_figures(
         "live scheduling pass, Tiresias, {} GPUs, {} queued: p50 {:.0} us, p99 {:.0} us",
         lf.pass_gpus, lf.pass_queued, lf.pass_p50_us, lf.pass_p99_us
     );
+    for (packing, p50, p99, queued) in &lf.share_pass {
+        println!(
+            "live pass placing GPU-sharing jobs ({packing}), {} GPUs, {queued} queued: p50 {p50:.0} us, p99 {p99:.0} us",
+            lf.pass_gpus
+        );
+    }
     println!(
         "live durable submissions over HTTP (redb, {} clients): {:.0} jobs/s",
         lf.submit_clients, lf.submit_per_s

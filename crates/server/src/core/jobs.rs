@@ -355,6 +355,7 @@ impl Core {
             self.by_id.remove(&id);
             return Err(ApiError::refused(e.to_string()));
         }
+        self.admit_shape(j);
         self.queue_share(j);
         self.next_id += 1;
         self.next_id_dirty = true;
@@ -383,6 +384,7 @@ impl Core {
             }
             let parts = rec.parts.clone();
             let j = self.add_to_world(rec);
+            self.admit_shape(j);
             if self.is_fractional(j) {
                 self.recover_fractional(j, now);
                 continue;

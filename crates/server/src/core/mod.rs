@@ -21,6 +21,7 @@ mod instances;
 mod jobs;
 mod knobs;
 mod online;
+mod packing;
 mod shares;
 mod views;
 
@@ -197,6 +198,8 @@ pub struct Core {
     shares: BTreeMap<(u32, u32), Vec<shares::Hold>>,
     /// GPU-sharing jobs that may be queued (stale entries are dropped as found).
     share_queue: BTreeSet<JobIdx>,
+    /// `share_policy`'s placement state, if one packs the GPU-sharing jobs.
+    packer: Option<packing::Packer>,
     dirty: BTreeSet<JobIdx>,
     dirty_cordons: Vec<(String, bool)>,
     dirty_vcs: Vec<crate::config::VcConfig>,
@@ -383,6 +386,7 @@ impl Core {
         let allocates_cpus = policy
             .capabilities()
             .has(apiary_policy::Capability::CpuWorkers);
+        let packer = packing::Packer::of(&cfg);
         let mut core = Core {
             cfg,
             params,
@@ -397,6 +401,7 @@ impl Core {
             stopping: BTreeMap::new(),
             shares: BTreeMap::new(),
             share_queue: BTreeSet::new(),
+            packer,
             dirty: BTreeSet::new(),
             dirty_cordons: Vec::new(),
             dirty_vcs: Vec::new(),

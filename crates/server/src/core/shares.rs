@@ -41,6 +41,15 @@ struct Ask {
     memory_mib: u64,
 }
 
+impl Ask {
+    /// Whether `other` asks at least as much of everything.
+    fn within(&self, other: &Ask) -> bool {
+        self.milli <= other.milli
+            && self.cpu_milli <= other.cpu_milli
+            && self.memory_mib <= other.memory_mib
+    }
+}
+
 impl Core {
     /// Whether job `j` shares a GPU (the core places it, not the policy).
     pub(super) fn is_fractional(&self, j: JobIdx) -> bool {
@@ -147,8 +156,8 @@ impl Core {
         }
     }
 
-    /// Queued GPU-sharing jobs.
-    pub(super) fn queued_shares(&self) -> usize {
+    /// Queued GPU-sharing jobs (the core places them, not the policy).
+    pub fn queued_shares(&self) -> usize {
         self.share_queue
             .iter()
             .filter(|&&j| self.jobs[j as usize].state == JobState::Queued)
@@ -156,14 +165,14 @@ impl Core {
     }
 
     /// Thousandths held on GPU `g` of node `n`.
-    fn used_milli(&self, n: u32, g: u32) -> u32 {
+    pub(super) fn used_milli(&self, n: u32, g: u32) -> u32 {
         self.shares
             .get(&(n, g))
             .map_or(0, |v| v.iter().map(|h| h.milli).sum())
     }
 
     /// CPU thousandths and memory MiB that holds take on node `n`.
-    fn node_taken(&self, n: u32) -> (u64, u64) {
+    pub(super) fn node_taken(&self, n: u32) -> (u64, u64) {
         self.shares
             .range((n, 0)..=(n, u32::MAX))
             .flat_map(|(_, v)| v)
@@ -387,39 +396,77 @@ impl Core {
             (std::cmp::Reverse(r.spec.priority), r.id)
         });
         let mut started = false;
+        let mut packer = self.packer.take();
+        let whole = match &mut packer {
+            Some(p) => {
+                let whole = self.whole_pods();
+                self.sync_packer(p, &whole);
+                whole
+            }
+            None => Vec::new(),
+        };
+        // Nothing is freed within a pass, so a job asking at least what one that did not
+        // fit asked (of its GPU type, or of any) does not fit either: with many queued,
+        // each shape is tried about once.
+        let mut misses: Vec<(Ask, Option<String>)> = Vec::new();
         for j in queued {
-            let Some((n, g)) = self.share_place(j) else {
-                continue;
-            };
             let a = self.ask_of(j);
-            let r = &self.jobs[j as usize];
-            let hold = Hold {
-                job: r.id,
-                attempt: r.attempt + 1,
-                milli: a.milli,
-                cpu_milli: a.cpu_milli,
-                memory_mib: a.memory_mib,
-            };
-            if !self.add_hold(n, g, hold) {
+            let ty = &self.jobs[j as usize].spec.gpu_type;
+            if misses
+                .iter()
+                .any(|(m, t)| m.within(&a) && (t.is_none() || t == ty))
+            {
                 continue;
             }
-            self.counters.count("start");
-            let node = self.nodes[n as usize].name.clone();
-            let r = &mut self.jobs[j as usize];
-            r.attempt += 1;
-            r.state = JobState::Running;
-            r.parts = vec![Part {
-                node: node.clone(),
-                gpus: vec![g],
-                gpu_milli: Some(a.milli),
-                exit: None,
-                output_tail: String::new(),
-            }];
-            note(r, now, "running", format!("{node}[{g}] {}/1000", a.milli));
-            self.dirty.insert(j);
-            started = true;
+            let at = match &mut packer {
+                Some(p) => self.pack(p, j),
+                None => self.share_place(j),
+            };
+            let Some((n, g)) = at else {
+                misses.push((a, self.jobs[j as usize].spec.gpu_type.clone()));
+                continue;
+            };
+            let placed = self.start_share(j, n, g, now);
+            started |= placed;
+            if let Some(p) = &mut packer {
+                // What the scheduler counted, or, if the hold failed, what is there.
+                self.resync_node(p, n, &whole);
+            }
         }
+        self.packer = packer;
         started
+    }
+
+    /// Starts GPU-sharing job `j` on GPU `g` of node `n`. False if the GPU could not
+    /// take its hold (then nothing changed).
+    fn start_share(&mut self, j: JobIdx, n: u32, g: u32, now: u64) -> bool {
+        let a = self.ask_of(j);
+        let r = &self.jobs[j as usize];
+        let hold = Hold {
+            job: r.id,
+            attempt: r.attempt + 1,
+            milli: a.milli,
+            cpu_milli: a.cpu_milli,
+            memory_mib: a.memory_mib,
+        };
+        if !self.add_hold(n, g, hold) {
+            return false;
+        }
+        self.counters.count("start");
+        let node = self.nodes[n as usize].name.clone();
+        let r = &mut self.jobs[j as usize];
+        r.attempt += 1;
+        r.state = JobState::Running;
+        r.parts = vec![Part {
+            node: node.clone(),
+            gpus: vec![g],
+            gpu_milli: Some(a.milli),
+            exit: None,
+            output_tail: String::new(),
+        }];
+        note(r, now, "running", format!("{node}[{g}] {}/1000", a.milli));
+        self.dirty.insert(j);
+        true
     }
 
     /// Takes back the holds of a recovered GPU-sharing record: its running part, and

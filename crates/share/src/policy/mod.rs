@@ -54,7 +54,7 @@ impl Pick {
 }
 
 /// A placement policy for shared GPUs.
-pub trait SharePolicy {
+pub trait SharePolicy: Send {
     /// The score of putting `d` on `n` (higher is better), for a node that passed the
     /// filter (the node has the CPU, memory and GPUs, of an allowed type). It must
     /// depend on nothing but `n`, `d` and `cx`: the scheduler keeps it until `n` changes.
