@@ -6,6 +6,12 @@ use crate::LlmError;
 const MODELS_CSV: &str = include_str!("../data/models.csv");
 const GPUS_CSV: &str = include_str!("../data/hardware.csv");
 const FITS_CSV: &str = include_str!("../data/vidur_mlp_linear_fits.csv");
+/// Built-in models the table's columns cannot describe (mixtures of experts), as
+/// model files.
+const MODEL_FILES: [(&str, &str); 1] = [(
+    "data/mixtral-8x7b.toml",
+    include_str!("../data/mixtral-8x7b.toml"),
+)];
 
 /// Architecture constants of one model (a row of `models.csv`).
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +40,35 @@ pub struct ModelSpec {
     pub kv_bytes_per_token: f64,
     /// Bytes of one weight: 2 for FP16 and BF16, 1 for FP8.
     pub bytes_per_param: f64,
+    /// Mixture of experts: experts per block, the experts each token is routed to, and
+    /// the parameters of one expert's MLP. `None` for a dense model. `params_per_layer`
+    /// counts what one token passes through (attention and its routed experts), and
+    /// `weight_bytes` every expert.
+    pub moe: Option<Moe>,
+}
+
+/// A mixture-of-experts block's experts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moe {
+    /// Experts per block.
+    pub experts: u32,
+    /// Experts each token is routed to.
+    pub active: u32,
+    /// Parameters of one expert's MLP.
+    pub expert_params: f64,
+}
+
+impl Moe {
+    /// Experts one block reads for `tokens` tokens, each routed to `active` of the
+    /// `experts` uniformly at random: `E (1 - (1 - k/E)^n)`, the expected number that
+    /// at least one token picks (`k` for one token, all of them for large batches).
+    pub fn touched(&self, tokens: f64) -> f64 {
+        let (e, k) = (f64::from(self.experts), f64::from(self.active));
+        if tokens <= 0.0 {
+            return 0.0;
+        }
+        (e * (1.0 - (1.0 - k / e).powf(tokens))).max(k)
+    }
 }
 
 /// Peak figures of one GPU (a row of `hardware.csv`).
@@ -90,8 +125,12 @@ fn num(v: &str) -> f64 {
     v.parse().unwrap_or(f64::NAN)
 }
 
-/// Every model in the built-in table.
+/// Every built-in model: the table's, then the built-in model files'.
 pub fn models() -> Vec<ModelSpec> {
+    let files = MODEL_FILES
+        .iter()
+        // Built in and checked by a test; a bad file is a build defect.
+        .filter_map(|(path, text)| model_text(path, text).ok());
     rows(MODELS_CSV)
         .map(|c| ModelSpec {
             name: c[0].to_string(),
@@ -106,7 +145,9 @@ pub fn models() -> Vec<ModelSpec> {
             weight_bytes: num(c[13]) * 1e9,
             kv_bytes_per_token: num(c[14]),
             bytes_per_param: 2.0,
+            moe: None,
         })
+        .chain(files)
         .collect()
 }
 
@@ -152,9 +193,9 @@ struct ModelFile {
     kv_dtype: Option<String>,
     /// Not modelled yet: refused rather than run as full attention.
     sliding_window: Option<u32>,
-    /// Not modelled yet: refused rather than run as a dense model.
+    /// Mixture of experts: experts per block, each an MLP of `ffn` (none: dense).
     experts: Option<u32>,
-    /// With `experts`.
+    /// With `experts`: the experts each token is routed to.
     active_experts: Option<u32>,
 }
 
@@ -186,18 +227,38 @@ fn model_file(path: &str) -> Result<ModelSpec, LlmError> {
         path: path.to_string(),
         source,
     })?;
+    model_text(path, &text)
+}
+
+/// The experts of a model file, checked.
+fn moe_of(path: &str, f: &ModelFile, expert_params: f64) -> Result<Option<Moe>, LlmError> {
+    match (f.experts, f.active_experts) {
+        (None, None) => Ok(None),
+        (Some(e), Some(k)) if e >= 1 && (1..=e).contains(&k) => Ok(Some(Moe {
+            experts: e,
+            active: k,
+            expert_params,
+        })),
+        (Some(e), Some(k)) => Err(file_err(
+            path,
+            format!("active_experts: {k} must be 1 to experts ({e})"),
+        )),
+        (Some(_), None) => Err(file_err(
+            path,
+            "active_experts: give the experts each token is routed to",
+        )),
+        (None, Some(_)) => Err(file_err(path, "experts: give the experts per block")),
+    }
+}
+
+/// A model from the text of a model file (`path` names it in errors).
+fn model_text(path: &str, text: &str) -> Result<ModelSpec, LlmError> {
     let f: ModelFile =
-        toml::from_str(&text).map_err(|e| file_err(path, e.to_string().trim_end()))?;
+        toml::from_str(text).map_err(|e| file_err(path, e.to_string().trim_end()))?;
     if f.sliding_window.is_some() {
         return Err(file_err(
             path,
             "sliding_window: sliding-window attention is not modelled yet (it would run as full attention)",
-        ));
-    }
-    if f.experts.is_some() || f.active_experts.is_some() {
-        return Err(file_err(
-            path,
-            "experts: mixture-of-experts layers are not modelled yet (they would run as a dense model)",
         ));
     }
     for (field, v) in [
@@ -242,8 +303,16 @@ fn model_file(path: &str) -> Result<ModelSpec, LlmError> {
         f64::from(kv_heads * head_dim),
     );
     let mlp = if f.gated_mlp { 3.0 } else { 2.0 } * d * f64::from(f.ffn);
-    let params_per_layer = 2.0 * d * q + 2.0 * d * kvd + mlp;
-    let params = f64::from(f.layers) * params_per_layer + 2.0 * f64::from(f.vocab) * d;
+    let moe = moe_of(path, &f, mlp)?;
+    let attention = 2.0 * d * q + 2.0 * d * kvd;
+    // What a token passes through, and what the block stores: every expert (the
+    // router's d x E weights are left out, under 0.01 % of a block).
+    let (active, stored) = match moe {
+        Some(m) => (f64::from(m.active) * mlp, f64::from(m.experts) * mlp),
+        None => (mlp, mlp),
+    };
+    let params_per_layer = attention + active;
+    let params = f64::from(f.layers) * (attention + stored) + 2.0 * f64::from(f.vocab) * d;
     Ok(ModelSpec {
         name: f.name,
         layers: f.layers,
@@ -257,6 +326,7 @@ fn model_file(path: &str) -> Result<ModelSpec, LlmError> {
         weight_bytes: params * w,
         kv_bytes_per_token: 2.0 * f64::from(f.layers) * kvd * kv,
         bytes_per_param: w,
+        moe,
     })
 }
 
@@ -482,7 +552,7 @@ mod tests {
     #[test]
     fn tables_parse_completely() {
         let ms = models();
-        assert_eq!(ms.len(), 13);
+        assert_eq!(ms.len(), 13 + MODEL_FILES.len());
         for m in &ms {
             assert!(m.layers > 0 && m.heads > 0 && m.head_dim > 0, "{m:?}");
             assert!(
@@ -581,6 +651,41 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("memory_gb"), "{e}");
+    }
+
+    #[test]
+    fn mixtral_stores_every_expert_and_a_token_passes_two() {
+        let m = model("mixtral-8x7b").unwrap();
+        let moe = m.moe.unwrap();
+        assert_eq!((moe.experts, moe.active), (8, 2));
+        // Per block: attention 2 x 4096^2 + 2 x 4096 x 1024 = 41.9 M; one expert
+        // 3 x 4096 x 14336 = 176.2 M. Mistral AI: 46.7 B in all, 12.9 B active.
+        let attention = 2.0 * 4096.0 * 4096.0 + 2.0 * 4096.0 * 1024.0;
+        let expert = 3.0 * 4096.0 * 14336.0;
+        assert_eq!(moe.expert_params, expert);
+        assert_eq!(m.params_per_layer, attention + 2.0 * expert);
+        let embeddings = 2.0 * 32000.0 * 4096.0;
+        let total = 32.0 * (attention + 8.0 * expert) + embeddings;
+        let active = 32.0 * m.params_per_layer + embeddings;
+        assert!((total / 1e9 - 46.7).abs() < 0.05, "{total}");
+        assert!((active / 1e9 - 12.9).abs() < 0.05, "{active}");
+        assert_eq!(m.weight_bytes, 2.0 * total);
+        // One token reads its 2 experts; 2 tokens 8 (1 - (3/4)^2) = 3.5; many, all 8.
+        assert_eq!(moe.touched(1.0), 2.0);
+        assert_eq!(moe.touched(2.0), 3.5);
+        assert!((moe.touched(256.0) - 8.0).abs() < 1e-9);
+        // Experts without the active count, or more active than there are: refused.
+        let base = "name = \"m\"\nlayers = 2\nhidden = 64\nheads = 4\nffn = 128\nvocab = 10\ncontext = 64\n";
+        for (extra, field) in [
+            ("experts = 8\n", "active_experts"),
+            ("experts = 8\nactive_experts = 9\n", "active_experts"),
+            ("active_experts = 2\n", "experts"),
+        ] {
+            let e = model(&write("e.toml", &format!("{base}{extra}")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{extra}: {e}");
+        }
     }
 
     #[test]

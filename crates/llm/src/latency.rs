@@ -10,7 +10,7 @@
 //! held to the hardware's floor (FLOPs over peak FLOP/s, bytes over peak bandwidth), so
 //! no instance can run faster than the GPU could.
 
-use crate::hardware::{GpuSpec, MlpFit, ModelSpec, mlp_fit};
+use crate::hardware::{GpuSpec, MlpFit, ModelSpec, Moe, mlp_fit};
 
 /// Share of peak bandwidth weight streaming sustains (Vidur's A100 Llama-2-7B floor:
 /// 0.28 ms per block against 0.20 ms ideal).
@@ -122,8 +122,12 @@ pub struct IterModel {
     layers: f64,
     tp: f64,
     linear: LinearSource,
-    /// Per GPU: weight bytes of one block's shard.
+    /// Per GPU: weight bytes of one block's shard that every iteration reads (all of
+    /// a dense block; attention and the router's share of a mixture of experts).
     layer_weight_bytes: f64,
+    /// A mixture of experts' experts, and the bytes of one expert's shard per GPU: an
+    /// iteration reads the experts its tokens are routed to.
+    experts: Option<(Moe, f64)>,
     /// Per GPU: GEMM FLOPs of one block's shard per token.
     layer_flops_per_token: f64,
     /// Per GPU: KV bytes of one block's shard per token.
@@ -167,7 +171,15 @@ impl IterModel {
             layers: f64::from(model.layers),
             tp: tpf,
             linear,
-            layer_weight_bytes: model.bytes_per_param * model.params_per_layer / tpf,
+            layer_weight_bytes: model.bytes_per_param
+                * (model.params_per_layer
+                    - model
+                        .moe
+                        .map_or(0.0, |m| f64::from(m.active) * m.expert_params))
+                / tpf,
+            experts: model
+                .moe
+                .map(|m| (m, model.bytes_per_param * m.expert_params / tpf)),
             layer_flops_per_token: 2.0 * model.params_per_layer / tpf,
             layer_kv_bytes: model.kv_bytes_per_token / f64::from(model.layers) / tpf,
             layer_attn_flops_per_pair: 4.0 * f64::from(model.heads * model.head_dim) / tpf,
@@ -244,7 +256,8 @@ impl IterModel {
         let n = b.tokens() as f64;
         // Per GPU, per block.
         let lin_flops = self.layer_flops_per_token * n;
-        let lin_bytes = self.layer_weight_bytes;
+        let lin_bytes =
+            self.layer_weight_bytes + self.experts.map_or(0.0, |(m, bytes)| m.touched(n) * bytes);
         let lin_floor = (lin_flops / self.gpu_flops).max(lin_bytes / self.gpu_bw);
         let lin = match self.linear {
             LinearSource::Profiled(f) => {
@@ -357,6 +370,27 @@ mod tests {
         assert!(p.linear >= 13.4e9 / 3350e9, "{p:?}");
         assert_eq!(p.cpu, 2e-3);
         assert_eq!((p.prefill_attention, p.allreduce), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_mixture_of_experts_reads_the_experts_its_tokens_route_to() {
+        // Mixtral-8x7B on one H200 (it needs 93 GB): a decode step of one request
+        // streams attention and 2 experts per block; of 256 requests, all 8 experts.
+        let m = model("mixtral-8x7b").unwrap();
+        let g = gpu("h200").unwrap();
+        let im = IterModel::new(&m, &g, 1, 0.0, EngineKind::Sequential);
+        assert_eq!(im.linear_source(), LinearSource::Roofline);
+        let moe = m.moe.unwrap();
+        let attention = m.params_per_layer - 2.0 * moe.expert_params;
+        let block = |experts: f64| 2.0 * (attention + experts * moe.expert_params);
+        let one = im.per_block(&decode(1, 100));
+        assert_eq!(one.lin_bytes, block(2.0));
+        let many = im.per_block(&decode(256, 100));
+        assert!((many.lin_bytes - block(8.0)).abs() < 1.0);
+        // Its FLOPs per token are the active parameters' (2 experts), at any batch;
+        // at batch 1 the block is weight-bound, at the roofline's streaming rate.
+        assert_eq!(im.layer_flops_per_token, 2.0 * m.params_per_layer);
+        assert_eq!(one.lin, block(2.0) / (g.mem_bw * E_WEIGHTS));
     }
 
     #[test]
