@@ -4,14 +4,12 @@ use crate::llm_input::{params_for, print_timing, read_requests};
 use anyhow::{Result, bail};
 use apiary_llm::engine::{Cluster, LlmOutcome};
 use apiary_llm::hardware::{self, MemoryPlan};
-use apiary_llm::latency::{EngineKind, IterModel, LinearSource};
 use apiary_llm::metrics::{LlmSummary, Slo, table};
 use apiary_llm::policy::{self, POLICIES};
-use apiary_llm::replica::ReplicaConfig;
-use apiary_llm::workload::{self, ClipRule, Clipped, Request, Trace};
+use apiary_llm::setup;
+use apiary_llm::workload::{Clipped, Request};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// `apiary llm` subcommands.
@@ -384,126 +382,45 @@ struct Workload {
 
 impl Workload {
     fn load(a: &LlmArgs) -> Result<Workload> {
-        let model = hardware::model(&a.model)?;
-        let gpu = hardware::gpu(&a.gpu)?;
-        hardware::check_tp(&model, a.tp)?;
-        match a.max_len {
-            Some(0) => bail!("--max-len must be at least 1 token"),
-            // Llumnix's own set-up runs LLaMA-7B (2k) at 12k: allowed, but said.
-            Some(m) if m > model.max_ctx && !a.quiet => eprintln!(
-                "note: --max-len {m} is beyond {}'s context of {} tokens: longer requests are modelled past what the model was trained for",
-                model.name, model.max_ctx
-            ),
-            _ => {}
-        }
         let (name, trace) = read_requests(a.trace.as_deref(), a.requests, a.seed)?;
-        let Trace {
-            mut requests,
-            timed,
-            repeated_prefix_blocks,
-            prefixes,
-        } = trace;
-        if a.prefix_cache && prefixes.hashes.is_empty() {
-            bail!(
-                "--prefix-cache needs a trace that names its prompts' blocks (Mooncake's hash_ids); {name} does not"
-            );
-        }
-        if repeated_prefix_blocks > 0 && !a.prefix_cache && !a.quiet {
-            eprintln!(
-                "note: {name} shares {repeated_prefix_blocks} prefix blocks between requests; every prompt is prefilled in full unless --prefix-cache is given"
-            );
-        }
-        if let Some(n) = a.requests {
-            requests.truncate(n);
-        }
-        match a.rate {
-            Some(rate) => workload::set_arrivals(&mut requests, rate, a.cv, a.seed)?,
-            None if !timed => {
-                bail!("{name} has no arrival times: give --rate (requests/s) and optionally --cv")
-            }
-            None => {}
-        }
-        if let Some(share) = a.high_priority {
-            workload::set_priorities(&mut requests, share, a.seed)?;
-        }
-        let max_len = a.max_len.unwrap_or(model.max_ctx);
-        let rule = if a.refuse_long {
-            ClipRule::Refuse
-        } else {
-            ClipRule::Clip
-        };
-        let (clipped, refused) = workload::clip(&mut requests, max_len, rule);
-        let blocks = match a.kv_blocks {
-            Some(b) if b > 0 => b,
-            Some(_) => bail!("--kv-blocks must be at least 1"),
-            None => hardware::kv_blocks(&model, &gpu, a.tp, MemoryPlan::default(), 16)?,
-        };
-        let mut replica = ReplicaConfig::vllm(blocks, max_len);
-        let fits = replica.fits_tokens();
-        let too_big = (requests.iter().zip(&refused))
-            .filter(|(r, no)| !**no && u64::from(r.input) + u64::from(r.output) > fits)
-            .count();
-        if too_big > 0 && !a.quiet {
-            eprintln!(
-                "note: {too_big} requests need more KV cache than an instance holds ({fits} tokens with vLLM's watermark free) and are refused (the summary's 'refused')"
-            );
-        }
-        if let Some(c) = a.chunk {
-            if c == 0 {
-                bail!("--chunk must be at least 1 token");
-            }
-            replica.chunk = Some(c);
-        }
-        let kind = match a.engine.as_str() {
-            "vllm" => EngineKind::Sequential,
-            "nanoflow" => EngineKind::Overlapped,
-            e => bail!("--engine must be vllm or nanoflow (got '{e}')"),
-        };
-        if !(a.cpu_ms.is_finite() && a.cpu_ms >= 0.0) {
-            bail!("--cpu-ms must be a non-negative number");
-        }
-        let iter = IterModel::new(&model, &gpu, a.tp, a.cpu_ms / 1e3, kind);
+        let s = setup::prepare(&a.options(), &name, trace)?;
         if !a.quiet {
-            let src = match iter.linear_source() {
-                LinearSource::Profiled(_) => "Vidur's profile",
-                LinearSource::Roofline => {
-                    "the roofline (no Vidur profile for this GPU, model and TP)"
-                }
-            };
-            eprintln!(
-                "{} requests from {name}; {} x {} on {} x {} ({} KV blocks of 16 each), linear layers from {src}",
-                requests.len(),
-                a.instances,
-                model.name,
-                a.tp,
-                gpu.name,
-                blocks
-            );
-            if clipped.clipped + clipped.refused > 0 {
-                eprintln!(
-                    "note: {} requests longer than {max_len} tokens were {}",
-                    clipped.clipped + clipped.refused,
-                    if a.refuse_long {
-                        "refused"
-                    } else {
-                        "clipped (prompt cut to max-len - 1, output to what is left)"
-                    }
-                );
+            for n in &s.notes {
+                eprintln!("note: {n}");
             }
+            eprintln!("{}", s.about);
         }
         Ok(Workload {
             name,
-            requests,
-            refused,
-            clipped,
-            cluster: Cluster {
-                instances: a.instances,
-                replica,
-                model: iter,
-                kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(a.tp),
-                prefix_cache: a.prefix_cache.then(|| Arc::new(prefixes)),
-            },
+            requests: s.requests,
+            refused: s.refused,
+            clipped: s.clipped,
+            cluster: s.cluster,
         })
+    }
+}
+
+impl LlmArgs {
+    /// The options that shape the run.
+    fn options(&self) -> setup::Options {
+        setup::Options {
+            model: self.model.clone(),
+            gpu: self.gpu.clone(),
+            instances: self.instances,
+            tp: self.tp,
+            rate: self.rate,
+            cv: self.cv,
+            high_priority: self.high_priority,
+            requests: self.requests,
+            max_len: self.max_len,
+            refuse_long: self.refuse_long,
+            chunk: self.chunk,
+            engine: self.engine.clone(),
+            cpu_ms: self.cpu_ms,
+            kv_blocks: self.kv_blocks,
+            prefix_cache: self.prefix_cache,
+            seed: self.seed,
+        }
     }
 }
 

@@ -27,6 +27,7 @@ pub mod pool;
 pub mod prefix;
 pub mod replica;
 mod serving;
+pub mod setup;
 pub mod workload;
 
 pub use engine::{Cluster, LlmOutcome, simulate};

@@ -1,0 +1,231 @@
+//! From options to a runnable cluster and request list: what `apiary llm simulate`,
+//! `compare` and `apiary sweep`'s LLM cells all do before a run, in one place so that a
+//! sweep cell runs exactly what the command line runs. The options are the command
+//! line's; what a person should hear about (requests clipped or too big, a context
+//! stretched) comes back as notes for the caller to print.
+
+use crate::LlmError;
+use crate::engine::Cluster;
+use crate::hardware::{self, MemoryPlan};
+use crate::latency::{EngineKind, IterModel, LinearSource};
+use crate::replica::ReplicaConfig;
+use crate::workload::{self, ClipRule, Clipped, Request, Trace};
+use std::sync::Arc;
+
+/// How a run is set up (the options of `apiary llm simulate` that shape the run).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Model name or `.toml` file.
+    pub model: String,
+    /// GPU name or `.toml` file.
+    pub gpu: String,
+    /// Instances.
+    pub instances: u32,
+    /// Tensor-parallel GPUs per instance.
+    pub tp: u32,
+    /// Arrivals at this rate (requests/s) instead of the trace's times.
+    pub rate: Option<f64>,
+    /// Their coefficient of variation (1: Poisson).
+    pub cv: f64,
+    /// Share of requests at high priority.
+    pub high_priority: Option<f64>,
+    /// The first this many requests only.
+    pub requests: Option<usize>,
+    /// Longest prompt plus output (the model's context when `None`).
+    pub max_len: Option<u32>,
+    /// Refuse longer requests instead of clipping them.
+    pub refuse_long: bool,
+    /// Chunked prefill's token budget.
+    pub chunk: Option<u32>,
+    /// `vllm` or `nanoflow`.
+    pub engine: String,
+    /// CPU time per iteration, ms.
+    pub cpu_ms: f64,
+    /// KV blocks per instance (from memory when `None`).
+    pub kv_blocks: Option<u32>,
+    /// Prefix caching (the trace must name its prompts' blocks).
+    pub prefix_cache: bool,
+    /// The seed of arrivals and priorities.
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            model: "llama-2-7b".into(),
+            gpu: "A10".into(),
+            instances: 16,
+            tp: 1,
+            rate: None,
+            cv: 1.0,
+            high_priority: None,
+            requests: None,
+            max_len: None,
+            refuse_long: false,
+            chunk: None,
+            engine: "vllm".into(),
+            cpu_ms: 5.0,
+            kv_blocks: None,
+            prefix_cache: false,
+            seed: 0,
+        }
+    }
+}
+
+/// A run ready to simulate.
+pub struct Setup {
+    /// The requests, arrivals set.
+    pub requests: Vec<Request>,
+    /// Which of them are refused (too long under `refuse_long`).
+    pub refused: Vec<bool>,
+    /// What the context rule did.
+    pub clipped: Clipped,
+    /// The cluster.
+    pub cluster: Cluster,
+    /// What the caller should tell a person, one line each, in order.
+    pub notes: Vec<String>,
+    /// One line on what runs: requests, instances, model, GPUs, blocks, and where the
+    /// linear layers' times come from.
+    pub about: String,
+}
+
+fn bad(what: &'static str, message: impl Into<String>) -> LlmError {
+    LlmError::Invalid {
+        what,
+        message: message.into(),
+    }
+}
+
+/// Sets up `trace` (called `name` in notes) under `o`.
+pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError> {
+    let model = hardware::model(&o.model)?;
+    let gpu = hardware::gpu(&o.gpu)?;
+    hardware::check_tp(&model, o.tp)?;
+    let mut notes = Vec::new();
+    match o.max_len {
+        Some(0) => return Err(bad("--max-len", "must be at least 1 token")),
+        // Llumnix's own set-up runs LLaMA-7B (2k) at 12k: allowed, but said.
+        Some(m) if m > model.max_ctx => notes.push(format!(
+            "--max-len {m} is beyond {}'s context of {} tokens: longer requests are modelled past what the model was trained for",
+            model.name, model.max_ctx
+        )),
+        _ => {}
+    }
+    let Trace {
+        mut requests,
+        timed,
+        repeated_prefix_blocks,
+        prefixes,
+    } = trace;
+    if o.prefix_cache && prefixes.hashes.is_empty() {
+        return Err(bad(
+            "--prefix-cache",
+            format!(
+                "needs a trace that names its prompts' blocks (Mooncake's hash_ids); {name} does not"
+            ),
+        ));
+    }
+    if repeated_prefix_blocks > 0 && !o.prefix_cache {
+        notes.push(format!(
+            "{name} shares {repeated_prefix_blocks} prefix blocks between requests; every prompt is prefilled in full unless --prefix-cache is given"
+        ));
+    }
+    if let Some(n) = o.requests {
+        requests.truncate(n);
+    }
+    match o.rate {
+        Some(rate) => workload::set_arrivals(&mut requests, rate, o.cv, o.seed)?,
+        None if !timed => {
+            return Err(bad(
+                "--rate",
+                format!(
+                    "{name} has no arrival times: give --rate (requests/s) and optionally --cv"
+                ),
+            ));
+        }
+        None => {}
+    }
+    if let Some(share) = o.high_priority {
+        workload::set_priorities(&mut requests, share, o.seed)?;
+    }
+    let max_len = o.max_len.unwrap_or(model.max_ctx);
+    let rule = if o.refuse_long {
+        ClipRule::Refuse
+    } else {
+        ClipRule::Clip
+    };
+    let (clipped, refused) = workload::clip(&mut requests, max_len, rule);
+    let blocks = match o.kv_blocks {
+        Some(b) if b > 0 => b,
+        Some(_) => return Err(bad("--kv-blocks", "must be at least 1")),
+        None => hardware::kv_blocks(&model, &gpu, o.tp, MemoryPlan::default(), 16)?,
+    };
+    let mut replica = ReplicaConfig::vllm(blocks, max_len);
+    let fits = replica.fits_tokens();
+    let too_big = (requests.iter().zip(&refused))
+        .filter(|(r, no)| !**no && u64::from(r.input) + u64::from(r.output) > fits)
+        .count();
+    if too_big > 0 {
+        notes.push(format!(
+            "{too_big} requests need more KV cache than an instance holds ({fits} tokens with vLLM's watermark free) and are refused (the summary's 'refused')"
+        ));
+    }
+    if let Some(c) = o.chunk {
+        if c == 0 {
+            return Err(bad("--chunk", "must be at least 1 token"));
+        }
+        replica.chunk = Some(c);
+    }
+    let kind = match o.engine.as_str() {
+        "vllm" => EngineKind::Sequential,
+        "nanoflow" => EngineKind::Overlapped,
+        e => {
+            return Err(bad(
+                "--engine",
+                format!("must be vllm or nanoflow (got '{e}')"),
+            ));
+        }
+    };
+    if !(o.cpu_ms.is_finite() && o.cpu_ms >= 0.0) {
+        return Err(bad("--cpu-ms", "must be a non-negative number"));
+    }
+    let iter = IterModel::new(&model, &gpu, o.tp, o.cpu_ms / 1e3, kind);
+    let src = match iter.linear_source() {
+        LinearSource::Profiled(_) => "Vidur's profile",
+        LinearSource::Roofline => "the roofline (no Vidur profile for this GPU, model and TP)",
+    };
+    let about = format!(
+        "{} requests from {name}; {} x {} on {} x {} ({} KV blocks of 16 each), linear layers from {src}",
+        requests.len(),
+        o.instances,
+        model.name,
+        o.tp,
+        gpu.name,
+        blocks
+    );
+    if clipped.clipped + clipped.refused > 0 {
+        notes.push(format!(
+            "{} requests longer than {max_len} tokens were {}",
+            clipped.clipped + clipped.refused,
+            if o.refuse_long {
+                "refused"
+            } else {
+                "clipped (prompt cut to max-len - 1, output to what is left)"
+            }
+        ));
+    }
+    Ok(Setup {
+        requests,
+        refused,
+        clipped,
+        cluster: Cluster {
+            instances: o.instances,
+            replica,
+            model: iter,
+            kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(o.tp),
+            prefix_cache: o.prefix_cache.then(|| Arc::new(prefixes)),
+        },
+        notes,
+        about,
+    })
+}
