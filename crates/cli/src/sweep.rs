@@ -204,12 +204,13 @@ fn plan_cmd(file: &Path, out: Option<&Path>) -> Result<()> {
         }
     };
     println!(
-        "{}: {} cells = {} traces x {} clusters x {} loads x {} settings x {} seeds",
+        "{}: {} cells = {} traces x {} clusters x {} {}s x {} settings x {} seeds",
         s.name,
         cells.len(),
         s.traces.len(),
         s.clusters.len(),
         s.loads.len(),
+        s.load_word(),
         s.settings.len(),
         s.seeds.len()
     );
@@ -528,7 +529,7 @@ fn made(dir: &Path, s: &Sweep, planned: &Planned) -> Result<Vec<(String, String)
                 .join(", "),
         ),
         (
-            "loads".into(),
+            format!("{}s", s.load_word()),
             s.loads
                 .iter()
                 .map(f64::to_string)

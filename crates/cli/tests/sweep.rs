@@ -369,3 +369,66 @@ fn per_vc_metrics_are_collected_and_charted_against_load() {
     assert!(page.contains("<h2>Per VC</h2>"));
     assert!(page.contains("<h3>philly-sample VC 103959 on n48g8</h3>"));
 }
+
+#[test]
+fn an_llm_sweep_cell_is_what_llm_simulate_prints() {
+    let out = scratch("llm");
+    let file = root().join("testdata/sweeps/llm-llumnix.toml");
+    let r = run_sweep(&file, &out, "2");
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let csv = text(&std::fs::read(out.join("results.csv")).unwrap());
+    // 2 cluster sizes x 3 rates x 3 policies x 5 seeds, and a header.
+    assert_eq!(csv.lines().count(), 91);
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        head[..8],
+        [
+            "cell",
+            "trace",
+            "cluster",
+            "load",
+            "setting",
+            "seed",
+            "ttft_mean_s",
+            "ttft_p99_s"
+        ]
+    );
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.contains(",6xA10,3,llumnix,2,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    let sim = apiary(&[
+        "llm",
+        "simulate",
+        "-p",
+        "llumnix",
+        "--model",
+        "llama-7b",
+        "--instances",
+        "6",
+        "--rate",
+        "3",
+        "--seed",
+        "2",
+        "--json",
+        "-q",
+    ]);
+    assert!(sim.status.success(), "{}", text(&sim.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&sim.stdout).unwrap();
+    for (i, key) in head.iter().enumerate().take(12).skip(6) {
+        let cell: f64 = row[i].parse().unwrap();
+        assert_eq!(cell, json[key].as_f64().unwrap(), "{key}");
+    }
+    // The report names the axis a rate and draws latencies in seconds.
+    let rep = apiary(&["sweep", "report", out.to_str().unwrap()]);
+    assert!(rep.status.success(), "{}", text(&rep.stderr));
+    let table = text(&rep.stdout);
+    assert!(
+        table.contains("at rate 3.5 on azure-conv-sample / 6xA10"),
+        "{table}"
+    );
+    let html = text(&std::fs::read(out.join("report.html")).unwrap());
+    assert!(html.contains("rate (requests/s)"));
+}

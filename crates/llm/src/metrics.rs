@@ -124,6 +124,31 @@ impl Group {
     }
 }
 
+/// The figures a sweep can collect from an LLM run (`metrics = [...]`): name, meaning.
+pub const METRICS: &[(&str, &str)] = &[
+    ("ttft_mean_s", "mean time to first token, s"),
+    ("ttft_p50_s", "median time to first token, s"),
+    ("ttft_p99_s", "99th-percentile time to first token, s"),
+    ("tpot_mean_s", "mean time per output token, s"),
+    ("tpot_p99_s", "99th-percentile time per output token, s"),
+    ("e2e_mean_s", "mean arrival to last token, s"),
+    ("e2e_p99_s", "99th-percentile arrival to last token, s"),
+    (
+        "normalised_mean_s",
+        "mean end-to-end latency per output token, s",
+    ),
+    ("slo_attainment", "share of requests within both SLO bounds"),
+    ("gpu_util", "share of instance time spent in iterations"),
+    ("tokens_per_s", "output tokens per second"),
+    ("preemptions", "preemptions"),
+    ("migrations", "migrations completed"),
+    ("aborted_migrations", "migrations abandoned"),
+    (
+        "migration_downtime_mean_s",
+        "mean downtime of a completed migration, s",
+    ),
+];
+
 /// A run's figures.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct LlmSummary {
@@ -266,6 +291,28 @@ impl LlmSummary {
             groups,
             prefix: o.prefix,
         }
+    }
+
+    /// The figure called `name` (one of [`METRICS`]), for sweeps.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        Some(match name {
+            "ttft_mean_s" => self.ttft.mean,
+            "ttft_p50_s" => self.ttft.p50,
+            "ttft_p99_s" => self.ttft.p99,
+            "tpot_mean_s" => self.tpot.mean,
+            "tpot_p99_s" => self.tpot.p99,
+            "e2e_mean_s" => self.e2e.mean,
+            "e2e_p99_s" => self.e2e.p99,
+            "normalised_mean_s" => self.normalised.mean,
+            "slo_attainment" => self.slo_attainment,
+            "gpu_util" => self.gpu_util,
+            "tokens_per_s" => self.tokens_per_s,
+            "preemptions" => self.preemptions as f64,
+            "migrations" => self.migrations as f64,
+            "aborted_migrations" => self.aborted_migrations as f64,
+            "migration_downtime_mean_s" => self.migration_downtime_mean_s,
+            _ => return None,
+        })
     }
 
     /// The summary as flat JSON (the keys scripts read: `ttft_mean_s`, `ttft_p99_s`,

@@ -116,7 +116,7 @@ pub fn table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
     let mut head = vec![
         "trace".to_string(),
         "cluster".into(),
-        "load".into(),
+        s.load_word().into(),
         "setting".into(),
         "seeds".into(),
     ];
@@ -190,9 +190,10 @@ pub fn headlines(s: &Sweep, lines: &[Line], baseline: &str) -> Vec<String> {
                     String::new()
                 };
                 out.push(format!(
-                    "{}: {name} {} {baseline} at load {} on {} / {}{ci}",
+                    "{}: {name} {} {baseline} at {} {} on {} / {}{ci}",
                     l.setting,
                     compare_ratio(r.mean),
+                    s.load_word(),
                     l.load,
                     l.trace,
                     l.cluster
@@ -206,8 +207,9 @@ pub fn headlines(s: &Sweep, lines: &[Line], baseline: &str) -> Vec<String> {
 /// The table as HTML: a row per configuration, per metric its mean ± 95 % half-width
 /// and the ratio to the baseline.
 fn html_table(s: &Sweep, lines: &[Line], baseline: Option<&str>) -> String {
-    let mut o = String::from(
-        "<table class=\"cmp\">\n<thead><tr><th>trace</th><th>cluster</th><th>load</th><th>setting</th><th>seeds</th>",
+    let mut o = format!(
+        "<table class=\"cmp\">\n<thead><tr><th>trace</th><th>cluster</th><th>{}</th><th>setting</th><th>seeds</th>",
+        s.load_word()
     );
     for m in &s.metrics {
         let _ = write!(o, "<th>{}</th>", esc(metric_info(m).1));
@@ -255,25 +257,25 @@ pub fn load_chart(
     format: Format,
 ) -> String {
     let (kind, name, _) = metric_info(&s.metrics[m]);
-    // Durations are drawn in hours, so the axis reads in hours or days.
-    let scale = if kind == Kind::Duration {
-        1.0 / 3600.0
-    } else {
-        1.0
-    };
+    // Training durations are drawn in hours, so the axis reads in hours or days; a
+    // serving sweep's latencies in seconds.
+    let hours = kind == Kind::Duration && s.llm.is_none();
+    let scale = if hours { 1.0 / 3600.0 } else { 1.0 };
     let series = series(lines, trace, cluster, |l| {
         l.stats[m].map(|e| (e.mean * scale, e.ci95 * scale))
     });
     let title = format!(
-        "{name} against load, {trace} on {cluster} ({} seeds, 95 % band)",
+        "{name} against {}, {trace} on {cluster} ({} seeds, 95 % band)",
+        s.load_word(),
         s.seeds.len()
     );
     let y = match kind {
-        Kind::Duration => Unit::Hours,
+        Kind::Duration if hours => Unit::Hours,
+        Kind::Duration => Unit::Seconds,
         Kind::Percent => Unit::Percent,
         Kind::Count | Kind::Ratio => Unit::Number,
     };
-    draw(&series, &title, name, y, format)
+    draw(&series, &title, name, y, s.load_label(), format)
 }
 
 /// The chart of one metric against load relative to the baseline: each setting's
@@ -299,6 +301,7 @@ pub fn relative_chart(
         &title,
         &format!("{name}, x {b}"),
         Unit::Number,
+        s.load_label(),
         format,
     ))
 }
@@ -341,7 +344,14 @@ fn spans_decades(series: &[chart::Line]) -> bool {
     lo < f64::MAX && hi / lo > 10.0
 }
 
-fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit, format: Format) -> String {
+fn draw(
+    series: &[chart::Line],
+    title: &str,
+    ylabel: &str,
+    y: Unit,
+    xlabel: &str,
+    format: Format,
+) -> String {
     let loads: Vec<f64> = series
         .iter()
         .flat_map(|x| x.1.iter().map(|p| p.0))
@@ -358,7 +368,7 @@ fn draw(series: &[chart::Line], title: &str, ylabel: &str, y: Unit, format: Form
     chart::render(
         &Chart {
             title: &title,
-            xlabel: "load (x the trace's arrival rate)",
+            xlabel,
             ylabel,
             x: Unit::Number,
             log_x: lo > 0.0 && hi / lo >= 8.0,

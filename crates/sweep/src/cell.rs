@@ -36,6 +36,12 @@ pub enum CellError {
     /// A GPU-sharing cell's pods or nodes could not be read or set up.
     #[error("GPU sharing: {0}")]
     Sharing(Arc<String>),
+    /// An LLM cell's trace could not be read.
+    #[error("trace: {0}")]
+    LlmTrace(Arc<apiary_llm::LlmError>),
+    /// An LLM cell could not be set up or run.
+    #[error("LLM serving: {0}")]
+    Llm(#[from] apiary_llm::LlmError),
 }
 
 type Shared<T, E> = OnceLock<Result<Arc<T>, Arc<E>>>;
@@ -48,6 +54,8 @@ pub struct Inputs<'a> {
     traces: Vec<Shared<Vec<Job>, TraceError>>,
     /// GPU-sharing pods on nodes, per trace and cluster.
     sharing: Vec<Shared<ShareInput, String>>,
+    /// LLM request traces, per trace.
+    llm_traces: Vec<Shared<apiary_llm::workload::Trace, apiary_llm::LlmError>>,
 }
 
 /// A pod list on a node list, ready to place.
@@ -66,7 +74,34 @@ impl<'a> Inputs<'a> {
             clusters: (0..sweep.clusters.len()).map(|_| OnceLock::new()).collect(),
             traces: (0..n).map(|_| OnceLock::new()).collect(),
             sharing: (0..n).map(|_| OnceLock::new()).collect(),
+            llm_traces: (0..sweep.traces.len()).map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    fn run_llm(&self, cell: &Cell, l: &crate::llm::LlmSweep) -> Result<CellOutcome, CellError> {
+        let s = self.sweep;
+        let trace = self.llm_traces[cell.trace]
+            .get_or_init(|| {
+                apiary_llm::workload::read_trace(&s.traces[cell.trace].path)
+                    .map(Arc::new)
+                    .map_err(Arc::new)
+            })
+            .clone()
+            .map_err(CellError::LlmTrace)?;
+        let setting = &s.settings[cell.setting];
+        let sum = crate::llm::run(
+            l,
+            &trace,
+            l.instances[cell.cluster],
+            cell.load,
+            &setting.policy,
+            &setting.params,
+            cell.seed,
+        )?;
+        Ok(CellOutcome {
+            measured: Measured::Llm(Box::new(sum)),
+            vcs: Vec::new(),
+        })
     }
 
     fn share_input(&self, t: usize, c: usize) -> Result<Arc<ShareInput>, CellError> {
@@ -158,6 +193,9 @@ impl<'a> Inputs<'a> {
         if let Some(mode) = s.sharing {
             return self.run_sharing(cell, mode);
         }
+        if let Some(l) = &s.llm {
+            return self.run_llm(cell, l);
+        }
         let cluster = self.cluster(cell.cluster)?;
         let all = self.jobs(cell.trace, cell.cluster, &cluster)?;
         let mut jobs = match s.traces[cell.trace].sample {
@@ -218,6 +256,8 @@ pub enum Measured {
     Training(Box<Summary>),
     /// A GPU-sharing policy's run.
     Sharing(apiary_share::Figures),
+    /// An LLM-serving policy's run.
+    Llm(Box<apiary_llm::LlmSummary>),
 }
 
 /// A run's value of a sweep metric, by name.
@@ -237,6 +277,7 @@ impl Metric for Measured {
         match self {
             Measured::Training(s) => s.metric(name),
             Measured::Sharing(f) => f.metric(name),
+            Measured::Llm(l) => l.metric(name),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Sweeps: a researcher's table of policies over traces, clusters, loads and
-//! parameters, each repeated over seeds, with confidence intervals.
+//! parameters, each repeated over seeds, with confidence intervals; for training, GPU
+//! sharing and LLM serving ([`llm`]: instances and request rates as the axes).
 //!
 //! A sweep file ([`spec`]) names the axes; [`plan`] expands them into cells with fixed
 //! ids, each one deterministic run; [`cell`] runs one; [`results`] keeps one result
@@ -13,6 +14,7 @@
 pub mod aggregate;
 pub mod cell;
 pub mod launch;
+pub mod llm;
 pub mod plan;
 pub mod results;
 pub mod shard;

@@ -47,8 +47,9 @@ pub fn plan(s: &Sweep) -> Vec<Cell> {
 impl Cell {
     /// What the cell runs, for people: `philly n16g8 load=2 tiresias seed=3`.
     pub fn describe(&self, s: &Sweep) -> String {
+        let load = s.load_word();
         format!(
-            "{} {} load={} {} seed={}",
+            "{} {} {load}={} {} seed={}",
             s.traces[self.trace].name,
             s.clusters[self.cluster],
             self.load,

@@ -2,6 +2,7 @@
 //! metrics and simulator options of a sweep. Unknown keys are errors, so a misspelt
 //! axis fails loudly instead of silently running a smaller sweep.
 
+use apiary_llm::metrics::METRICS as LLM_METRICS;
 use apiary_model::time::secs_f64;
 use apiary_policy::{Params, registry};
 use apiary_report::vc::VC_METRICS;
@@ -134,6 +135,40 @@ struct SimFile {
     failures: Option<String>,
 }
 
+impl SimFile {
+    /// Whether any option is given.
+    fn given(&self) -> bool {
+        let SimFile {
+            mode,
+            restart_overhead,
+            per_event_overhead,
+            percentile,
+            speed,
+            speed_data,
+            carbon,
+            pue,
+            io,
+            cpu,
+            power_limit,
+            online,
+            failures,
+        } = self;
+        mode.is_some()
+            || restart_overhead.is_some()
+            || per_event_overhead.is_some()
+            || percentile.is_some()
+            || speed.is_some()
+            || speed_data.is_some()
+            || carbon.is_some()
+            || pue.is_some()
+            || io.is_some()
+            || cpu.is_some()
+            || power_limit.is_some()
+            || online.is_some()
+            || failures.is_some()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SweepFile {
@@ -144,11 +179,14 @@ struct SweepFile {
     #[serde(default)]
     per_vc: Vec<String>,
     baseline: Option<String>,
+    #[serde(default)]
     clusters: Vec<String>,
     trace: Vec<TraceFile>,
     policy: Vec<PolicyFile>,
     #[serde(default)]
     sim: SimFile,
+    /// An LLM-serving sweep's set-up ([`crate::llm`]).
+    llm: Option<crate::llm::LlmFile>,
 }
 
 /// A trace of the sweep.
@@ -212,6 +250,34 @@ pub struct Sweep {
     /// For a sweep of GPU-sharing policies (every setting one of them): how pods meet
     /// the cluster, from `[sim] mode` (`fill:RATIO` or `event`).
     pub sharing: Option<apiary_share::Mode>,
+    /// For an LLM-serving sweep (`[llm]`): its set-up; its clusters are instance
+    /// counts and its loads request rates.
+    pub llm: Option<crate::llm::LlmSweep>,
+}
+
+impl Sweep {
+    /// Whether the load axis holds request rates (an LLM sweep's `rates`).
+    pub fn loads_are_rates(&self) -> bool {
+        self.llm.as_ref().is_some_and(|l| l.rates)
+    }
+
+    /// What the load axis holds, in a word: `load` or `rate`.
+    pub fn load_word(&self) -> &'static str {
+        if self.loads_are_rates() {
+            "rate"
+        } else {
+            "load"
+        }
+    }
+
+    /// The load axis's label on charts.
+    pub fn load_label(&self) -> &'static str {
+        if self.loads_are_rates() {
+            "rate (requests/s)"
+        } else {
+            "load (x the trace's arrival rate)"
+        }
+    }
 }
 
 fn field(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SweepError {
@@ -270,7 +336,9 @@ impl Sweep {
             }
             Seeds::List(v) => v,
         };
-        let loads = f.loads.unwrap_or_else(|| vec![1.0]);
+        let llm_file = f.llm;
+        let is_llm = llm_file.is_some();
+        let loads = f.loads.clone().unwrap_or_else(|| vec![1.0]);
         if loads.is_empty() {
             return Err(field(path, "loads", "at least one load"));
         }
@@ -285,13 +353,24 @@ impl Sweep {
         }
         let metrics_given = f.metrics.is_some();
         let metrics = f.metrics.unwrap_or_else(|| {
-            ["jct_mean", "pending_mean", "util_mean"]
-                .map(String::from)
-                .to_vec()
+            if is_llm {
+                crate::llm::DEFAULT_METRICS.map(String::from).to_vec()
+            } else {
+                ["jct_mean", "pending_mean", "util_mean"]
+                    .map(String::from)
+                    .to_vec()
+            }
         });
+        // An LLM sweep's figures are a serving run's; the others a training or
+        // GPU-sharing run's.
+        let known_metrics: Vec<&(&str, &str)> = if is_llm {
+            LLM_METRICS.iter().collect()
+        } else {
+            METRICS.iter().chain(SHARE_METRICS).collect()
+        };
         for (i, m) in metrics.iter().enumerate() {
-            if !METRICS.iter().chain(SHARE_METRICS).any(|k| k.0 == m) {
-                let known: Vec<&str> = METRICS.iter().chain(SHARE_METRICS).map(|k| k.0).collect();
+            if !known_metrics.iter().any(|k| k.0 == m) {
+                let known: Vec<&str> = known_metrics.iter().map(|k| k.0).collect();
                 return Err(field(
                     path,
                     format!("metrics[{i}]"),
@@ -311,7 +390,14 @@ impl Sweep {
                 ));
             }
         }
-        if f.clusters.is_empty() {
+        if is_llm && !f.clusters.is_empty() {
+            return Err(field(
+                path,
+                "clusters",
+                "an LLM sweep's clusters are its [llm] instances",
+            ));
+        }
+        if !is_llm && f.clusters.is_empty() {
             return Err(field(path, "clusters", "at least one cluster"));
         }
         if f.trace.is_empty() {
@@ -347,7 +433,7 @@ impl Sweep {
             return Err(field(path, "policy", "at least one [[policy]]"));
         }
         for (i, p) in f.policy.iter().enumerate() {
-            settings.extend(expand(path, i, p)?);
+            settings.extend(expand(path, i, p, is_llm)?);
         }
         let mut labels: Vec<&str> = settings.iter().map(|s| s.label.as_str()).collect();
         labels.sort_unstable();
@@ -367,6 +453,38 @@ impl Sweep {
                 "baseline",
                 format!("'{b}' is none of the settings ({})", known.join(", ")),
             ));
+        }
+        if let Some(l) = llm_file {
+            if f.sim.given() {
+                return Err(field(path, "sim", "an LLM sweep is set up by [llm] alone"));
+            }
+            let (llm, loads) = crate::llm::check(path, l, f.loads, &traces)?;
+            let clusters: Vec<String> = llm
+                .instances
+                .iter()
+                .map(|n| match llm.options.tp {
+                    1 => format!("{n}x{}", llm.options.gpu),
+                    tp => format!("{n}x{tp}x{}", llm.options.gpu),
+                })
+                .collect();
+            return Ok(Sweep {
+                name: f.name.unwrap_or_else(|| stem.to_string()),
+                seeds,
+                loads,
+                metrics,
+                per_vc: Vec::new(),
+                baseline: f.baseline,
+                cluster_sources: clusters.clone(),
+                clusters,
+                traces,
+                settings,
+                config: Config::default(),
+                percentile: Percentile::default(),
+                speed: "trace".into(),
+                speed_data: None,
+                sharing: None,
+                llm: Some(llm),
+            });
         }
         let sharing = sharing(path, &f.sim, &settings, &loads, &traces)?;
         let metrics = if sharing.is_some() && !metrics_given {
@@ -402,13 +520,20 @@ impl Sweep {
             speed: f.sim.speed.clone().unwrap_or_else(|| "trace".into()),
             speed_data: f.sim.speed_data.as_ref().map(|p| resolve(base, p)),
             sharing,
+            llm: None,
         })
     }
 }
 
-/// One policy entry's settings: its fixed `set` and every combination of its `grid`.
-fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, SweepError> {
-    if apiary_share::is_share_policy(&p.name) {
+/// One policy entry's settings: its fixed `set` and every combination of its `grid`
+/// (`llm`: an LLM-serving policy's).
+fn expand(
+    path: &Path,
+    i: usize,
+    p: &PolicyFile,
+    llm: bool,
+) -> Result<Vec<PolicySetting>, SweepError> {
+    if !llm && apiary_share::is_share_policy(&p.name) {
         if !p.set.is_empty() || !p.grid.is_empty() {
             return Err(field(
                 path,
@@ -425,7 +550,17 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
             params: Vec::new(),
         }]);
     }
-    if registry::find(&p.name).is_none() {
+    if llm && apiary_llm::policy::POLICIES.find(&p.name).is_none() {
+        return Err(field(
+            path,
+            format!("policy[{i}].name"),
+            format!(
+                "unknown LLM policy '{}' (see `apiary llm policies`)",
+                p.name
+            ),
+        ));
+    }
+    if !llm && registry::find(&p.name).is_none() {
         return Err(field(
             path,
             format!("policy[{i}].name"),
@@ -463,15 +598,19 @@ fn expand(path: &Path, i: usize, p: &PolicyFile) -> Result<Vec<PolicySetting>, S
         params.extend(c);
         // A setting's own storage or CPU pool (`io.KEY`, `cpu.KEY`) is checked here,
         // then laid over `[sim]`'s when its cells run.
-        let parsed = Params::from_pairs(params.iter().map(String::as_str))
-            .map_err(|e| e.to_string())
-            .and_then(|mut ps| {
-                apiary_sim::experiment::resource_params(&mut ps, &mut Config::default())
-                    .map_err(|e| e.to_string())?;
-                registry::build(&p.name, &ps)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            });
+        let parsed = if llm {
+            crate::llm::check_policy(&p.name, &params)
+        } else {
+            Params::from_pairs(params.iter().map(String::as_str))
+                .map_err(|e| e.to_string())
+                .and_then(|mut ps| {
+                    apiary_sim::experiment::resource_params(&mut ps, &mut Config::default())
+                        .map_err(|e| e.to_string())?;
+                    registry::build(&p.name, &ps)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
+        };
         if let Err(e) = parsed {
             return Err(field(path, format!("policy[{i}]"), e));
         }

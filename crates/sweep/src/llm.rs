@@ -1,0 +1,284 @@
+//! LLM-serving sweeps: an `[llm]` table turns a sweep's axes into serving experiments,
+//! policy x trace x instances x rate x seed, each cell set up exactly as `apiary llm
+//! simulate` sets up a run ([`apiary_llm::setup`]). Instances take the place of
+//! clusters, and request rates (requests/s) the place of loads; without `rates` the
+//! trace's own arrival times run, compressed by `loads` as in a training sweep.
+
+use crate::spec::{SweepError, TraceSpec};
+use apiary_llm::metrics::{LlmSummary, Slo};
+use apiary_llm::setup::Options;
+use serde::Deserialize;
+use std::path::Path;
+
+/// `[llm]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LlmFile {
+    model: Option<String>,
+    gpu: Option<String>,
+    tp: Option<u32>,
+    /// Instances per cluster: the sweep's cluster axis.
+    instances: Vec<u32>,
+    /// Request rates, requests/s: the sweep's load axis (none: the trace's times).
+    rates: Option<Vec<f64>>,
+    cv: Option<f64>,
+    requests: Option<usize>,
+    max_len: Option<u32>,
+    #[serde(default)]
+    refuse_long: bool,
+    chunk: Option<u32>,
+    engine: Option<String>,
+    cpu_ms: Option<f64>,
+    kv_blocks: Option<u32>,
+    #[serde(default)]
+    prefix_cache: bool,
+    slo_ttft: Option<f64>,
+    slo_tpot: Option<f64>,
+}
+
+/// An LLM sweep's set-up, checked.
+#[derive(Clone, Debug)]
+pub struct LlmSweep {
+    /// Every cell's options; a cell sets instances, rate and seed.
+    pub options: Options,
+    /// The instance counts (the cluster axis, in order).
+    pub instances: Vec<u32>,
+    /// Whether the load axis holds request rates (else multipliers of the trace's
+    /// arrival times).
+    pub rates: bool,
+    /// The SLO bounds attainment counts against.
+    pub slo: Slo,
+}
+
+/// The figures an LLM sweep collects unless its file names others.
+pub const DEFAULT_METRICS: [&str; 5] = [
+    "ttft_mean_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "e2e_p99_s",
+    "slo_attainment",
+];
+
+fn field(path: &Path, f: impl Into<String>, message: impl Into<String>) -> SweepError {
+    SweepError::Field {
+        path: path.to_path_buf(),
+        field: f.into(),
+        message: message.into(),
+    }
+}
+
+/// Checks `[llm]`, with the sweep's `loads` (which rates replace) and traces; returns
+/// the set-up and the load axis.
+pub(crate) fn check(
+    path: &Path,
+    f: LlmFile,
+    loads: Option<Vec<f64>>,
+    traces: &[TraceSpec],
+) -> Result<(LlmSweep, Vec<f64>), SweepError> {
+    if f.instances.is_empty() || f.instances.contains(&0) {
+        return Err(field(
+            path,
+            "llm.instances",
+            "at least one count, each at least 1",
+        ));
+    }
+    if let Some(i) = traces
+        .iter()
+        .position(|t| t.format.is_some() || t.sample.is_some())
+    {
+        return Err(field(
+            path,
+            format!("trace[{i}]"),
+            "LLM traces are read by their header; give [llm] requests = N to run the first N",
+        ));
+    }
+    let axis = match (&f.rates, loads) {
+        (Some(_), Some(_)) => {
+            return Err(field(
+                path,
+                "loads",
+                "[llm] rates set the arrival rate; loads multiply a trace's own times: give one",
+            ));
+        }
+        (Some(r), None) => {
+            if r.is_empty() {
+                return Err(field(path, "llm.rates", "at least one rate"));
+            }
+            for (i, v) in r.iter().enumerate() {
+                if !(v.is_finite() && *v > 0.0 && *v <= 1e6) {
+                    return Err(field(
+                        path,
+                        format!("llm.rates[{i}]"),
+                        format!("{v} is not a rate in (0, 10^6] requests/s"),
+                    ));
+                }
+            }
+            r.clone()
+        }
+        (None, l) => l.unwrap_or_else(|| vec![1.0]),
+    };
+    let base = Options::default();
+    let slo = Slo::default();
+    let options = Options {
+        model: f.model.unwrap_or(base.model),
+        gpu: f.gpu.unwrap_or(base.gpu),
+        tp: f.tp.unwrap_or(base.tp),
+        cv: f.cv.unwrap_or(base.cv),
+        requests: f.requests,
+        max_len: f.max_len,
+        refuse_long: f.refuse_long,
+        chunk: f.chunk,
+        engine: f.engine.unwrap_or(base.engine),
+        cpu_ms: f.cpu_ms.unwrap_or(base.cpu_ms),
+        kv_blocks: f.kv_blocks,
+        prefix_cache: f.prefix_cache,
+        ..base
+    };
+    // What set-up refuses (an unknown model, a TP that does not split, a bad engine) is
+    // refused now, on an empty trace, rather than in every cell.
+    let probe = Options {
+        rate: Some(1.0),
+        ..options.clone()
+    };
+    apiary_llm::setup::prepare(&probe, "the sweep", Default::default())
+        .map_err(|e| field(path, "llm", e.to_string()))?;
+    Ok((
+        LlmSweep {
+            options,
+            instances: f.instances,
+            rates: f.rates.is_some(),
+            slo: Slo {
+                ttft_s: f.slo_ttft.unwrap_or(slo.ttft_s),
+                tpot_s: f.slo_tpot.unwrap_or(slo.tpot_s),
+            },
+        },
+        axis,
+    ))
+}
+
+/// Checks an LLM policy setting (`name` with `params`).
+pub(crate) fn check_policy(name: &str, params: &[String]) -> Result<(), String> {
+    let ps = apiary_policy::Params::from_pairs(params.iter().map(String::as_str))
+        .map_err(|e| e.to_string())?;
+    apiary_llm::policy::build(name, &ps)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Runs one cell: `trace` on `instances` instances at load `load` (a rate, or a
+/// multiplier of the trace's times), under policy `name` with `params`, seed `seed`.
+pub(crate) fn run(
+    s: &LlmSweep,
+    trace: &apiary_llm::workload::Trace,
+    instances: u32,
+    load: f64,
+    name: &str,
+    params: &[String],
+    seed: u64,
+) -> Result<LlmSummary, apiary_llm::LlmError> {
+    let mut t = trace.clone();
+    if !s.rates && load != 1.0 {
+        compress(&mut t.requests, load);
+    }
+    let o = Options {
+        instances,
+        rate: s.rates.then_some(load),
+        seed,
+        ..s.options.clone()
+    };
+    let setup = apiary_llm::setup::prepare(&o, "trace", t)?;
+    let ps = apiary_policy::Params::from_pairs(params.iter().map(String::as_str))?;
+    let mut policy = apiary_llm::policy::build(name, &ps)?;
+    let out = apiary_llm::simulate(
+        &setup.cluster,
+        &setup.requests,
+        &setup.refused,
+        policy.as_mut(),
+        &mut |_, _| {},
+    )?;
+    Ok(LlmSummary::of(name, &out, setup.clipped, s.slo))
+}
+
+/// Arrivals `load` times as fast: the time since the first divided by `load`.
+fn compress(requests: &mut [apiary_llm::workload::Request], load: f64) {
+    let Some(first) = requests.iter().map(|r| r.arrival).min() else {
+        return;
+    };
+    for r in requests {
+        r.arrival = first + ((r.arrival - first) as f64 / load).round() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{Sweep, SweepError};
+    use std::path::Path;
+
+    const MIN: &str = r#"
+seeds = 2
+[[trace]]
+path = "t.csv"
+[[policy]]
+name = "llumnix"
+[[policy]]
+name = "infaas++"
+[llm]
+instances = [4, 8]
+rates = [1.5, 3]
+"#;
+
+    fn parse(text: &str) -> Result<Sweep, SweepError> {
+        Sweep::parse(text, Path::new("s.toml"), Path::new("."), "s")
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn instances_and_rates_are_the_axes() {
+        let s = parse(MIN).unwrap();
+        assert_eq!(s.clusters, ["4xA10", "8xA10"]);
+        assert_eq!(s.loads, [1.5, 3.0]);
+        assert_eq!(s.metrics, super::DEFAULT_METRICS);
+        assert_eq!(s.load_word(), "rate");
+        let l = s.llm.as_ref().unwrap();
+        assert!(l.rates);
+        assert_eq!(l.options.model, "llama-2-7b");
+        assert_eq!(crate::plan(&s).len(), 2 * 2 * 2 * 2);
+        // Without rates the trace's own times run, multiplied by loads.
+        let timed = MIN.replace("rates = [1.5, 3]", "tp = 2\ngpu = \"A100\"");
+        let s = parse(&format!("loads = [1, 2]\n{timed}")).unwrap();
+        assert_eq!((s.load_word(), s.loads.clone()), ("load", vec![1.0, 2.0]));
+        assert_eq!(s.clusters, ["4x2xA100", "8x2xA100"]);
+    }
+
+    #[test]
+    fn what_cannot_run_is_refused_by_field() {
+        for (text, field) in [
+            (format!("loads = [2]\n{MIN}"), "loads"),
+            (format!("clusters = [\"n4g8\"]\n{MIN}"), "clusters"),
+            (format!("{MIN}\n[sim]\nmode = \"event\"\n"), "sim"),
+            (format!("metrics = [\"jct_mean\"]\n{MIN}"), "metrics[0]"),
+            (MIN.replace("llumnix", "tiresias"), "policy[0].name"),
+            (MIN.replace("[4, 8]", "[4, 0]"), "llm.instances"),
+            (MIN.replace("[1.5, 3]", "[1.5, -3]"), "llm.rates[1]"),
+            (MIN.replace("rates", "model = \"gpt-5\"\nrates"), "llm"),
+            (MIN.replace("rates", "tp = 3\nrates"), "llm"),
+            (
+                MIN.replace(
+                    "name = \"infaas++\"",
+                    "name = \"infaas++\"\nset = { nope = 1 }",
+                ),
+                "policy[1]",
+            ),
+            (
+                MIN.replace("path = \"t.csv\"", "path = \"t.csv\"\nsample = 10"),
+                "trace[0]",
+            ),
+        ] {
+            let e = err(&text);
+            assert!(e.starts_with(&format!("s.toml: {field}:")), "{field}: {e}");
+        }
+    }
+}
