@@ -108,6 +108,14 @@ pub struct LlmArgs {
     /// `hash_ids`).
     #[arg(long)]
     prefix_cache: bool,
+    /// Host memory per GPU, GiB, that a preempted decoding request's KV cache is copied
+    /// to instead of being recomputed (vLLM's --swap-space with --preemption-mode swap);
+    /// 0, the default, recomputes.
+    #[arg(long, default_value_t = 0.0)]
+    swap_space: f64,
+    /// Host-GPU copy rate per GPU for swapping, GB/s (25: PCIe 4.0 x16; 50 for 5.0).
+    #[arg(long, default_value_t = apiary_llm::setup::SWAP_GBPS)]
+    swap_gbps: f64,
     /// TTFT bound of the SLO, seconds.
     #[arg(long, default_value_t = 2.0)]
     slo_ttft: f64,
@@ -419,6 +427,8 @@ impl LlmArgs {
             cpu_ms: self.cpu_ms,
             kv_blocks: self.kv_blocks,
             prefix_cache: self.prefix_cache,
+            swap_gib: self.swap_space,
+            swap_gbps: self.swap_gbps,
             seed: self.seed,
         }
     }
@@ -527,6 +537,12 @@ fn print_details(s: &LlmSummary) {
         s.aborted_migrations,
         s.migration_downtime_mean_s * 1e3
     );
+    if s.swaps.outs > 0 {
+        println!(
+            "swapped to host memory {} times, back {} ({} blocks out), copies {:.3} s of iterations",
+            s.swaps.outs, s.swaps.ins, s.swaps.blocks_out, s.swaps.secs
+        );
+    }
     if s.aborted_migrations > 0 {
         let why: Vec<String> = (s.aborts.iter())
             .filter(|(_, n)| *n > 0)

@@ -158,6 +158,8 @@ pub struct LlmOutcome {
     pub max_bw_share: f64,
     /// Iterations run.
     pub iterations: u64,
+    /// Swapping to host memory, over all instances.
+    pub swaps: crate::replica::Swaps,
     /// Events handled.
     pub events: u64,
     /// First arrival to last completion, µs.
@@ -710,7 +712,7 @@ impl Sim<'_> {
         let mut high = vec![0u32; self.insts.len()];
         for q in &self.reqs {
             let on = match q.phase {
-                Phase::Waiting | Phase::Prefilling | Phase::Decoding => true,
+                Phase::Waiting | Phase::Prefilling | Phase::Decoding | Phase::Swapped => true,
                 // Frozen on its source until the commit clears its migration.
                 Phase::Frozen => q.migration.is_none(),
                 _ => false,
@@ -753,6 +755,7 @@ impl Sim<'_> {
             o.flops += inst.work.flops;
             o.bytes += inst.work.bytes;
             o.iterations += inst.iterations;
+            o.swaps.add(&inst.swaps);
             if let Some(c) = inst.prefix_cache() {
                 let p = o.prefix.get_or_insert_with(PrefixStats::default);
                 p.prompt_tokens += c.prompt_tokens;

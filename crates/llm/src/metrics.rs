@@ -141,6 +141,11 @@ pub const METRICS: &[(&str, &str)] = &[
     ("gpu_util", "share of instance time spent in iterations"),
     ("tokens_per_s", "output tokens per second"),
     ("preemptions", "preemptions"),
+    (
+        "preemption_loss_mean_s",
+        "mean time lost to preemption per request, s",
+    ),
+    ("swap_outs", "requests swapped to host memory"),
     ("migrations", "migrations completed"),
     ("aborted_migrations", "migrations abandoned"),
     (
@@ -183,6 +188,8 @@ pub struct LlmSummary {
     pub preempted_requests: u64,
     /// Mean preemption loss per request, seconds.
     pub preemption_loss_mean_s: f64,
+    /// Swapping to host memory (with swap space).
+    pub swaps: crate::replica::Swaps,
     /// Migrations completed.
     pub migrations: u64,
     /// Migrations abandoned.
@@ -268,6 +275,7 @@ impl LlmSummary {
             preemptions: done.iter().map(|q| u64::from(q.preemptions)).sum(),
             preempted_requests: done.iter().filter(|q| q.preemptions > 0).count() as u64,
             preemption_loss_mean_s: done.iter().map(|q| secs(q.loss)).sum::<f64>() / n,
+            swaps: o.swaps,
             migrations: o.migrations,
             aborted_migrations: o.aborted_migrations,
             aborts: (crate::engine::AbortReason::ALL.iter())
@@ -308,6 +316,8 @@ impl LlmSummary {
             "gpu_util" => self.gpu_util,
             "tokens_per_s" => self.tokens_per_s,
             "preemptions" => self.preemptions as f64,
+            "preemption_loss_mean_s" => self.preemption_loss_mean_s,
+            "swap_outs" => self.swaps.outs as f64,
             "migrations" => self.migrations as f64,
             "aborted_migrations" => self.aborted_migrations as f64,
             "migration_downtime_mean_s" => self.migration_downtime_mean_s,
@@ -347,6 +357,10 @@ impl LlmSummary {
         put("preemptions", self.preemptions.into());
         put("preempted_requests", self.preempted_requests.into());
         put("preemption_loss_mean_s", self.preemption_loss_mean_s.into());
+        put("swap_outs", self.swaps.outs.into());
+        put("swap_ins", self.swaps.ins.into());
+        put("swap_blocks_out", self.swaps.blocks_out.into());
+        put("swap_secs", self.swaps.secs.into());
         put("migrations", self.migrations.into());
         put("aborted_migrations", self.aborted_migrations.into());
         for (why, n) in &self.aborts {

@@ -7,6 +7,11 @@
 //! when a decode step needs blocks that are not there, the most recently admitted
 //! request is preempted by recomputation: its blocks are freed and it returns to the
 //! front of the queue, to prefill its prompt and the tokens it had generated again.
+//! With swap space (vLLM's `--preemption-mode swap` and `--swap-space`), a decoding
+//! victim's blocks are copied to host memory instead while the host has room; swapped
+//! requests come back, copied in, before any new prompt is admitted, and the copies
+//! take their time in the iteration that makes them, as vLLM's worker runs them on the
+//! model's stream.
 //! With chunked prefill (Sarathi-Serve, later vLLM) an iteration carries every decode
 //! plus prompt chunks up to a token budget.
 //!
@@ -47,6 +52,12 @@ pub struct ReplicaConfig {
     /// Whether high-priority requests (priority above 0) are admitted before normal
     /// ones and preempted after them (Llumnix's llumlet); off, the queue is FCFS.
     pub priorities: bool,
+    /// KV blocks of host memory that preempted requests swap to; 0 preempts by
+    /// recomputation only (vLLM's default for single-sequence requests).
+    pub swap_blocks: u32,
+    /// Nanoseconds to copy one block between host and GPU (each GPU its shard, at
+    /// once).
+    pub swap_ns_per_block: u64,
 }
 
 impl ReplicaConfig {
@@ -67,6 +78,8 @@ impl ReplicaConfig {
             max_batched_tokens: max_len.max(2048),
             chunk: None,
             priorities: false,
+            swap_blocks: 0,
+            swap_ns_per_block: 0,
         }
     }
 
@@ -89,6 +102,8 @@ pub enum Phase {
     Decoding,
     /// Stopped for the last stage of a live migration.
     Frozen,
+    /// Preempted with its KV cache copied to host memory, waiting to be copied back.
+    Swapped,
     /// Finished.
     Done,
     /// Never run (longer than the context or the instance's cache).
@@ -215,6 +230,32 @@ pub struct Load {
     pub high: u32,
 }
 
+/// Swapping between GPU and host memory on one instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Swaps {
+    /// Requests swapped out.
+    pub outs: u64,
+    /// Requests swapped back in.
+    pub ins: u64,
+    /// Blocks copied out.
+    pub blocks_out: u64,
+    /// Blocks copied in.
+    pub blocks_in: u64,
+    /// Seconds of iterations spent copying.
+    pub secs: f64,
+}
+
+impl Swaps {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &Swaps) {
+        self.outs += o.outs;
+        self.ins += o.ins;
+        self.blocks_out += o.blocks_out;
+        self.blocks_in += o.blocks_in;
+        self.secs += o.secs;
+    }
+}
+
 /// What an iteration's end reports to the cluster.
 #[derive(Debug, Default)]
 pub struct StepOut {
@@ -249,6 +290,14 @@ pub struct Instance {
     decode_step: bool,
     busy: bool,
     prefix: Option<PrefixCache>,
+    /// Requests swapped to host memory, in the order they come back.
+    swapped: VecDeque<u32>,
+    /// Host blocks free.
+    swap_free: u32,
+    /// Copy time the next iteration carries, ns.
+    swap_pending_ns: u64,
+    /// Requests swapped out and back in, and the blocks copied each way.
+    pub swaps: Swaps,
     /// Time spent in iterations, µs.
     pub busy_us: Micros,
     /// FLOPs and bytes of all iterations.
@@ -281,6 +330,10 @@ impl Instance {
             decode_step: false,
             busy: false,
             prefix: None,
+            swapped: VecDeque::new(),
+            swap_free: cfg.swap_blocks,
+            swap_pending_ns: 0,
+            swaps: Swaps::default(),
             busy_us: 0,
             work: Cost::default(),
             iterations: 0,
@@ -336,7 +389,10 @@ impl Instance {
 
     /// Whether it holds no request at all.
     pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty() && self.joins.is_empty()
+        self.waiting.is_empty()
+            && self.running.is_empty()
+            && self.joins.is_empty()
+            && self.swapped.is_empty()
     }
 
     /// Free blocks.
@@ -377,7 +433,7 @@ impl Instance {
             free_blocks: self.free,
             watermark: self.cfg.watermark,
             running: self.running(),
-            waiting: self.waiting.len() as u32,
+            waiting: (self.waiting.len() + self.swapped.len()) as u32,
             waiting_blocks: self.waiting_blocks,
             head_blocks: self
                 .waiting
@@ -436,7 +492,17 @@ impl Instance {
         self.waiting_blocks = 0;
         self.preempted_waiting = 0;
         self.waiting_high = 0;
-        let out: Vec<u32> = self.waiting.drain(..).collect();
+        let mut out: Vec<u32> = self.waiting.drain(..).collect();
+        // Swapped requests go too, their host copies dropped: they prefill again
+        // wherever they land.
+        for r in std::mem::take(&mut self.swapped) {
+            let q = &mut reqs[r as usize];
+            self.swap_free += self.cfg.blocks(q.stored);
+            q.stored = 0;
+            q.preempted = true;
+            q.recompute = false;
+            out.push(r);
+        }
         for &r in &out {
             let q = &mut reqs[r as usize];
             q.phase = Phase::Future;
@@ -570,6 +636,10 @@ impl Instance {
         self.free += held;
         self.unpin_prompt(q);
         self.fit_cache();
+        if q.phase == Phase::Decoding && held <= self.swap_free {
+            self.swap_out(now, r, held, reqs, out);
+            return;
+        }
         if q.recompute {
             q.recompute = false;
             q.loss += now - q.preempted_at;
@@ -585,6 +655,49 @@ impl Instance {
         let q = &reqs[r as usize];
         self.queue(r, q, true);
         out.preempted.push(r);
+    }
+
+    /// Copies decoding request `r`'s `held` blocks (already freed) to host memory.
+    fn swap_out(&mut self, now: Micros, r: u32, held: u32, reqs: &mut [Req], out: &mut StepOut) {
+        let q = &mut reqs[r as usize];
+        self.swap_free -= held;
+        self.swap_pending_ns += u64::from(held) * self.cfg.swap_ns_per_block;
+        self.swaps.outs += 1;
+        self.swaps.blocks_out += u64::from(held);
+        q.phase = Phase::Swapped;
+        q.preemptions += 1;
+        q.preempted_at = now;
+        self.waiting_blocks += u64::from(held);
+        self.swapped.push_back(r);
+        out.preempted.push(r);
+    }
+
+    /// Copies swapped requests back while the cache keeps its watermark free (vLLM's
+    /// `can_swap_in`), oldest first; they decode from this iteration on.
+    fn swap_in(&mut self, now: Micros, reqs: &mut [Req]) {
+        while let Some(&r) = self.swapped.front() {
+            let need = self.cfg.blocks(reqs[r as usize].stored);
+            if self.running.len() as u32 >= self.cfg.max_seqs
+                || self.free < need + self.cfg.watermark
+            {
+                break;
+            }
+            self.swapped.pop_front();
+            self.free -= need;
+            self.swap_free += need;
+            self.swap_pending_ns += u64::from(need) * self.cfg.swap_ns_per_block;
+            self.swaps.ins += 1;
+            self.swaps.blocks_in += u64::from(need);
+            self.waiting_blocks -= u64::from(need);
+            let q = &mut reqs[r as usize];
+            q.loss += now - q.preempted_at;
+            self.pin_prompt(q);
+            self.fit_cache();
+            let q = &reqs[r as usize];
+            self.running.insert(self.key(q, r));
+            let q = &mut reqs[r as usize];
+            self.join_decoding(r, q);
+        }
     }
 
     /// Makes room for this decode step's new blocks, preempting the newest admissions;
@@ -653,6 +766,10 @@ impl Instance {
     /// Admits whole prompts from the head of the queue up to the token budget (vLLM v0's
     /// prefill iterations).
     fn admit_prompts(&mut self, reqs: &mut [Req], b: &mut Batch) {
+        // vLLM schedules no new prompt while a request waits in host memory.
+        if !self.swapped.is_empty() {
+            return;
+        }
         let mut left = self.cfg.max_batched_tokens;
         while let Some(r) = self.admit(reqs, left, true) {
             let q = &reqs[r as usize];
@@ -681,6 +798,7 @@ impl Instance {
         }
         self.batch.clear();
         self.decode_step = false;
+        self.swap_in(now, reqs);
         let mut b = Batch::default();
         match self.cfg.chunk {
             None => {
@@ -709,8 +827,8 @@ impl Instance {
                     self.batch.push((r, c));
                 }
                 // vLLM admits no prompt in an iteration that preempted, unless nothing
-                // is left to decode.
-                if !preempted || !self.decode_step {
+                // is left to decode, nor while a request waits in host memory.
+                if (!preempted || !self.decode_step) && self.swapped.is_empty() {
                     while let Some(r) = self.admit(reqs, left, false) {
                         let q = &reqs[r as usize];
                         let c = (q.prefill_len() - q.prefilled).min(left);
@@ -740,7 +858,10 @@ impl Instance {
             return None;
         }
         let cost = model.cost(&b);
-        let us = ((cost.secs * 1e6).ceil() as Micros).max(1);
+        // Swaps are copies on the model's stream, before its kernels.
+        let swap_ns = std::mem::take(&mut self.swap_pending_ns);
+        self.swaps.secs += swap_ns as f64 / 1e9;
+        let us = ((cost.secs * 1e6).ceil() as Micros).max(1) + swap_ns.div_ceil(1000);
         self.busy = true;
         self.busy_us += us;
         self.work.flops += cost.flops;

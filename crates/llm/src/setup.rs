@@ -45,6 +45,11 @@ pub struct Options {
     pub kv_blocks: Option<u32>,
     /// Prefix caching (the trace must name its prompts' blocks).
     pub prefix_cache: bool,
+    /// Host memory per GPU that preempted requests swap their KV cache to, GiB (vLLM's
+    /// `--swap-space` with `--preemption-mode swap`); 0 preempts by recomputation.
+    pub swap_gib: f64,
+    /// Host-GPU copy rate per GPU, GB/s.
+    pub swap_gbps: f64,
     /// The seed of arrivals and priorities.
     pub seed: u64,
 }
@@ -67,6 +72,8 @@ impl Default for Options {
             cpu_ms: 5.0,
             kv_blocks: None,
             prefix_cache: false,
+            swap_gib: 0.0,
+            swap_gbps: SWAP_GBPS,
             seed: 0,
         }
     }
@@ -88,6 +95,9 @@ pub struct Setup {
     /// linear layers' times come from.
     pub about: String,
 }
+
+/// PCIe 4.0 x16's sustained host-to-GPU copy rate, GB/s (of its 32 GB/s peak).
+pub const SWAP_GBPS: f64 = 25.0;
 
 fn bad(what: &'static str, message: impl Into<String>) -> LlmError {
     LlmError::Invalid {
@@ -176,6 +186,18 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         }
         replica.chunk = Some(c);
     }
+    if !(o.swap_gib.is_finite() && (0.0..=1e6).contains(&o.swap_gib)) {
+        return Err(bad("--swap-space", "must be 0 to 10^6 GiB"));
+    }
+    if !(o.swap_gbps.is_finite() && o.swap_gbps > 0.0 && o.swap_gbps <= 1e6) {
+        return Err(bad("--swap-gbps", "must be above 0 and at most 10^6 GB/s"));
+    }
+    // Each GPU holds, and copies, its shard of every block.
+    let block_bytes_per_gpu =
+        f64::from(replica.block_size) * model.kv_bytes_per_token / f64::from(o.tp);
+    replica.swap_blocks =
+        (o.swap_gib * (1u64 << 30) as f64 / block_bytes_per_gpu).min(f64::from(u32::MAX)) as u32;
+    replica.swap_ns_per_block = (block_bytes_per_gpu / (o.swap_gbps * 1e9) * 1e9).ceil() as u64;
     let kind = match o.engine.as_str() {
         "vllm" => EngineKind::Sequential,
         "nanoflow" => EngineKind::Overlapped,

@@ -93,6 +93,7 @@ proptest! {
         which in 0usize..7,
         docs in prop::collection::vec(0u8..4, 120),
         cache in any::<bool>(),
+        swap in 0usize..3,
     ) {
         let (name, set): (&str, &[&str]) = [
             ("round-robin", &[][..]),
@@ -105,6 +106,9 @@ proptest! {
         ][which];
         let mut reqs = reqs;
         let mut c = cluster(3, blocks, chunk);
+        // Recompute only; a host too small for most victims; room for all of them.
+        c.replica.swap_blocks = [0, 8, 100_000][swap];
+        c.replica.swap_ns_per_block = 300_000;
         let table = with_prefixes(&mut reqs, &docs);
         if cache {
             c.prefix_cache = Some(Arc::new(table));
@@ -122,6 +126,12 @@ proptest! {
             prop_assert_eq!(q.generated, r.output);
         }
         prop_assert!(o.max_flop_share <= 1.0 && o.max_bw_share <= 1.0);
+        // Every swap out came back in (or was dropped with its instance's queue), and
+        // the host never held more than it has.
+        prop_assert!(o.swaps.ins <= o.swaps.outs);
+        if swap == 0 {
+            prop_assert_eq!(o.swaps.outs, 0);
+        }
         prop_assert_eq!(o.prefix.is_some(), cache);
         if let Some(p) = o.prefix {
             prop_assert!(p.hit_tokens < p.prompt_tokens.max(1));
@@ -129,6 +139,7 @@ proptest! {
         // Determinism: the same run again gives the same records.
         let again = run(&c, &reqs, name, set);
         let key = |o: &LlmOutcome| o.requests.iter().map(|q| (q.first, q.done, q.preemptions, q.migrations)).collect::<Vec<_>>();
+        prop_assert_eq!(o.swaps, again.swaps);
         prop_assert_eq!(key(&o), key(&again));
         prop_assert_eq!(o.events, again.events);
         prop_assert_eq!(o.prefix, again.prefix);

@@ -27,6 +27,7 @@ fn run_scenario(text: &str) -> String {
         5.0f64,
     );
     let mut policy = "round-robin".to_string();
+    let mut swap = (0u32, 0u64);
     let mut set = Vec::new();
     let mut reqs = Vec::new();
     for line in text
@@ -45,6 +46,10 @@ fn run_scenario(text: &str) -> String {
             "cpu_ms" => cpu = v.parse().unwrap(),
             "policy" => policy = v.into(),
             "set" => set.push(v.to_string()),
+            "swap" => {
+                let (b, ns) = v.split_once(' ').unwrap();
+                swap = (b.parse().unwrap(), ns.parse().unwrap());
+            }
             "request" => {
                 let mut r = Request {
                     arrival: 0,
@@ -77,6 +82,7 @@ fn run_scenario(text: &str) -> String {
     };
     let mut replica = ReplicaConfig::vllm(blocks, 4096);
     replica.chunk = chunk;
+    (replica.swap_blocks, replica.swap_ns_per_block) = swap;
     let c = Cluster {
         instances: inst,
         replica,
@@ -111,6 +117,17 @@ fn run_scenario(text: &str) -> String {
             ms(q.loss),
             q.migrations,
             ms(q.downtime)
+        );
+    }
+    if o.swaps.outs > 0 {
+        let _ = writeln!(
+            out,
+            "swaps out={} in={} blocks_out={} blocks_in={} copy_ms={:.3}",
+            o.swaps.outs,
+            o.swaps.ins,
+            o.swaps.blocks_out,
+            o.swaps.blocks_in,
+            o.swaps.secs * 1e3
         );
     }
     let _ = writeln!(

@@ -160,6 +160,8 @@ pub fn metric_info(metric: &str) -> (Kind, &'static str, Better) {
         "gpu_util" => (Kind::Percent, "instances busy", Higher),
         "tokens_per_s" => (Kind::Count, "output tokens/s", Higher),
         "migrations" => (Kind::Count, "migrations", Higher),
+        "preemption_loss_mean_s" => (Kind::Duration, "mean preemption loss", Lower),
+        "swap_outs" => (Kind::Count, "requests swapped out", Lower),
         "aborted_migrations" => (Kind::Count, "migrations abandoned", Lower),
         "migration_downtime_mean_s" => (Kind::Duration, "mean migration downtime", Lower),
         "pods_placed" => (Kind::Count, "pods placed", Higher),

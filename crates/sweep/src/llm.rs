@@ -32,6 +32,8 @@ pub(crate) struct LlmFile {
     kv_blocks: Option<u32>,
     #[serde(default)]
     prefix_cache: bool,
+    swap_space: Option<f64>,
+    swap_gbps: Option<f64>,
     slo_ttft: Option<f64>,
     slo_tpot: Option<f64>,
 }
@@ -132,6 +134,8 @@ pub(crate) fn check(
         cpu_ms: f.cpu_ms.unwrap_or(base.cpu_ms),
         kv_blocks: f.kv_blocks,
         prefix_cache: f.prefix_cache,
+        swap_gib: f.swap_space.unwrap_or(base.swap_gib),
+        swap_gbps: f.swap_gbps.unwrap_or(base.swap_gbps),
         ..base
     };
     // What set-up refuses (an unknown model, a TP that does not split, a bad engine) is
