@@ -116,6 +116,17 @@ pub struct LlmArgs {
     /// Host-GPU copy rate per GPU for swapping, GB/s (25: PCIe 4.0 x16; 50 for 5.0).
     #[arg(long, default_value_t = apiary_llm::setup::SWAP_GBPS)]
     swap_gbps: f64,
+    /// Disaggregated prefill and decode (DistServe, Splitwise): P prefill and D decode
+    /// instances instead of --instances; --tp is a decode instance's GPUs.
+    #[arg(long, value_name = "P:D")]
+    disagg: Option<String>,
+    /// GPUs of a prefill instance under --disagg (--tp when absent).
+    #[arg(long)]
+    prefill_tp: Option<u32>,
+    /// Link a KV cache crosses from a prefill to a decode instance, GB/s per GPU (25: a
+    /// 200 Gb/s NIC).
+    #[arg(long, default_value_t = apiary_llm::setup::KV_GBPS)]
+    kv_gbps: f64,
     /// TTFT bound of the SLO, seconds.
     #[arg(long, default_value_t = 2.0)]
     slo_ttft: f64,
@@ -279,6 +290,9 @@ pub fn run(cmd: LlmCmd) -> Result<()> {
             }
             Ok(())
         }
+        LlmCmd::Compare { run, .. } if run.disagg.is_some() => bail!(
+            "--disagg schedules its pools itself: run `apiary llm simulate --disagg P:D`, and compare it with a colocated run of the same GPUs"
+        ),
         LlmCmd::Compare {
             run,
             out: dir,
@@ -386,12 +400,13 @@ struct Workload {
     refused: Vec<bool>,
     clipped: Clipped,
     cluster: Cluster,
+    disagg: Option<apiary_llm::disagg::DisaggCluster>,
 }
 
 impl Workload {
     fn load(a: &LlmArgs) -> Result<Workload> {
         let (name, trace) = read_requests(a.trace.as_deref(), a.requests, a.seed)?;
-        let s = setup::prepare(&a.options(), &name, trace)?;
+        let s = setup::prepare(&a.options()?, &name, trace)?;
         if !a.quiet {
             for n in &s.notes {
                 eprintln!("note: {n}");
@@ -404,14 +419,32 @@ impl Workload {
             refused: s.refused,
             clipped: s.clipped,
             cluster: s.cluster,
+            disagg: s.disagg,
         })
     }
 }
 
 impl LlmArgs {
     /// The options that shape the run.
-    fn options(&self) -> setup::Options {
-        setup::Options {
+    fn options(&self) -> Result<setup::Options> {
+        let disagg = match &self.disagg {
+            None => None,
+            Some(t) => {
+                let parsed = t
+                    .split_once(':')
+                    .and_then(|(p, d)| Some((p.trim().parse().ok()?, d.trim().parse().ok()?)));
+                match parsed {
+                    Some(pd) => Some(pd),
+                    None => {
+                        bail!("--disagg: '{t}' is not P:D (prefill and decode instances, e.g. 2:6)")
+                    }
+                }
+            }
+        };
+        if self.prefill_tp.is_some() && disagg.is_none() {
+            bail!("--prefill-tp is for --disagg's prefill instances");
+        }
+        Ok(setup::Options {
             model: self.model.clone(),
             gpu: self.gpu.clone(),
             instances: self.instances,
@@ -429,8 +462,11 @@ impl LlmArgs {
             prefix_cache: self.prefix_cache,
             swap_gib: self.swap_space,
             swap_gbps: self.swap_gbps,
+            disagg,
+            prefill_tp: self.prefill_tp,
+            kv_gbps: self.kv_gbps,
             seed: self.seed,
-        }
+        })
     }
 }
 
@@ -477,31 +513,41 @@ fn compare_seeds(run: &LlmArgs, dir: &std::path::Path, n: u64) -> Result<()> {
 
 fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmOutcome)> {
     let known: Vec<&str> = POLICIES.names().collect();
-    let params = params_for(&a.set, name, &known)?;
-    let mut p = policy::build(name, &params)?;
+    let label = match &w.disagg {
+        Some(d) => format!("disagg {}:{}", d.prefill, d.decode),
+        None => name.to_string(),
+    };
     let bar = crate::run::progress_bar(
         a.quiet,
         w.requests.len(),
-        name,
+        &label,
         "{prefix} [{bar:30}] {pos}/{len} requests done",
     );
     let t0 = Instant::now();
-    let out = apiary_llm::simulate(
-        &w.cluster,
-        &w.requests,
-        &w.refused,
-        p.as_mut(),
-        &mut |d, _| bar.set_position(d as u64),
-    )?;
+    let mut progress = |d: usize, _: usize| bar.set_position(d as u64);
+    let out = match &w.disagg {
+        Some(d) => apiary_llm::disagg::simulate(d, &w.requests, &w.refused, &mut progress)?,
+        None => {
+            let params = params_for(&a.set, name, &known)?;
+            let mut p = policy::build(name, &params)?;
+            apiary_llm::simulate(
+                &w.cluster,
+                &w.requests,
+                &w.refused,
+                p.as_mut(),
+                &mut progress,
+            )?
+        }
+    };
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     let slo = Slo {
         ttft_s: a.slo_ttft,
         tpot_s: a.slo_tpot,
     };
-    let sum = LlmSummary::of(name, &out, w.clipped, slo);
+    let sum = LlmSummary::of(&label, &out, w.clipped, slo);
     if !a.quiet {
-        print_timing(name, out.events, wall, &sum);
+        print_timing(&label, out.events, wall, &sum);
     }
     Ok((sum, out))
 }
@@ -537,6 +583,13 @@ fn print_details(s: &LlmSummary) {
         s.aborted_migrations,
         s.migration_downtime_mean_s * 1e3
     );
+    if s.kv_transfers > 0 {
+        println!(
+            "KV caches sent from prefill to decode instances {} times, {:.1} ms each on average",
+            s.kv_transfers,
+            s.kv_transfer_mean_s * 1e3
+        );
+    }
     if s.swaps.outs > 0 {
         println!(
             "swapped to host memory {} times, back {} ({} blocks out), copies {:.3} s of iterations",

@@ -158,6 +158,27 @@ fn flags_out_of_range_are_refused() {
         &["llm", "simulate", "-q", "--trace", &zero],
         &["zero.csv", "line 2", "ContextTokens", "at least one token"],
     );
+    // Disaggregation: a split that is not P:D or leaves a pool empty, a prefill degree
+    // without it or not splitting the heads, and a compare it cannot run.
+    for (args, want) in [
+        (&["--disagg", "2"][..], &["--disagg", "'2' is not P:D"][..]),
+        (&["--disagg", "0:2"], &["--disagg", "at least one prefill"]),
+        (&["--prefill-tp", "2"], &["--prefill-tp", "--disagg"]),
+        (
+            &["--disagg", "1:1", "--prefill-tp", "3"],
+            &["--tp", "3 GPUs"],
+        ),
+        (&["--disagg", "1:1", "--kv-gbps", "0"], &["--kv-gbps"]),
+        (&["--swap-space=-1"], &["--swap-space"]),
+    ] {
+        let mut a = vec!["llm", "simulate", "-q"];
+        a.extend_from_slice(args);
+        refused(&a, want);
+    }
+    refused(
+        &["llm", "compare", "-q", "--disagg", "1:1"],
+        &["--disagg", "llm simulate --disagg"],
+    );
 }
 
 #[test]

@@ -160,6 +160,11 @@ pub struct LlmOutcome {
     pub iterations: u64,
     /// Swapping to host memory, over all instances.
     pub swaps: crate::replica::Swaps,
+    /// Disaggregated serving: KV caches sent from prefill to decode instances, and
+    /// the seconds those copies took, summed.
+    pub kv_transfers: u64,
+    /// The seconds.
+    pub kv_transfer_secs: f64,
     /// Events handled.
     pub events: u64,
     /// First arrival to last completion, µs.

@@ -15,6 +15,7 @@
 //! microseconds, events pop in `(time, seq)` order, generators draw from named seeded
 //! streams, and no decision depends on hash order.
 
+pub mod disagg;
 pub mod engine;
 pub mod hardware;
 pub mod html;

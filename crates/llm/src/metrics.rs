@@ -190,6 +190,10 @@ pub struct LlmSummary {
     pub preemption_loss_mean_s: f64,
     /// Swapping to host memory (with swap space).
     pub swaps: crate::replica::Swaps,
+    /// Disaggregated serving: KV caches sent from prefill to decode instances.
+    pub kv_transfers: u64,
+    /// Their mean copy time, seconds.
+    pub kv_transfer_mean_s: f64,
     /// Migrations completed.
     pub migrations: u64,
     /// Migrations abandoned.
@@ -276,6 +280,8 @@ impl LlmSummary {
             preempted_requests: done.iter().filter(|q| q.preemptions > 0).count() as u64,
             preemption_loss_mean_s: done.iter().map(|q| secs(q.loss)).sum::<f64>() / n,
             swaps: o.swaps,
+            kv_transfers: o.kv_transfers,
+            kv_transfer_mean_s: o.kv_transfer_secs / o.kv_transfers.max(1) as f64,
             migrations: o.migrations,
             aborted_migrations: o.aborted_migrations,
             aborts: (crate::engine::AbortReason::ALL.iter())
@@ -361,6 +367,10 @@ impl LlmSummary {
         put("swap_ins", self.swaps.ins.into());
         put("swap_blocks_out", self.swaps.blocks_out.into());
         put("swap_secs", self.swaps.secs.into());
+        if self.kv_transfers > 0 {
+            put("kv_transfers", self.kv_transfers.into());
+            put("kv_transfer_mean_s", self.kv_transfer_mean_s.into());
+        }
         put("migrations", self.migrations.into());
         put("aborted_migrations", self.aborted_migrations.into());
         for (why, n) in &self.aborts {

@@ -58,6 +58,10 @@ pub struct ReplicaConfig {
     /// Nanoseconds to copy one block between host and GPU (each GPU its shard, at
     /// once).
     pub swap_ns_per_block: u64,
+    /// A disaggregated prefill instance: a request whose prompt is done stops here,
+    /// holding its blocks, for its KV cache to be sent to a decode instance
+    /// ([`StepOut::handoff`], then [`Instance::release`]).
+    pub prefill_only: bool,
 }
 
 impl ReplicaConfig {
@@ -80,6 +84,7 @@ impl ReplicaConfig {
             priorities: false,
             swap_blocks: 0,
             swap_ns_per_block: 0,
+            prefill_only: false,
         }
     }
 
@@ -263,6 +268,9 @@ pub struct StepOut {
     pub finished: Vec<u32>,
     /// Requests preempted when it started.
     pub preempted: Vec<u32>,
+    /// On a prefill-only instance: requests whose prompt is done, holding their blocks
+    /// until their KV cache is sent.
+    pub handoff: Vec<u32>,
 }
 
 /// One instance.
@@ -915,10 +923,22 @@ impl Instance {
             }
             if q.generated >= q.req.output {
                 self.complete(now, r, q, out);
+            } else if self.cfg.prefill_only {
+                self.hand_off(r, q, out);
             } else {
                 self.join_decoding(r, q);
             }
         }
+    }
+
+    /// Stops a prefilled request on a prefill-only instance; its blocks stay held.
+    fn hand_off(&mut self, r: u32, q: &mut Req, out: &mut StepOut) {
+        let key = self.key(q, r);
+        self.running.remove(&key);
+        self.high -= u32::from(q.req.priority > 0);
+        self.unpin_prompt(q);
+        q.phase = Phase::Frozen;
+        out.handoff.push(r);
     }
 
     fn complete(&mut self, now: Micros, r: u32, q: &mut Req, out: &mut StepOut) {

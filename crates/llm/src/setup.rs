@@ -5,6 +5,7 @@
 //! stretched) comes back as notes for the caller to print.
 
 use crate::LlmError;
+use crate::disagg::DisaggCluster;
 use crate::engine::Cluster;
 use crate::hardware::{self, MemoryPlan};
 use crate::latency::{EngineKind, IterModel, LinearSource};
@@ -50,6 +51,12 @@ pub struct Options {
     pub swap_gib: f64,
     /// Host-GPU copy rate per GPU, GB/s.
     pub swap_gbps: f64,
+    /// Disaggregated serving: prefill and decode instances (replacing `instances`).
+    pub disagg: Option<(u32, u32)>,
+    /// Tensor-parallel GPUs of a prefill instance (`tp` when `None`).
+    pub prefill_tp: Option<u32>,
+    /// The link a KV cache crosses from a prefill to a decode instance, GB/s per GPU.
+    pub kv_gbps: f64,
     /// The seed of arrivals and priorities.
     pub seed: u64,
 }
@@ -74,6 +81,9 @@ impl Default for Options {
             prefix_cache: false,
             swap_gib: 0.0,
             swap_gbps: SWAP_GBPS,
+            disagg: None,
+            prefill_tp: None,
+            kv_gbps: KV_GBPS,
             seed: 0,
         }
     }
@@ -94,10 +104,15 @@ pub struct Setup {
     /// One line on what runs: requests, instances, model, GPUs, blocks, and where the
     /// linear layers' times come from.
     pub about: String,
+    /// With `disagg`: the prefill and decode pools, which run instead of `cluster`.
+    pub disagg: Option<DisaggCluster>,
 }
 
 /// PCIe 4.0 x16's sustained host-to-GPU copy rate, GB/s (of its 32 GB/s peak).
 pub const SWAP_GBPS: f64 = 25.0;
+/// A 200 Gb/s network interface per GPU (InfiniBand HDR, as DistServe's and
+/// Splitwise's clusters have), GB/s.
+pub const KV_GBPS: f64 = 25.0;
 
 fn bad(what: &'static str, message: impl Into<String>) -> LlmError {
     LlmError::Invalid {
@@ -212,6 +227,18 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         return Err(bad("--cpu-ms", "must be a non-negative number"));
     }
     let iter = IterModel::new(&model, &gpu, o.tp, o.cpu_ms / 1e3, kind);
+    let disagg = match o.disagg {
+        None => None,
+        Some((p, d)) => Some(disaggregated(
+            o,
+            &model,
+            &gpu,
+            kind,
+            (p, d),
+            replica,
+            &iter,
+        )?),
+    };
     let src = match iter.linear_source() {
         LinearSource::Profiled(_) => "Vidur's profile",
         LinearSource::Roofline => "the roofline (no Vidur profile for this GPU, model and TP)",
@@ -225,6 +252,22 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         gpu.name,
         blocks
     );
+    let about = match &disagg {
+        None => about,
+        Some(dc) => format!(
+            "{} requests from {name}; {} on {}: {} prefill instances of {} GPUs ({} KV blocks each) and {} decode instances of {} ({} blocks each), KV sent at {} GB/s per GPU; linear layers from {src}",
+            requests.len(),
+            model.name,
+            gpu.name,
+            dc.prefill,
+            o.prefill_tp.unwrap_or(o.tp),
+            dc.prefill_replica.total_blocks,
+            dc.decode,
+            o.tp,
+            blocks,
+            o.kv_gbps
+        ),
+    };
     if clipped.clipped + clipped.refused > 0 {
         notes.push(format!(
             "{} requests longer than {max_len} tokens were {}",
@@ -249,5 +292,59 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         },
         notes,
         about,
+        disagg,
+    })
+}
+
+/// The pools of a disaggregated run: `p` prefill instances of `prefill_tp` GPUs (vLLM's
+/// whole-prompt iterations) and `d` decode instances as `decode` and `decode_model` set
+/// them up.
+fn disaggregated(
+    o: &Options,
+    model: &hardware::ModelSpec,
+    gpu: &hardware::GpuSpec,
+    kind: EngineKind,
+    (p, d): (u32, u32),
+    decode: ReplicaConfig,
+    decode_model: &IterModel,
+) -> Result<DisaggCluster, LlmError> {
+    if p == 0 || d == 0 {
+        return Err(bad(
+            "--disagg",
+            "give P:D with at least one prefill and one decode instance",
+        ));
+    }
+    if o.prefix_cache {
+        return Err(bad(
+            "--disagg",
+            "prefix caching is not modelled on disaggregated pools yet",
+        ));
+    }
+    if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
+        return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
+    }
+    let ptp = o.prefill_tp.unwrap_or(o.tp);
+    hardware::check_tp(model, ptp)?;
+    let blocks = match o.kv_blocks {
+        Some(b) => b,
+        None => hardware::kv_blocks(model, gpu, ptp, MemoryPlan::default(), 16)?,
+    };
+    let prefill_replica = ReplicaConfig {
+        // DistServe's prefill instances run whole prompts, and never decode.
+        chunk: None,
+        swap_blocks: 0,
+        prefill_only: true,
+        ..ReplicaConfig::vllm(blocks, decode.max_batched_tokens)
+    };
+    Ok(DisaggCluster {
+        prefill: p,
+        decode: d,
+        prefill_replica,
+        decode_replica: decode,
+        prefill_model: IterModel::new(model, gpu, ptp, o.cpu_ms / 1e3, kind),
+        decode_model: decode_model.clone(),
+        // Each GPU of the narrower side sends or takes its shard at once.
+        transfer_secs_per_token: model.kv_bytes_per_token
+            / (o.kv_gbps * 1e9 * f64::from(ptp.min(o.tp))),
     })
 }
