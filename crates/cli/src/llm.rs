@@ -123,10 +123,15 @@ pub struct LlmArgs {
     /// GPUs of a prefill instance under --disagg (--tp when absent).
     #[arg(long)]
     prefill_tp: Option<u32>,
-    /// Link a KV cache crosses from a prefill to a decode instance, GB/s per GPU (25: a
-    /// 200 Gb/s NIC).
+    /// Link a KV cache crosses from a prefill to a decode instance, or from the host tier
+    /// to an instance, GB/s per GPU (25: a 200 Gb/s NIC).
     #[arg(long, default_value_t = apiary_llm::setup::KV_GBPS)]
     kv_gbps: f64,
+    /// With --prefix-cache: the cluster's host-memory tier of prompt blocks, GB in all
+    /// (Mooncake's DRAM pool); a prompt loads blocks from it over --kv-gbps instead of
+    /// computing them.
+    #[arg(long, default_value_t = 0.0)]
+    host_cache_gb: f64,
     /// TTFT bound of the SLO, seconds.
     #[arg(long, default_value_t = 2.0)]
     slo_ttft: f64,
@@ -465,6 +470,7 @@ impl LlmArgs {
             disagg,
             prefill_tp: self.prefill_tp,
             kv_gbps: self.kv_gbps,
+            host_cache_gb: self.host_cache_gb,
             seed: self.seed,
         })
     }
@@ -626,6 +632,17 @@ fn print_details(s: &LlmSummary) {
             p.prompt_tokens,
             p.evictions
         );
+        if p.host_hit_tokens > 0 || p.host_evictions > 0 {
+            let share = |t: u64| t as f64 / p.prompt_tokens.max(1) as f64 * 100.0;
+            println!(
+                "  by tier: GPU {:.1} %, host {:.1} % ({} tokens loaded in {:.3} s of iterations, {} host blocks evicted)",
+                share(p.hit_tokens - p.host_hit_tokens),
+                share(p.host_hit_tokens),
+                p.host_hit_tokens,
+                p.host_load_secs,
+                p.host_evictions
+            );
+        }
     }
     for g in &s.groups {
         println!(

@@ -170,6 +170,10 @@ fn flags_out_of_range_are_refused() {
         ),
         (&["--disagg", "1:1", "--kv-gbps", "0"], &["--kv-gbps"]),
         (&["--swap-space=-1"], &["--swap-space"]),
+        (
+            &["--host-cache-gb", "10"],
+            &["--host-cache-gb", "--prefix-cache"],
+        ),
     ] {
         let mut a = vec!["llm", "simulate", "-q"];
         a.extend_from_slice(args);

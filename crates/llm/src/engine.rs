@@ -37,6 +37,9 @@ pub struct Cluster {
     /// Automatic prefix caching over these block hashes of the requests' prompts;
     /// `None` prefills every prompt in full.
     pub prefix_cache: Option<Arc<Prefixes>>,
+    /// With prefix caching: the cluster's host-memory tier below the instances' caches
+    /// (Mooncake's DRAM pool).
+    pub host_tier: Option<crate::prefix::HostTierConfig>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -181,7 +184,7 @@ pub struct LlmOutcome {
 }
 
 /// What the prefix caches did over a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PrefixStats {
     /// Prompt tokens (recomputations included) the prefills covered.
     pub prompt_tokens: u64,
@@ -189,6 +192,12 @@ pub struct PrefixStats {
     pub hit_tokens: u64,
     /// Cached blocks evicted.
     pub evictions: u64,
+    /// Of the cached tokens, those loaded from the host tier.
+    pub host_hit_tokens: u64,
+    /// Seconds of iterations spent loading them.
+    pub host_load_secs: f64,
+    /// Blocks the host tier evicted.
+    pub host_evictions: u64,
 }
 
 struct Sim<'a> {
@@ -211,6 +220,8 @@ struct Sim<'a> {
     done: usize,
     total: usize,
     outcome: LlmOutcome,
+    /// The host tier every instance shares, if the cluster has one.
+    host: Option<std::rc::Rc<std::cell::RefCell<crate::prefix::HostTier>>>,
 }
 
 /// Runs `requests` (sorted by arrival; `refused` marks those not to run) on `cluster`
@@ -259,6 +270,15 @@ pub fn simulate(
         done: 0,
         total: 0,
         outcome: LlmOutcome::default(),
+        host: cluster
+            .prefix_cache
+            .as_ref()
+            .and(cluster.host_tier)
+            .map(|c| {
+                std::rc::Rc::new(std::cell::RefCell::new(crate::prefix::HostTier::new(
+                    c.blocks,
+                )))
+            }),
     };
     for _ in 0..cluster.instances {
         sim.add_instance(InstanceState::Active);
@@ -322,10 +342,14 @@ impl Serving for Sim<'_> {
 impl Sim<'_> {
     fn add_instance(&mut self, state: InstanceState) -> u32 {
         let id = self.insts.len() as u32;
-        self.insts.push(match &self.cluster.prefix_cache {
+        let mut inst = match &self.cluster.prefix_cache {
             Some(t) => Instance::with_prefix_cache(self.replica, Arc::clone(t)),
             None => Instance::new(self.replica),
-        });
+        };
+        if let (Some(t), Some(c)) = (&self.host, self.cluster.host_tier) {
+            inst = inst.with_host_tier(std::rc::Rc::clone(t), c.ns_per_token);
+        }
+        self.insts.push(inst);
         self.state.push(state);
         self.born.push(self.now);
         self.gone.push(None);
@@ -772,6 +796,12 @@ impl Sim<'_> {
                 o.max_flop_share = o.max_flop_share.max(inst.work.flops / busy / o.peak_flops);
                 o.max_bw_share = o.max_bw_share.max(inst.work.bytes / busy / o.peak_bw);
             }
+        }
+        if let (Some(p), Some(t)) = (&mut o.prefix, &self.host) {
+            let t = t.borrow();
+            p.host_hit_tokens = t.hit_tokens;
+            p.host_load_secs = t.load_secs;
+            p.host_evictions = t.evictions;
         }
         o.requests = self.reqs;
         o

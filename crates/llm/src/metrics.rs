@@ -395,6 +395,11 @@ impl LlmSummary {
             put("prefix_hit_tokens", p.hit_tokens.into());
             put("prefix_prompt_tokens", p.prompt_tokens.into());
             put("prefix_evictions", p.evictions.into());
+            if p.host_hit_tokens > 0 || p.host_evictions > 0 {
+                put("host_hit_tokens", p.host_hit_tokens.into());
+                put("host_load_secs", p.host_load_secs.into());
+                put("host_evictions", p.host_evictions.into());
+            }
         }
         if !self.groups.is_empty() {
             let groups = self

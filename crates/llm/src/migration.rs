@@ -102,6 +102,7 @@ pub fn migration_point(
         model: iter.clone(),
         kv_bytes_per_token_per_gpu: per_gpu,
         prefix_cache: None,
+        host_tier: None,
     };
     let req = Request {
         arrival: 0,

@@ -14,6 +14,12 @@
 //! The cache saves compute, not memory: each running request holds its whole prompt's
 //! blocks, so two requests running at once with a shared prefix each hold a copy, where
 //! vLLM would share one. Evictable blocks count as free, as vLLM counts them.
+//!
+//! Below the instances' caches, [`HostTier`] is Mooncake's KV cache pool in the
+//! cluster's host memory: every prompt block any instance computed is written there
+//! (asynchronously, at no cost to the iteration), and a prompt whose next leading
+//! blocks are there, past those its instance holds, loads them instead of computing
+//! them, the load taking its time in the prefill's iteration.
 
 use crate::workload::{Prefixes, Request};
 use std::collections::{BTreeSet, HashMap};
@@ -64,6 +70,16 @@ impl PrefixCache {
     /// How many full prompt blocks of `req` have hashes.
     pub fn hashed_blocks(&self, req: &Request) -> usize {
         self.table.of(req).len()
+    }
+
+    /// The hashes of `req`'s full prompt blocks.
+    pub fn hashes<'a>(&'a self, req: &Request) -> &'a [u64] {
+        self.table.of(req)
+    }
+
+    /// Tokens of one hashed block.
+    pub fn block_tokens(&self) -> u32 {
+        self.table.block_tokens
     }
 
     /// Leading prompt blocks of `req` that are cached, and the tokens of its prefill of
@@ -135,6 +151,71 @@ impl PrefixCache {
     }
 }
 
+/// How big the host tier is and how fast it loads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostTierConfig {
+    /// Hashed prompt blocks it holds.
+    pub blocks: u64,
+    /// Nanoseconds to load one token's KV into an instance (each GPU its shard).
+    pub ns_per_token: f64,
+}
+
+/// The cluster's host-memory pool of prompt blocks (Mooncake's DRAM tier), least
+/// recently used evicted first.
+#[derive(Debug, Default)]
+pub struct HostTier {
+    /// Hashed blocks it holds at most.
+    capacity: u64,
+    /// Each block's last use.
+    last: HashMap<u64, u64>,
+    /// Blocks by (last use, hash): the first goes first.
+    order: BTreeSet<(u64, u64)>,
+    clock: u64,
+    /// Prompt tokens loaded from it instead of computed.
+    pub hit_tokens: u64,
+    /// Seconds of iterations spent loading them.
+    pub load_secs: f64,
+    /// Blocks evicted.
+    pub evictions: u64,
+}
+
+impl HostTier {
+    /// An empty pool of `capacity` hashed blocks.
+    pub fn new(capacity: u64) -> HostTier {
+        HostTier {
+            capacity,
+            ..HostTier::default()
+        }
+    }
+
+    /// How many of `hashes`, from the first, it holds.
+    pub fn leading(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|h| self.last.contains_key(h))
+            .count()
+    }
+
+    /// Marks `hashes` used now, adding those it lacks and evicting the least recently
+    /// used past its capacity.
+    pub fn touch(&mut self, hashes: &[u64]) {
+        for &h in hashes {
+            if let Some(t) = self.last.insert(h, self.clock) {
+                self.order.remove(&(t, h));
+            }
+            self.order.insert((self.clock, h));
+            self.clock += 1;
+        }
+        while self.last.len() as u64 > self.capacity {
+            let Some((_, h)) = self.order.pop_first() else {
+                break;
+            };
+            self.last.remove(&h);
+            self.evictions += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +228,18 @@ mod tests {
             priority: 0,
             prefix,
         }
+    }
+
+    #[test]
+    fn the_host_tier_keeps_the_most_recently_used_blocks() {
+        let mut t = HostTier::new(3);
+        t.touch(&[1, 2, 3]);
+        assert_eq!(t.leading(&[1, 2, 3, 4]), 3);
+        // Block 1 used again, then 4 added: 2 is the least recently used and goes.
+        t.touch(&[1]);
+        t.touch(&[4]);
+        assert_eq!((t.leading(&[1, 2]), t.leading(&[3, 4, 1])), (1, 3));
+        assert_eq!(t.evictions, 1);
     }
 
     #[test]

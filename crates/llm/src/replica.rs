@@ -23,12 +23,17 @@
 //! by the iteration they finish on.
 
 use crate::latency::{Batch, Cost, IterModel};
-use crate::prefix::PrefixCache;
+use crate::prefix::{HostTier, PrefixCache};
+
+mod swap;
 use crate::workload::Prefixes;
 use crate::workload::{Micros, Request};
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
+pub use swap::Swaps;
 
 /// A running request's place in the preemption order.
 type RunKey = (u8, u64, u32);
@@ -235,32 +240,6 @@ pub struct Load {
     pub high: u32,
 }
 
-/// Swapping between GPU and host memory on one instance.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Swaps {
-    /// Requests swapped out.
-    pub outs: u64,
-    /// Requests swapped back in.
-    pub ins: u64,
-    /// Blocks copied out.
-    pub blocks_out: u64,
-    /// Blocks copied in.
-    pub blocks_in: u64,
-    /// Seconds of iterations spent copying.
-    pub secs: f64,
-}
-
-impl Swaps {
-    /// Adds `o`'s counts to these.
-    pub fn add(&mut self, o: &Swaps) {
-        self.outs += o.outs;
-        self.ins += o.ins;
-        self.blocks_out += o.blocks_out;
-        self.blocks_in += o.blocks_in;
-        self.secs += o.secs;
-    }
-}
-
 /// What an iteration's end reports to the cluster.
 #[derive(Debug, Default)]
 pub struct StepOut {
@@ -298,6 +277,11 @@ pub struct Instance {
     decode_step: bool,
     busy: bool,
     prefix: Option<PrefixCache>,
+    /// The cluster's host-memory pool of prompt blocks, shared by its instances, and
+    /// the nanoseconds to load one token's KV from it.
+    host: Option<(Rc<RefCell<HostTier>>, f64)>,
+    /// Load time from the host tier the next iteration carries, ns.
+    load_pending_ns: u64,
     /// Requests swapped to host memory, in the order they come back.
     swapped: VecDeque<u32>,
     /// Host blocks free.
@@ -338,6 +322,8 @@ impl Instance {
             decode_step: false,
             busy: false,
             prefix: None,
+            host: None,
+            load_pending_ns: 0,
             swapped: VecDeque::new(),
             swap_free: cfg.swap_blocks,
             swap_pending_ns: 0,
@@ -353,6 +339,12 @@ impl Instance {
         let mut i = Instance::new(cfg);
         i.prefix = Some(PrefixCache::new(table, cfg.block_size));
         i
+    }
+
+    /// Shares `tier` below its prefix cache, loading a token's KV in `ns_per_token`.
+    pub fn with_host_tier(mut self, tier: Rc<RefCell<HostTier>>, ns_per_token: f64) -> Instance {
+        self.host = Some((tier, ns_per_token));
+        self
     }
 
     /// Its prefix cache, if it has one.
@@ -665,49 +657,6 @@ impl Instance {
         out.preempted.push(r);
     }
 
-    /// Copies decoding request `r`'s `held` blocks (already freed) to host memory.
-    fn swap_out(&mut self, now: Micros, r: u32, held: u32, reqs: &mut [Req], out: &mut StepOut) {
-        let q = &mut reqs[r as usize];
-        self.swap_free -= held;
-        self.swap_pending_ns += u64::from(held) * self.cfg.swap_ns_per_block;
-        self.swaps.outs += 1;
-        self.swaps.blocks_out += u64::from(held);
-        q.phase = Phase::Swapped;
-        q.preemptions += 1;
-        q.preempted_at = now;
-        self.waiting_blocks += u64::from(held);
-        self.swapped.push_back(r);
-        out.preempted.push(r);
-    }
-
-    /// Copies swapped requests back while the cache keeps its watermark free (vLLM's
-    /// `can_swap_in`), oldest first; they decode from this iteration on.
-    fn swap_in(&mut self, now: Micros, reqs: &mut [Req]) {
-        while let Some(&r) = self.swapped.front() {
-            let need = self.cfg.blocks(reqs[r as usize].stored);
-            if self.running.len() as u32 >= self.cfg.max_seqs
-                || self.free < need + self.cfg.watermark
-            {
-                break;
-            }
-            self.swapped.pop_front();
-            self.free -= need;
-            self.swap_free += need;
-            self.swap_pending_ns += u64::from(need) * self.cfg.swap_ns_per_block;
-            self.swaps.ins += 1;
-            self.swaps.blocks_in += u64::from(need);
-            self.waiting_blocks -= u64::from(need);
-            let q = &mut reqs[r as usize];
-            q.loss += now - q.preempted_at;
-            self.pin_prompt(q);
-            self.fit_cache();
-            let q = &reqs[r as usize];
-            self.running.insert(self.key(q, r));
-            let q = &mut reqs[r as usize];
-            self.join_decoding(r, q);
-        }
-    }
-
     /// Makes room for this decode step's new blocks, preempting the newest admissions;
     /// returns whether any was preempted.
     fn make_room(&mut self, now: Micros, reqs: &mut [Req], out: &mut StepOut) -> bool {
@@ -733,10 +682,19 @@ impl Instance {
         let q = &mut reqs[r as usize];
         let len = q.prefill_len();
         let blocks = self.cfg.blocks(len);
-        let (hit, saved) = self
+        let (hit, gpu_saved) = self
             .prefix
             .as_ref()
             .map_or((0, 0), |c| c.lookup(&q.req, len));
+        // Leading blocks past the instance's own, in the cluster's host tier.
+        let (host_blocks, saved) = match (&self.prefix, &self.host) {
+            (Some(c), Some((t, _))) => {
+                let more = t.borrow().leading(&c.hashes(&q.req)[hit as usize..]) as u32;
+                let saved = ((hit + more) * c.block_tokens()).min(len.saturating_sub(1));
+                (more, saved.max(gpu_saved))
+            }
+            _ => (0, gpu_saved),
+        };
         if self.running.len() as u32 >= self.cfg.max_seqs
             || self.free < blocks + self.cfg.watermark
             || (whole && len - saved > tokens_left)
@@ -765,6 +723,15 @@ impl Instance {
             c.acquire(&q.req, 0, hit as usize);
             q.cached = hit;
             c.fit(self.free);
+            if let Some((t, ns)) = &self.host
+                && host_blocks > 0
+            {
+                let loaded = saved - gpu_saved;
+                let mut t = t.borrow_mut();
+                t.touch(&c.hashes(&q.req)[hit as usize..(hit + host_blocks) as usize]);
+                t.hit_tokens += u64::from(loaded);
+                self.load_pending_ns += (f64::from(loaded) * ns).ceil() as u64;
+            }
         }
         let q = &reqs[r as usize];
         self.running.insert(self.key(q, r));
@@ -866,10 +833,15 @@ impl Instance {
             return None;
         }
         let cost = model.cost(&b);
-        // Swaps are copies on the model's stream, before its kernels.
+        // Swaps are copies on the model's stream, before its kernels; so are loads
+        // from the host tier.
         let swap_ns = std::mem::take(&mut self.swap_pending_ns);
         self.swaps.secs += swap_ns as f64 / 1e9;
-        let us = ((cost.secs * 1e6).ceil() as Micros).max(1) + swap_ns.div_ceil(1000);
+        let load_ns = std::mem::take(&mut self.load_pending_ns);
+        if let Some((t, _)) = &self.host {
+            t.borrow_mut().load_secs += load_ns as f64 / 1e9;
+        }
+        let us = ((cost.secs * 1e6).ceil() as Micros).max(1) + (swap_ns + load_ns).div_ceil(1000);
         self.busy = true;
         self.busy_us += us;
         self.work.flops += cost.flops;
@@ -914,6 +886,10 @@ impl Instance {
             q.generated += 1;
             q.prefilled = 0;
             self.pin_prompt(q);
+            // Written through to the host tier.
+            if let (Some(c), Some((t, _))) = (&self.prefix, &self.host) {
+                t.borrow_mut().touch(c.hashes(&q.req));
+            }
             if q.first == Micros::MAX {
                 q.first = now;
             }

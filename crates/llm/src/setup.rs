@@ -55,8 +55,12 @@ pub struct Options {
     pub disagg: Option<(u32, u32)>,
     /// Tensor-parallel GPUs of a prefill instance (`tp` when `None`).
     pub prefill_tp: Option<u32>,
-    /// The link a KV cache crosses from a prefill to a decode instance, GB/s per GPU.
+    /// The link a KV cache crosses from a prefill to a decode instance, or from the host
+    /// tier to an instance, GB/s per GPU.
     pub kv_gbps: f64,
+    /// With prefix caching: the cluster's host-memory tier of prompt blocks, GB in all
+    /// (Mooncake's DRAM pool); 0 for none.
+    pub host_cache_gb: f64,
     /// The seed of arrivals and priorities.
     pub seed: u64,
 }
@@ -84,6 +88,7 @@ impl Default for Options {
             disagg: None,
             prefill_tp: None,
             kv_gbps: KV_GBPS,
+            host_cache_gb: 0.0,
             seed: 0,
         }
     }
@@ -227,6 +232,7 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         return Err(bad("--cpu-ms", "must be a non-negative number"));
     }
     let iter = IterModel::new(&model, &gpu, o.tp, o.cpu_ms / 1e3, kind);
+    let host_tier = host_tier(o, &model, &prefixes)?;
     let disagg = match o.disagg {
         None => None,
         Some((p, d)) => Some(disaggregated(
@@ -288,12 +294,42 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
             replica,
             model: iter,
             kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(o.tp),
+            host_tier,
             prefix_cache: o.prefix_cache.then(|| Arc::new(prefixes)),
         },
         notes,
         about,
         disagg,
     })
+}
+
+/// The host tier `--host-cache-gb` asks for: whole prompt blocks of the trace's size,
+/// each GPU loading its shard over `--kv-gbps`.
+fn host_tier(
+    o: &Options,
+    model: &hardware::ModelSpec,
+    prefixes: &crate::workload::Prefixes,
+) -> Result<Option<crate::prefix::HostTierConfig>, LlmError> {
+    if o.host_cache_gb == 0.0 {
+        return Ok(None);
+    }
+    if !(o.host_cache_gb.is_finite() && o.host_cache_gb > 0.0 && o.host_cache_gb <= 1e9) {
+        return Err(bad("--host-cache-gb", "must be 0 to 10^9 GB"));
+    }
+    if !o.prefix_cache {
+        return Err(bad(
+            "--host-cache-gb",
+            "holds prompt blocks for prefix caching: give --prefix-cache too",
+        ));
+    }
+    if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
+        return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
+    }
+    let block_bytes = f64::from(prefixes.block_tokens) * model.kv_bytes_per_token;
+    Ok(Some(crate::prefix::HostTierConfig {
+        blocks: (o.host_cache_gb * 1e9 / block_bytes) as u64,
+        ns_per_token: model.kv_bytes_per_token / f64::from(o.tp) / (o.kv_gbps * 1e9) * 1e9,
+    }))
 }
 
 /// The pools of a disaggregated run: `p` prefill instances of `prefill_tp` GPUs (vLLM's

@@ -39,6 +39,7 @@ fn colocated(n: u32, blocks: u32) -> Cluster {
         model: c.decode_model,
         kv_bytes_per_token_per_gpu: 0.0,
         prefix_cache: None,
+        host_tier: None,
     }
 }
 

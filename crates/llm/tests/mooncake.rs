@@ -39,6 +39,7 @@ fn prefix_aware_dispatch_reuses_more_of_the_mooncake_trace() {
         model: IterModel::new(&m, &g, 1, 0.005, EngineKind::Sequential),
         kv_bytes_per_token_per_gpu: m.kv_bytes_per_token,
         prefix_cache: Some(Arc::new(trace.prefixes.clone())),
+        host_tier: None,
     };
     let run = |name: &str| {
         let mut p = policy::build(name, &Params::default()).unwrap();

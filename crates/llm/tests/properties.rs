@@ -7,6 +7,7 @@ use apiary_llm::engine::{Cluster, LlmOutcome};
 use apiary_llm::hardware::{gpu, model};
 use apiary_llm::latency::{EngineKind, IterModel};
 use apiary_llm::policy;
+use apiary_llm::prefix::HostTierConfig;
 use apiary_llm::replica::{Phase, ReplicaConfig};
 use apiary_llm::workload::Prefixes;
 use apiary_llm::workload::Request;
@@ -24,6 +25,7 @@ fn cluster(instances: u32, blocks: u32, chunk: Option<u32>) -> Cluster {
         model: IterModel::new(&m, &g, 1, 0.005, EngineKind::Sequential),
         kv_bytes_per_token_per_gpu: m.kv_bytes_per_token,
         prefix_cache: None,
+        host_tier: None,
     }
 }
 
@@ -94,6 +96,7 @@ proptest! {
         docs in prop::collection::vec(0u8..4, 120),
         cache in any::<bool>(),
         swap in 0usize..3,
+        host in 0usize..3,
     ) {
         let (name, set): (&str, &[&str]) = [
             ("round-robin", &[][..]),
@@ -112,6 +115,9 @@ proptest! {
         let table = with_prefixes(&mut reqs, &docs);
         if cache {
             c.prefix_cache = Some(Arc::new(table));
+            // No host tier; one of 4 blocks that evicts all the time; room for all.
+            c.host_tier = [None, Some(4), Some(100_000)][host]
+                .map(|blocks| HostTierConfig { blocks, ns_per_token: 250.0 });
         }
         let o = run(&c, &reqs, name, set);
         let fits = u64::from(blocks - blocks / 100) * 16;
@@ -135,6 +141,10 @@ proptest! {
         prop_assert_eq!(o.prefix.is_some(), cache);
         if let Some(p) = o.prefix {
             prop_assert!(p.hit_tokens < p.prompt_tokens.max(1));
+            prop_assert!(p.host_hit_tokens <= p.hit_tokens);
+            if c.host_tier.is_none() {
+                prop_assert_eq!(p.host_hit_tokens, 0);
+            }
         }
         // Determinism: the same run again gives the same records.
         let again = run(&c, &reqs, name, set);
@@ -223,6 +233,7 @@ fn throughput_stays_under_the_ceiling_and_nanoflow_nears_it() {
             model: IterModel::new(&m, &g, 8, 0.003, kind),
             kv_bytes_per_token_per_gpu: m.kv_bytes_per_token / 8.0,
             prefix_cache: None,
+            host_tier: None,
         };
         let o = run(&c, &reqs, "round-robin", &[]);
         assert!(o.max_flop_share <= 1.0 && o.max_bw_share <= 1.0);
@@ -237,4 +248,56 @@ fn throughput_stays_under_the_ceiling_and_nanoflow_nears_it() {
         "nanoflow reaches {nano:.3} of the ceiling"
     );
     assert!(seq < nano, "sequential {seq:.3} vs overlapped {nano:.3}");
+}
+
+/// Two instances, round-robin: a prompt's twin lands on the other instance, whose own
+/// cache is cold. The host tier holds what the first computed, so the twin loads its
+/// leading blocks (the load taking `tokens x ns` in its prefill's iteration) and its
+/// first token comes sooner than when it computes them.
+#[test]
+fn the_host_tier_serves_a_prefix_computed_on_another_instance() {
+    let mut reqs = vec![
+        Request {
+            arrival: 0,
+            input: 1000,
+            output: 2,
+            priority: 0,
+            prefix: (0, 0),
+        };
+        2
+    ];
+    reqs[1].arrival = 2_000_000;
+    // Same document: 15 full blocks of 64 tokens, shared.
+    let table = Arc::new(with_prefixes(&mut reqs, &[1, 1]));
+    let mut c = cluster(2, 4000, None);
+    c.prefix_cache = Some(Arc::clone(&table));
+    let cold = run(&c, &reqs, "round-robin", &[]);
+    c.host_tier = Some(HostTierConfig {
+        blocks: 100,
+        ns_per_token: 250.0,
+    });
+    let warm = run(&c, &reqs, "round-robin", &[]);
+    assert_eq!(
+        (cold.requests[1].inst, warm.requests[1].inst),
+        (1, 1),
+        "the twin runs on the other instance"
+    );
+    let (pc, pw) = (cold.prefix.unwrap(), warm.prefix.unwrap());
+    assert_eq!((pc.hit_tokens, pc.host_hit_tokens), (0, 0));
+    // 15 blocks x 64 = 960 tokens loaded, at 250 ns each: 240 us.
+    assert_eq!((pw.hit_tokens, pw.host_hit_tokens), (960, 960));
+    assert!(
+        (pw.host_load_secs - 240e-6).abs() < 1e-9,
+        "{}",
+        pw.host_load_secs
+    );
+    let ttft = |o: &LlmOutcome| o.requests[1].first - o.requests[1].req.arrival;
+    assert!(
+        ttft(&warm) < ttft(&cold),
+        "{} vs {}",
+        ttft(&warm),
+        ttft(&cold)
+    );
+    // The first request found nothing anywhere.
+    assert_eq!(warm.requests[0].first, cold.requests[0].first);
 }

@@ -89,6 +89,7 @@ fn run_scenario(text: &str) -> String {
         model: IterModel::new(&model, &gpu, tp, cpu / 1e3, EngineKind::Sequential),
         kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(tp),
         prefix_cache: None,
+        host_tier: None,
     };
     let params = Params::from_pairs(set.iter().map(String::as_str)).unwrap();
     let mut p = apiary_llm::policy::build(&policy, &params).unwrap();
