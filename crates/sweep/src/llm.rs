@@ -34,6 +34,11 @@ pub(crate) struct LlmFile {
     prefix_cache: bool,
     swap_space: Option<f64>,
     swap_gbps: Option<f64>,
+    /// Disaggregated pools, `P:D`; with it `instances` is unused and must be `[P + D]`.
+    disagg: Option<String>,
+    prefill_tp: Option<u32>,
+    kv_gbps: Option<f64>,
+    host_cache_gb: Option<f64>,
     slo_ttft: Option<f64>,
     slo_tpot: Option<f64>,
 }
@@ -136,6 +141,13 @@ pub(crate) fn check(
         prefix_cache: f.prefix_cache,
         swap_gib: f.swap_space.unwrap_or(base.swap_gib),
         swap_gbps: f.swap_gbps.unwrap_or(base.swap_gbps),
+        disagg: match &f.disagg {
+            None => None,
+            Some(t) => Some(disagg_split(path, t, &f.instances)?),
+        },
+        prefill_tp: f.prefill_tp,
+        kv_gbps: f.kv_gbps.unwrap_or(base.kv_gbps),
+        host_cache_gb: f.host_cache_gb.unwrap_or(base.host_cache_gb),
         ..base
     };
     // What set-up refuses (an unknown model, a TP that does not split, a bad engine) is
@@ -158,6 +170,27 @@ pub(crate) fn check(
         },
         axis,
     ))
+}
+
+/// `P:D` of `[llm] disagg`, whose instances (`[P + D]`) label the cluster.
+fn disagg_split(path: &Path, t: &str, instances: &[u32]) -> Result<(u32, u32), SweepError> {
+    let pd = t
+        .split_once(':')
+        .and_then(|(p, d)| Some((p.trim().parse::<u32>().ok()?, d.trim().parse::<u32>().ok()?)));
+    let Some((p, d)) = pd else {
+        return Err(field(path, "llm.disagg", format!("'{t}' is not P:D")));
+    };
+    if instances != [p.saturating_add(d)] {
+        return Err(field(
+            path,
+            "llm.instances",
+            format!(
+                "with disagg = \"{t}\" give instances = [{}]",
+                p.saturating_add(d)
+            ),
+        ));
+    }
+    Ok((p, d))
 }
 
 /// Checks an LLM policy setting (`name` with `params`).
@@ -191,15 +224,23 @@ pub(crate) fn run(
         ..s.options.clone()
     };
     let setup = apiary_llm::setup::prepare(&o, "trace", t)?;
-    let ps = apiary_policy::Params::from_pairs(params.iter().map(String::as_str))?;
-    let mut policy = apiary_llm::policy::build(name, &ps)?;
-    let out = apiary_llm::simulate(
-        &setup.cluster,
-        &setup.requests,
-        &setup.refused,
-        policy.as_mut(),
-        &mut |_, _| {},
-    )?;
+    let out = match &setup.disagg {
+        // The pools schedule themselves; the setting names the run.
+        Some(d) => {
+            apiary_llm::disagg::simulate(d, &setup.requests, &setup.refused, &mut |_, _| {})?
+        }
+        None => {
+            let ps = apiary_policy::Params::from_pairs(params.iter().map(String::as_str))?;
+            let mut policy = apiary_llm::policy::build(name, &ps)?;
+            apiary_llm::simulate(
+                &setup.cluster,
+                &setup.requests,
+                &setup.refused,
+                policy.as_mut(),
+                &mut |_, _| {},
+            )?
+        }
+    };
     Ok(LlmSummary::of(name, &out, setup.clipped, s.slo))
 }
 
@@ -255,6 +296,14 @@ rates = [1.5, 3]
         let s = parse(&format!("loads = [1, 2]\n{timed}")).unwrap();
         assert_eq!((s.load_word(), s.loads.clone()), ("load", vec![1.0, 2.0]));
         assert_eq!(s.clusters, ["4x2xA100", "8x2xA100"]);
+        // Disaggregated: one setting, instances the pools' sum.
+        let one = MIN
+            .replace("[[policy]]\nname = \"infaas++\"\n", "")
+            .replace("[4, 8]", "[8]")
+            .replace("rates", "disagg = \"2:6\"\nrates");
+        let s = parse(&one).unwrap();
+        assert_eq!(s.clusters, ["2:6xA10"]);
+        assert_eq!(s.llm.unwrap().options.disagg, Some((2, 6)));
     }
 
     #[test]
@@ -269,6 +318,17 @@ rates = [1.5, 3]
             (MIN.replace("[1.5, 3]", "[1.5, -3]"), "llm.rates[1]"),
             (MIN.replace("rates", "model = \"gpt-5\"\nrates"), "llm"),
             (MIN.replace("rates", "tp = 3\nrates"), "llm"),
+            (
+                MIN.replace("rates", "disagg = \"2:6\"\nrates"),
+                "llm.instances",
+            ),
+            (MIN.replace("rates", "disagg = \"2\"\nrates"), "llm.disagg"),
+            (MIN.replace("rates", "host_cache_gb = 10\nrates"), "llm"),
+            (
+                MIN.replace("[4, 8]", "[8]")
+                    .replace("rates", "disagg = \"2:6\"\nrates"),
+                "policy",
+            ),
             (
                 MIN.replace(
                     "name = \"infaas++\"",

@@ -459,12 +459,26 @@ impl Sweep {
                 return Err(field(path, "sim", "an LLM sweep is set up by [llm] alone"));
             }
             let (llm, loads) = crate::llm::check(path, l, f.loads, &traces)?;
+            if llm.options.disagg.is_some() && settings.len() != 1 {
+                return Err(field(
+                    path,
+                    "policy",
+                    "disaggregated pools schedule themselves: give one [[policy]], whose name labels the rows",
+                ));
+            }
             let clusters: Vec<String> = llm
                 .instances
                 .iter()
-                .map(|n| match llm.options.tp {
-                    1 => format!("{n}x{}", llm.options.gpu),
-                    tp => format!("{n}x{tp}x{}", llm.options.gpu),
+                .map(|n| {
+                    // Disaggregated pools read `2:6x...`.
+                    let n = match llm.options.disagg {
+                        Some((p, d)) => format!("{p}:{d}"),
+                        None => n.to_string(),
+                    };
+                    match llm.options.tp {
+                        1 => format!("{n}x{}", llm.options.gpu),
+                        tp => format!("{n}x{tp}x{}", llm.options.gpu),
+                    }
                 })
                 .collect();
             return Ok(Sweep {
