@@ -84,6 +84,10 @@ enum Cmd {
         /// --prefix apiary-` removes it).
         #[arg(long, value_name = "URL")]
         etcd: Option<String>,
+        /// Fail (exit 1) when a figure is more than 20 % worse than the median of the
+        /// last five runs on this machine (the history in --work).
+        #[arg(long)]
+        check: bool,
     },
     /// Run the live scheduler (HTTP API, durable state) from a TOML config.
     Serve {
@@ -480,12 +484,13 @@ fn main() {
             work,
             json,
             etcd,
+            check,
         } => {
             let dir = traces.or_else(|| {
                 speed::find_peer_file(None, "philly/philly.csv")
                     .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
             });
-            bench::bench(dir.as_deref(), full, &work, json, etcd.as_deref())
+            bench::bench(dir.as_deref(), full, &work, json, etcd.as_deref(), check)
         }
     };
     if let Err(e) = res {

@@ -20,6 +20,17 @@ pub fn last(work: &Path) -> Option<serde_json::Value> {
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
 }
 
+/// Every record in the history that parses, oldest first.
+pub fn all(work: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path(work))
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Appends `record` (with the time and the commit, when `git` knows it) as one line.
 pub fn append(work: &Path, mut record: serde_json::Value) -> Result<()> {
     let unix = std::time::SystemTime::now()

@@ -5,6 +5,7 @@
 //! is kept in a history and printed beside the last one.
 
 mod cases;
+mod check;
 mod extender;
 #[cfg(feature = "etcd")]
 mod failover;
@@ -88,6 +89,7 @@ pub fn bench(
     work: &Path,
     json: bool,
     etcd: Option<&str>,
+    check: bool,
 ) -> Result<()> {
     let exe = std::env::current_exe().context("finding the apiary binary")?;
     let cases = cases::all(shared, full, work, &exe)?;
@@ -142,6 +144,7 @@ pub fn bench(
         _ => None,
     };
     let record = serde_json::json!({
+        "machine": check::machine(),
         "runs": figs,
         "parse": reads,
         "hived_decision": decision,
@@ -150,10 +153,11 @@ pub fn bench(
         "failover_s": failover_s,
         "rebuild": {"nodes": rb_nodes, "jobs": rb_jobs, "redb_s": rebuild_redb_s, "etcd_s": rebuild_etcd_s},
     });
+    let (regressions, baseline) = check::regressions(&record, &history::all(work));
     history::append(work, record.clone())?;
     if json {
         println!("{}", serde_json::to_string_pretty(&record)?);
-        return Ok(());
+        return checked(check, &regressions, baseline);
     }
     print_figures(previous.as_ref(), &figs, &reads, &decision, &lf);
     println!(
@@ -172,7 +176,40 @@ pub fn bench(
         "state rebuilt at start, {rb_nodes} nodes, {rb_jobs} jobs: redb {rebuild_redb_s:.2} s{}",
         rebuild_etcd_s.map_or(String::new(), |s| format!(", etcd {s:.2} s"))
     );
-    Ok(())
+    checked(check, &regressions, baseline)
+}
+
+/// With `--check`: an error listing the figures that regressed, if any.
+fn checked(check: bool, regressions: &[check::Regression], baseline: usize) -> Result<()> {
+    if !check {
+        return Ok(());
+    }
+    if baseline == 0 {
+        eprintln!("check: no earlier run on this machine to compare with");
+        return Ok(());
+    }
+    if regressions.is_empty() {
+        eprintln!(
+            "check: no figure more than {:.0} % worse than the median of the last {baseline} runs on this machine",
+            check::TOLERANCE * 100.0
+        );
+        return Ok(());
+    }
+    let lines: Vec<String> = regressions
+        .iter()
+        .map(|r| {
+            format!(
+                "  {}: {:.4} against a median of {:.4}, {:.0} % worse",
+                r.name, r.now, r.median, r.worse_pct
+            )
+        })
+        .collect();
+    bail!(
+        "{} figures more than {:.0} % worse than the median of the last {baseline} runs on this machine:\n{}",
+        regressions.len(),
+        check::TOLERANCE * 100.0,
+        lines.join("\n")
+    )
 }
 
 /// One HiveD decision's latency, from `apiary hived bench --json`.
