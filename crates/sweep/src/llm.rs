@@ -315,6 +315,20 @@ rates = [1.5, 3]
             (format!("metrics = [\"jct_mean\"]\n{MIN}"), "metrics[0]"),
             (MIN.replace("llumnix", "tiresias"), "policy[0].name"),
             (MIN.replace("[4, 8]", "[4, 0]"), "llm.instances"),
+            // Sizes that would exhaust memory while planning (found by fuzzing).
+            (MIN.replace("seeds = 2", "seeds = 1000000000000"), "seeds"),
+            (
+                MIN.replace(
+                    "name = \"llumnix\"",
+                    "name = \"llumnix\"\ngrid = { a = [1,2,3,4,5,6,7,8,9,10], b = [1,2,3,4,5,6,7,8,9,10], c = [1,2,3,4,5,6,7,8,9,10], d = [1,2,3,4,5,6,7,8,9,10], e = [1,2,3,4,5,6,7,8,9,10] }",
+                ),
+                "policy[0].grid",
+            ),
+            (
+                MIN.replace("seeds = 2", "seeds = 900000")
+                    .replace("[1.5, 3]", "[1, 2, 3, 4, 5, 6, 7, 8]"),
+                "seeds",
+            ),
             (MIN.replace("[1.5, 3]", "[1.5, -3]"), "llm.rates[1]"),
             (MIN.replace("rates", "model = \"gpt-5\"\nrates"), "llm"),
             (MIN.replace("rates", "tp = 3\nrates"), "llm"),

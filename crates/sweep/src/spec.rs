@@ -280,6 +280,31 @@ impl Sweep {
     }
 }
 
+/// The most cells a sweep may plan, and seeds it may list: far more than any machine
+/// runs, and few enough that planning never exhausts memory.
+const MAX_CELLS: u64 = 10_000_000;
+/// The most settings one policy's grid may expand to (each is checked by building it).
+const MAX_GRID: u64 = 10_000;
+
+/// Refuses a sweep of more than [`MAX_CELLS`] cells.
+fn check_cells(path: &Path, axes: [usize; 5]) -> Result<(), SweepError> {
+    let n = axes
+        .iter()
+        .try_fold(1u64, |n, &a| n.checked_mul(a as u64))
+        .filter(|&n| n <= MAX_CELLS);
+    match n {
+        Some(_) => Ok(()),
+        None => Err(field(
+            path,
+            "seeds",
+            format!(
+                "{} traces x {} clusters x {} loads x {} settings x {} seeds is more than {MAX_CELLS} cells",
+                axes[0], axes[1], axes[2], axes[3], axes[4]
+            ),
+        )),
+    }
+}
+
 fn field(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SweepError {
     SweepError::Field {
         path: path.to_path_buf(),
@@ -330,6 +355,9 @@ impl Sweep {
         })?;
         let seeds = match f.seeds.unwrap_or(Seeds::Count(1)) {
             Seeds::Count(0) => return Err(field(path, "seeds", "at least one seed")),
+            Seeds::Count(n) if n > MAX_CELLS / 10 => {
+                return Err(field(path, "seeds", format!("at most {}", MAX_CELLS / 10)));
+            }
             Seeds::Count(n) => (0..n).collect(),
             Seeds::List(v) if v.is_empty() => {
                 return Err(field(path, "seeds", "at least one seed"));
@@ -459,6 +487,16 @@ impl Sweep {
                 return Err(field(path, "sim", "an LLM sweep is set up by [llm] alone"));
             }
             let (llm, loads) = crate::llm::check(path, l, f.loads, &traces)?;
+            check_cells(
+                path,
+                [
+                    traces.len(),
+                    llm.instances.len(),
+                    loads.len(),
+                    settings.len(),
+                    seeds.len(),
+                ],
+            )?;
             if llm.options.disagg.is_some() && settings.len() != 1 {
                 return Err(field(
                     path,
@@ -500,6 +538,16 @@ impl Sweep {
                 llm: Some(llm),
             });
         }
+        check_cells(
+            path,
+            [
+                traces.len(),
+                f.clusters.len(),
+                loads.len(),
+                settings.len(),
+                seeds.len(),
+            ],
+        )?;
         let sharing = sharing(path, &f.sim, &settings, &loads, &traces)?;
         let metrics = if sharing.is_some() && !metrics_given {
             vec!["alloc_pct_100".into(), "frag_pct_80".into()]
@@ -586,6 +634,19 @@ fn expand(
         .iter()
         .map(|(k, v)| format!("{k}={}", v.text()))
         .collect();
+    // The grid's size before its combinations are written out.
+    let size = p
+        .grid
+        .values()
+        .try_fold(1u64, |n, v| n.checked_mul(v.len().max(1) as u64))
+        .filter(|&n| n <= MAX_GRID);
+    if size.is_none() {
+        return Err(field(
+            path,
+            format!("policy[{i}].grid"),
+            format!("more than {MAX_GRID} settings"),
+        ));
+    }
     let mut combos: Vec<Vec<String>> = vec![Vec::new()];
     for (k, values) in &p.grid {
         if values.is_empty() {

@@ -69,6 +69,43 @@ token = "0123456789abcdef0123"
 role = "agent"
 nodes = ["a"]
 "#;
+/// A server packing GPU-sharing jobs by FGD, and a job asking for part of a GPU.
+const SERVER_SHARING: &str = r#"policy = "fifo"
+data_dir = ":memory:"
+share_policy = "fgd"
+[[nodes]]
+name = "a"
+gpus = 4
+cpus = 32
+memory_gib = 256
+[[nodes]]
+name = "b"
+gpus = 8
+cpus = 64
+memory_gib = 512
+gpu_type = "A100"
+"#;
+const SHARE_JOB: &str =
+    r#"{"gpus": 1, "gpu_milli": 500, "cpu_milli": 4000, "memory_mib": 8192, "command": ["serve"]}"#;
+/// An LLM-serving sweep.
+const LLM_SWEEP: &str = r#"seeds = 3
+baseline = "infaas++"
+metrics = ["ttft_p99_s", "slo_attainment", "swap_outs"]
+[[trace]]
+path = "t.csv"
+[[policy]]
+name = "infaas++"
+[[policy]]
+name = "llumnix"
+grid = { migrate_threshold = [3, 10] }
+[llm]
+model = "llama-7b"
+gpu = "A10"
+instances = [4, 16]
+rates = [2.5, 8.75]
+swap_space = 4
+chunk = 512
+"#;
 const JOB: &str = r#"{"name": "train", "gpus": 2, "vc": "research", "priority": 3, "command": ["python", "train.py", "--lr", "0.1"], "env": {"SEED": "1"}, "workdir": "/tmp", "estimated_duration_s": 3600, "deadline_unix_s": 1900000000, "restart": {"max_restarts": 3}}"#;
 /// A filter of a pod asking HiveD for 2 GPUs of VC `v` (HIVED_JSON's cluster), then the
 /// preempt and bind kube-scheduler would send for it.
@@ -220,6 +257,34 @@ proptest! {
         });
     }
 
+    /// A sharing server config and a sharing job: placed by FGD through a pass.
+    #[test]
+    fn sharing_server_and_job(body in input(SERVER_SHARING), job in input(SHARE_JOB)) {
+        within(LIMIT, "sharing server", move || {
+            let Ok(cfg) = apiary_server::config::ServerConfig::parse(&text(&body), "s.toml") else {
+                return;
+            };
+            let Ok(mut core) = apiary_server::core::Core::new(cfg, 0) else {
+                return;
+            };
+            if let Ok(spec) = serde_json::from_slice::<apiary_server::types::JobSpec>(&job) {
+                let _ = core.submit(spec, 1_000);
+                core.schedule(1_000);
+            }
+        });
+    }
+
+    /// An LLM sweep file, planned.
+    #[test]
+    fn llm_sweep_file(body in input(LLM_SWEEP)) {
+        within(LIMIT, "llm sweep", move || {
+            let p = std::path::Path::new("s.toml");
+            if let Ok(s) = apiary_sweep::Sweep::parse(&text(&body), p, std::path::Path::new("."), "s") {
+                let _ = apiary_sweep::plan(&s).len();
+            }
+        });
+    }
+
     /// A submission and a heartbeat body, through the core the HTTP layer calls.
     #[test]
     fn api_bodies(job in input(JOB), hb in input(HEARTBEAT)) {
@@ -312,6 +377,24 @@ fn every_sample_parses() {
     }
     apiary_comm::Topology::parse(TOPOLOGY_TOML, "t").unwrap();
     apiary_comm::Topology::parse(TOPOLOGY_JSON, "t").unwrap();
+    let cfg = apiary_server::config::ServerConfig::parse(SERVER_SHARING, "s.toml").unwrap();
+    let mut core = apiary_server::core::Core::new(cfg, 0).unwrap();
+    let spec: apiary_server::types::JobSpec = serde_json::from_str(SHARE_JOB).unwrap();
+    let id = core.submit(spec, 1_000).unwrap();
+    core.schedule(1_000);
+    assert_eq!(
+        core.job(id).unwrap().state,
+        apiary_server::types::JobState::Running,
+        "the sample places its job"
+    );
+    let s = apiary_sweep::Sweep::parse(
+        LLM_SWEEP,
+        std::path::Path::new("s.toml"),
+        std::path::Path::new("."),
+        "s",
+    )
+    .unwrap();
+    assert_eq!(apiary_sweep::plan(&s).len(), 2 * 2 * 3 * 3);
     let cfg = apiary_server::config::ServerConfig::parse(SERVER, "s.toml").unwrap();
     let mut core = apiary_server::core::Core::new(cfg, 0).unwrap();
     let spec: apiary_server::types::JobSpec = serde_json::from_str(JOB).unwrap();
