@@ -45,6 +45,8 @@ pub struct ModelSpec {
     /// counts what one token passes through (attention and its routed experts), and
     /// `weight_bytes` every expert.
     pub moe: Option<Moe>,
+    /// Sliding-window attention's window, tokens (`None`: full attention).
+    pub sliding_window: Option<u32>,
 }
 
 /// A mixture-of-experts block's experts.
@@ -146,6 +148,9 @@ pub fn models() -> Vec<ModelSpec> {
             kv_bytes_per_token: num(c[14]),
             bytes_per_param: 2.0,
             moe: None,
+            // Mistral-7B-v0.1's config.json: a 4,096-token window (the table has no
+            // column for it).
+            sliding_window: (c[0] == "Mistral-7B-v0.1").then_some(4096),
         })
         .chain(files)
         .collect()
@@ -191,7 +196,7 @@ struct ModelFile {
     /// ... and for the KV cache (the weights' when absent).
     #[serde(default)]
     kv_dtype: Option<String>,
-    /// Not modelled yet: refused rather than run as full attention.
+    /// Sliding-window attention's window, tokens.
     sliding_window: Option<u32>,
     /// Mixture of experts: experts per block, each an MLP of `ffn` (none: dense).
     experts: Option<u32>,
@@ -255,11 +260,8 @@ fn moe_of(path: &str, f: &ModelFile, expert_params: f64) -> Result<Option<Moe>, 
 fn model_text(path: &str, text: &str) -> Result<ModelSpec, LlmError> {
     let f: ModelFile =
         toml::from_str(text).map_err(|e| file_err(path, e.to_string().trim_end()))?;
-    if f.sliding_window.is_some() {
-        return Err(file_err(
-            path,
-            "sliding_window: sliding-window attention is not modelled yet (it would run as full attention)",
-        ));
+    if f.sliding_window == Some(0) {
+        return Err(file_err(path, "sliding_window: must be at least 1 token"));
     }
     for (field, v) in [
         ("layers", f.layers),
@@ -327,6 +329,7 @@ fn model_text(path: &str, text: &str) -> Result<ModelSpec, LlmError> {
         kv_bytes_per_token: 2.0 * f64::from(f.layers) * kvd * kv,
         bytes_per_param: w,
         moe,
+        sliding_window: f.sliding_window,
     })
 }
 
@@ -620,17 +623,22 @@ mod tests {
         );
         let h100 = gpu("H100").unwrap();
         assert!(mlp_fit(&q, &h100, 1).is_none());
-        // What is not modelled is refused, naming the field; so are unknown keys.
-        let e = model(&write(
+        // A window is read; a window of nothing is refused, naming the field; so are
+        // unknown keys.
+        let m = model(&write(
             "w.toml",
             &format!("{LLAMA31_8B}sliding_window = 4096\n"),
         ))
+        .unwrap();
+        assert_eq!(m.sliding_window, Some(4096));
+        assert_eq!(model("mistral-7b-v0.1").unwrap().sliding_window, Some(4096));
+        let e = model(&write(
+            "w0.toml",
+            &format!("{LLAMA31_8B}sliding_window = 0\n"),
+        ))
         .unwrap_err()
         .to_string();
-        assert!(
-            e.contains("w.toml") && e.contains("sliding_window") && e.contains("not modelled"),
-            "{e}"
-        );
+        assert!(e.contains("w0.toml") && e.contains("sliding_window"), "{e}");
         let e = model(&write("u.toml", &format!("{LLAMA31_8B}hiden = 1\n")))
             .unwrap_err()
             .to_string();

@@ -24,8 +24,6 @@
 
 use crate::latency::{Batch, Cost, IterModel};
 use crate::prefix::{HostTier, PrefixCache};
-
-mod swap;
 use crate::workload::Prefixes;
 use crate::workload::{Micros, Request};
 use std::cell::RefCell;
@@ -33,6 +31,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
+
+mod swap;
+mod window;
 pub use swap::Swaps;
 
 /// A running request's place in the preemption order.
@@ -63,6 +64,10 @@ pub struct ReplicaConfig {
     /// Nanoseconds to copy one block between host and GPU (each GPU its shard, at
     /// once).
     pub swap_ns_per_block: u64,
+    /// Sliding-window attention over this many tokens (Mistral-7B-v0.1: 4,096): a
+    /// token attends to the window before it, and a request holds the window's blocks
+    /// and one more, as vLLM v0's block manager keeps them (`None`: full attention).
+    pub window: Option<u32>,
     /// A disaggregated prefill instance: a request whose prompt is done stops here,
     /// holding its blocks, for its KV cache to be sent to a decode instance
     /// ([`StepOut::handoff`], then [`Instance::release`]).
@@ -73,7 +78,19 @@ impl ReplicaConfig {
     /// Tokens of one request (prompt and output) the cache holds with the watermark
     /// free: a longer request could never finish, so it is refused up front.
     pub fn fits_tokens(&self) -> u64 {
-        u64::from(self.total_blocks.saturating_sub(self.watermark)) * u64::from(self.block_size)
+        let room = self.total_blocks.saturating_sub(self.watermark);
+        if self.window_blocks().is_some_and(|w| w <= room) {
+            // A request never holds more than its window's blocks.
+            return u64::MAX;
+        }
+        u64::from(room) * u64::from(self.block_size)
+    }
+
+    /// The most blocks a request holds under a sliding window: the window's and one
+    /// more (vLLM v0's `block_sliding_window`).
+    pub fn window_blocks(&self) -> Option<u32> {
+        self.window
+            .map(|w| w.div_ceil(self.block_size.max(1)).saturating_add(1))
     }
 
     /// vLLM v0's defaults for a cache of `total_blocks`, admitting prompts up to
@@ -89,13 +106,15 @@ impl ReplicaConfig {
             priorities: false,
             swap_blocks: 0,
             swap_ns_per_block: 0,
+            window: None,
             prefill_only: false,
         }
     }
 
-    /// Blocks holding `tokens`.
+    /// Blocks holding `tokens` of one request's KV cache (at most the window's).
     pub fn blocks(&self, tokens: u32) -> u32 {
-        tokens.div_ceil(self.block_size)
+        let b = tokens.div_ceil(self.block_size);
+        self.window_blocks().map_or(b, |w| b.min(w))
     }
 }
 
@@ -141,6 +160,9 @@ pub struct Req {
     pub admitted: u64,
     /// Bumped whenever it leaves the decoding set, to void its heap entry.
     pub epoch: u32,
+    /// Decoding under a sliding window: whether it has stopped taking new blocks, and
+    /// whether its attention has reached the window.
+    pub window_full: (bool, bool),
     /// Waiting after a preemption.
     pub preempted: bool,
     /// Prefilling again after a preemption.
@@ -178,6 +200,7 @@ impl Req {
             clock0: 0,
             admitted: 0,
             epoch: 0,
+            window_full: (false, false),
             preempted: false,
             recompute: false,
             migration: None,
@@ -269,6 +292,10 @@ pub struct Instance {
     decoding: u32,
     residue: Vec<u32>,
     sum_base: i64,
+    /// Sliding window: decoding requests whose attention spans the whole window, and
+    /// the clocks at which requests stop taking blocks and reach the window.
+    at_window: u32,
+    window_at: [BinaryHeap<Reverse<(u64, u32, u32)>>; 2],
     clock: u64,
     finish_at: BinaryHeap<Reverse<(u64, u32, u32)>>,
     prefilling: Vec<u32>,
@@ -314,6 +341,8 @@ impl Instance {
             decoding: 0,
             residue: vec![0; cfg.block_size as usize],
             sum_base: 0,
+            at_window: 0,
+            window_at: [BinaryHeap::new(), BinaryHeap::new()],
             clock: 0,
             finish_at: BinaryHeap::new(),
             prefilling: Vec::new(),
@@ -525,9 +554,14 @@ impl Instance {
         let bs = u64::from(self.cfg.block_size);
         q.phase = Phase::Decoding;
         q.clock0 = self.clock;
-        let key = (self.clock % bs + bs - u64::from(q.stored) % bs) % bs;
-        self.residue[key as usize] += 1;
-        self.sum_base += i64::from(q.stored) - self.clock as i64;
+        q.window_full = self.window_join(r, q);
+        if !q.window_full.0 {
+            let key = (self.clock % bs + bs - u64::from(q.stored) % bs) % bs;
+            self.residue[key as usize] += 1;
+        }
+        if !q.window_full.1 {
+            self.sum_base += i64::from(q.stored) - self.clock as i64;
+        }
         self.decoding += 1;
         let left = u64::from(q.req.output.saturating_sub(q.generated));
         self.finish_at
@@ -538,9 +572,15 @@ impl Instance {
     /// blocks stay held.
     fn leave_decoding(&mut self, q: &mut Req) {
         let bs = u64::from(self.cfg.block_size);
-        let key = (q.clock0 % bs + bs - u64::from(q.stored) % bs) % bs;
-        self.residue[key as usize] -= 1;
-        self.sum_base -= i64::from(q.stored) - q.clock0 as i64;
+        if !q.window_full.0 {
+            let key = (q.clock0 % bs + bs - u64::from(q.stored) % bs) % bs;
+            self.residue[key as usize] -= 1;
+        }
+        if q.window_full.1 {
+            self.at_window -= 1;
+        } else {
+            self.sum_base -= i64::from(q.stored) - q.clock0 as i64;
+        }
         self.decoding -= 1;
         let (stored, generated) = self.progress(q);
         q.stored = stored;
@@ -752,7 +792,7 @@ impl Instance {
             left -= c;
             self.batch.push((r, c));
             b.prefill_tokens += u64::from(c);
-            b.prefill_pairs += f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0);
+            b.prefill_pairs += self.pairs(q.prefilled, c);
             b.logits += 1;
         }
     }
@@ -774,6 +814,7 @@ impl Instance {
         self.batch.clear();
         self.decode_step = false;
         self.swap_in(now, reqs);
+        self.window_step(reqs);
         let mut b = Batch::default();
         match self.cfg.chunk {
             None => {
@@ -815,8 +856,7 @@ impl Instance {
                 for &(r, c) in &self.batch {
                     let q = &reqs[r as usize];
                     b.prefill_tokens += u64::from(c);
-                    b.prefill_pairs +=
-                        f64::from(c) * (f64::from(q.prefilled) + (f64::from(c) + 1.0) / 2.0);
+                    b.prefill_pairs += self.pairs(q.prefilled, c);
                     if q.prefilled + c == q.prefill_len() {
                         b.logits += 1;
                     }
@@ -826,7 +866,12 @@ impl Instance {
         if self.decode_step {
             let n = u64::from(self.decoding);
             b.decode_seqs = n;
-            b.decode_ctx = (self.sum_base + (n * self.clock) as i64) as u64 + n;
+            // Requests at the window attend to it; the others to their length.
+            let open = u64::from(self.decoding - self.at_window);
+            let window = u64::from(self.cfg.window.unwrap_or(0));
+            b.decode_ctx = (self.sum_base + (open * self.clock) as i64) as u64
+                + open
+                + u64::from(self.at_window) * window;
             b.logits += n;
         }
         if b.tokens() == 0 {

@@ -191,6 +191,17 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         None => hardware::kv_blocks(&model, &gpu, o.tp, MemoryPlan::default(), 16)?,
     };
     let mut replica = ReplicaConfig::vllm(blocks, max_len);
+    replica.window = model.sliding_window;
+    if let Some(w) = replica.window
+        && (o.prefix_cache || o.disagg.is_some())
+    {
+        // vLLM v0 refuses prefix caching with a sliding window too.
+        notes.push(format!(
+            "{}'s {w}-token sliding window is not modelled with prefix caching or disaggregated pools: it runs with full attention",
+            model.name
+        ));
+        replica.window = None;
+    }
     let fits = replica.fits_tokens();
     let too_big = (requests.iter().zip(&refused))
         .filter(|(r, no)| !**no && u64::from(r.input) + u64::from(r.output) > fits)

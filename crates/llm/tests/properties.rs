@@ -97,6 +97,7 @@ proptest! {
         cache in any::<bool>(),
         swap in 0usize..3,
         host in 0usize..3,
+        window in prop::option::of(1u32..600),
     ) {
         let (name, set): (&str, &[&str]) = [
             ("round-robin", &[][..]),
@@ -111,6 +112,8 @@ proptest! {
         let mut c = cluster(3, blocks, chunk);
         // Recompute only; a host too small for most victims; room for all of them.
         c.replica.swap_blocks = [0, 8, 100_000][swap];
+        // Sliding-window attention, with prefix caching off as vLLM has it.
+        c.replica.window = window.filter(|_| !cache);
         c.replica.swap_ns_per_block = 300_000;
         let table = with_prefixes(&mut reqs, &docs);
         if cache {
@@ -120,7 +123,7 @@ proptest! {
                 .map(|blocks| HostTierConfig { blocks, ns_per_token: 250.0 });
         }
         let o = run(&c, &reqs, name, set);
-        let fits = u64::from(blocks - blocks / 100) * 16;
+        let fits = c.replica.fits_tokens();
         for (q, r) in o.requests.iter().zip(&reqs) {
             let len = u64::from(r.input) + u64::from(r.output);
             if len > fits {

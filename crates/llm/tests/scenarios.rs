@@ -28,6 +28,7 @@ fn run_scenario(text: &str) -> String {
     );
     let mut policy = "round-robin".to_string();
     let mut swap = (0u32, 0u64);
+    let mut window = None;
     let mut set = Vec::new();
     let mut reqs = Vec::new();
     for line in text
@@ -46,6 +47,7 @@ fn run_scenario(text: &str) -> String {
             "cpu_ms" => cpu = v.parse().unwrap(),
             "policy" => policy = v.into(),
             "set" => set.push(v.to_string()),
+            "window" => window = Some(v.parse().unwrap()),
             "swap" => {
                 let (b, ns) = v.split_once(' ').unwrap();
                 swap = (b.parse().unwrap(), ns.parse().unwrap());
@@ -83,6 +85,7 @@ fn run_scenario(text: &str) -> String {
     let mut replica = ReplicaConfig::vllm(blocks, 4096);
     replica.chunk = chunk;
     (replica.swap_blocks, replica.swap_ns_per_block) = swap;
+    replica.window = window;
     let c = Cluster {
         instances: inst,
         replica,
