@@ -92,7 +92,7 @@ impl<'a> Inputs<'a> {
         let sum = crate::llm::run(
             l,
             &trace,
-            l.instances[cell.cluster],
+            cell.cluster,
             cell.load,
             &setting.policy,
             &setting.params,

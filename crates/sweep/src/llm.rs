@@ -18,7 +18,7 @@ pub(crate) struct LlmFile {
     gpu: Option<String>,
     tp: Option<u32>,
     /// Instances per cluster: the sweep's cluster axis.
-    instances: Vec<u32>,
+    instances: Option<Vec<u32>>,
     /// Request rates, requests/s: the sweep's load axis (none: the trace's times).
     rates: Option<Vec<f64>>,
     cv: Option<f64>,
@@ -34,8 +34,8 @@ pub(crate) struct LlmFile {
     prefix_cache: bool,
     swap_space: Option<f64>,
     swap_gbps: Option<f64>,
-    /// Disaggregated pools, `P:D`; with it `instances` is unused and must be `[P + D]`.
-    disagg: Option<String>,
+    /// Disaggregated pools, `P:D` each: the cluster axis instead of `instances`.
+    disagg: Option<Vec<String>>,
     prefill_tp: Option<u32>,
     kv_gbps: Option<f64>,
     host_cache_gb: Option<f64>,
@@ -48,8 +48,11 @@ pub(crate) struct LlmFile {
 pub struct LlmSweep {
     /// Every cell's options; a cell sets instances, rate and seed.
     pub options: Options,
-    /// The instance counts (the cluster axis, in order).
+    /// The instance counts (the cluster axis, in order), or with `splits` the
+    /// instances of each split.
     pub instances: Vec<u32>,
+    /// Disaggregated sweeps: the (prefill, decode) splits, the cluster axis.
+    pub splits: Vec<(u32, u32)>,
     /// Whether the load axis holds request rates (else multipliers of the trace's
     /// arrival times).
     pub rates: bool,
@@ -82,13 +85,35 @@ pub(crate) fn check(
     loads: Option<Vec<f64>>,
     traces: &[TraceSpec],
 ) -> Result<(LlmSweep, Vec<f64>), SweepError> {
-    if f.instances.is_empty() || f.instances.contains(&0) {
-        return Err(field(
-            path,
-            "llm.instances",
-            "at least one count, each at least 1",
-        ));
-    }
+    let splits: Vec<(u32, u32)> = match &f.disagg {
+        None => Vec::new(),
+        Some(v) if v.is_empty() => {
+            return Err(field(path, "llm.disagg", "at least one P:D split"));
+        }
+        Some(v) => v
+            .iter()
+            .enumerate()
+            .map(|(i, t)| disagg_split(path, i, t))
+            .collect::<Result<_, _>>()?,
+    };
+    let instances = match (&f.instances, splits.is_empty()) {
+        (Some(_), false) => {
+            return Err(field(
+                path,
+                "llm.instances",
+                "a disaggregated sweep's clusters are its disagg splits",
+            ));
+        }
+        (None, false) => splits.iter().map(|&(p, d)| p.saturating_add(d)).collect(),
+        (Some(v), true) if !v.is_empty() && !v.contains(&0) => v.clone(),
+        _ => {
+            return Err(field(
+                path,
+                "llm.instances",
+                "at least one count, each at least 1",
+            ));
+        }
+    };
     if let Some(i) = traces
         .iter()
         .position(|t| t.format.is_some() || t.sample.is_some())
@@ -141,10 +166,7 @@ pub(crate) fn check(
         prefix_cache: f.prefix_cache,
         swap_gib: f.swap_space.unwrap_or(base.swap_gib),
         swap_gbps: f.swap_gbps.unwrap_or(base.swap_gbps),
-        disagg: match &f.disagg {
-            None => None,
-            Some(t) => Some(disagg_split(path, t, &f.instances)?),
-        },
+        disagg: splits.first().copied(),
         prefill_tp: f.prefill_tp,
         kv_gbps: f.kv_gbps.unwrap_or(base.kv_gbps),
         host_cache_gb: f.host_cache_gb.unwrap_or(base.host_cache_gb),
@@ -161,7 +183,8 @@ pub(crate) fn check(
     Ok((
         LlmSweep {
             options,
-            instances: f.instances,
+            instances,
+            splits,
             rates: f.rates.is_some(),
             slo: Slo {
                 ttft_s: f.slo_ttft.unwrap_or(slo.ttft_s),
@@ -172,25 +195,19 @@ pub(crate) fn check(
     ))
 }
 
-/// `P:D` of `[llm] disagg`, whose instances (`[P + D]`) label the cluster.
-fn disagg_split(path: &Path, t: &str, instances: &[u32]) -> Result<(u32, u32), SweepError> {
+/// The `i`-th split of `[llm] disagg`, `P:D`.
+fn disagg_split(path: &Path, i: usize, t: &str) -> Result<(u32, u32), SweepError> {
     let pd = t
         .split_once(':')
         .and_then(|(p, d)| Some((p.trim().parse::<u32>().ok()?, d.trim().parse::<u32>().ok()?)));
-    let Some((p, d)) = pd else {
-        return Err(field(path, "llm.disagg", format!("'{t}' is not P:D")));
-    };
-    if instances != [p.saturating_add(d)] {
-        return Err(field(
+    match pd {
+        Some((p, d)) if p >= 1 && d >= 1 => Ok((p, d)),
+        _ => Err(field(
             path,
-            "llm.instances",
-            format!(
-                "with disagg = \"{t}\" give instances = [{}]",
-                p.saturating_add(d)
-            ),
-        ));
+            format!("llm.disagg[{i}]"),
+            format!("'{t}' is not P:D with at least one instance on each side"),
+        )),
     }
-    Ok((p, d))
 }
 
 /// Checks an LLM policy setting (`name` with `params`).
@@ -202,12 +219,13 @@ pub(crate) fn check_policy(name: &str, params: &[String]) -> Result<(), String> 
         .map_err(|e| e.to_string())
 }
 
-/// Runs one cell: `trace` on `instances` instances at load `load` (a rate, or a
-/// multiplier of the trace's times), under policy `name` with `params`, seed `seed`.
+/// Runs one cell: `trace` on cluster `cluster` of the axis (its instances, or its
+/// split) at load `load` (a rate, or a multiplier of the trace's times), under policy
+/// `name` with `params`, seed `seed`.
 pub(crate) fn run(
     s: &LlmSweep,
     trace: &apiary_llm::workload::Trace,
-    instances: u32,
+    cluster: usize,
     load: f64,
     name: &str,
     params: &[String],
@@ -218,7 +236,8 @@ pub(crate) fn run(
         compress(&mut t.requests, load);
     }
     let o = Options {
-        instances,
+        instances: s.instances[cluster],
+        disagg: s.splits.get(cluster).copied(),
         rate: s.rates.then_some(load),
         seed,
         ..s.options.clone()
@@ -296,14 +315,15 @@ rates = [1.5, 3]
         let s = parse(&format!("loads = [1, 2]\n{timed}")).unwrap();
         assert_eq!((s.load_word(), s.loads.clone()), ("load", vec![1.0, 2.0]));
         assert_eq!(s.clusters, ["4x2xA100", "8x2xA100"]);
-        // Disaggregated: one setting, instances the pools' sum.
+        // Disaggregated: one setting, the splits the cluster axis.
         let one = MIN
             .replace("[[policy]]\nname = \"infaas++\"\n", "")
-            .replace("[4, 8]", "[8]")
-            .replace("rates", "disagg = \"2:6\"\nrates");
+            .replace("instances = [4, 8]", "disagg = [\"2:6\", \"3:5\", \"4:4\"]");
         let s = parse(&one).unwrap();
-        assert_eq!(s.clusters, ["2:6xA10"]);
-        assert_eq!(s.llm.unwrap().options.disagg, Some((2, 6)));
+        assert_eq!(s.clusters, ["2:6xA10", "3:5xA10", "4:4xA10"]);
+        let l = s.llm.as_ref().unwrap();
+        assert_eq!((l.splits[1], l.instances[1]), ((3, 5), 8));
+        assert_eq!(crate::plan(&s).len(), 3 * 2 * 2);
     }
 
     #[test]
@@ -333,14 +353,20 @@ rates = [1.5, 3]
             (MIN.replace("rates", "model = \"gpt-5\"\nrates"), "llm"),
             (MIN.replace("rates", "tp = 3\nrates"), "llm"),
             (
-                MIN.replace("rates", "disagg = \"2:6\"\nrates"),
+                MIN.replace("rates", "disagg = [\"2:6\"]\nrates"),
                 "llm.instances",
             ),
-            (MIN.replace("rates", "disagg = \"2\"\nrates"), "llm.disagg"),
+            (
+                MIN.replace("instances = [4, 8]", "disagg = [\"2:6\", \"2\"]"),
+                "llm.disagg[1]",
+            ),
+            (
+                MIN.replace("instances = [4, 8]", "disagg = [\"0:6\"]"),
+                "llm.disagg[0]",
+            ),
             (MIN.replace("rates", "host_cache_gb = 10\nrates"), "llm"),
             (
-                MIN.replace("[4, 8]", "[8]")
-                    .replace("rates", "disagg = \"2:6\"\nrates"),
+                MIN.replace("instances = [4, 8]", "disagg = [\"2:6\"]"),
                 "policy",
             ),
             (

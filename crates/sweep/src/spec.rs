@@ -497,7 +497,7 @@ impl Sweep {
                     seeds.len(),
                 ],
             )?;
-            if llm.options.disagg.is_some() && settings.len() != 1 {
+            if !llm.splits.is_empty() && settings.len() != 1 {
                 return Err(field(
                     path,
                     "policy",
@@ -507,9 +507,10 @@ impl Sweep {
             let clusters: Vec<String> = llm
                 .instances
                 .iter()
-                .map(|n| {
+                .enumerate()
+                .map(|(i, n)| {
                     // Disaggregated pools read `2:6x...`.
-                    let n = match llm.options.disagg {
+                    let n = match llm.splits.get(i) {
                         Some((p, d)) => format!("{p}:{d}"),
                         None => n.to_string(),
                     };
