@@ -20,7 +20,7 @@ pub const METRICS: [(&str, &str, bool); 7] = [
 ];
 
 fn value(s: &LlmSummary, key: &str) -> f64 {
-    s.to_json()[key].as_f64().unwrap_or(f64::NAN)
+    s.metric(key).unwrap_or(f64::NAN)
 }
 
 /// One figure of one policy over the seeds, and its ratio to the first policy's.

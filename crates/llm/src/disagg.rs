@@ -153,15 +153,14 @@ impl Sim<'_> {
         while let Some(&r) = self.handoffs.front() {
             let tokens = self.reqs[r as usize].stored;
             let blocks = self.c.decode_replica.blocks(tokens);
-            let mut order: Vec<u32> = (0..self.c.decode).collect();
-            // Most free blocks first, ties to the lower index.
-            order.sort_by_key(|&d| std::cmp::Reverse(self.decode[d as usize].free_blocks()));
-            let Some(dst) = order
-                .into_iter()
-                .find(|&d| self.decode[d as usize].reserve(blocks))
-            else {
+            // The most free blocks, ties to the lower index: every decode instance
+            // keeps the same watermark, so if that one cannot take it none can.
+            let dst = (0..self.c.decode)
+                .max_by_key(|&d| (self.decode[d as usize].free_blocks(), std::cmp::Reverse(d)))
+                .unwrap_or(0);
+            if !self.decode[dst as usize].reserve(blocks) {
                 break;
-            };
+            }
             self.handoffs.pop_front();
             let src = self.reqs[r as usize].inst;
             let secs = f64::from(tokens) * self.c.transfer_secs_per_token;

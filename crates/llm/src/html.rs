@@ -7,24 +7,18 @@ use crate::engine::LlmOutcome;
 use crate::metrics::LlmSummary;
 use crate::replica::Phase;
 use apiary_report::html::{cdf, chart, page_head, record_table};
-use apiary_report::present::{compare_ratio, ratio_text};
+use apiary_report::present::{Better, compare_ratio, ratio_class, ratio_text};
 use apiary_report::text::esc;
 use std::fmt::Write as _;
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
-
-/// Whether a lower or a higher value of a figure is better (none: neither).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Better {
-    Lower,
-    Higher,
-}
 
 /// One row of the table.
 struct Measure {
     label: &'static str,
     value: fn(&LlmSummary) -> f64,
     show: fn(f64) -> String,
+    /// Which way is better (none: neither).
     better: Option<Better>,
     /// In the headlines.
     headline: bool,
@@ -179,13 +173,7 @@ fn table(sums: &[LlmSummary]) -> String {
                 && b > 0.0
             {
                 let r = v / b;
-                let class = match m.better {
-                    Some(Better::Lower) if r < 0.995 => " good",
-                    Some(Better::Lower) if r > 1.005 => " bad",
-                    Some(Better::Higher) if r > 1.005 => " good",
-                    Some(Better::Higher) if r < 0.995 => " bad",
-                    _ => "",
-                };
+                let class = ratio_class(m.better, r);
                 let _ = write!(
                     o,
                     " <span class=\"ratio{class}\">{}</span>",

@@ -67,11 +67,6 @@ impl PrefixCache {
         }
     }
 
-    /// How many full prompt blocks of `req` have hashes.
-    pub fn hashed_blocks(&self, req: &Request) -> usize {
-        self.table.of(req).len()
-    }
-
     /// The hashes of `req`'s full prompt blocks.
     pub fn hashes<'a>(&'a self, req: &Request) -> &'a [u64] {
         self.table.of(req)

@@ -384,7 +384,7 @@ impl Instance {
     /// Pins the prompt blocks of `q` from its `cached`-th on.
     fn pin_prompt(&mut self, q: &mut Req) {
         if let Some(c) = &mut self.prefix {
-            let n = c.hashed_blocks(&q.req);
+            let n = c.hashes(&q.req).len();
             c.acquire(&q.req, q.cached as usize, n);
             q.cached = n as u32;
         }

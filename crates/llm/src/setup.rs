@@ -242,6 +242,9 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
     if !(o.cpu_ms.is_finite() && o.cpu_ms >= 0.0) {
         return Err(bad("--cpu-ms", "must be a non-negative number"));
     }
+    if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
+        return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
+    }
     let iter = IterModel::new(&model, &gpu, o.tp, o.cpu_ms / 1e3, kind);
     let host_tier = host_tier(o, &model, &prefixes)?;
     let disagg = match o.disagg {
@@ -333,9 +336,6 @@ fn host_tier(
             "holds prompt blocks for prefix caching: give --prefix-cache too",
         ));
     }
-    if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
-        return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
-    }
     let block_bytes = f64::from(prefixes.block_tokens) * model.kv_bytes_per_token;
     Ok(Some(crate::prefix::HostTierConfig {
         blocks: (o.host_cache_gb * 1e9 / block_bytes) as u64,
@@ -366,9 +366,6 @@ fn disaggregated(
             "--disagg",
             "prefix caching is not modelled on disaggregated pools yet",
         ));
-    }
-    if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
-        return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
     }
     let ptp = o.prefill_tp.unwrap_or(o.tp);
     hardware::check_tp(model, ptp)?;

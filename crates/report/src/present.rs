@@ -239,6 +239,18 @@ pub enum Better {
     Higher,
 }
 
+/// The CSS class a ratio to the baseline takes in a table: ` good` or ` bad` when it
+/// moved more than half a per cent the way `better` says (nothing otherwise).
+pub fn ratio_class(better: Option<Better>, r: f64) -> &'static str {
+    match better {
+        Some(Better::Lower) if r < 0.995 => " good",
+        Some(Better::Lower) if r > 1.005 => " bad",
+        Some(Better::Higher) if r > 1.005 => " good",
+        Some(Better::Higher) if r < 0.995 => " bad",
+        _ => "",
+    }
+}
+
 /// A row of the comparison.
 pub struct Measure {
     /// Its metric (a field of `summary.json`, one of [`crate::METRICS`]), whose name
@@ -574,13 +586,7 @@ pub fn html_table(sums: &[Summary]) -> String {
         for (t, r) in cells(m, sums) {
             let _ = write!(o, "<td>{}", esc(&t));
             if let Some(r) = r {
-                let class = match m.headline {
-                    Some(Better::Lower) if r < 0.995 => " good",
-                    Some(Better::Lower) if r > 1.005 => " bad",
-                    Some(Better::Higher) if r > 1.005 => " good",
-                    Some(Better::Higher) if r < 0.995 => " bad",
-                    _ => "",
-                };
+                let class = ratio_class(m.headline, r);
                 let _ = write!(
                     o,
                     " <span class=\"ratio{class}\">{}</span>",

@@ -166,6 +166,7 @@ pub(crate) fn check(
         prefix_cache: f.prefix_cache,
         swap_gib: f.swap_space.unwrap_or(base.swap_gib),
         swap_gbps: f.swap_gbps.unwrap_or(base.swap_gbps),
+        // Each cell sets its own split; the first lets the probe below check the pools.
         disagg: splits.first().copied(),
         prefill_tp: f.prefill_tp,
         kv_gbps: f.kv_gbps.unwrap_or(base.kv_gbps),

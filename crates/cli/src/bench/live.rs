@@ -56,7 +56,7 @@ fn config_with(
 /// jobs (Tiresias), and durable submissions per second over HTTP.
 pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
     use apiary_server::core::Core;
-    use apiary_server::types::{JobSpec, JobState};
+    use apiary_server::types::JobSpec;
     // Pass latency: fill 10,000 GPUs, queue 10,000 more jobs, then time the pass after
     // each of 1,000 completions.
     let mut core = Core::new(live_config(1250, ":memory:")?, 0).map_err(anyhow::Error::msg)?;
@@ -73,31 +73,8 @@ pub fn live(work: &Path, etcd: Option<&str>) -> Result<LiveFigures> {
     }
     core.schedule(0);
     let queued = core.queued();
-    let mut times = Vec::new();
-    let mut now = 1000;
-    let mut k = 0;
-    while times.len() < 1000 && k < ids.len() {
-        let id = ids[k];
-        k += 1;
-        let r = core
-            .job(id)
-            .map_err(|e| anyhow::anyhow!(e.message))?
-            .clone();
-        if r.state != JobState::Running {
-            continue;
-        }
-        for p in &r.parts {
-            let hb = ended(&p.node, id, r.attempt);
-            core.heartbeat(&hb, now)
-                .map_err(|e| anyhow::anyhow!(e.message))?;
-        }
-        let t0 = Instant::now();
-        core.schedule(now);
-        times.push(t0.elapsed().as_secs_f64() * 1e6);
-        now += 10;
-    }
-    times.sort_by(f64::total_cmp);
-    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
+    let times = pass_times(&mut core, &ids, 1000)?;
+    let at = |p: f64| quantile(&times, p);
     // Submissions over HTTP, durable.
     let dir = work.join("live-bench");
     let _ = std::fs::remove_dir_all(&dir);
@@ -170,28 +147,43 @@ fn share_pass(packing: &str) -> Result<(String, f64, f64, usize)> {
     }
     core.schedule(0);
     let queued = core.queued_shares();
-    let mut times = Vec::new();
+    let times = pass_times(&mut core, &ids, 300)?;
+    let at = |p: f64| quantile(&times, p);
+    Ok((packing.to_string(), at(0.5), at(0.99), queued))
+}
+
+/// Scheduling-pass times, µs, sorted: the pass after each of `n` running jobs of `ids`
+/// (in order) reports its end on every node it runs on.
+fn pass_times(core: &mut apiary_server::core::Core, ids: &[u64], n: usize) -> Result<Vec<f64>> {
+    let mut times = Vec::with_capacity(n);
     let mut now = 1000;
-    for &id in &ids {
-        if times.len() == 300 {
+    for &id in ids {
+        if times.len() == n {
             break;
         }
-        let r = core.job(id).map_err(|e| anyhow::anyhow!(e.message))?;
+        let r = core
+            .job(id)
+            .map_err(|e| anyhow::anyhow!(e.message))?
+            .clone();
         if r.state != apiary_server::types::JobState::Running {
             continue;
         }
-        let node = r.parts[0].node.clone();
-        let hb = ended(&node, id, r.attempt);
-        core.heartbeat(&hb, now)
-            .map_err(|e| anyhow::anyhow!(e.message))?;
+        for p in &r.parts {
+            core.heartbeat(&ended(&p.node, id, r.attempt), now)
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+        }
         let t0 = Instant::now();
         core.schedule(now);
         times.push(t0.elapsed().as_secs_f64() * 1e6);
         now += 10;
     }
     times.sort_by(f64::total_cmp);
-    let at = |p: f64| times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1];
-    Ok((packing.to_string(), at(0.5), at(0.99), queued))
+    Ok(times)
+}
+
+/// The nearest-rank `p` quantile of sorted `times`.
+fn quantile(times: &[f64], p: f64) -> f64 {
+    times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1]
 }
 
 /// A heartbeat from `node` saying attempt `attempt` of job `job` ended well.
