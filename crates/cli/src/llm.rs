@@ -51,8 +51,9 @@ pub enum LlmCmd {
 pub struct LlmArgs {
     /// Trace file (Azure LLM 2023 CSV, ShareGPT lengths CSV, Mooncake JSONL),
     /// `powerlaw:IN-OUT` with IN, OUT in S, M, L (Llumnix's means 128, 256, 512) or 1024,
-    /// or `sample:conv` / `sample:code` (committed samples of the Azure traces).
-    /// Default: `sample:conv`.
+    /// `shared-prefix:G:U:SYS:Q:OUT` (inference-perf's workload: G system prompts of SYS
+    /// tokens, U users each, questions of Q tokens, answers of OUT), or `sample:conv` /
+    /// `sample:code` (committed samples of the Azure traces). Default: `sample:conv`.
     #[arg(long, short)]
     trace: Option<String>,
     /// Policy, or a comma-separated list for `compare`.
@@ -70,10 +71,12 @@ pub struct LlmArgs {
     /// Tensor-parallel GPUs per instance.
     #[arg(long, default_value_t = 1)]
     tp: u32,
-    /// Replace arrivals by a Poisson (cv 1) or Gamma process at this many requests/s.
+    /// Replace arrivals by a Poisson (cv 1), Gamma or constant (cv 0) process at this
+    /// many requests/s.
     #[arg(long)]
     rate: Option<f64>,
-    /// Coefficient of variation of the inter-arrival gaps (with --rate).
+    /// Coefficient of variation of the inter-arrival gaps (with --rate; 0 sends at a
+    /// constant rate).
     #[arg(long, default_value_t = 1.0)]
     cv: f64,
     /// Mark this share of requests high-priority, drawn at random with --seed (Llumnix
@@ -93,13 +96,19 @@ pub struct LlmArgs {
     /// prefill-first iterations).
     #[arg(long)]
     chunk: Option<u32>,
-    /// Engine: vllm (parts in sequence) or nanoflow (compute, memory and network overlap).
+    /// Most requests running at once on an instance (vLLM's --max-num-seqs; default
+    /// 256, vLLM v0's).
+    #[arg(long)]
+    max_seqs: Option<u32>,
+    /// Engine: vllm (v0, parts in sequence), vllm-v1 (vLLM V1 as calibrated on H100,
+    /// chunked prefill of 2,048 tokens unless --chunk) or nanoflow (compute, memory and
+    /// network overlap).
     #[arg(long, default_value = "vllm")]
     engine: String,
-    /// CPU time per iteration, ms (scheduling, sampling; ~3 for CUDA-graph engines,
-    /// 10-25 for 2023-era ones).
-    #[arg(long, default_value_t = 5.0)]
-    cpu_ms: f64,
+    /// CPU time per iteration, ms (scheduling, sampling; 10-25 for 2023-era engines).
+    /// Default: 5, or 0.5 under vllm-v1 (calibrated, docs/llm.md).
+    #[arg(long)]
+    cpu_ms: Option<f64>,
     /// KV blocks per instance (default: what the GPU memory leaves, as vLLM sizes it).
     #[arg(long)]
     kv_blocks: Option<u32>,
@@ -252,7 +261,7 @@ fn record(a: &LlmArgs, requests: usize) -> Result<apiary_report::Record> {
         ("refuse-long", a.refuse_long.to_string()),
         ("chunk", opt(a.chunk.map(|r| r.to_string()))),
         ("engine", a.engine.clone()),
-        ("cpu-ms", a.cpu_ms.to_string()),
+        ("cpu-ms", opt(a.cpu_ms.map(|r| r.to_string()))),
         ("kv-blocks", opt(a.kv_blocks.map(|r| r.to_string()))),
         ("prefix-cache", a.prefix_cache.to_string()),
         ("slo-ttft", a.slo_ttft.to_string()),
@@ -461,6 +470,7 @@ impl LlmArgs {
             max_len: self.max_len,
             refuse_long: self.refuse_long,
             chunk: self.chunk,
+            max_seqs: self.max_seqs,
             engine: self.engine.clone(),
             cpu_ms: self.cpu_ms,
             kv_blocks: self.kv_blocks,

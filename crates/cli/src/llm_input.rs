@@ -26,7 +26,7 @@ pub(crate) fn params_for(set: &[String], name: &str, known: &[&str]) -> Result<P
     Ok(Params::from_pairs(mine)?)
 }
 
-/// Requests from a trace spec (a file, `powerlaw:IN-OUT`, or the committed sample when
+/// Requests from a trace spec (a file, `powerlaw:IN-OUT`, `shared-prefix:...`, or the committed sample when
 /// `None`): its name, the requests, and whether they carry arrival times.
 pub(crate) fn read_requests(
     spec: Option<&str>,
@@ -49,6 +49,18 @@ pub(crate) fn read_requests(
                     requests: workload::power_law_requests(im, om, n, seed)?,
                     ..Trace::default()
                 },
+            )
+        }
+        Some(spec) if spec.starts_with("shared-prefix:") => {
+            let Some(shape) = workload::SharedPrefix::parse(&spec["shared-prefix:".len()..]) else {
+                bail!(
+                    "trace '{spec}': expected shared-prefix:G:U:SYS:Q:OUT (system prompts, users per prompt, system prompt, question and answer tokens)"
+                );
+            };
+            let n = n.unwrap_or(10_000);
+            (
+                spec.to_string(),
+                workload::shared_prefix_requests(shape, n)?,
             )
         }
         Some("sample:code") => {
@@ -78,7 +90,7 @@ pub(crate) fn read_requests(
 /// The bytes a trace spec reads (none for a synthetic one), for the run's record.
 pub(crate) fn trace_bytes(spec: Option<&str>) -> Result<Option<Vec<u8>>> {
     Ok(match spec {
-        Some(s) if s.starts_with("powerlaw:") => None,
+        Some(s) if s.starts_with("powerlaw:") || s.starts_with("shared-prefix:") => None,
         Some("sample:code") => Some(CODE_SAMPLE_TEXT.as_bytes().to_vec()),
         None | Some("sample:conv") => Some(SAMPLE_TEXT.as_bytes().to_vec()),
         Some(path) => {

@@ -19,9 +19,12 @@ pub struct IterArgs {
     /// Tensor-parallel GPUs per instance.
     #[arg(long, default_value_t = 1)]
     tp: u32,
-    /// CPU time per iteration, ms.
-    #[arg(long, default_value_t = 5.0)]
-    cpu_ms: f64,
+    /// Engine whose parts to show: vllm (v0) or vllm-v1.
+    #[arg(long, default_value = "vllm")]
+    engine: String,
+    /// CPU time per iteration, ms (default: the engine's, 5 or 0.5).
+    #[arg(long)]
+    cpu_ms: Option<f64>,
     /// Requests decoding one token each.
     #[arg(long, default_value_t = 0)]
     decode: u64,
@@ -41,13 +44,20 @@ pub fn run(a: &IterArgs) -> Result<()> {
     let model = hardware::model(&a.model)?;
     let gpu = hardware::gpu(&a.gpu)?;
     hardware::check_tp(&model, a.tp)?;
-    if !(a.cpu_ms.is_finite() && a.cpu_ms >= 0.0) {
+    let kind = apiary_llm::setup::engine(&a.engine)?;
+    if kind == EngineKind::Overlapped {
+        anyhow::bail!(
+            "--engine nanoflow overlaps its parts, which this command lists in sequence: give vllm or vllm-v1"
+        );
+    }
+    let cpu_ms = a.cpu_ms.unwrap_or(apiary_llm::setup::default_cpu_ms(kind));
+    if !(cpu_ms.is_finite() && cpu_ms >= 0.0) {
         anyhow::bail!("--cpu-ms must be a non-negative number");
     }
     if a.decode + a.prefill == 0 {
         anyhow::bail!("give --decode N and/or --prefill TOKENS: an empty batch takes no time");
     }
-    let m = IterModel::new(&model, &gpu, a.tp, a.cpu_ms / 1e3, EngineKind::Sequential);
+    let m = IterModel::new(&model, &gpu, a.tp, cpu_ms / 1e3, kind);
     let p = a.prefill as f64;
     let b = Batch {
         prefill_tokens: a.prefill,

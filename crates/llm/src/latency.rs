@@ -60,11 +60,28 @@ impl Batch {
 /// Which iteration an instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineKind {
-    /// vLLM-style: the parts run one after another.
+    /// vLLM-style (v0, 2023-24): the parts run one after another.
     Sequential,
     /// NanoFlow-style: compute-, memory- and network-bound parts overlap.
     Overlapped,
+    /// vLLM V1 (2025) with CUDA graphs: the parts in sequence, but a GEMM streams its
+    /// weights while it computes (the profile's floor or its compute slope, whichever
+    /// is longer, not their sum), decode attention at [`E_ATTN_BW_V1`] and all-reduces
+    /// at [`ALLREDUCE_ALPHA_V1_S`]. Calibrated on measured vLLM runs on H100 (docs/llm.md).
+    VllmV1,
 }
+
+/// Share of peak bandwidth vLLM V1's decode attention sustains: fitted to the measured
+/// vLLM runs of Llama-2-7B on one H100 at 8 and 20 req/s, whose per-token times differ
+/// by the KV cache the extra 66 running requests read (docs/llm.md).
+pub const E_ATTN_BW_V1: f64 = 0.83;
+/// Fixed cost of one all-reduce under vLLM V1 (its custom all-reduce inside a CUDA
+/// graph): fitted to the measured Llama-2-70B runs on four H100s (docs/llm.md).
+pub const ALLREDUCE_ALPHA_V1_S: f64 = 0.015e-3;
+/// CPU time per iteration vLLM V1 leaves on the critical path (scheduling and
+/// sampling, mostly overlapped by its separate engine process): the measured runs'
+/// per-token time less the model's GPU time at 8 req/s (docs/llm.md).
+pub const CPU_V1_MS: f64 = 0.5;
 
 /// Where the token-parallel time comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -228,7 +245,7 @@ impl IterModel {
         let p = self.per_block(b);
         let secs = match self.kind {
             // As `parts` splits it; summed per block first, as it always was.
-            EngineKind::Sequential => {
+            EngineKind::Sequential | EngineKind::VllmV1 => {
                 self.layers * (p.lin + p.dec + p.pf + p.comm) + p.head + self.cpu_secs
             }
             EngineKind::Overlapped => {
@@ -260,6 +277,9 @@ impl IterModel {
             self.layer_weight_bytes + self.experts.map_or(0.0, |(m, bytes)| m.touched(n) * bytes);
         let lin_floor = (lin_flops / self.gpu_flops).max(lin_bytes / self.gpu_bw);
         let lin = match self.linear {
+            LinearSource::Profiled(f) if self.kind == EngineKind::VllmV1 => {
+                (f.floor_ms.max(f.slope_ms * n) * 1e-3).max(lin_floor)
+            }
             LinearSource::Profiled(f) => {
                 (f.floor_ms.max(f.intercept_ms + f.slope_ms * n) * 1e-3).max(lin_floor)
             }
@@ -268,11 +288,15 @@ impl IterModel {
             }
         };
         let dec_bytes = self.layer_kv_bytes * b.decode_ctx as f64;
-        let dec = dec_bytes / (self.gpu_bw * E_ATTN_BW);
+        let (attn_share, alpha) = match self.kind {
+            EngineKind::VllmV1 => (E_ATTN_BW_V1, ALLREDUCE_ALPHA_V1_S),
+            _ => (E_ATTN_BW, ALLREDUCE_ALPHA_S),
+        };
+        let dec = dec_bytes / (self.gpu_bw * attn_share);
         let pf_flops = self.layer_attn_flops_per_pair * b.prefill_pairs;
         let pf = pf_flops / (self.gpu_flops * E_ATTN_FLOPS);
         let comm = if self.tp > 1.0 {
-            2.0 * (ALLREDUCE_ALPHA_S + n * self.allreduce_bytes_per_token / self.allreduce_bw)
+            2.0 * (alpha + n * self.allreduce_bytes_per_token / self.allreduce_bw)
         } else {
             0.0
         };
@@ -370,6 +394,33 @@ mod tests {
         assert!(p.linear >= 13.4e9 / 3350e9, "{p:?}");
         assert_eq!(p.cpu, 2e-3);
         assert_eq!((p.prefill_attention, p.allreduce), (0.0, 0.0));
+    }
+
+    #[test]
+    fn vllm_v1_overlaps_weights_with_compute_and_reads_kv_faster() {
+        // Llama-2-70B on four H100s: Vidur's fit per block is max(0.1821, 0.1274 +
+        // 0.000654 N) ms; V1 takes max(0.1821, 0.000654 N).
+        let (m, g) = (model("Llama-2-70B").unwrap(), gpu("H100-80GB-SXM").unwrap());
+        let v0 = IterModel::new(&m, &g, 4, 0.0, EngineKind::Sequential);
+        let v1 = IterModel::new(&m, &g, 4, 0.0, EngineKind::VllmV1);
+        let LinearSource::Profiled(f) = v1.linear_source() else {
+            panic!("no profile")
+        };
+        let mut b = decode(112, 670);
+        b.prefill_tokens = 200;
+        let (p0, p1) = (v0.parts(&b), v1.parts(&b));
+        let per_block = |ms: f64| 80.0 * ms * 1e-3;
+        assert!((p0.linear - per_block(f.intercept_ms + f.slope_ms * 312.0)).abs() < 1e-9);
+        assert!((p1.linear - per_block(f.slope_ms * 312.0)).abs() < 1e-9);
+        // At a decode batch alone both sit on the floor.
+        let small = decode(37, 670);
+        assert_eq!(v0.parts(&small).linear, v1.parts(&small).linear);
+        assert!(
+            (p1.decode_attention / p0.decode_attention - E_ATTN_BW / E_ATTN_BW_V1).abs() < 1e-9
+        );
+        // 160 all-reduces: the fixed cost drops from 50 to 15 µs each.
+        let fixed = p0.allreduce - p1.allreduce;
+        assert!((fixed - 160.0 * (ALLREDUCE_ALPHA_S - ALLREDUCE_ALPHA_V1_S)).abs() < 1e-9);
     }
 
     #[test]

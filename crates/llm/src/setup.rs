@@ -38,10 +38,13 @@ pub struct Options {
     pub refuse_long: bool,
     /// Chunked prefill's token budget.
     pub chunk: Option<u32>,
+    /// Most requests running at once on an instance (vLLM's `--max-num-seqs`; 256
+    /// when `None`, vLLM v0's default).
+    pub max_seqs: Option<u32>,
     /// `vllm` or `nanoflow`.
     pub engine: String,
-    /// CPU time per iteration, ms.
-    pub cpu_ms: f64,
+    /// CPU time per iteration, ms (`None`: the engine's, [`default_cpu_ms`]).
+    pub cpu_ms: Option<f64>,
     /// KV blocks per instance (from memory when `None`).
     pub kv_blocks: Option<u32>,
     /// Prefix caching (the trace must name its prompts' blocks).
@@ -79,8 +82,9 @@ impl Default for Options {
             max_len: None,
             refuse_long: false,
             chunk: None,
+            max_seqs: None,
             engine: "vllm".into(),
-            cpu_ms: 5.0,
+            cpu_ms: None,
             kv_blocks: None,
             prefix_cache: false,
             swap_gib: 0.0,
@@ -118,6 +122,32 @@ pub const SWAP_GBPS: f64 = 25.0;
 /// A 200 Gb/s network interface per GPU (InfiniBand HDR, as DistServe's and
 /// Splitwise's clusters have), GB/s.
 pub const KV_GBPS: f64 = 25.0;
+
+/// vLLM V1's token budget per iteration when none is given (`max_num_batched_tokens`).
+pub const V1_BATCHED_TOKENS: u32 = 2048;
+
+/// The engine called `name`: `vllm`, `vllm-v1` or `nanoflow`.
+pub fn engine(name: &str) -> Result<EngineKind, LlmError> {
+    match name {
+        "vllm" => Ok(EngineKind::Sequential),
+        "vllm-v1" => Ok(EngineKind::VllmV1),
+        "nanoflow" => Ok(EngineKind::Overlapped),
+        e => Err(bad(
+            "--engine",
+            format!("must be vllm, vllm-v1 or nanoflow (got '{e}')"),
+        )),
+    }
+}
+
+/// CPU time per iteration an engine spends unless told (`--cpu-ms`): 5 ms for vLLM v0
+/// and NanoFlow (as every figure before vLLM V1 was run), vLLM V1's calibrated
+/// [`CPU_V1_MS`](crate::latency::CPU_V1_MS).
+pub fn default_cpu_ms(kind: EngineKind) -> f64 {
+    match kind {
+        EngineKind::VllmV1 => crate::latency::CPU_V1_MS,
+        EngineKind::Sequential | EngineKind::Overlapped => 5.0,
+    }
+}
 
 fn bad(what: &'static str, message: impl Into<String>) -> LlmError {
     LlmError::Invalid {
@@ -211,11 +241,21 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
             "{too_big} requests need more KV cache than an instance holds ({fits} tokens with vLLM's watermark free) and are refused (the summary's 'refused')"
         ));
     }
-    if let Some(c) = o.chunk {
+    // vLLM V1 always chunks prefills, by its max_num_batched_tokens (2,048 unless set).
+    let chunk = match (o.chunk, o.engine.as_str()) {
+        (None, "vllm-v1") => Some(V1_BATCHED_TOKENS),
+        (c, _) => c,
+    };
+    if let Some(c) = chunk {
         if c == 0 {
             return Err(bad("--chunk", "must be at least 1 token"));
         }
         replica.chunk = Some(c);
+    }
+    match o.max_seqs {
+        Some(0) => return Err(bad("--max-seqs", "must be at least 1")),
+        Some(m) => replica.max_seqs = m,
+        None => {}
     }
     if !(o.swap_gib.is_finite() && (0.0..=1e6).contains(&o.swap_gib)) {
         return Err(bad("--swap-space", "must be 0 to 10^6 GiB"));
@@ -229,23 +269,15 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
     replica.swap_blocks =
         (o.swap_gib * (1u64 << 30) as f64 / block_bytes_per_gpu).min(f64::from(u32::MAX)) as u32;
     replica.swap_ns_per_block = (block_bytes_per_gpu / (o.swap_gbps * 1e9) * 1e9).ceil() as u64;
-    let kind = match o.engine.as_str() {
-        "vllm" => EngineKind::Sequential,
-        "nanoflow" => EngineKind::Overlapped,
-        e => {
-            return Err(bad(
-                "--engine",
-                format!("must be vllm or nanoflow (got '{e}')"),
-            ));
-        }
-    };
-    if !(o.cpu_ms.is_finite() && o.cpu_ms >= 0.0) {
+    let kind = engine(&o.engine)?;
+    let cpu_ms = o.cpu_ms.unwrap_or(default_cpu_ms(kind));
+    if !(cpu_ms.is_finite() && cpu_ms >= 0.0) {
         return Err(bad("--cpu-ms", "must be a non-negative number"));
     }
     if !(o.kv_gbps.is_finite() && o.kv_gbps > 0.0 && o.kv_gbps <= 1e6) {
         return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
     }
-    let iter = IterModel::new(&model, &gpu, o.tp, o.cpu_ms / 1e3, kind);
+    let iter = IterModel::new(&model, &gpu, o.tp, cpu_ms / 1e3, kind);
     let host_tier = host_tier(o, &model, &prefixes)?;
     let disagg = match o.disagg {
         None => None,
@@ -385,7 +417,7 @@ fn disaggregated(
         decode: d,
         prefill_replica,
         decode_replica: decode,
-        prefill_model: IterModel::new(model, gpu, ptp, o.cpu_ms / 1e3, kind),
+        prefill_model: IterModel::new(model, gpu, ptp, decode_model.cpu_secs, kind),
         decode_model: decode_model.clone(),
         // Each GPU of the narrower side sends or takes its shard at once.
         transfer_secs_per_token: model.kv_bytes_per_token

@@ -402,6 +402,121 @@ pub fn power_law(mean: u32, n: usize, rng: &mut Rng) -> Result<Vec<u32>, LlmErro
         .collect())
 }
 
+/// inference-perf's `shared_prefix` workload: `groups` system prompts of `system`
+/// tokens, each shared by `users` prompts that add a question of `question` tokens,
+/// every answer `output` tokens (`ignore_eos`). As inference-perf builds it (without
+/// `enable_multi_turn_chat`), the `groups * users` prompts are fixed and sent in turn,
+/// so request `i` sends prompt `i mod (groups * users)` again. Prompts are named by
+/// 16-token block hashes (vLLM's block), so under `--prefix-cache` a prompt reuses its
+/// group's system prompt the first time and its whole self after that. All arrive at 0
+/// (give them times with [`set_arrivals`]).
+pub fn shared_prefix_requests(shape: SharedPrefix, n: usize) -> Result<Trace, LlmError> {
+    let SharedPrefix {
+        groups,
+        users,
+        system,
+        question,
+        output,
+    } = shape;
+    for (what, v) in [("groups", groups), ("users", users), ("output", output)] {
+        if v == 0 {
+            return Err(LlmError::Invalid {
+                what: "trace",
+                message: format!("shared-prefix: {what} must be at least 1"),
+            });
+        }
+    }
+    let input = system
+        .checked_add(question)
+        .filter(|&i| (1..=SHARED_PREFIX_MAX_PROMPT).contains(&i))
+        .ok_or_else(|| LlmError::Invalid {
+            what: "trace",
+            message: format!(
+                "shared-prefix: a prompt of {system} + {question} tokens: expected 1 to {SHARED_PREFIX_MAX_PROMPT} in all"
+            ),
+        })?;
+    let shared = u64::from(system / SHARED_PREFIX_BLOCK);
+    let own = u64::from(input / SHARED_PREFIX_BLOCK) - shared;
+    let prompts = u64::from(groups) * u64::from(users);
+    let blocks = (shared + own) as usize;
+    let mut hashes = Vec::with_capacity(n.saturating_mul(blocks).min(1 << 24));
+    let mut requests = Vec::with_capacity(n.min(1 << 24));
+    for i in 0..n as u64 {
+        let p = i % prompts;
+        let group = p / u64::from(users);
+        let first = hashes.len() as u32;
+        // Group g's system blocks are hashes g * shared ..; prompt p's own blocks
+        // follow every group's.
+        hashes.extend(group * shared..(group + 1) * shared);
+        let mine = u64::from(groups) * shared + p * own;
+        hashes.extend(mine..mine + own);
+        requests.push(Request {
+            arrival: 0,
+            input,
+            output,
+            priority: 0,
+            prefix: (first, hashes.len() as u32 - first),
+        });
+    }
+    // Every block named before: all but the first use of each.
+    let distinct = (n as u64).min(prompts) * own
+        + (n as u64).div_ceil(u64::from(users)).min(u64::from(groups)) * shared;
+    let repeated = (n as u64 * (shared + own)).saturating_sub(distinct);
+    Ok(Trace {
+        requests,
+        timed: false,
+        repeated_prefix_blocks: repeated,
+        prefixes: Prefixes {
+            block_tokens: SHARED_PREFIX_BLOCK,
+            hashes,
+        },
+    })
+}
+
+/// The longest prompt `shared-prefix` builds: ten million tokens, past any model's
+/// context, so that the block hashes stay in memory.
+const SHARED_PREFIX_MAX_PROMPT: u32 = 10_000_000;
+
+/// vLLM's KV block, the unit its prefix cache hashes.
+const SHARED_PREFIX_BLOCK: u32 = 16;
+
+/// The shape of inference-perf's `shared_prefix` workload (its config's names:
+/// `num_groups`, `num_prompts_per_group`, `system_prompt_len`, `question_len`,
+/// `output_len`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedPrefix {
+    /// System prompts.
+    pub groups: u32,
+    /// Users per system prompt.
+    pub users: u32,
+    /// Tokens of a system prompt.
+    pub system: u32,
+    /// Tokens of a question.
+    pub question: u32,
+    /// Tokens of an answer.
+    pub output: u32,
+}
+
+impl SharedPrefix {
+    /// Parses `G:U:SYSTEM:QUESTION:OUTPUT`.
+    pub fn parse(s: &str) -> Option<SharedPrefix> {
+        let v: Vec<u32> = s
+            .split(':')
+            .map(|p| p.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        match v[..] {
+            [groups, users, system, question, output] => Some(SharedPrefix {
+                groups,
+                users,
+                system,
+                question,
+                output,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Llumnix's length mixes by letter: short, medium, long.
 pub fn mix_mean(letter: &str) -> Option<u32> {
     match letter {
@@ -462,7 +577,7 @@ fn gamma(rng: &mut Rng, shape: f64) -> f64 {
 }
 
 /// Gives the requests new arrival times: gaps with mean `1 / rate` seconds, exponential
-/// (Poisson arrivals) when `cv` is 1, else Gamma with shape `1 / cv²` (Llumnix's
+/// (Poisson arrivals) when `cv` is 1, constant when it is 0, else Gamma with shape `1 / cv²` (Llumnix's
 /// bursty traces). The requests keep their order.
 pub fn set_arrivals(
     requests: &mut [Request],
@@ -476,10 +591,10 @@ pub fn set_arrivals(
             message: format!("{rate}: expected requests per second above 0"),
         });
     }
-    if !(cv.is_finite() && cv > 0.0) {
+    if !(cv.is_finite() && cv >= 0.0) {
         return Err(LlmError::Invalid {
             what: "cv",
-            message: format!("{cv}: expected a coefficient of variation above 0"),
+            message: format!("{cv}: expected a coefficient of variation of 0 or more"),
         });
     }
     let mut rng = Rng::stream(seed, "llm-arrivals");
@@ -487,7 +602,10 @@ pub fn set_arrivals(
     let mut t = 0.0f64;
     for r in requests.iter_mut() {
         r.arrival = (t * 1e6).round() as Micros;
-        let gap = if cv == 1.0 {
+        let gap = if cv == 0.0 {
+            // A constant rate, as inference-perf's `constant` load sends.
+            mean_gap
+        } else if cv == 1.0 {
             rng.exp(mean_gap)
         } else {
             let shape = 1.0 / (cv * cv);
@@ -564,6 +682,56 @@ pub fn clip(requests: &mut [Request], max_len: u32, rule: ClipRule) -> (Clipped,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_prefix_shares_system_blocks_and_repeats_prompts() {
+        let shape = SharedPrefix::parse("2:3:40:30:5").unwrap();
+        assert_eq!(
+            shape,
+            SharedPrefix {
+                groups: 2,
+                users: 3,
+                system: 40,
+                question: 30,
+                output: 5
+            }
+        );
+        let t = shared_prefix_requests(shape, 8).unwrap();
+        assert_eq!(t.prefixes.block_tokens, 16);
+        // 70 tokens: 4 full blocks, 2 of them the system prompt's (40 / 16).
+        let of = |i: usize| t.prefixes.of(&t.requests[i]).to_vec();
+        assert!(t.requests.iter().all(|r| r.input == 70 && r.output == 5));
+        assert_eq!(of(0), [0, 1, 4, 5]);
+        assert_eq!(of(1), [0, 1, 6, 7]);
+        assert_eq!(of(3), [2, 3, 10, 11]);
+        assert_eq!(of(5), [2, 3, 14, 15]);
+        // Prompts 0 and 1 again.
+        assert_eq!(of(6), of(0));
+        assert_eq!(of(7), of(1));
+        // 32 blocks named, 16 distinct: 4 system blocks, 6 prompts' 2 own each.
+        assert_eq!(t.repeated_prefix_blocks, 32 - 16);
+        assert!(SharedPrefix::parse("2:3:40:30").is_none());
+        assert!(SharedPrefix::parse("2:3:40:x:5").is_none());
+        for bad in [
+            "0:3:40:30:5",
+            "2:0:40:30:5",
+            "2:3:0:0:5",
+            "2:3:40:30:0",
+            "1:1:9999999:2:1",
+        ] {
+            let err = shared_prefix_requests(SharedPrefix::parse(bad).unwrap(), 3).unwrap_err();
+            assert!(err.to_string().contains("shared-prefix"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn cv_zero_sends_at_a_constant_rate() {
+        let mut r = power_law_requests(128, 128, 5, 1).unwrap();
+        set_arrivals(&mut r, 4.0, 0.0, 1).unwrap();
+        let t: Vec<Micros> = r.iter().map(|r| r.arrival).collect();
+        assert_eq!(t, [0, 250_000, 500_000, 750_000, 1_000_000]);
+        assert!(set_arrivals(&mut r, 4.0, -0.1, 1).is_err());
+    }
 
     fn write(name: &str, body: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("apiary-llm-wl-{}", std::process::id()));

@@ -27,6 +27,7 @@ pub(crate) struct LlmFile {
     #[serde(default)]
     refuse_long: bool,
     chunk: Option<u32>,
+    max_seqs: Option<u32>,
     engine: Option<String>,
     cpu_ms: Option<f64>,
     kv_blocks: Option<u32>,
@@ -160,8 +161,9 @@ pub(crate) fn check(
         max_len: f.max_len,
         refuse_long: f.refuse_long,
         chunk: f.chunk,
+        max_seqs: f.max_seqs,
         engine: f.engine.unwrap_or(base.engine),
-        cpu_ms: f.cpu_ms.unwrap_or(base.cpu_ms),
+        cpu_ms: f.cpu_ms,
         kv_blocks: f.kv_blocks,
         prefix_cache: f.prefix_cache,
         swap_gib: f.swap_space.unwrap_or(base.swap_gib),
