@@ -285,6 +285,36 @@ proptest! {
         });
     }
 
+    /// An inference-perf `shared-prefix:` spec, built and served under vLLM V1 with
+    /// prefix caching (a few dozen requests, so any spec that parses runs).
+    #[test]
+    fn llm_shared_prefix(spec in "[0-9]{0,6}(:[0-9]{0,7}){0,5}", n in 0usize..40, rate in 0.0f64..50.0, cv in 0.0f64..2.0) {
+        within(LIMIT, "shared-prefix", move || {
+            let Some(shape) = apiary_llm::workload::SharedPrefix::parse(&spec) else {
+                return;
+            };
+            let Ok(trace) = apiary_llm::workload::shared_prefix_requests(shape, n) else {
+                return;
+            };
+            let o = apiary_llm::setup::Options {
+                instances: 2,
+                gpu: "H100".into(),
+                rate: Some(rate),
+                cv,
+                engine: "vllm-v1".into(),
+                prefix_cache: true,
+                max_seqs: Some(8),
+                ..Default::default()
+            };
+            let Ok(s) = apiary_llm::setup::prepare(&o, "fuzz", trace) else {
+                return;
+            };
+            let mut p = apiary_llm::policy::build("round-robin", &Default::default()).unwrap();
+            let out = apiary_llm::simulate(&s.cluster, &s.requests, &s.refused, p.as_mut(), &mut |_, _| {}).unwrap();
+            assert_eq!(out.requests.len(), n);
+        });
+    }
+
     /// A submission and a heartbeat body, through the core the HTTP layer calls.
     #[test]
     fn api_bodies(job in input(JOB), hb in input(HEARTBEAT)) {
