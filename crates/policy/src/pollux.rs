@@ -128,6 +128,27 @@ struct Problem {
     /// Lazily filled speed-ups, `[job][nodes * stride + replicas]`; NaN when unknown.
     memo: Vec<Vec<f64>>,
     stride: usize,
+    /// Per-node buffers the operators reuse rather than allocate per candidate.
+    scratch: Scratch,
+}
+
+/// Per-node working space of one problem's operators.
+#[derive(Default)]
+struct Scratch {
+    used: Vec<bool>,
+    load: Vec<u32>,
+    holding: Vec<u32>,
+    holder: Vec<usize>,
+    order: Vec<usize>,
+}
+
+impl Scratch {
+    /// `v` cleared to `n` copies of `x`.
+    fn fill<T: Copy>(v: &mut Vec<T>, n: usize, x: T) -> &mut Vec<T> {
+        v.clear();
+        v.resize(n, x);
+        v
+    }
 }
 
 impl Problem {
@@ -157,17 +178,17 @@ impl Problem {
         let (jn, nn) = (self.jobs, self.nodes);
         let mut inv = 0.0;
         let mut sum_speedup = 0.0;
-        let mut used = vec![false; nn];
+        let mut sc = std::mem::take(&mut self.scratch);
+        let used = Scratch::fill(&mut sc.used, nn, false);
         for j in 0..jn {
             let row = &x[j * nn..(j + 1) * nn];
             let mut r = 0usize;
             let mut n = 0usize;
-            for (k, &c) in row.iter().enumerate() {
-                if c > 0 {
-                    r += c as usize;
-                    n += 1;
-                    used[k] = true;
-                }
+            // Without branches: which entries are non-zero is as good as random.
+            for (u, &c) in used.iter_mut().zip(row) {
+                r += c as usize;
+                n += usize::from(c > 0);
+                *u |= c > 0;
             }
             let sp = self.speedup(j, n, r);
             sum_speedup += sp;
@@ -182,6 +203,7 @@ impl Problem {
             .filter(|&k| used[k])
             .map(|k| self.cap[k] as f64)
             .sum();
+        self.scratch = sc;
         let util = if total > 0.0 {
             sum_speedup / total
         } else {
@@ -190,7 +212,7 @@ impl Problem {
         [-mean, -util]
     }
 
-    fn mutate(&self, x: &mut [u8], rng: &mut Rng) {
+    fn mutate(&mut self, x: &mut [u8], rng: &mut Rng) {
         let (jn, nn) = (self.jobs, self.nodes);
         for j in 0..jn {
             if rng.f64() < 0.1 {
@@ -198,61 +220,98 @@ impl Problem {
             }
         }
         for j in 0..jn {
-            let p = if rng.f64() < 0.1 { 0.1 } else { 0.0 };
-            for k in 0..nn {
-                if rng.f64() < p {
-                    x[j * nn + k] = 0;
+            if rng.f64() < 0.1 {
+                for c in &mut x[j * nn..(j + 1) * nn] {
+                    if rng.f64() < 0.1 {
+                        *c = 0;
+                    }
+                }
+            } else {
+                // Probability 0: the draws are made (the stream stays the artifact's
+                // order) but cannot change anything.
+                for _ in 0..nn {
+                    rng.next_u64();
                 }
             }
         }
+        // The per-node probabilities, computed once per node: p1 for every job, and
+        // p1 + p2 - p1 p2 for a job already on the node (the same expression as
+        // per job, so the same bits).
+        let p1 = 1.0 / jn as f64;
+        // Each node's load and holders, in one pass over the rows: walking node k
+        // below changes column k only, so the later columns' counts stay true.
+        let mut sc = std::mem::take(&mut self.scratch);
+        let used = Scratch::fill(&mut sc.load, nn, 0);
+        let holding = Scratch::fill(&mut sc.holding, nn, 0);
+        for row in x.chunks_exact(nn) {
+            for ((u, h), &c) in used.iter_mut().zip(holding.iter_mut()).zip(row) {
+                *u += c as u32;
+                *h += u32::from(c > 0);
+            }
+        }
         for k in 0..nn {
-            let used: u32 = (0..jn).map(|j| x[j * nn + k] as u32).sum();
-            let fits = used < self.cap[k] as u32;
-            let holders = (0..jn).filter(|&j| x[j * nn + k] > 0).count();
+            let holders = holding[k] as usize;
+            if used[k] >= self.cap[k] as u32 {
+                // Neither probability applies: one draw per job, none can hit.
+                for _ in 0..jn {
+                    rng.next_u64();
+                }
+                continue;
+            }
+            let p2 = 1.0 / holders.max(1) as f64;
+            let held = p1 + p2 - p1 * p2;
+            let hi = self.cap[k] as u64;
             for j in 0..jn {
-                let p1 = if fits { 1.0 / jn as f64 } else { 0.0 };
-                let p2 = if fits && x[j * nn + k] > 0 {
-                    1.0 / holders.max(1) as f64
-                } else {
-                    0.0
-                };
-                if rng.f64() < p1 + p2 - p1 * p2 {
-                    let lo = x[j * nn + k] as u64;
-                    let hi = self.cap[k] as u64;
+                let c = &mut x[j * nn + k];
+                let p = if *c > 0 { held } else { p1 };
+                if rng.f64() < p {
+                    let lo = *c as u64;
                     if hi >= lo {
-                        x[j * nn + k] = (lo + rng.below(hi - lo + 1)) as u8;
+                        *c = (lo + rng.below(hi - lo + 1)) as u8;
                     }
                 }
             }
         }
+        self.scratch = sc;
     }
 
-    fn repair(&self, x: &mut [u8], rng: &mut Rng, order: &mut Vec<usize>) {
+    fn repair(&mut self, x: &mut [u8], rng: &mut Rng) {
         let (jn, nn) = (self.jobs, self.nodes);
-        // One distributed job per node: later jobs lose their replicas there.
-        let distributed: Vec<bool> = (0..jn)
-            .map(|j| x[j * nn..(j + 1) * nn].iter().filter(|&&c| c > 0).count() > 1)
-            .collect();
-        for k in 0..nn {
-            let mut seen = false;
-            for j in 0..jn {
-                if distributed[j] && x[j * nn + k] > 0 {
-                    if seen {
-                        x[j * nn + k] = 0;
+        // Per job, in order: one distributed job per node (later jobs lose their
+        // replicas there), then at most max_replicas and 16 nodes, trimmed in a random
+        // node order. A job's trimming touches its own row only, so doing both for a
+        // job before the next is what doing each for every job in turn gives.
+        let mut sc = std::mem::take(&mut self.scratch);
+        let (holder, order) = (Scratch::fill(&mut sc.holder, nn, usize::MAX), &mut sc.order);
+        for j in 0..jn {
+            let row = &mut x[j * nn..(j + 1) * nn];
+            if row.iter().filter(|&&c| c > 0).count() > 1 {
+                for (h, c) in holder.iter_mut().zip(row.iter_mut()) {
+                    if *c > 0 {
+                        if *h == usize::MAX {
+                            *h = j;
+                        } else {
+                            *c = 0;
+                        }
                     }
-                    seen = true;
                 }
             }
-        }
-        // At most max_replicas per job and 16 nodes, trimmed in a random node order.
-        for j in 0..jn {
+            let total: u32 = row.iter().map(|&c| c as u32).sum();
+            let on = row.iter().filter(|&&c| c > 0).count();
+            if total <= self.max_replicas[j] && on <= 16 {
+                // Nothing to trim: the order's draws are still made.
+                for i in (1..nn).rev() {
+                    rng.below(i as u64 + 1);
+                }
+                continue;
+            }
             order.clear();
             order.extend(0..nn);
-            rng.shuffle(order);
+            rng.shuffle(order.as_mut_slice());
             let mut left = self.max_replicas[j];
             let mut nodes_left = 16u32;
             for &k in order.iter() {
-                let c = &mut x[j * nn + k];
+                let c = &mut row[k];
                 let keep = (*c as u32).min(left);
                 let keep = if keep > 0 && nodes_left == 0 { 0 } else { keep };
                 if keep > 0 {
@@ -262,8 +321,18 @@ impl Problem {
                 *c = keep as u8;
             }
         }
-        // Node capacity: jobs earlier in order keep theirs.
+        // Node capacity: jobs earlier in order keep theirs. A node within its capacity
+        // keeps everything, so only the others are walked job by job.
+        let load = Scratch::fill(&mut sc.load, nn, 0);
+        for row in x.chunks_exact(nn) {
+            for (l, &c) in load.iter_mut().zip(row) {
+                *l += c as u32;
+            }
+        }
         for k in 0..nn {
+            if load[k] <= self.cap[k] as u32 {
+                continue;
+            }
             let mut left = self.cap[k];
             for j in 0..jn {
                 let c = &mut x[j * nn + k];
@@ -272,6 +341,7 @@ impl Problem {
                 *c = keep;
             }
         }
+        self.scratch = sc;
     }
 }
 
@@ -297,14 +367,23 @@ fn fronts(pop: &[Ind]) -> Vec<Vec<usize>> {
             .then(a.cmp(&b))
     });
     let mut out: Vec<Vec<usize>> = Vec::new();
+    // Per front, its least second objective and the least first objective among the
+    // members that have it: in this order every member's first objective is at most
+    // the point's, so a front dominates the point exactly when one of its members is
+    // below it in the second objective, or level with it there and below it in the
+    // first (a member equal to the point does not dominate it).
+    let mut best: Vec<(f64, f64)> = Vec::new();
     for i in idx {
-        let f = &pop[i].f;
-        let k = out
+        let [f0, f1] = pop[i].f;
+        let k = best
             .iter()
-            .position(|fr| !fr.iter().any(|&m| dominates(&pop[m].f, f)))
+            .position(|&(b1, b0)| !(b1 < f1 || (b1 == f1 && b0 < f0)))
             .unwrap_or(out.len());
         if k == out.len() {
             out.push(Vec::new());
+            best.push((f1, f0));
+        } else if f1 < best[k].0 {
+            best[k] = (f1, f0);
         }
         out[k].push(i);
     }
@@ -318,13 +397,23 @@ fn crowding(pop: &[Ind], front: &[usize]) -> Vec<f64> {
         return vec![f64::INFINITY; n];
     }
     let mut cd = vec![0.0; n];
-    // Duplicated objective vectors count once (the artifact's pymoo drops them).
-    let mut uniq: Vec<usize> = Vec::new();
-    for a in 0..n {
-        if !uniq.iter().any(|&b| pop[front[b]].f == pop[front[a]].f) {
+    // Duplicated objective vectors count once (the artifact's pymoo drops them): the
+    // first of each in front order stands for it, and the rest keep 0.
+    let mut by_f: Vec<usize> = (0..n).collect();
+    by_f.sort_by(|&a, &b| {
+        let (fa, fb) = (&pop[front[a]].f, &pop[front[b]].f);
+        fa[0]
+            .total_cmp(&fb[0])
+            .then(fa[1].total_cmp(&fb[1]))
+            .then(a.cmp(&b))
+    });
+    let mut uniq: Vec<usize> = Vec::with_capacity(n);
+    for (i, &a) in by_f.iter().enumerate() {
+        if i == 0 || pop[front[by_f[i - 1]]].f != pop[front[a]].f {
             uniq.push(a);
         }
     }
+    uniq.sort_unstable();
     for m in 0..2 {
         let mut s = uniq.clone();
         s.sort_by(|&a, &b| pop[front[a]].f[m].total_cmp(&pop[front[b]].f[m]));
@@ -343,8 +432,9 @@ fn crowding(pop: &[Ind], front: &[usize]) -> Vec<f64> {
     cd
 }
 
-/// Keeps the best `n` by rank, then crowding (random among equal crowding).
-fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
+/// Keeps the best `n` by rank, then crowding (random among equal crowding); the
+/// others' candidates go to `dropped`.
+fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng, dropped: &mut Vec<Vec<u8>>) -> Vec<Ind> {
     let fr = fronts(&pop);
     let mut keep: Vec<(usize, usize, f64)> = Vec::with_capacity(n);
     for (rank, front) in fr.iter().enumerate() {
@@ -363,7 +453,8 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
         }
     }
     let mut slots: Vec<Option<Ind>> = pop.into_iter().map(Some).collect();
-    keep.into_iter()
+    let kept = keep
+        .into_iter()
         .filter_map(|(i, rank, crowd)| {
             slots[i].take().map(|mut ind| {
                 ind.rank = rank;
@@ -371,7 +462,9 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng) -> Vec<Ind> {
                 ind
             })
         })
-        .collect()
+        .collect();
+    dropped.extend(slots.into_iter().flatten().map(|ind| ind.x));
+    kept
 }
 
 /// pymoo's one-point crossover over jobs (rows of `nodes` entries): the children swap
@@ -411,11 +504,12 @@ fn tournament(pop: &[Ind], a: usize, b: usize, rng: &mut Rng) -> usize {
 impl Pollux {
     fn search(&mut self, pb: &mut Problem, init: Vec<Vec<u8>>) -> Vec<Ind> {
         let rng = &mut self.rng;
-        let mut order = Vec::new();
         let mut pop: Vec<Ind> = Vec::new();
-        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        // Membership only, so the hasher cannot change a result.
+        let mut seen: std::collections::HashSet<Vec<u8>, foldhash::fast::FixedState> =
+            std::collections::HashSet::default();
         for mut x in init {
-            pb.repair(&mut x, rng, &mut order);
+            pb.repair(&mut x, rng);
             if seen.insert(x.clone()) {
                 let f = pb.evaluate(&x);
                 pop.push(Ind {
@@ -427,7 +521,8 @@ impl Pollux {
             }
         }
         let len = pop.len();
-        pop = survive(pop, len, rng);
+        let mut dropped = Vec::new();
+        pop = survive(pop, len, rng, &mut dropped);
         let jn = pb.jobs;
         for _ in 1..self.gens {
             let mut off: Vec<Ind> = Vec::with_capacity(self.pop);
@@ -449,7 +544,7 @@ impl Pollux {
                     let p2 = tournament(&pop, perm[4 * m + 2], perm[4 * m + 3], rng);
                     for mut c in crossover(&pop[p1].x, &pop[p2].x, jn, rng) {
                         pb.mutate(&mut c, rng);
-                        pb.repair(&mut c, rng, &mut order);
+                        pb.repair(&mut c, rng);
                         if off.len() < self.pop && !seen.contains(&c) {
                             seen.insert(c.clone());
                             let f = pb.evaluate(&c);
@@ -464,9 +559,11 @@ impl Pollux {
                 }
             }
             pop.extend(off);
-            pop = survive(pop, self.pop, rng);
-            seen.clear();
-            seen.extend(pop.iter().map(|i| i.x.clone()));
+            // `seen` held the population and its offspring; it keeps the survivors.
+            pop = survive(pop, self.pop, rng, &mut dropped);
+            for x in dropped.drain(..) {
+                seen.remove(&x);
+            }
         }
         pop.retain(|i| i.rank == 0);
         pop
@@ -590,6 +687,7 @@ impl Policy for Pollux {
             fair,
             models,
             memo: vec![vec![f64::NAN; (nn.min(64) + 1) * stride]; jn],
+            scratch: Scratch::default(),
             stride,
         };
         // Seed with last interval's front, rows moved to the jobs' new positions.
