@@ -46,7 +46,8 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Placement, SECOND, Time};
-use std::collections::{BTreeMap, VecDeque};
+use foldhash::fast::FixedState;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 /// `gandiva`: its spec.
 pub const GANDIVA: PolicySpec = PolicySpec {
     name: "gandiva",
@@ -149,7 +150,9 @@ pub struct Gandiva {
     ready: bool,
     free_nodes: VecDeque<u32>,
     classes: BTreeMap<u32, Vec<u32>>,
-    sets: BTreeMap<u32, NodeSet>,
+    /// Live node-sets by id. Ids are never reused (a job's `run_on` names the set it
+    /// ran on), and nothing walks this map in an order that shows.
+    sets: HashMap<u32, NodeSet, FixedState>,
     next_id: u32,
     arrivals: Vec<JobIdx>,
     waiting: Vec<JobIdx>,
@@ -186,7 +189,7 @@ impl Gandiva {
             ready: false,
             free_nodes: VecDeque::new(),
             classes: BTreeMap::new(),
-            sets: BTreeMap::new(),
+            sets: HashMap::default(),
             next_id: 0,
             arrivals: Vec::new(),
             waiting: Vec::new(),
