@@ -117,8 +117,50 @@ pub struct Muri {
 /// A candidate group: member jobs, all of one GPU count.
 #[derive(Debug, Clone)]
 struct Group {
-    jobs: Vec<JobIdx>,
+    jobs: Members,
     gpus: u32,
+}
+
+/// A group's members, at most [`PACKING`], kept inline: a pass builds a group per
+/// candidate and copies them through every matching round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Members {
+    ids: [JobIdx; PACKING],
+    len: u8,
+}
+
+impl Members {
+    fn one(j: JobIdx) -> Members {
+        let mut ids = [0; PACKING];
+        ids[0] = j;
+        Members { ids, len: 1 }
+    }
+
+    fn push(&mut self, j: JobIdx) {
+        self.ids[self.len as usize] = j;
+        self.len += 1;
+    }
+
+    fn extend(&mut self, more: &[JobIdx]) {
+        for &j in more {
+            self.push(j);
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Members {
+    type Item = &'a JobIdx;
+    type IntoIter = std::slice::Iter<'a, JobIdx>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl std::ops::Deref for Members {
+    type Target = [JobIdx];
+    fn deref(&self) -> &[JobIdx] {
+        &self.ids[..self.len as usize]
+    }
 }
 
 impl Muri {
@@ -404,7 +446,7 @@ impl Muri {
                 jobs[..*chosen]
                     .iter()
                     .map(|&j| Group {
-                        jobs: vec![j],
+                        jobs: Members::one(j),
                         gpus: *g,
                     })
                     .collect(),
@@ -426,11 +468,12 @@ impl Muri {
         } else {
             // The naive ablation: chunks of four in candidate order.
             for (g, groups) in classes.iter_mut() {
-                let singles: Vec<JobIdx> = groups.iter().flat_map(|x| x.jobs.clone()).collect();
+                let singles: Vec<JobIdx> =
+                    groups.iter().flat_map(|x| x.jobs.iter().copied()).collect();
                 let mut out = Vec::new();
                 for chunk in singles.chunks(self.max_group) {
                     let mut head = Group {
-                        jobs: vec![chunk[0]],
+                        jobs: Members::one(chunk[0]),
                         gpus: *g,
                     };
                     for &k in &chunk[1..] {
@@ -439,7 +482,7 @@ impl Muri {
                             *required -= *g as u64;
                         } else {
                             out.push(Group {
-                                jobs: vec![k],
+                                jobs: Members::one(k),
                                 gpus: *g,
                             });
                         }
@@ -478,7 +521,7 @@ impl Muri {
                         entries.push((
                             key[j as usize],
                             Group {
-                                jobs: vec![j],
+                                jobs: Members::one(j),
                                 gpus: grp.gpus,
                             },
                         ));
