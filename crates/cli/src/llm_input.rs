@@ -26,8 +26,9 @@ pub(crate) fn params_for(set: &[String], name: &str, known: &[&str]) -> Result<P
     Ok(Params::from_pairs(mine)?)
 }
 
-/// Requests from a trace spec (a file, `powerlaw:IN-OUT`, `shared-prefix:...`, or the committed sample when
-/// `None`): its name, the requests, and whether they carry arrival times.
+/// Requests from a trace spec (a file, `powerlaw:IN-OUT`, `shared-prefix:...`, or the
+/// committed sample when `None`): its name, the requests, and whether they carry
+/// arrival times.
 pub(crate) fn read_requests(
     spec: Option<&str>,
     n: Option<usize>,

@@ -75,8 +75,9 @@ pub enum EngineKind {
 /// vLLM runs of Llama-2-7B on one H100 at 8 and 20 req/s, whose per-token times differ
 /// by the KV cache the extra 66 running requests read (docs/llm.md).
 pub const E_ATTN_BW_V1: f64 = 0.83;
-/// Fixed cost of one all-reduce under vLLM V1 (its custom all-reduce inside a CUDA
-/// graph): fitted to the measured Llama-2-70B runs on four H100s (docs/llm.md).
+/// Fixed cost of one all-reduce under vLLM V1: what its custom all-reduce takes inside
+/// a CUDA graph on NVLink (10-20 µs), chosen against the measured Llama-2-70B runs on
+/// four H100s, the only rows it touches (docs/llm.md).
 pub const ALLREDUCE_ALPHA_V1_S: f64 = 0.015e-3;
 /// CPU time per iteration vLLM V1 leaves on the critical path (scheduling and
 /// sampling, mostly overlapped by its separate engine process): the measured runs'

@@ -41,7 +41,7 @@ pub struct Options {
     /// Most requests running at once on an instance (vLLM's `--max-num-seqs`; 256
     /// when `None`, vLLM v0's default).
     pub max_seqs: Option<u32>,
-    /// `vllm` or `nanoflow`.
+    /// `vllm`, `vllm-v1` or `nanoflow` ([`engine`]).
     pub engine: String,
     /// CPU time per iteration, ms (`None`: the engine's, [`default_cpu_ms`]).
     pub cpu_ms: Option<f64>,
@@ -241,9 +241,10 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
             "{too_big} requests need more KV cache than an instance holds ({fits} tokens with vLLM's watermark free) and are refused (the summary's 'refused')"
         ));
     }
+    let kind = engine(&o.engine)?;
     // vLLM V1 always chunks prefills, by its max_num_batched_tokens (2,048 unless set).
-    let chunk = match (o.chunk, o.engine.as_str()) {
-        (None, "vllm-v1") => Some(V1_BATCHED_TOKENS),
+    let chunk = match (o.chunk, kind) {
+        (None, EngineKind::VllmV1) => Some(V1_BATCHED_TOKENS),
         (c, _) => c,
     };
     if let Some(c) = chunk {
@@ -269,7 +270,6 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
     replica.swap_blocks =
         (o.swap_gib * (1u64 << 30) as f64 / block_bytes_per_gpu).min(f64::from(u32::MAX)) as u32;
     replica.swap_ns_per_block = (block_bytes_per_gpu / (o.swap_gbps * 1e9) * 1e9).ceil() as u64;
-    let kind = engine(&o.engine)?;
     let cpu_ms = o.cpu_ms.unwrap_or(default_cpu_ms(kind));
     if !(cpu_ms.is_finite() && cpu_ms >= 0.0) {
         return Err(bad("--cpu-ms", "must be a non-negative number"));

@@ -439,6 +439,14 @@ pub fn shared_prefix_requests(shape: SharedPrefix, n: usize) -> Result<Trace, Ll
     let own = u64::from(input / SHARED_PREFIX_BLOCK) - shared;
     let prompts = u64::from(groups) * u64::from(users);
     let blocks = (shared + own) as usize;
+    if n.saturating_mul(blocks) > SHARED_PREFIX_MAX_HASHES {
+        return Err(LlmError::Invalid {
+            what: "trace",
+            message: format!(
+                "shared-prefix: {n} requests of {blocks} blocks each name more than {SHARED_PREFIX_MAX_HASHES} blocks in all: ask for fewer requests (-n) or shorter prompts"
+            ),
+        });
+    }
     let mut hashes = Vec::with_capacity(n.saturating_mul(blocks).min(1 << 24));
     let mut requests = Vec::with_capacity(n.min(1 << 24));
     for i in 0..n as u64 {
@@ -476,6 +484,10 @@ pub fn shared_prefix_requests(shape: SharedPrefix, n: usize) -> Result<Trace, Ll
 /// The longest prompt `shared-prefix` builds: ten million tokens, past any model's
 /// context, so that the block hashes stay in memory.
 const SHARED_PREFIX_MAX_PROMPT: u32 = 10_000_000;
+
+/// The most block hashes `shared-prefix` names in all (a gigabyte of them), which also
+/// keeps every request's first hash within `u32`.
+const SHARED_PREFIX_MAX_HASHES: usize = 1 << 27;
 
 /// vLLM's KV block, the unit its prefix cache hashes.
 const SHARED_PREFIX_BLOCK: u32 = 16;
@@ -577,8 +589,8 @@ fn gamma(rng: &mut Rng, shape: f64) -> f64 {
 }
 
 /// Gives the requests new arrival times: gaps with mean `1 / rate` seconds, exponential
-/// (Poisson arrivals) when `cv` is 1, constant when it is 0, else Gamma with shape `1 / cv²` (Llumnix's
-/// bursty traces). The requests keep their order.
+/// (Poisson arrivals) when `cv` is 1, constant when it is 0, else Gamma with shape
+/// `1 / cv²` (Llumnix's bursty traces). The requests keep their order.
 pub fn set_arrivals(
     requests: &mut [Request],
     rate: f64,
@@ -722,6 +734,9 @@ mod tests {
             let err = shared_prefix_requests(SharedPrefix::parse(bad).unwrap(), 3).unwrap_err();
             assert!(err.to_string().contains("shared-prefix"), "{bad}: {err}");
         }
+        // 2^20 prompts of 256 blocks: 2^28 hashes, refused before any is made.
+        let many = shared_prefix_requests(SharedPrefix::parse("1:1:4000:96:1").unwrap(), 1 << 20);
+        assert!(many.unwrap_err().to_string().contains("-n"));
     }
 
     #[test]
