@@ -40,6 +40,10 @@ pub enum LlmCmd {
     Migration(MigrationArgs),
     /// Where one engine iteration's time goes under the latency model, part by part.
     Iteration(crate::llm_iter::IterArgs),
+    /// DistServe's placement search: the split of a GPU budget into prefill and decode
+    /// pools, each with its own tensor-parallel degree, that serves the most requests
+    /// per second within the SLO.
+    Place(crate::llm_place::PlaceArgs),
     /// List the cluster schedulers and their parameters.
     Policies,
     /// List the built-in models and GPUs, and what an instance of each holds.
@@ -287,9 +291,35 @@ fn record(a: &LlmArgs, requests: usize) -> Result<apiary_report::Record> {
     })
 }
 
+impl LlmArgs {
+    /// The trace spec, the number of requests asked for and the seed.
+    pub(crate) fn workload_spec(&self) -> (Option<&str>, Option<usize>, u64) {
+        (self.trace.as_deref(), self.requests, self.seed)
+    }
+
+    /// The SLO attainment counts against.
+    pub(crate) fn slo(&self) -> Slo {
+        Slo {
+            ttft_s: self.slo_ttft,
+            tpot_s: self.slo_tpot,
+        }
+    }
+
+    /// Whether pools were given by hand (`--disagg`, `--prefill-tp`).
+    pub(crate) fn pools_given(&self) -> bool {
+        self.disagg.is_some() || self.prefill_tp.is_some()
+    }
+
+    /// Whether the summary is wanted as JSON.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+}
+
 /// Runs an `apiary llm` subcommand.
 pub fn run(cmd: LlmCmd) -> Result<()> {
     match cmd {
+        LlmCmd::Place(a) => crate::llm_place::run(&a),
         LlmCmd::Simulate(a) => {
             if a.policy.contains(',') {
                 bail!("simulate runs one policy; use `apiary llm compare` for a list");
@@ -440,7 +470,7 @@ impl Workload {
 
 impl LlmArgs {
     /// The options that shape the run.
-    fn options(&self) -> Result<setup::Options> {
+    pub(crate) fn options(&self) -> Result<setup::Options> {
         let disagg = match &self.disagg {
             None => None,
             Some(t) => {

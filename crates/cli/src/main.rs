@@ -15,6 +15,7 @@ mod llm;
 mod llm_input;
 mod llm_iter;
 mod llm_out;
+mod llm_place;
 mod llm_pool;
 mod llm_seeds;
 mod run;

@@ -183,6 +183,18 @@ fn flags_out_of_range_are_refused() {
         &["llm", "compare", "-q", "--disagg", "1:1"],
         &["--disagg", "llm simulate --disagg"],
     );
+    for (args, want) in [
+        (&["--disagg", "1:1"][..], &["drop --disagg"][..]),
+        (&["--rate", "3"], &["drop --rate"]),
+        (&["--gpus", "1"], &["--gpus", "1"]),
+        (&["--attainment", "0"], &["--attainment"]),
+        (&["--steps", "0"], &["--steps"]),
+        (&["--engine", "warp"], &["--engine", "warp"]),
+    ] {
+        let mut a = vec!["llm", "place", "-q"];
+        a.extend_from_slice(args);
+        refused(&a, want);
+    }
 }
 
 #[test]

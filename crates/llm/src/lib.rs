@@ -23,6 +23,7 @@ pub mod latency;
 pub mod metrics;
 pub mod migration;
 pub mod outputs;
+pub mod placement;
 pub mod policy;
 pub mod pool;
 pub mod prefix;
