@@ -449,7 +449,8 @@ struct Workload {
 
 impl Workload {
     fn load(a: &LlmArgs) -> Result<Workload> {
-        let (name, trace) = read_requests(a.trace.as_deref(), a.requests, a.seed)?;
+        let (spec, n, seed) = a.workload_spec();
+        let (name, trace) = read_requests(spec, n, seed)?;
         let s = setup::prepare(&a.options()?, &name, trace)?;
         if !a.quiet {
             for n in &s.notes {
@@ -587,11 +588,7 @@ fn run_policy(a: &LlmArgs, w: &Workload, name: &str) -> Result<(LlmSummary, LlmO
     };
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
-    let slo = Slo {
-        ttft_s: a.slo_ttft,
-        tpot_s: a.slo_tpot,
-    };
-    let sum = LlmSummary::of(&label, &out, w.clipped, slo);
+    let sum = LlmSummary::of(&label, &out, w.clipped, a.slo());
     if !a.quiet {
         print_timing(&label, out.events, wall, &sum);
     }
