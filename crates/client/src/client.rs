@@ -75,6 +75,43 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// Resolves a URL whose host is an IP address without a lookup, and any other through
+/// ureq's resolver. Under a timeout that resolver looks names up on a thread of its
+/// own, and it does so for every call, even `127.0.0.1`: a thread started and joined
+/// per request, which was most of a loaded client's system time.
+#[derive(Debug, Default)]
+struct LiteralFirst(ureq::unversioned::resolver::DefaultResolver);
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or_default();
+        // `[::1]` is written bracketed in a URL.
+        let ip = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+            .parse::<std::net::IpAddr>();
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("http") => Some(80),
+            Some("https") => Some(443),
+            _ => None,
+        });
+        match (ip, port) {
+            (Ok(ip), Some(port)) => {
+                let mut v = self.empty();
+                v.push(std::net::SocketAddr::new(ip, port));
+                Ok(v)
+            }
+            _ => self.0.resolve(uri, config, timeout),
+        }
+    }
+}
+
 /// Whether a refusal came from a server that follows another (the leader serves).
 fn from_follower(e: &ClientError) -> bool {
     matches!(e, ClientError::Refused { status: 503, message, .. } if message.contains("is not the leader"))
@@ -99,7 +136,11 @@ impl Client {
         Client {
             bases,
             current: std::sync::atomic::AtomicUsize::new(0),
-            agent: ureq::Agent::new_with_config(cfg),
+            agent: ureq::Agent::with_parts(
+                cfg,
+                ureq::unversioned::transport::DefaultConnector::default(),
+                LiteralFirst::default(),
+            ),
             token: None,
         }
     }
@@ -306,4 +347,40 @@ pub fn connect(server: Option<&str>, token: Option<&str>) -> Result<Client, Clie
         .unwrap_or_else(|| "http://127.0.0.1:8800".into());
     let token = token.map(str::to_string).or(file.token);
     Ok(Client::new(&server, Duration::from_secs(30)).with_token(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ureq::unversioned::resolver::Resolver;
+
+    fn resolve(url: &str) -> Vec<std::net::SocketAddr> {
+        let timeout = ureq::unversioned::transport::NextTimeout {
+            after: Duration::from_secs(5).into(),
+            reason: ureq::Timeout::Global,
+            per_read: None,
+            per_write: None,
+        };
+        let uri: ureq::http::Uri = url.parse().expect("uri");
+        LiteralFirst::default()
+            .resolve(&uri, &ureq::config::Config::default(), timeout)
+            .expect("resolves")
+            .to_vec()
+    }
+
+    #[test]
+    fn ip_hosts_resolve_to_themselves_and_names_through_ureq() {
+        assert_eq!(
+            resolve("http://127.0.0.1:8800/v1/jobs"),
+            ["127.0.0.1:8800".parse().unwrap()]
+        );
+        assert_eq!(resolve("http://[::1]/"), ["[::1]:80".parse().unwrap()]);
+        assert_eq!(
+            resolve("https://10.0.0.7"),
+            ["10.0.0.7:443".parse().unwrap()]
+        );
+        // A name is looked up; `localhost` is a loopback address on any host.
+        let local = resolve("http://localhost:9/");
+        assert!(!local.is_empty() && local.iter().all(|a| a.ip().is_loopback() && a.port() == 9));
+    }
 }
