@@ -151,8 +151,11 @@ impl Sim<'_> {
     /// room for the next.
     fn place_handoffs(&mut self) {
         while let Some(&r) = self.handoffs.front() {
-            let tokens = self.reqs[r as usize].stored;
-            let blocks = self.c.decode_replica.blocks(tokens);
+            let stored = self.reqs[r as usize].stored;
+            let blocks = self.c.decode_replica.blocks(stored);
+            // Under a sliding window only the blocks the decode instance keeps are
+            // sent: the window's and one more.
+            let tokens = stored.min(blocks.saturating_mul(self.c.decode_replica.block_size));
             // The most free blocks, ties to the lower index: every decode instance
             // keeps the same watermark, so if that one cannot take it none can.
             let dst = (0..self.c.decode)

@@ -51,6 +51,18 @@ pub struct Service {
     pub chunk: Option<u32>,
 }
 
+impl Service {
+    /// An instance of this service with `blocks` of KV cache: vLLM's defaults, its
+    /// chunk budget, and its model's sliding window.
+    fn replica(&self, blocks: u32) -> ReplicaConfig {
+        ReplicaConfig {
+            chunk: self.chunk,
+            window: self.model.sliding_window,
+            ..ReplicaConfig::vllm(blocks, self.max_len)
+        }
+    }
+}
+
 /// The GPUs.
 #[derive(Clone, Debug)]
 pub struct Pool {
@@ -472,8 +484,7 @@ fn build_groups(
             let blocks = (kv_bytes * share / block_bytes)
                 .floor()
                 .min(f64::from(u32::MAX)) as u32;
-            let mut cfg = ReplicaConfig::vllm(blocks, svc.max_len);
-            cfg.chunk = svc.chunk;
+            let cfg = svc.replica(blocks);
             hosts[s as usize].push((g as u32, subs.len()));
             subs.push(Sub {
                 service: s,
@@ -813,8 +824,7 @@ impl Sim<'_> {
             let holds = set.iter().all(|&s| {
                 let svc = &services[s as usize];
                 let blocks = (kv / (svc.model.kv_bytes_per_token * 16.0)).max(0.0) as u32;
-                let c = ReplicaConfig::vllm(blocks, svc.max_len);
-                u64::from(blocks - c.watermark) * 16 >= longest[s as usize]
+                svc.replica(blocks).fits_tokens() >= longest[s as usize]
             });
             if holds { kv / usable } else { -1.0 }
         };
@@ -869,8 +879,7 @@ impl Sim<'_> {
                 let block_bytes = svc.model.kv_bytes_per_token * 16.0;
                 let kv = kv_bytes_beside(self.services, self.usable, set);
                 let blocks = (kv / block_bytes).floor().clamp(0.0, f64::from(u32::MAX)) as u32;
-                let mut cfg = ReplicaConfig::vllm(blocks, svc.max_len);
-                cfg.chunk = svc.chunk;
+                let cfg = svc.replica(blocks);
                 grp.subs.push(Sub {
                     service: s,
                     inst: Instance::new(cfg),

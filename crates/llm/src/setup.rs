@@ -223,11 +223,11 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
     let mut replica = ReplicaConfig::vllm(blocks, max_len);
     replica.window = model.sliding_window;
     if let Some(w) = replica.window
-        && (o.prefix_cache || o.disagg.is_some())
+        && o.prefix_cache
     {
         // vLLM v0 refuses prefix caching with a sliding window too.
         notes.push(format!(
-            "{}'s {w}-token sliding window is not modelled with prefix caching or disaggregated pools: it runs with full attention",
+            "{}'s {w}-token sliding window is not modelled with prefix caching: it runs with full attention",
             model.name
         ));
         replica.window = None;
@@ -410,6 +410,9 @@ fn disaggregated(
         chunk: None,
         swap_blocks: 0,
         prefill_only: true,
+        // A prompt past the window keeps the window's blocks, as in a colocated
+        // instance.
+        window: decode.window,
         ..ReplicaConfig::vllm(blocks, decode.max_batched_tokens)
     };
     Ok(DisaggCluster {

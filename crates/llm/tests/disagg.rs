@@ -1,6 +1,6 @@
 //! Disaggregated prefill and decode: one request worked by hand against the colocated
-//! engine, decode iterations no prompt can stall, and, on random workloads with small
-//! caches, every request finishing with the blocks balanced (the simulation audits
+//! engine, decode iterations no prompt can stall, a sliding window's KV sent and held,
+//! and, on random workloads with small caches and windows, every request finishing with the blocks balanced (the simulation audits
 //! them after every event in debug builds) and the same run giving the same records.
 
 use apiary_core::Params;
@@ -106,6 +106,25 @@ fn a_long_prompt_never_stalls_the_decode_pool() {
     assert_eq!(decoding(&d), decoding(&d_alone));
 }
 
+#[test]
+fn under_a_sliding_window_only_the_window_is_sent_and_held() {
+    // A 64-token window keeps a request to 5 blocks (the window's 4 and one more) on
+    // both pools, so a 1,000-token prompt sends 80 tokens' KV, not 1,000, and runs
+    // where the decode pool's 20 blocks could never hold its 63.
+    let reqs = [req(0, 1000, 10)];
+    let mut c = pools(1, 1, 2000, 25.0);
+    c.decode_replica.total_blocks = 20;
+    c.decode_replica.watermark = 0;
+    let full = disagg::simulate(&c, &reqs, &[false], &mut |_, _| {}).unwrap();
+    assert_eq!(full.requests[0].phase, Phase::Refused);
+    c.prefill_replica.window = Some(64);
+    c.decode_replica.window = Some(64);
+    let w = disagg::simulate(&c, &reqs, &[false], &mut |_, _| {}).unwrap();
+    assert_eq!(w.requests[0].phase, Phase::Done);
+    let transfer_us = (80.0 * 524_288.0 / 25e9 * 1e6f64).ceil();
+    assert_eq!((w.kv_transfers, w.kv_transfer_secs), (1, transfer_us / 1e6));
+}
+
 fn requests() -> impl Strategy<Value = Vec<Request>> {
     prop::collection::vec((0u64..400, 1u32..1500, 1u32..300), 1..80).prop_map(|v| {
         let mut t = 0;
@@ -128,10 +147,13 @@ proptest! {
         d in 1u32..4,
         blocks in 60u32..300,
         decode_blocks in 60u32..300,
+        window in prop::option::of(16u32..600),
     ) {
         let mut c = pools(p, d, blocks, 25.0);
         c.decode_replica.total_blocks = decode_blocks;
         c.decode_replica.watermark = decode_blocks / 100;
+        c.prefill_replica.window = window;
+        c.decode_replica.window = window;
         let o = disagg::simulate(&c, &reqs, &vec![false; reqs.len()], &mut |_, _| {}).unwrap();
         for (q, r) in o.requests.iter().zip(&reqs) {
             let fits = u64::from(r.input) + u64::from(r.output)

@@ -246,6 +246,34 @@ fn a_unified_cache_runs_what_a_fixed_split_refuses() {
 }
 
 #[test]
+fn a_sliding_window_model_holds_only_its_window_in_a_pool() {
+    // Mistral-7B-v0.1 (a 4,096-token window) with about 1 GB of KV, some 8,000 tokens:
+    // a 12,000-token prompt fits only because a request keeps the window's blocks.
+    let plan = MemoryPlan::default();
+    let m = model("mistral-7b-v0.1").unwrap();
+    let gb = (m.weight_bytes + 1.0e9 + plan.activation_reserve) / plan.utilisation / 1e9;
+    let g = small_a100(gb);
+    let windowed = service("chat", "mistral-7b-v0.1", &g);
+    assert_eq!(windowed.model.sliding_window, Some(4096));
+    let mut full = windowed.clone();
+    full.model.sliding_window = None;
+    let reqs = [Request {
+        arrival: 0,
+        input: 12_000,
+        output: 100,
+        priority: 0,
+        prefix: (0, 0),
+    }];
+    let pool_ = groups_of_one(1, g);
+    let phase = |s: &Service| {
+        let o = run(&pool_, std::slice::from_ref(s), &reqs, &[0], "seallm", &[]).unwrap();
+        o.outcome.requests[0].phase
+    };
+    assert_eq!(phase(&full), Phase::Refused);
+    assert_eq!(phase(&windowed), Phase::Done);
+}
+
+#[test]
 fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
     let g = gpu("a100").unwrap();
     let services = [
