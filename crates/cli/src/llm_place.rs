@@ -24,6 +24,12 @@ pub struct PlaceArgs {
     /// Bisection steps on the rate per split.
     #[arg(long, default_value_t = 10)]
     steps: u32,
+    /// GPUs per node, a divisor of --gpus: instances stay within a node, and each
+    /// node may hold a prefill and decode split of its own, its KV on the GPU's
+    /// scale-up link (DistServe's low node-affinity placement) beside pools across the
+    /// nodes, their KV over --kv-gbps.
+    #[arg(long)]
+    node_gpus: Option<u32>,
     /// Splits to print.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -49,6 +55,7 @@ pub fn run(a: &PlaceArgs) -> Result<()> {
         attainment: a.attainment,
         max_rate: a.max_rate,
         steps: a.steps,
+        node_gpus: a.node_gpus,
     };
     let t0 = std::time::Instant::now();
     let found = placement::search(&base, &trace, &s)?;
@@ -59,6 +66,7 @@ pub fn run(a: &PlaceArgs) -> Result<()> {
                 serde_json::json!({
                     "prefill": c.prefill, "prefill_tp": c.prefill_tp,
                     "decode": c.decode, "decode_tp": c.decode_tp,
+                    "copies": c.copies, "kv": if c.copies > 1 { "node" } else { "network" },
                     "goodput": c.goodput, "goodput_per_gpu": c.per_gpu(),
                 })
             })
@@ -77,19 +85,46 @@ pub fn run(a: &PlaceArgs) -> Result<()> {
         s.slo.tpot_s,
         t0.elapsed().as_secs_f64()
     );
-    println!(
-        "{:>4}  {:>9}  {:>9}  {:>9}  {:>11}",
-        "rank", "prefill", "decode", "req/s", "req/s/GPU"
-    );
-    for (i, c) in found.iter().take(a.top).enumerate() {
+    let nodes = a.node_gpus.is_some();
+    if nodes {
         println!(
-            "{:>4}  {:>9}  {:>9}  {:>9.2}  {:>11.3}",
-            i + 1,
+            "{:>4}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}",
+            "rank", "prefill", "decode", "KV over", "req/s", "req/s/GPU"
+        );
+    } else {
+        println!(
+            "{:>4}  {:>9}  {:>9}  {:>9}  {:>11}",
+            "rank", "prefill", "decode", "req/s", "req/s/GPU"
+        );
+    }
+    for (i, c) in found.iter().take(a.top).enumerate() {
+        let (p, d) = (
             format!("{}xTP{}", c.prefill, c.prefill_tp),
             format!("{}xTP{}", c.decode, c.decode_tp),
-            c.goodput,
-            c.per_gpu()
         );
+        if nodes {
+            let over = if c.copies > 1 {
+                format!("node x{}", c.copies)
+            } else {
+                "network".into()
+            };
+            println!(
+                "{:>4}  {p:>9}  {d:>9}  {over:>9}  {:>9.2}  {:>11.3}",
+                i + 1,
+                c.goodput,
+                c.per_gpu()
+            );
+        } else {
+            println!(
+                "{:>4}  {p:>9}  {d:>9}  {:>9.2}  {:>11.3}",
+                i + 1,
+                c.goodput,
+                c.per_gpu()
+            );
+        }
+    }
+    if found.iter().any(|c| c.copies > 1) {
+        println!("(node xN: the split is each node's, repeated on N nodes, req/s over all)");
     }
     Ok(())
 }

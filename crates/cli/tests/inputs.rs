@@ -190,6 +190,7 @@ fn flags_out_of_range_are_refused() {
         (&["--attainment", "0"], &["--attainment"]),
         (&["--steps", "0"], &["--steps"]),
         (&["--engine", "warp"], &["--engine", "warp"]),
+        (&["--node-gpus", "3"], &["--node-gpus", "divisor"]),
     ] {
         let mut a = vec!["llm", "place", "-q"];
         a.extend_from_slice(args);

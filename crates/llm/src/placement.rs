@@ -24,6 +24,9 @@ pub struct Search {
     pub max_rate: f64,
     /// Bisection steps per candidate.
     pub steps: u32,
+    /// GPUs per node, when the budget is whole nodes: instances then stay within a
+    /// node, and node-local splits are searched too (see [`search`]).
+    pub node_gpus: Option<u32>,
 }
 
 /// One split of the GPUs and its goodput.
@@ -37,15 +40,24 @@ pub struct Candidate {
     pub decode: u32,
     /// GPUs per decode instance.
     pub decode_tp: u32,
-    /// The highest rate found whose attainment meets the target, requests/s (0 when
-    /// even the lowest rate tried misses it).
+    /// Copies of the split: 1 for pools across the whole budget, whose KV crosses
+    /// the network (`--kv-gbps`); the node count for a split of one node repeated on
+    /// each, whose KV stays on the node's scale-up link.
+    pub copies: u32,
+    /// The highest rate found whose attainment meets the target, requests/s, over all
+    /// copies (0 when even the lowest rate tried misses it).
     pub goodput: f64,
 }
 
 impl Candidate {
+    /// GPUs of one copy.
+    pub fn copy_gpus(&self) -> u32 {
+        self.prefill * self.prefill_tp + self.decode * self.decode_tp
+    }
+
     /// Goodput per GPU, requests/s.
     pub fn per_gpu(&self) -> f64 {
-        self.goodput / f64::from(self.prefill * self.prefill_tp + self.decode * self.decode_tp)
+        self.goodput / f64::from(self.copy_gpus() * self.copies)
     }
 }
 
@@ -57,6 +69,14 @@ const TPS: [u32; 4] = [1, 2, 4, 8];
 /// by fewer prefill GPUs, then in search order). `base` sets everything else a run
 /// takes; its rate, instances and pools are the search's. Splits whose instances do not
 /// hold the model are left out; if none does, the first refusal is the error.
+///
+/// With `node_gpus`, DistServe's two placements. Its high node-affinity one: pools
+/// across the nodes, no instance wider than a node, and every KV transfer over the
+/// network (`base.kv_gbps`; some pairs may share a node, so this is the slower
+/// bound). Its low node-affinity one: each node holds prefill and decode instances
+/// of its own and sends KV over its scale-up link (the GPU's `link_bw`); requests are
+/// spread evenly over the nodes, so one node is run at its share of the rate and the
+/// goodput is the node's times the node count. On one node only the second applies.
 pub fn search(base: &Options, trace: &Trace, s: &Search) -> Result<Vec<Candidate>, LlmError> {
     if !(s.attainment > 0.0 && s.attainment <= 1.0) {
         return Err(LlmError::Invalid {
@@ -80,36 +100,63 @@ pub fn search(base: &Options, trace: &Trace, s: &Search) -> Result<Vec<Candidate
         });
     }
     let model = hardware::model(&base.model)?;
+    let widest = match s.node_gpus {
+        None => s.gpus,
+        Some(g) if g >= 1 && s.gpus.is_multiple_of(g) => g,
+        Some(g) => {
+            return Err(LlmError::Invalid {
+                what: "--node-gpus",
+                message: format!("{g}: expected a divisor of --gpus {}", s.gpus),
+            });
+        }
+    };
     let tps: Vec<u32> = TPS
         .into_iter()
-        .filter(|&t| t <= s.gpus && hardware::check_tp(&model, t).is_ok())
+        .filter(|&t| t <= widest && hardware::check_tp(&model, t).is_ok())
         .collect();
+    // (GPUs split, copies, KV link GB/s per GPU).
+    let mut layouts = Vec::new();
+    if s.node_gpus.is_none_or(|g| g < s.gpus) {
+        layouts.push((s.gpus, 1, base.kv_gbps));
+    }
+    if let Some(g) = s.node_gpus {
+        let link = hardware::gpu(&base.gpu)?.link_bw / 1e9;
+        layouts.push((g, s.gpus / g, link));
+    }
     let mut out = Vec::new();
     let mut refusal = None;
-    for &ptp in &tps {
-        for &dtp in &tps {
-            for p in 1..s.gpus / ptp {
-                let left = s.gpus - p * ptp;
-                if left == 0 || !left.is_multiple_of(dtp) {
-                    continue;
-                }
-                let d = left / dtp;
-                let o = Options {
-                    disagg: Some((p, d)),
-                    prefill_tp: Some(ptp),
-                    tp: dtp,
-                    ..base.clone()
-                };
-                match goodput(&o, trace, s) {
-                    Ok(g) => out.push(Candidate {
-                        prefill: p,
-                        prefill_tp: ptp,
-                        decode: d,
-                        decode_tp: dtp,
-                        goodput: g,
-                    }),
-                    Err(e) => {
-                        refusal.get_or_insert(e);
+    for (gpus, copies, kv_gbps) in layouts {
+        let one = Search {
+            max_rate: s.max_rate / f64::from(copies),
+            ..*s
+        };
+        for &ptp in &tps {
+            for &dtp in &tps {
+                for p in 1..gpus / ptp {
+                    let left = gpus - p * ptp;
+                    if left == 0 || !left.is_multiple_of(dtp) {
+                        continue;
+                    }
+                    let d = left / dtp;
+                    let o = Options {
+                        disagg: Some((p, d)),
+                        prefill_tp: Some(ptp),
+                        tp: dtp,
+                        kv_gbps,
+                        ..base.clone()
+                    };
+                    match goodput(&o, trace, &one) {
+                        Ok(g) => out.push(Candidate {
+                            prefill: p,
+                            prefill_tp: ptp,
+                            decode: d,
+                            decode_tp: dtp,
+                            copies,
+                            goodput: g * f64::from(copies),
+                        }),
+                        Err(e) => {
+                            refusal.get_or_insert(e);
+                        }
                     }
                 }
             }
@@ -125,7 +172,7 @@ pub fn search(base: &Options, trace: &Trace, s: &Search) -> Result<Vec<Candidate
     out.sort_by(|a, b| {
         b.goodput
             .total_cmp(&a.goodput)
-            .then((a.prefill * a.prefill_tp).cmp(&(b.prefill * b.prefill_tp)))
+            .then((a.prefill * a.prefill_tp * a.copies).cmp(&(b.prefill * b.prefill_tp * b.copies)))
     });
     Ok(out)
 }
