@@ -628,9 +628,10 @@ fn print_details(s: &LlmSummary) {
     );
     if s.kv_transfers > 0 {
         println!(
-            "KV caches sent from prefill to decode instances {} times, {:.1} ms each on average",
+            "KV caches sent from prefill to decode instances {} times, {:.1} ms each on average after {:.1} ms waiting for a link",
             s.kv_transfers,
-            s.kv_transfer_mean_s * 1e3
+            s.kv_transfer_mean_s * 1e3,
+            s.kv_wait_mean_s * 1e3
         );
     }
     if s.swaps.outs > 0 {

@@ -10,10 +10,12 @@
 //! sent. Requests wait for a decode instance in the order their prefills ended; the
 //! one with the most free blocks that keeps its watermark free takes the next, and the
 //! copy takes `tokens x KV bytes per token / (link x GPUs)` (each GPU sends its shard).
-//! The prefill instance frees the blocks when the copy ends, and the decode instance
-//! decodes the request from its next iteration. A new request goes to the prefill
-//! instance with the fewest blocks queued and held, as DistServe's controller sends it
-//! to the shortest queue.
+//! An instance's link carries one copy at a time: a copy starts when both its prefill
+//! instance's link and its decode instance's are free, in the order the copies were
+//! placed. The prefill instance frees the blocks when the copy ends, and the decode
+//! instance decodes the request from its next iteration. A new request goes to the
+//! prefill instance with the fewest blocks queued and held, as DistServe's controller
+//! sends it to the shortest queue.
 
 use crate::LlmError;
 use crate::engine::LlmOutcome;
@@ -59,6 +61,9 @@ struct Sim<'a> {
     decode: Vec<Instance>,
     /// Prefilled requests waiting for a decode instance, in the order they were done.
     handoffs: VecDeque<u32>,
+    /// When each prefill instance's link, and each decode instance's, is next free.
+    send_free: Vec<Micros>,
+    take_free: Vec<Micros>,
     /// The first arrival.
     first: Micros,
     queue: EventQueue<Ev>,
@@ -100,6 +105,8 @@ pub fn simulate(
             .map(|_| Instance::new(c.decode_replica))
             .collect(),
         handoffs: VecDeque::new(),
+        send_free: vec![0; c.prefill as usize],
+        take_free: vec![0; c.decode as usize],
         first: requests.first().map_or(0, |r| r.arrival),
         queue: EventQueue::new(),
         out: StepOut::default(),
@@ -168,9 +175,16 @@ impl Sim<'_> {
             let src = self.reqs[r as usize].inst;
             let secs = f64::from(tokens) * self.c.transfer_secs_per_token;
             let us = ((secs * 1e6).ceil() as Micros).max(1);
+            let start = self
+                .now
+                .max(self.send_free[src as usize])
+                .max(self.take_free[dst as usize]);
+            self.send_free[src as usize] = start + us;
+            self.take_free[dst as usize] = start + us;
             self.outcome.kv_transfers += 1;
             self.outcome.kv_transfer_secs += us as f64 / 1e6;
-            self.queue.push(self.now + us, Ev::Sent { r, src, dst });
+            self.outcome.kv_wait_secs += (start - self.now) as f64 / 1e6;
+            self.queue.push(start + us, Ev::Sent { r, src, dst });
         }
     }
 

@@ -168,6 +168,8 @@ pub struct LlmOutcome {
     pub kv_transfers: u64,
     /// The seconds.
     pub kv_transfer_secs: f64,
+    /// Seconds the copies waited for a link busy with an earlier copy, summed.
+    pub kv_wait_secs: f64,
     /// Events handled.
     pub events: u64,
     /// First arrival to last completion, µs.

@@ -194,6 +194,8 @@ pub struct LlmSummary {
     pub kv_transfers: u64,
     /// Their mean copy time, seconds.
     pub kv_transfer_mean_s: f64,
+    /// Their mean wait for a free link before the copy, seconds.
+    pub kv_wait_mean_s: f64,
     /// Migrations completed.
     pub migrations: u64,
     /// Migrations abandoned.
@@ -282,6 +284,7 @@ impl LlmSummary {
             swaps: o.swaps,
             kv_transfers: o.kv_transfers,
             kv_transfer_mean_s: o.kv_transfer_secs / o.kv_transfers.max(1) as f64,
+            kv_wait_mean_s: o.kv_wait_secs / o.kv_transfers.max(1) as f64,
             migrations: o.migrations,
             aborted_migrations: o.aborted_migrations,
             aborts: (crate::engine::AbortReason::ALL.iter())
@@ -370,6 +373,7 @@ impl LlmSummary {
         if self.kv_transfers > 0 {
             put("kv_transfers", self.kv_transfers.into());
             put("kv_transfer_mean_s", self.kv_transfer_mean_s.into());
+            put("kv_wait_mean_s", self.kv_wait_mean_s.into());
         }
         put("migrations", self.migrations.into());
         put("aborted_migrations", self.aborted_migrations.into());

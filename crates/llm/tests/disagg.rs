@@ -1,5 +1,6 @@
 //! Disaggregated prefill and decode: one request worked by hand against the colocated
-//! engine, decode iterations no prompt can stall, a sliding window's KV sent and held,
+//! engine, decode iterations no prompt can stall, one copy at a time on a link, a
+//! sliding window's KV sent and held,
 //! and, on random workloads with small caches and windows, every request finishing with the blocks balanced (the simulation audits
 //! them after every event in debug builds) and the same run giving the same records.
 
@@ -80,6 +81,31 @@ fn one_request_pays_its_kv_transfer_between_its_first_and_second_tokens() {
     assert_eq!(transfer_us, 20_972);
     assert_eq!(qd.done - qc.done, transfer_us);
     assert_eq!((d.kv_transfers, qd.inst), (1, 1));
+}
+
+#[test]
+fn a_link_carries_one_copy_at_a_time() {
+    // Two prompts arriving while a long one runs are prefilled together on the one
+    // prefill instance: its link sends the second cache after the first, though two
+    // decode instances could take them at once. (The long prompt's one token comes
+    // with its prefill, so it sends nothing.)
+    let transfer_us = (1000.0 * 524_288.0 / 25e9 * 1e6f64).ceil();
+    let reqs = [req(0, 2000, 1), req(1, 1000, 10), req(1, 1000, 10)];
+    let one =
+        disagg::simulate(&pools(1, 2, 2000, 25.0), &reqs, &[false; 3], &mut |_, _| {}).unwrap();
+    let (a, b) = (&one.requests[1], &one.requests[2]);
+    assert_eq!(a.first, b.first);
+    assert_ne!(a.inst, b.inst);
+    assert_eq!((one.kv_transfers, one.kv_wait_secs), (2, transfer_us / 1e6));
+    assert_eq!(b.done - a.done, transfer_us as u64);
+    // On two prefill instances each prompt runs and is sent on its own, and neither
+    // waits.
+    let reqs = [req(0, 1000, 10), req(0, 1000, 10)];
+    let two =
+        disagg::simulate(&pools(2, 2, 2000, 25.0), &reqs, &[false; 2], &mut |_, _| {}).unwrap();
+    assert_ne!(two.requests[0].inst, two.requests[1].inst);
+    assert_eq!(two.kv_wait_secs, 0.0);
+    assert_eq!(two.requests[0].done, two.requests[1].done);
 }
 
 #[test]
