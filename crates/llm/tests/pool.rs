@@ -55,6 +55,17 @@ fn groups_of_one(groups: u32, gpu: GpuSpec) -> Pool {
     }
 }
 
+/// One request of `input` and `output` tokens arriving at the start.
+fn at_zero(input: u32, output: u32) -> Request {
+    Request {
+        arrival: 0,
+        input,
+        output,
+        priority: 0,
+        prefix: (0, 0),
+    }
+}
+
 /// An A100 with `gb` of memory, so that KV runs short.
 fn small_a100(gb: f64) -> GpuSpec {
     let mut g = gpu("a100").unwrap();
@@ -207,22 +218,7 @@ fn a_unified_cache_runs_what_a_fixed_split_refuses() {
     let pool_ = groups_of_one(1, g);
     // A fixed split by load leaves the 13B service under 1,700 tokens of the ~2,560 the
     // cache holds in its units; its request needs 1,800.
-    let reqs = [
-        Request {
-            arrival: 0,
-            input: 1500,
-            output: 300,
-            priority: 0,
-            prefix: (0, 0),
-        },
-        Request {
-            arrival: 0,
-            input: 1500,
-            output: 300,
-            priority: 0,
-            prefix: (0, 0),
-        },
-    ];
+    let reqs = [at_zero(1500, 300), at_zero(1500, 300)];
     let of = [1u16, 0];
     let split = run(
         &pool_,
@@ -257,13 +253,7 @@ fn a_sliding_window_model_holds_only_its_window_in_a_pool() {
     assert_eq!(windowed.model.sliding_window, Some(4096));
     let mut full = windowed.clone();
     full.model.sliding_window = None;
-    let reqs = [Request {
-        arrival: 0,
-        input: 12_000,
-        output: 100,
-        priority: 0,
-        prefix: (0, 0),
-    }];
+    let reqs = [at_zero(12_000, 100)];
     let pool_ = groups_of_one(1, g);
     let phase = |s: &Service| {
         let o = run(&pool_, std::slice::from_ref(s), &reqs, &[0], "seallm", &[]).unwrap();
@@ -281,13 +271,7 @@ fn a_pool_with_fewer_groups_than_services_is_a_clear_error() {
         service("b", "llama-2-7b", &g),
     ];
     let pool_ = groups_of_one(1, g);
-    let reqs = [Request {
-        arrival: 0,
-        input: 10,
-        output: 10,
-        priority: 0,
-        prefix: (0, 0),
-    }];
+    let reqs = [at_zero(10, 10)];
     let e = run(&pool_, &services, &reqs, &[1], "dedicated", &[])
         .unwrap_err()
         .to_string();
