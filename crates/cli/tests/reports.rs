@@ -616,6 +616,44 @@ fn a_compare_under_failures_reports_goodput_and_draws_its_failures() {
 }
 
 #[test]
+fn a_disaggregated_run_reuses_prompts_on_its_prefill_pool() {
+    // inference-perf's fixed prompts, sent again and again: with --prefix-cache the
+    // prefill pool serves most prompt tokens from its caches, and every KV is sent.
+    let json = |cache: bool| -> serde_json::Value {
+        let mut a = vec![
+            "llm",
+            "simulate",
+            "-q",
+            "--json",
+            "-t",
+            "shared-prefix:2:2:64:448:16",
+            "-n",
+            "200",
+            "--rate",
+            "4",
+            "--disagg",
+            "2:2",
+        ];
+        if cache {
+            a.push("--prefix-cache");
+        }
+        let o = apiary(&a);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        if v.is_array() { v[0].clone() } else { v }
+    };
+    let (cold, warm) = (json(false), json(true));
+    assert_eq!(warm["requests"], 200);
+    assert_eq!(warm["kv_transfers"], cold["kv_transfers"]);
+    let hit = warm["prefix_hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.9, "{warm}");
+    assert!(
+        warm["ttft_mean_s"].as_f64() < cold["ttft_mean_s"].as_f64(),
+        "{warm} {cold}"
+    );
+}
+
+#[test]
 fn llm_compare_writes_a_report_like_the_training_ones() {
     let dir = scratch("llm-compare");
     let d = dir.to_str().unwrap();

@@ -15,7 +15,10 @@
 //! placed. The prefill instance frees the blocks when the copy ends, and the decode
 //! instance decodes the request from its next iteration. A new request goes to the
 //! prefill instance with the fewest blocks queued and held, as DistServe's controller
-//! sends it to the shortest queue.
+//! sends it to the shortest queue. With `--prefix-cache` each prefill instance keeps a
+//! cache of the prompt blocks it computed, and a request goes first to the one with
+//! the fewest prompt tokens to prefill before its first token, its cached blocks
+//! counted (Mooncake's Conductor).
 
 use crate::LlmError;
 use crate::engine::LlmOutcome;
@@ -43,6 +46,9 @@ pub struct DisaggCluster {
     pub decode_model: IterModel,
     /// Seconds to send one token's KV cache from a prefill to a decode instance.
     pub transfer_secs_per_token: f64,
+    /// The trace's prompt blocks, when each prefill instance keeps a prefix cache of
+    /// them (`--prefix-cache`; decode instances take whole caches and keep none).
+    pub prefix_cache: Option<std::sync::Arc<crate::workload::Prefixes>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -100,7 +106,12 @@ pub fn simulate(
     let mut sim = Sim {
         c,
         reqs: requests.iter().map(|&r| Req::new(r)).collect(),
-        prefill: (0..c.prefill).map(|_| Instance::new(prefill_cfg)).collect(),
+        prefill: (0..c.prefill)
+            .map(|_| match &c.prefix_cache {
+                Some(t) => Instance::with_prefix_cache(prefill_cfg, std::sync::Arc::clone(t)),
+                None => Instance::new(prefill_cfg),
+            })
+            .collect(),
         decode: (0..c.decode)
             .map(|_| Instance::new(c.decode_replica))
             .collect(),
@@ -210,6 +221,12 @@ impl Sim<'_> {
             o.bytes += inst.work.bytes;
             o.iterations += inst.iterations;
             o.swaps.add(&inst.swaps);
+            if let Some(c) = inst.prefix_cache() {
+                let p = o.prefix.get_or_insert_with(Default::default);
+                p.prompt_tokens += c.prompt_tokens;
+                p.hit_tokens += c.hit_tokens;
+                p.evictions += c.evictions;
+            }
         }
         let shares = |insts: &[Instance], m: &IterModel| -> (f64, f64) {
             insts
@@ -246,11 +263,20 @@ impl Serving for Sim<'_> {
         self.outcome.events += 1;
     }
     fn arrive(&mut self, r: usize) {
-        // The fewest blocks queued and held, ties to the lower index.
+        // The fewest blocks queued and held, ties to the lower index. With prefix
+        // caches, first the fewest prompt tokens to prefill before this one's first
+        // token: those queued plus its own not cached there (Mooncake's Conductor).
+        let q = &self.reqs[r];
+        let (req, len) = (q.req, q.prefill_len());
         let pick = (0..self.c.prefill)
             .min_by_key(|&i| {
                 let inst = &self.prefill[i as usize];
-                inst.load(&self.reqs).waiting_blocks + u64::from(inst.used_blocks())
+                let load = inst.load(&self.reqs);
+                let ahead = inst.prefix_cache().map_or(0, |c| {
+                    let queued = load.waiting_blocks * u64::from(load.block_size);
+                    queued + u64::from(req.input.saturating_sub(c.lookup(&req, len).1))
+                });
+                (ahead, load.waiting_blocks + u64::from(inst.used_blocks()))
             })
             .unwrap_or(0);
         self.prefill[pick as usize].enqueue(r as u32, &mut self.reqs, pick);
@@ -273,8 +299,7 @@ impl Serving for Sim<'_> {
                 self.kick(prefill, i);
             }
             Ev::Sent { r, src, dst } => {
-                let tokens = self.reqs[r as usize].stored;
-                self.prefill[src as usize].release(tokens);
+                self.prefill[src as usize].release_sent(&mut self.reqs[r as usize]);
                 let id = self.c.prefill + dst;
                 self.decode[dst as usize].accept(r, &mut self.reqs, id);
                 self.kick(true, src);
@@ -301,6 +326,12 @@ impl Serving for Sim<'_> {
                 inst.held_blocks(&self.reqs) + held,
                 "prefill instance {i}"
             );
+            if let Some(c) = inst.prefix_cache() {
+                assert!(
+                    c.idle_blocks() <= u64::from(inst.free_blocks()),
+                    "prefill instance {i}: cached blocks beyond the free ones"
+                );
+            }
         }
         for (i, inst) in self.decode.iter().enumerate() {
             assert!(

@@ -617,6 +617,14 @@ impl Instance {
         self.free += self.cfg.blocks(tokens);
     }
 
+    /// Frees the blocks of a request handed off from this prefill-only instance once
+    /// its KV cache is sent; its prompt's blocks stay cached, now evictable.
+    pub fn release_sent(&mut self, q: &mut Req) {
+        self.free += self.cfg.blocks(q.stored);
+        self.unpin_prompt(q);
+        self.fit_cache();
+    }
+
     /// Sets aside `blocks` for an incoming migration if that leaves the watermark free.
     pub fn reserve(&mut self, blocks: u32) -> bool {
         if self.free >= blocks + self.cfg.watermark {
@@ -952,12 +960,12 @@ impl Instance {
         }
     }
 
-    /// Stops a prefilled request on a prefill-only instance; its blocks stay held.
+    /// Stops a prefilled request on a prefill-only instance; its blocks stay held, and
+    /// its prompt's cached blocks pinned, until [`Instance::release_sent`].
     fn hand_off(&mut self, r: u32, q: &mut Req, out: &mut StepOut) {
         let key = self.key(q, r);
         self.running.remove(&key);
         self.high -= u32::from(q.req.priority > 0);
-        self.unpin_prompt(q);
         q.phase = Phase::Frozen;
         out.handoff.push(r);
     }

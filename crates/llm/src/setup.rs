@@ -279,17 +279,13 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
     }
     let iter = IterModel::new(&model, &gpu, o.tp, cpu_ms / 1e3, kind);
     let host_tier = host_tier(o, &model, &prefixes)?;
+    let prefixes = o.prefix_cache.then(|| Arc::new(prefixes));
     let disagg = match o.disagg {
         None => None,
-        Some((p, d)) => Some(disaggregated(
-            o,
-            &model,
-            &gpu,
-            kind,
-            (p, d),
-            replica,
-            &iter,
-        )?),
+        Some((p, d)) => Some(DisaggCluster {
+            prefix_cache: prefixes.clone(),
+            ..disaggregated(o, &model, &gpu, kind, (p, d), replica, &iter)?
+        }),
     };
     let src = match iter.linear_source() {
         LinearSource::Profiled(_) => "Vidur's profile",
@@ -341,7 +337,7 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
             model: iter,
             kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(o.tp),
             host_tier,
-            prefix_cache: o.prefix_cache.then(|| Arc::new(prefixes)),
+            prefix_cache: prefixes,
         },
         notes,
         about,
@@ -377,7 +373,7 @@ fn host_tier(
 
 /// The pools of a disaggregated run: `p` prefill instances of `prefill_tp` GPUs (vLLM's
 /// whole-prompt iterations) and `d` decode instances as `decode` and `decode_model` set
-/// them up.
+/// them up; no prefix caches (the caller adds the prefill pool's).
 fn disaggregated(
     o: &Options,
     model: &hardware::ModelSpec,
@@ -393,10 +389,10 @@ fn disaggregated(
             "give P:D with at least one prefill and one decode instance",
         ));
     }
-    if o.prefix_cache {
+    if o.host_cache_gb > 0.0 {
         return Err(bad(
-            "--disagg",
-            "prefix caching is not modelled on disaggregated pools yet",
+            "--host-cache-gb",
+            "the host tier is not modelled on disaggregated pools: prefix caching there is each prefill instance's own",
         ));
     }
     let ptp = o.prefill_tp.unwrap_or(o.tp);
@@ -425,5 +421,6 @@ fn disaggregated(
         // Each GPU of the narrower side sends or takes its shard at once.
         transfer_secs_per_token: model.kv_bytes_per_token
             / (o.kv_gbps * 1e9 * f64::from(ptp.min(o.tp))),
+        prefix_cache: None,
     })
 }

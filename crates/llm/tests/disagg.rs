@@ -29,6 +29,7 @@ fn pools(p: u32, d: u32, blocks: u32, gbps: f64) -> DisaggCluster {
         prefill_model: iter.clone(),
         decode_model: iter,
         transfer_secs_per_token: m.kv_bytes_per_token / (gbps * 1e9),
+        prefix_cache: None,
     }
 }
 
@@ -81,6 +82,37 @@ fn one_request_pays_its_kv_transfer_between_its_first_and_second_tokens() {
     assert_eq!(transfer_us, 20_972);
     assert_eq!(qd.done - qc.done, transfer_us);
     assert_eq!((d.kv_transfers, qd.inst), (1, 1));
+}
+
+#[test]
+fn a_prefill_instance_reuses_the_prompt_blocks_it_has_cached() {
+    // The same 1,024-token prompt (two 512-token blocks) twice, the second after the
+    // first is done: on a prefill instance with a prefix cache the second prefills
+    // only its last token (a cached prompt still computes it), so its first token
+    // comes sooner, and all its KV is still sent.
+    let mut reqs = [req(0, 1024, 10), req(2000, 1024, 10)];
+    for r in &mut reqs {
+        r.prefix = (0, 2);
+    }
+    let mut c = pools(1, 1, 2000, 25.0);
+    let cold = disagg::simulate(&c, &reqs, &[false; 2], &mut |_, _| {}).unwrap();
+    c.prefix_cache = Some(std::sync::Arc::new(apiary_llm::workload::Prefixes {
+        block_tokens: 512,
+        hashes: vec![7, 8],
+    }));
+    let warm = disagg::simulate(&c, &reqs, &[false; 2], &mut |_, _| {}).unwrap();
+    let ttft = |o: &LlmOutcome, i: usize| o.requests[i].first - o.requests[i].req.arrival;
+    assert_eq!(ttft(&warm, 0), ttft(&cold, 0));
+    assert!(
+        ttft(&warm, 1) * 4 < ttft(&cold, 1),
+        "{} {}",
+        ttft(&warm, 1),
+        ttft(&cold, 1)
+    );
+    let p = warm.prefix.unwrap();
+    assert_eq!((p.prompt_tokens, p.hit_tokens), (2048, 1023));
+    assert_eq!(warm.kv_transfer_secs, cold.kv_transfer_secs);
+    assert!(warm.requests.iter().all(|q| q.phase == Phase::Done));
 }
 
 #[test]
@@ -151,6 +183,24 @@ fn under_a_sliding_window_only_the_window_is_sent_and_held() {
     assert_eq!((w.kv_transfers, w.kv_transfer_secs), (1, transfer_us / 1e6));
 }
 
+/// Prompt blocks of 64 tokens: request `i` with `docs[i]` = 0 has blocks of its own,
+/// others share their leading blocks with every request of the same document.
+fn shared_prefixes(reqs: &mut [Request], docs: &[u8]) -> apiary_llm::workload::Prefixes {
+    let mut hashes = Vec::new();
+    for (i, (r, &d)) in reqs.iter_mut().zip(docs).enumerate() {
+        let n = r.input.div_ceil(64);
+        r.prefix = (hashes.len() as u32, n);
+        hashes.extend((0..u64::from(n)).map(|j| match d {
+            0 => 1_000_000 + i as u64 * 100 + j,
+            d => u64::from(d) * 1000 + j,
+        }));
+    }
+    apiary_llm::workload::Prefixes {
+        block_tokens: 64,
+        hashes,
+    }
+}
+
 fn requests() -> impl Strategy<Value = Vec<Request>> {
     prop::collection::vec((0u64..400, 1u32..1500, 1u32..300), 1..80).prop_map(|v| {
         let mut t = 0;
@@ -174,12 +224,19 @@ proptest! {
         blocks in 60u32..300,
         decode_blocks in 60u32..300,
         window in prop::option::of(16u32..600),
+        docs in prop::collection::vec(0u8..3, 80),
     ) {
+        let mut reqs = reqs;
         let mut c = pools(p, d, blocks, 25.0);
         c.decode_replica.total_blocks = decode_blocks;
         c.decode_replica.watermark = decode_blocks / 100;
         c.prefill_replica.window = window;
         c.decode_replica.window = window;
+        // Without a window (the setup drops it under a prefix cache), prompts share
+        // leading blocks from three documents (0: a prompt of its own).
+        if window.is_none() {
+            c.prefix_cache = Some(std::sync::Arc::new(shared_prefixes(&mut reqs, &docs)));
+        }
         let o = disagg::simulate(&c, &reqs, &vec![false; reqs.len()], &mut |_, _| {}).unwrap();
         for (q, r) in o.requests.iter().zip(&reqs) {
             let fits = u64::from(r.input) + u64::from(r.output)
