@@ -174,20 +174,6 @@ fn flags_out_of_range_are_refused() {
             &["--host-cache-gb", "10"],
             &["--host-cache-gb", "--prefix-cache"],
         ),
-        (
-            &[
-                "-t",
-                "shared-prefix:2:2:32:64:8",
-                "--rate",
-                "2",
-                "--disagg",
-                "1:1",
-                "--prefix-cache",
-                "--host-cache-gb",
-                "10",
-            ],
-            &["--host-cache-gb", "disaggregated"],
-        ),
     ] {
         let mut a = vec!["llm", "simulate", "-q"];
         a.extend_from_slice(args);

@@ -18,16 +18,20 @@
 //! sends it to the shortest queue. With `--prefix-cache` each prefill instance keeps a
 //! cache of the prompt blocks it computed, and a request goes first to the one with
 //! the fewest prompt tokens to prefill before its first token, its cached blocks
-//! counted (Mooncake's Conductor).
+//! counted (Mooncake's Conductor); `--host-cache-gb` adds a host-memory pool of prompt
+//! blocks the prefill instances share (Mooncake's DRAM tier).
 
 use crate::LlmError;
 use crate::engine::LlmOutcome;
 use crate::latency::IterModel;
+use crate::prefix::HostTier;
 use crate::replica::{Instance, Phase, ReplicaConfig, Req, StepOut};
 use crate::serving::Serving;
 use crate::workload::{Micros, Request};
 use apiary_core::EventQueue;
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 /// A disaggregated cluster.
 #[derive(Clone, Debug)]
@@ -49,6 +53,9 @@ pub struct DisaggCluster {
     /// The trace's prompt blocks, when each prefill instance keeps a prefix cache of
     /// them (`--prefix-cache`; decode instances take whole caches and keep none).
     pub prefix_cache: Option<std::sync::Arc<crate::workload::Prefixes>>,
+    /// With the prefix caches: the host-memory pool of prompt blocks the prefill
+    /// instances share (Mooncake's DRAM tier, `--host-cache-gb`).
+    pub host_tier: Option<crate::prefix::HostTierConfig>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -70,6 +77,8 @@ struct Sim<'a> {
     /// When each prefill instance's link, and each decode instance's, is next free.
     send_free: Vec<Micros>,
     take_free: Vec<Micros>,
+    /// The prefill pool's host tier, when it has one.
+    host: Option<Rc<RefCell<HostTier>>>,
     /// The first arrival.
     first: Micros,
     queue: EventQueue<Ev>,
@@ -103,13 +112,25 @@ pub fn simulate(
         prefill_only: true,
         ..c.prefill_replica
     };
+    let host = (c.prefix_cache.as_ref()).and(c.host_tier).map(|t| {
+        (
+            Rc::new(RefCell::new(HostTier::new(t.blocks))),
+            t.ns_per_token,
+        )
+    });
     let mut sim = Sim {
         c,
         reqs: requests.iter().map(|&r| Req::new(r)).collect(),
         prefill: (0..c.prefill)
-            .map(|_| match &c.prefix_cache {
-                Some(t) => Instance::with_prefix_cache(prefill_cfg, std::sync::Arc::clone(t)),
-                None => Instance::new(prefill_cfg),
+            .map(|_| {
+                let inst = match &c.prefix_cache {
+                    Some(t) => Instance::with_prefix_cache(prefill_cfg, std::sync::Arc::clone(t)),
+                    None => Instance::new(prefill_cfg),
+                };
+                match &host {
+                    Some((t, ns)) => inst.with_host_tier(Rc::clone(t), *ns),
+                    None => inst,
+                }
             })
             .collect(),
         decode: (0..c.decode)
@@ -118,6 +139,7 @@ pub fn simulate(
         handoffs: VecDeque::new(),
         send_free: vec![0; c.prefill as usize],
         take_free: vec![0; c.decode as usize],
+        host: host.map(|(t, _)| t),
         first: requests.first().map_or(0, |r| r.arrival),
         queue: EventQueue::new(),
         out: StepOut::default(),
@@ -245,6 +267,12 @@ impl Sim<'_> {
         let d = shares(&self.decode, &self.c.decode_model);
         o.max_flop_share = p.0.max(d.0);
         o.max_bw_share = p.1.max(d.1);
+        if let (Some(p), Some(t)) = (&mut o.prefix, &self.host) {
+            let t = t.borrow();
+            p.host_hit_tokens = t.hit_tokens;
+            p.host_load_secs = t.load_secs;
+            p.host_evictions = t.evictions;
+        }
         o.requests = self.reqs;
         o
     }

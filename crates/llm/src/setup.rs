@@ -284,6 +284,12 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         None => None,
         Some((p, d)) => Some(DisaggCluster {
             prefix_cache: prefixes.clone(),
+            // The prefill instances load from the tier, each GPU of theirs its shard.
+            host_tier: host_tier.map(|t| crate::prefix::HostTierConfig {
+                ns_per_token: t.ns_per_token * f64::from(o.tp)
+                    / f64::from(o.prefill_tp.unwrap_or(o.tp)),
+                ..t
+            }),
             ..disaggregated(o, &model, &gpu, kind, (p, d), replica, &iter)?
         }),
     };
@@ -373,7 +379,7 @@ fn host_tier(
 
 /// The pools of a disaggregated run: `p` prefill instances of `prefill_tp` GPUs (vLLM's
 /// whole-prompt iterations) and `d` decode instances as `decode` and `decode_model` set
-/// them up; no prefix caches (the caller adds the prefill pool's).
+/// them up; no prefix caches or host tier (the caller adds the prefill pool's).
 fn disaggregated(
     o: &Options,
     model: &hardware::ModelSpec,
@@ -387,12 +393,6 @@ fn disaggregated(
         return Err(bad(
             "--disagg",
             "give P:D with at least one prefill and one decode instance",
-        ));
-    }
-    if o.host_cache_gb > 0.0 {
-        return Err(bad(
-            "--host-cache-gb",
-            "the host tier is not modelled on disaggregated pools: prefix caching there is each prefill instance's own",
         ));
     }
     let ptp = o.prefill_tp.unwrap_or(o.tp);
@@ -422,5 +422,6 @@ fn disaggregated(
         transfer_secs_per_token: model.kv_bytes_per_token
             / (o.kv_gbps * 1e9 * f64::from(ptp.min(o.tp))),
         prefix_cache: None,
+        host_tier: None,
     })
 }

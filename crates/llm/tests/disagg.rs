@@ -30,6 +30,7 @@ fn pools(p: u32, d: u32, blocks: u32, gbps: f64) -> DisaggCluster {
         decode_model: iter,
         transfer_secs_per_token: m.kv_bytes_per_token / (gbps * 1e9),
         prefix_cache: None,
+        host_tier: None,
     }
 }
 
@@ -113,6 +114,42 @@ fn a_prefill_instance_reuses_the_prompt_blocks_it_has_cached() {
     assert_eq!((p.prompt_tokens, p.hit_tokens), (2048, 1023));
     assert_eq!(warm.kv_transfer_secs, cold.kv_transfer_secs);
     assert!(warm.requests.iter().all(|q| q.phase == Phase::Done));
+}
+
+#[test]
+fn the_prefill_pool_shares_a_host_tier() {
+    // Prompt A, then B (other blocks) pushing A out of the prefill instance's small
+    // cache, then A again: without a host tier A is computed again; with one, its
+    // blocks (written through when first computed) load over the link instead, sooner.
+    let mut reqs = [req(0, 1024, 2), req(1000, 1024, 2), req(2000, 1024, 2)];
+    let starts = [0, 2, 0];
+    for (r, &s) in reqs.iter_mut().zip(&starts) {
+        r.prefix = (s, 2);
+    }
+    let mut c = pools(1, 1, 2000, 25.0);
+    c.prefill_replica.total_blocks = 70;
+    c.prefill_replica.watermark = 0;
+    c.prefix_cache = Some(std::sync::Arc::new(apiary_llm::workload::Prefixes {
+        block_tokens: 512,
+        hashes: vec![1, 2, 3, 4],
+    }));
+    let gpu_only = disagg::simulate(&c, &reqs, &[false; 3], &mut |_, _| {}).unwrap();
+    c.host_tier = Some(apiary_llm::prefix::HostTierConfig {
+        blocks: 16,
+        ns_per_token: 20_000.0,
+    });
+    let tiered = disagg::simulate(&c, &reqs, &[false; 3], &mut |_, _| {}).unwrap();
+    let (g, t) = (gpu_only.prefix.unwrap(), tiered.prefix.unwrap());
+    assert_eq!((g.hit_tokens, g.host_hit_tokens), (0, 0));
+    assert_eq!(t.host_hit_tokens, 1023);
+    assert!(t.host_load_secs > 0.0);
+    let ttft = |o: &LlmOutcome| o.requests[2].first - o.requests[2].req.arrival;
+    assert!(
+        ttft(&tiered) < ttft(&gpu_only),
+        "{} {}",
+        ttft(&tiered),
+        ttft(&gpu_only)
+    );
 }
 
 #[test]
@@ -225,6 +262,7 @@ proptest! {
         decode_blocks in 60u32..300,
         window in prop::option::of(16u32..600),
         docs in prop::collection::vec(0u8..3, 80),
+        host in prop::option::of(1u64..40),
     ) {
         let mut reqs = reqs;
         let mut c = pools(p, d, blocks, 25.0);
@@ -233,9 +271,14 @@ proptest! {
         c.prefill_replica.window = window;
         c.decode_replica.window = window;
         // Without a window (the setup drops it under a prefix cache), prompts share
-        // leading blocks from three documents (0: a prompt of its own).
+        // leading blocks from three documents (0: a prompt of its own), some runs
+        // with a host tier behind the prefill caches.
         if window.is_none() {
             c.prefix_cache = Some(std::sync::Arc::new(shared_prefixes(&mut reqs, &docs)));
+            c.host_tier = host.map(|blocks| apiary_llm::prefix::HostTierConfig {
+                blocks,
+                ns_per_token: 5_000.0,
+            });
         }
         let o = disagg::simulate(&c, &reqs, &vec![false; reqs.len()], &mut |_, _| {}).unwrap();
         for (q, r) in o.requests.iter().zip(&reqs) {
