@@ -250,6 +250,21 @@ fn llm(shared: Option<&Path>, cases: &mut Vec<Case>) {
         name: "llm pool samples, chat + code (3,000 requests), seallm, 4 x A100".into(),
         args: s(&["llm", "pool", "-p", "seallm"]),
     });
+    // Disaggregation against colocated serving on the same 8 GPUs (issue 54: a
+    // disaggregated run at most twice as long as a colocated one).
+    let a100 = ["--model", "Llama-2-7B", "--gpu", "A100", "--rate", "20"];
+    cases.push(Case {
+        name: "llm sample at 20/s, disaggregated 2:6 x Llama-2-7B on A100".into(),
+        args: s(&[&["llm", "simulate", "--disagg", "2:6"][..], &a100].concat()),
+    });
+    cases.push(Case {
+        name: "llm sample at 20/s, colocated 8 x Llama-2-7B on A100, llumnix".into(),
+        args: s(&[
+            &["llm", "simulate", "--instances", "8", "-p", "llumnix"][..],
+            &a100,
+        ]
+        .concat()),
+    });
 }
 
 /// The 1 M-job synthetic trace under SRTF and Tiresias.
