@@ -66,7 +66,7 @@ pub fn run(a: &PlaceArgs) -> Result<()> {
                 serde_json::json!({
                     "prefill": c.prefill, "prefill_tp": c.prefill_tp,
                     "decode": c.decode, "decode_tp": c.decode_tp,
-                    "copies": c.copies, "kv": if c.copies > 1 { "node" } else { "network" },
+                    "copies": c.copies, "kv": c.kv_link(),
                     "goodput": c.goodput, "goodput_per_gpu": c.per_gpu(),
                 })
             })
@@ -85,43 +85,34 @@ pub fn run(a: &PlaceArgs) -> Result<()> {
         s.slo.tpot_s,
         t0.elapsed().as_secs_f64()
     );
-    let nodes = a.node_gpus.is_some();
-    if nodes {
-        println!(
-            "{:>4}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}",
-            "rank", "prefill", "decode", "KV over", "req/s", "req/s/GPU"
-        );
-    } else {
-        println!(
-            "{:>4}  {:>9}  {:>9}  {:>9}  {:>11}",
-            "rank", "prefill", "decode", "req/s", "req/s/GPU"
-        );
-    }
+    // With nodes, a column says where each split's KV goes.
+    let over = |v: String| match a.node_gpus {
+        Some(_) => format!("  {v:>9}"),
+        None => String::new(),
+    };
+    println!(
+        "{:>4}  {:>9}  {:>9}{}  {:>9}  {:>11}",
+        "rank",
+        "prefill",
+        "decode",
+        over("KV over".into()),
+        "req/s",
+        "req/s/GPU"
+    );
     for (i, c) in found.iter().take(a.top).enumerate() {
-        let (p, d) = (
+        let link = match c.copies {
+            1 => c.kv_link().to_string(),
+            n => format!("{} x{n}", c.kv_link()),
+        };
+        println!(
+            "{:>4}  {:>9}  {:>9}{}  {:>9.2}  {:>11.3}",
+            i + 1,
             format!("{}xTP{}", c.prefill, c.prefill_tp),
             format!("{}xTP{}", c.decode, c.decode_tp),
+            over(link),
+            c.goodput,
+            c.per_gpu()
         );
-        if nodes {
-            let over = if c.copies > 1 {
-                format!("node x{}", c.copies)
-            } else {
-                "network".into()
-            };
-            println!(
-                "{:>4}  {p:>9}  {d:>9}  {over:>9}  {:>9.2}  {:>11.3}",
-                i + 1,
-                c.goodput,
-                c.per_gpu()
-            );
-        } else {
-            println!(
-                "{:>4}  {p:>9}  {d:>9}  {:>9.2}  {:>11.3}",
-                i + 1,
-                c.goodput,
-                c.per_gpu()
-            );
-        }
     }
     if found.iter().any(|c| c.copies > 1) {
         println!("(node xN: the split is each node's, repeated on N nodes, req/s over all)");

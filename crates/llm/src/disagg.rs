@@ -244,10 +244,7 @@ impl Sim<'_> {
             o.iterations += inst.iterations;
             o.swaps.add(&inst.swaps);
             if let Some(c) = inst.prefix_cache() {
-                let p = o.prefix.get_or_insert_with(Default::default);
-                p.prompt_tokens += c.prompt_tokens;
-                p.hit_tokens += c.hit_tokens;
-                p.evictions += c.evictions;
+                o.prefix.get_or_insert_with(Default::default).add_cache(c);
             }
         }
         let shares = |insts: &[Instance], m: &IterModel| -> (f64, f64) {
@@ -268,10 +265,7 @@ impl Sim<'_> {
         o.max_flop_share = p.0.max(d.0);
         o.max_bw_share = p.1.max(d.1);
         if let (Some(p), Some(t)) = (&mut o.prefix, &self.host) {
-            let t = t.borrow();
-            p.host_hit_tokens = t.hit_tokens;
-            p.host_load_secs = t.load_secs;
-            p.host_evictions = t.evictions;
+            p.set_host(&t.borrow());
         }
         o.requests = self.reqs;
         o

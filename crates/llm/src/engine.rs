@@ -202,6 +202,22 @@ pub struct PrefixStats {
     pub host_evictions: u64,
 }
 
+impl PrefixStats {
+    /// Adds one instance's cache counts.
+    pub(crate) fn add_cache(&mut self, c: &crate::prefix::PrefixCache) {
+        self.prompt_tokens += c.prompt_tokens;
+        self.hit_tokens += c.hit_tokens;
+        self.evictions += c.evictions;
+    }
+
+    /// Takes the counts of the host tier the instances shared.
+    pub(crate) fn set_host(&mut self, t: &crate::prefix::HostTier) {
+        self.host_hit_tokens = t.hit_tokens;
+        self.host_load_secs = t.load_secs;
+        self.host_evictions = t.evictions;
+    }
+}
+
 struct Sim<'a> {
     cluster: &'a Cluster,
     replica: ReplicaConfig,
@@ -788,10 +804,9 @@ impl Sim<'_> {
             o.iterations += inst.iterations;
             o.swaps.add(&inst.swaps);
             if let Some(c) = inst.prefix_cache() {
-                let p = o.prefix.get_or_insert_with(PrefixStats::default);
-                p.prompt_tokens += c.prompt_tokens;
-                p.hit_tokens += c.hit_tokens;
-                p.evictions += c.evictions;
+                o.prefix
+                    .get_or_insert_with(PrefixStats::default)
+                    .add_cache(c);
             }
             let busy = inst.busy_us as f64 / 1e6;
             if busy > 0.0 {
@@ -800,10 +815,7 @@ impl Sim<'_> {
             }
         }
         if let (Some(p), Some(t)) = (&mut o.prefix, &self.host) {
-            let t = t.borrow();
-            p.host_hit_tokens = t.hit_tokens;
-            p.host_load_secs = t.load_secs;
-            p.host_evictions = t.evictions;
+            p.set_host(&t.borrow());
         }
         o.requests = self.reqs;
         o

@@ -55,6 +55,11 @@ impl Candidate {
         self.prefill * self.prefill_tp + self.decode * self.decode_tp
     }
 
+    /// The link its KV crosses: `node` (each node's own split) or `network`.
+    pub fn kv_link(&self) -> &'static str {
+        if self.copies > 1 { "node" } else { "network" }
+    }
+
     /// Goodput per GPU, requests/s.
     pub fn per_gpu(&self) -> f64 {
         self.goodput / f64::from(self.copy_gpus() * self.copies)

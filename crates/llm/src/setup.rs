@@ -278,18 +278,15 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
         return Err(bad("--kv-gbps", "must be above 0 and at most 10^6 GB/s"));
     }
     let iter = IterModel::new(&model, &gpu, o.tp, cpu_ms / 1e3, kind);
-    let host_tier = host_tier(o, &model, &prefixes)?;
+    let host = host_tier(o, &model, &prefixes, o.tp)?;
+    // A disaggregated run's prefill instances load from the tier at their own width.
+    let prefill_host = host_tier(o, &model, &prefixes, o.prefill_tp.unwrap_or(o.tp))?;
     let prefixes = o.prefix_cache.then(|| Arc::new(prefixes));
     let disagg = match o.disagg {
         None => None,
         Some((p, d)) => Some(DisaggCluster {
             prefix_cache: prefixes.clone(),
-            // The prefill instances load from the tier, each GPU of theirs its shard.
-            host_tier: host_tier.map(|t| crate::prefix::HostTierConfig {
-                ns_per_token: t.ns_per_token * f64::from(o.tp)
-                    / f64::from(o.prefill_tp.unwrap_or(o.tp)),
-                ..t
-            }),
+            host_tier: prefill_host,
             ..disaggregated(o, &model, &gpu, kind, (p, d), replica, &iter)?
         }),
     };
@@ -342,7 +339,7 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
             replica,
             model: iter,
             kv_bytes_per_token_per_gpu: model.kv_bytes_per_token / f64::from(o.tp),
-            host_tier,
+            host_tier: host,
             prefix_cache: prefixes,
         },
         notes,
@@ -352,11 +349,12 @@ pub fn prepare(o: &Options, name: &str, trace: Trace) -> Result<Setup, LlmError>
 }
 
 /// The host tier `--host-cache-gb` asks for: whole prompt blocks of the trace's size,
-/// each GPU loading its shard over `--kv-gbps`.
+/// each of an instance's `tp` GPUs loading its shard over `--kv-gbps`.
 fn host_tier(
     o: &Options,
     model: &hardware::ModelSpec,
     prefixes: &crate::workload::Prefixes,
+    tp: u32,
 ) -> Result<Option<crate::prefix::HostTierConfig>, LlmError> {
     if o.host_cache_gb == 0.0 {
         return Ok(None);
@@ -373,7 +371,7 @@ fn host_tier(
     let block_bytes = f64::from(prefixes.block_tokens) * model.kv_bytes_per_token;
     Ok(Some(crate::prefix::HostTierConfig {
         blocks: (o.host_cache_gb * 1e9 / block_bytes) as u64,
-        ns_per_token: model.kv_bytes_per_token / f64::from(o.tp) / (o.kv_gbps * 1e9) * 1e9,
+        ns_per_token: model.kv_bytes_per_token / f64::from(tp) / (o.kv_gbps * 1e9) * 1e9,
     }))
 }
 
