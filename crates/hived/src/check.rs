@@ -283,6 +283,15 @@ impl Hived {
     }
 
     fn check_groups(&self, bad: &mut Vec<String>) {
+        let empty: BTreeSet<usize> = (self.groups.iter().enumerate())
+            .filter_map(|(gi, g)| g.is_none().then_some(gi))
+            .collect();
+        if empty != self.free_groups {
+            bad.push(format!(
+                "empty group slots {empty:?}, listed as free {:?}",
+                self.free_groups
+            ));
+        }
         for (gi, g) in self.groups.iter().enumerate() {
             let Some(g) = g else { continue };
             for (_, _, _, p) in g.leaves() {

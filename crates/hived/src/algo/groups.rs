@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 impl Hived {
     pub(super) fn new_group(&self, r: &Request, vc: usize, state: GroupState) -> Group {
         Group {
-            name: r.group.clone(),
+            name: r.group.to_string(),
             vc,
             priority: r.priority,
             lazy_enable: r.lazy,
@@ -33,7 +33,7 @@ impl Hived {
 
     pub(super) fn insert_group(&mut self, g: Group) -> usize {
         let name = g.name.clone();
-        let id = if let Some(i) = self.groups.iter().position(|x| x.is_none()) {
+        let id = if let Some(i) = self.free_groups.pop_first() {
             self.groups[i] = Some(g);
             i
         } else {
@@ -47,6 +47,7 @@ impl Hived {
     pub(super) fn remove_group(&mut self, g: usize) {
         if let Some(gr) = self.groups[g].take() {
             self.group_ids.remove(&gr.name);
+            self.free_groups.insert(g);
         }
     }
 
@@ -57,7 +58,7 @@ impl Hived {
         phys: Placement,
         virt: Option<Placement>,
     ) {
-        let vc = self.vc_index(&r.vc).expect("validated");
+        let vc = self.vc_index(r.vc).expect("validated");
         let mut g = self.new_group(r, vc, GroupState::Preempting);
         g.phys = phys.clone();
         g.virt = virt.clone();

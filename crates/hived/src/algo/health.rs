@@ -62,6 +62,13 @@ impl Hived {
     /// moves the VC's free count towards it, so this terminates.
     pub(super) fn settle_doomed(&mut self) {
         for chain in 0..self.chains.len() {
+            // Without bad free cells nothing can be doomed, and without doomed cells
+            // nothing can be released: the common case of a healthy cluster.
+            if self.bad_free[chain].iter().all(Vec::is_empty)
+                && self.all_vc_doomed[chain].iter().all(|&n| n == 0)
+            {
+                continue;
+            }
             loop {
                 let before = self.all_vc_doomed[chain].clone();
                 for l in (1..=self.chains[chain].top).rev() {
@@ -169,7 +176,8 @@ impl Hived {
     }
 
     pub(super) fn try_bind_doomed(&mut self, c: usize, l: usize) {
-        if self.forecast_paused {
+        // Only a bad free cell can be doomed.
+        if self.forecast_paused || self.bad_free[c][l].is_empty() {
             return;
         }
         for vi in 0..self.vcs.len() {
@@ -198,6 +206,16 @@ impl Hived {
     }
 
     pub(super) fn try_unbind_doomed(&mut self, c: usize, l: usize) {
+        debug_assert_eq!(
+            self.all_vc_doomed[c][l],
+            self.vc_doomed
+                .iter()
+                .map(|v| v[c][l].len() as i64)
+                .sum::<i64>()
+        );
+        if self.all_vc_doomed[c][l] == 0 {
+            return;
+        }
         for vi in 0..self.vcs.len() {
             while !self.vc_doomed[vi][c][l].is_empty()
                 && self.vc_free[vi][c][l] < self.healthy_left(c, l)

@@ -115,6 +115,8 @@ pub struct Hived {
     pub(crate) bad_nodes: Vec<bool>,
     pub(crate) opp_views: Vec<Vec<usize>>,
     pub(crate) groups: Vec<Option<Group>>,
+    /// The empty slots of `groups`: a new group takes the lowest.
+    pub(crate) free_groups: BTreeSet<usize>,
     pub(crate) group_ids: BTreeMap<String, usize>,
     pub(crate) now: i64,
     pub(crate) usable_order: UsableOrder,
@@ -266,6 +268,7 @@ impl Hived {
             bad_nodes: vec![false; b.nodes.len()],
             opp_views: Vec::new(),
             groups: Vec::new(),
+            free_groups: BTreeSet::new(),
             group_ids: BTreeMap::new(),
             now: 0,
             usable_order: UsableOrder::default(),

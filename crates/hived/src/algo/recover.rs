@@ -16,7 +16,7 @@ impl Hived {
         info: &BindInfo,
     ) -> Result<(), HivedError> {
         let r = Request::new(pod, spec)?;
-        if let Some(&g) = self.group_ids.get(&r.group) {
+        if let Some(&g) = self.group_ids.get(r.group) {
             let si = self.group(g).size_index(r.size).ok_or_else(|| {
                 user(format!(
                     "group {} has no pods of {} leaf cells",
@@ -42,9 +42,9 @@ impl Hived {
         // A pod of a VC that a reconfiguration deleted still runs: upstream keeps it as a
         // lazily preempted group ("VC not found" maps no virtual cell), and forgetting it
         // would let the next group be bound onto its devices.
-        let vc = match self.vc_index(&r.vc) {
+        let vc = match self.vc_index(r.vc) {
             Some(vc) => vc,
-            None => self.retired_vc(&r.vc),
+            None => self.retired_vc(r.vc),
         };
         let g = self.create_allocated_group(&r, vc, info);
         self.settle_doomed();
@@ -267,7 +267,7 @@ impl Hived {
         let cells = if r.pinned.is_empty() {
             self.vcs[vc].chains.get(&chain)?
         } else {
-            &self.vcs[vc].pinned.get(&r.pinned)?.0
+            &self.vcs[vc].pinned.get(r.pinned)?.0
         };
         self.phys_to_virt(p, &cells.preassigned, level, r.priority, vc)
     }
@@ -320,7 +320,7 @@ impl Hived {
         info: &BindInfo,
     ) -> Result<(), HivedError> {
         let r = Request::new(pod, spec)?;
-        let Some(&g) = self.group_ids.get(&r.group) else {
+        let Some(&g) = self.group_ids.get(r.group) else {
             return Err(user(format!(
                 "group {} not found when deleting pod {pod}",
                 r.group
@@ -376,7 +376,7 @@ impl Hived {
     /// group whose waiting pods are all gone cancels its preemption.
     pub fn delete_unallocated_pod(&mut self, pod: &str, spec: &PodSpec) -> Result<(), HivedError> {
         let r = Request::new(pod, spec)?;
-        if let Some(&g) = self.group_ids.get(&r.group)
+        if let Some(&g) = self.group_ids.get(r.group)
             && self.group(g).state == GroupState::Preempting
         {
             self.group_mut(g).preempting.remove(pod);

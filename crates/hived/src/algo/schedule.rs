@@ -35,13 +35,13 @@ impl Hived {
         // (`ignoreK8sSuggestedNodes: false`); building the set costs a lookup per node,
         // 5,000 for each filter kube-scheduler sends a large cluster.
         let heeded = !req.ignore_suggested
-            || (self.group_ids.get(&req.group)).is_some_and(|&g| !self.group(g).ignore_suggested);
+            || (self.group_ids.get(req.group)).is_some_and(|&g| !self.group(g).ignore_suggested);
         let sugg = if heeded {
             self.suggested_vec(suggested)
         } else {
             Vec::new()
         };
-        if let Some(&g) = self.group_ids.get(&req.group) {
+        if let Some(&g) = self.group_ids.get(req.group) {
             let gr = self.group(g);
             let si = gr.size_index(req.size).ok_or_else(|| {
                 user(format!(
@@ -121,11 +121,11 @@ impl Hived {
     }
 
     pub(super) fn validate_request(&self, r: &Request) -> Result<(), HivedError> {
-        let Some(vc) = self.vc_index(&r.vc).filter(|&v| !self.vcs[v].retired) else {
+        let Some(vc) = self.vc_index(r.vc).filter(|&v| !self.vcs[v].retired) else {
             return Err(user(format!("VC {} does not exist", r.vc)));
         };
         if !r.pinned.is_empty() {
-            if !self.vcs[vc].pinned.contains_key(&r.pinned) {
+            if !self.vcs[vc].pinned.contains_key(r.pinned) {
                 return Err(user(format!(
                     "VC {} does not have pinned cell {}",
                     r.vc, r.pinned
@@ -151,39 +151,38 @@ impl Hived {
         r: &Request,
         sugg: &[bool],
     ) -> Result<Result<(Placement, Option<Placement>), String>, HivedError> {
-        let vc = self.vc_index(&r.vc).expect("validated");
+        let vc = self.vc_index(r.vc).expect("validated");
         if !r.pinned.is_empty() {
             return Ok(self.process(r, vc, None, sugg));
         }
-        let types: Vec<String> = if r.leaf_type.is_empty() {
-            self.leaf_chains.keys().cloned().collect()
+        // The chains of every leaf type, in type order, or of the one asked for.
+        let chains: Vec<usize> = if r.leaf_type.is_empty() {
+            self.leaf_chains.values().flatten().copied().collect()
         } else {
-            if !self.leaf_chains.contains_key(&r.leaf_type) {
+            let Some(chains) = self.leaf_chains.get(r.leaf_type) else {
                 return Err(user(format!(
                     "leaf cell type {} does not exist in the cluster",
                     r.leaf_type
                 )));
-            }
-            vec![r.leaf_type.clone()]
+            };
+            chains.clone()
         };
         let mut reason = String::new();
-        for t in &types {
-            let mut vc_has = false;
-            for c in self.leaf_chains[t].clone() {
-                if r.priority < 0 || self.vcs[vc].chains.contains_key(&c) {
-                    vc_has = true;
-                    match self.process(r, vc, Some(c), sugg) {
-                        Ok(x) => return Ok(Ok(x)),
-                        Err(e) => reason = e,
-                    }
+        let mut vc_has = false;
+        for c in chains {
+            if r.priority < 0 || self.vcs[vc].chains.contains_key(&c) {
+                vc_has = true;
+                match self.process(r, vc, Some(c), sugg) {
+                    Ok(x) => return Ok(Ok(x)),
+                    Err(e) => reason = e,
                 }
             }
-            if !r.leaf_type.is_empty() && r.priority >= 0 && !vc_has {
-                return Err(user(format!(
-                    "leaf cell type {} is not in VC {}",
-                    r.leaf_type, r.vc
-                )));
-            }
+        }
+        if !r.leaf_type.is_empty() && r.priority >= 0 && !vc_has {
+            return Err(user(format!(
+                "leaf cell type {} is not in VC {}",
+                r.leaf_type, r.vc
+            )));
         }
         if reason.is_empty() {
             reason = format!("VC {} has no cells for this request", r.vc);
@@ -226,7 +225,7 @@ impl Hived {
         };
         let view = match chain {
             Some(c) => ViewId::Vc(vc, c),
-            None => ViewId::Pinned(vc, r.pinned.clone()),
+            None => ViewId::Pinned(vc, r.pinned.to_string()),
         };
         let vplace = self
             .topo_schedule(view, &r.sizes, r.priority, &ctx)
@@ -248,7 +247,7 @@ impl Hived {
                     };
                     let ug = self.group(u);
                     if ug.lazy_enable && ug.virt.is_some() {
-                        let saved = self.lazy_preempt(u, &r.group);
+                        let saved = self.lazy_preempt(u, r.group);
                         lazied.push((u, saved));
                     }
                 }
