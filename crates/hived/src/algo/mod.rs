@@ -106,6 +106,10 @@ pub struct Hived {
     pub(crate) leaf_chains: BTreeMap<String, Vec<usize>>,
     pub(crate) chain_ids: BTreeMap<String, usize>,
     pub(crate) free: Vec<Vec<Vec<usize>>>,
+    /// Scratch: a decision's copy of one chain's free lists.
+    pub(crate) free_copy: Vec<Vec<usize>>,
+    /// Scratch: a decision's node infos.
+    pub(crate) node_infos: Vec<topo::NodeInfo>,
     pub(crate) vc_free: Vec<Vec<Vec<i64>>>,
     pub(crate) all_vc_free: Vec<Vec<i64>>,
     pub(crate) total_left: Vec<Vec<i64>>,
@@ -268,6 +272,8 @@ impl Hived {
             bad_nodes: vec![false; b.nodes.len()],
             opp_views: Vec::new(),
             groups: Vec::new(),
+            free_copy: Vec::new(),
+            node_infos: Vec::new(),
             free_groups: BTreeSet::new(),
             group_ids: BTreeMap::new(),
             now: 0,

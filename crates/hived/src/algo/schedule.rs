@@ -255,16 +255,21 @@ impl Hived {
         }
         let mut bindings: HashMap<usize, usize> = HashMap::new();
         let (pre, non_pre) = self.binding_paths(&vplace, &mut bindings);
-        let mut free = self.free[chain].clone();
+        // The mapping works on copies of the chain's free lists; the copies reuse one
+        // buffer across decisions.
+        let mut free = std::mem::take(&mut self.free_copy);
+        free.clone_from(&self.free[chain]);
         let mut free_num = self.all_vc_free[chain].clone();
-        if self.map_virtual_to_physical(
+        let mapped = self.map_virtual_to_physical(
             &pre,
             &non_pre,
             &mut free,
             &mut free_num,
             &ctx,
             &mut bindings,
-        ) {
+        );
+        self.free_copy = free;
+        if mapped {
             let phys: Placement = vplace
                 .iter()
                 .map(|pods| {

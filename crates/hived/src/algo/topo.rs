@@ -23,7 +23,7 @@ pub(crate) enum ViewId {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct NodeInfo {
+pub(crate) struct NodeInfo {
     cell: usize,
     free: i64,
     same: i64,
@@ -72,7 +72,11 @@ impl Hived {
         };
         let ok = match phys {
             None => true,
-            Some(pc) => self.pcells[pc].healthy && ctx.node_ok(self.pcells[pc].nodes[0]),
+            // The node is read only when suggestions are heeded.
+            Some(pc) => {
+                let c = &self.pcells[pc];
+                c.healthy && (ctx.ignore || ctx.node_ok(c.nodes[0]))
+            }
         };
         NodeInfo {
             cell,
@@ -91,11 +95,10 @@ impl Hived {
         p: i32,
         ctx: &Ctx<'_>,
     ) -> Result<Vec<usize>, String> {
-        let view = std::mem::take(self.view_mut(id));
-        let mut infos: Vec<NodeInfo> = view
-            .iter()
-            .map(|&c| self.node_info(physical, c, p, ctx))
-            .collect();
+        let mut view = std::mem::take(self.view_mut(id));
+        let mut infos = std::mem::take(&mut self.node_infos);
+        infos.clear();
+        infos.extend(view.iter().map(|&c| self.node_info(physical, c, p, ctx)));
         crate::gosort::stable(&mut infos, &mut |a: &NodeInfo, b: &NodeInfo| {
             if !b.ok {
                 true
@@ -107,7 +110,21 @@ impl Hived {
                 a.higher < b.higher
             }
         });
-        *self.view_mut(id) = infos.iter().map(|n| n.cell).collect();
+        view.clear();
+        view.extend(infos.iter().map(|n| n.cell));
+        *self.view_mut(id) = view;
+        let fit = self.fit(&infos, physical, pods);
+        self.node_infos = infos;
+        fit
+    }
+
+    /// Takes consecutive nodes of the sorted view greedily for the pods, in order.
+    fn fit(
+        &self,
+        infos: &[NodeInfo],
+        physical: bool,
+        pods: &[usize],
+    ) -> Result<Vec<usize>, String> {
         let mut picked = Vec::with_capacity(pods.len());
         let mut taken = 0i64;
         let mut ni = 0;

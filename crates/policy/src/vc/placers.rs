@@ -181,7 +181,7 @@ impl HivedPlacer {
             });
         }
         let group = GroupSpec {
-            name: format!("job-{j}"),
+            name: job_name(j, None),
             members,
         };
         let spec = |n: u32| PodSpec {
@@ -199,10 +199,10 @@ impl HivedPlacer {
         };
         let mut out = Vec::new();
         for k in 0..full {
-            out.push((format!("job-{j}-{k}"), spec(g)));
+            out.push((job_name(j, Some(k)), spec(g)));
         }
         if rest > 0 {
-            out.push((format!("job-{j}-{full}"), spec(rest)));
+            out.push((job_name(j, Some(full)), spec(rest)));
         }
         out
     }
@@ -335,6 +335,35 @@ impl Placer for HivedPlacer {
     }
 }
 
+/// `job-J` (a job's affinity group) or `job-J-K` (its pod K), written without the
+/// formatting machinery: a placement names every pod, and `format!` was a twentieth of
+/// a HiveD run.
+fn job_name(j: JobIdx, pod: Option<u32>) -> String {
+    fn push_decimal(s: &mut String, mut n: u32) {
+        let mut digits = [0u8; 10];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &d in &digits[i..] {
+            s.push(char::from(d));
+        }
+    }
+    let mut s = String::with_capacity(24);
+    s.push_str("job-");
+    push_decimal(&mut s, j);
+    if let Some(k) = pod {
+        s.push('-');
+        push_decimal(&mut s, k);
+    }
+    s
+}
+
 /// Places anywhere the hosted policy's strategy finds free GPUs: sharing by quota.
 #[derive(Debug, Default)]
 pub struct QuotaPlacer;
@@ -355,6 +384,16 @@ impl Placer for QuotaPlacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_names_are_those_format_writes() {
+        for j in [0, 7, 10, 99_999, u32::MAX] {
+            assert_eq!(job_name(j, None), format!("job-{j}"));
+            for k in [0, 1, 12, u32::MAX] {
+                assert_eq!(job_name(j, Some(k)), format!("job-{j}-{k}"));
+            }
+        }
+    }
     use apiary_model::{ClusterSpec, Job};
 
     fn job(vc: &str, gpus: u32, secs: u64) -> Job {
