@@ -112,9 +112,12 @@ fn health(ok: bool) -> &'static str {
 impl Hived {
     /// All allocated and preempting groups, by name.
     pub fn affinity_groups(&self) -> Vec<AffinityGroup> {
-        self.group_ids
-            .values()
-            .map(|&g| self.affinity_group_status(g))
+        let mut named: Vec<(&String, usize)> =
+            self.group_ids.iter().map(|(n, &g)| (n, g)).collect();
+        named.sort_unstable();
+        named
+            .into_iter()
+            .map(|(_, g)| self.affinity_group_status(g))
             .collect()
     }
 

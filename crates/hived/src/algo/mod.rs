@@ -7,7 +7,8 @@
 //! algorithm). Where upstream panics or corrupts state (hived.md §13) we keep the state
 //! consistent instead; those places say so.
 
-use std::collections::{BTreeMap, BTreeSet};
+use foldhash::fast::FixedState;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::cells::{Built, Chain, FREE, PCell, VCell, Vc};
 use crate::config::{Config, ConfigError};
@@ -121,7 +122,9 @@ pub struct Hived {
     pub(crate) groups: Vec<Option<Group>>,
     /// The empty slots of `groups`: a new group takes the lowest.
     pub(crate) free_groups: BTreeSet<usize>,
-    pub(crate) group_ids: BTreeMap<String, usize>,
+    /// Groups by name, hashed with a fixed seed (read per pod several times; nothing
+    /// iterates it without sorting the names).
+    pub(crate) group_ids: HashMap<String, usize, FixedState>,
     pub(crate) now: i64,
     pub(crate) usable_order: UsableOrder,
     /// Set while a recovered group is allocated: no new doomed cells are forecast until
@@ -275,7 +278,7 @@ impl Hived {
             free_copy: Vec::new(),
             node_infos: Vec::new(),
             free_groups: BTreeSet::new(),
-            group_ids: BTreeMap::new(),
+            group_ids: HashMap::default(),
             now: 0,
             usable_order: UsableOrder::default(),
             forecast_paused: false,

@@ -389,7 +389,9 @@ impl Hived {
 
     /// Names of groups (allocated or preempting), sorted.
     pub fn group_names(&self) -> Vec<String> {
-        self.group_ids.keys().cloned().collect()
+        let mut names: Vec<String> = self.group_ids.keys().cloned().collect();
+        names.sort_unstable();
+        names
     }
 
     /// A group's state, if it exists.
