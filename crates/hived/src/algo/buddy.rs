@@ -1,10 +1,10 @@
 //! Buddy cell allocation and the safety-relaxed variant, and the mapping of virtual
 //! cells to physical ones.
 
-use super::{Ctx, Hived, ListRef, PathVertex, Placement, UsableOrder, swap_remove};
+use super::{Ctx, Hived, ListRef, Map, PathVertex, Placement, UsableOrder, swap_remove};
 use crate::cells::{CellState, OPPORTUNISTIC, PCell};
 use crate::types::{BindInfo, MemberBindInfo, PodPlacement, Victim};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 impl Hived {
     pub(super) fn buddy_alloc(
@@ -13,7 +13,7 @@ impl Hived {
         free: &mut [Vec<usize>],
         level: usize,
         ctx: &Ctx<'_>,
-        bindings: &mut HashMap<usize, usize>,
+        bindings: &mut Map<usize, usize>,
     ) -> bool {
         if level == self.vcells[vx.cell].level {
             if let Some(picked) = self.map_cells(
@@ -52,7 +52,7 @@ impl Hived {
         free_num: &[i64],
         level: usize,
         ctx: &Ctx<'_>,
-        bindings: &mut HashMap<usize, usize>,
+        bindings: &mut Map<usize, usize>,
     ) -> bool {
         let top = free.len() - 1;
         let mut splittable = vec![0i64; top + 2];
@@ -168,7 +168,7 @@ impl Hived {
         list: ListRef,
         free: &mut [Vec<usize>],
         ctx: &Ctx<'_>,
-        bindings: &mut HashMap<usize, usize>,
+        bindings: &mut Map<usize, usize>,
     ) -> Option<Vec<usize>> {
         let cands = self.usable(list, free, cells.len(), ctx)?;
         let mut picked_idx = vec![0usize; cells.len()];
@@ -271,14 +271,14 @@ impl Hived {
         si: usize,
         slot: usize,
     ) -> BindInfo {
-        let mut members = Vec::new();
+        let mut members = Vec::with_capacity(phys.len());
         let mut chain = String::new();
         for (s, pods) in phys.iter().enumerate() {
-            let mut placements = Vec::new();
+            let mut placements = Vec::with_capacity(pods.len());
             for (pi, leaves) in pods.iter().enumerate() {
                 let mut node = String::new();
-                let mut idx = Vec::new();
-                let mut types = Vec::new();
+                let mut idx = Vec::with_capacity(leaves.len());
+                let mut types = Vec::with_capacity(leaves.len());
                 for (li, l) in leaves.iter().enumerate() {
                     let Some(l) = *l else { continue };
                     let pc = &self.pcells[l];

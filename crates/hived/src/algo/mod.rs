@@ -25,6 +25,10 @@ mod topo;
 use request::Request;
 use topo::new_view;
 
+/// A hash map with a fixed seed, for the lookups a decision makes (nothing iterates
+/// one in an order that shows).
+pub(crate) type Map<K, V> = HashMap<K, V, FixedState>;
+
 /// A group's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum GroupState {
@@ -124,7 +128,7 @@ pub struct Hived {
     pub(crate) free_groups: BTreeSet<usize>,
     /// Groups by name, hashed with a fixed seed (read per pod several times; nothing
     /// iterates it without sorting the names).
-    pub(crate) group_ids: HashMap<String, usize, FixedState>,
+    pub(crate) group_ids: Map<String, usize>,
     pub(crate) now: i64,
     pub(crate) usable_order: UsableOrder,
     /// Set while a recovered group is allocated: no new doomed cells are forecast until

@@ -42,7 +42,7 @@ impl<'a> Request<'a> {
                 if g.name.is_empty() {
                     return Err(user(format!("pod {pod}: affinityGroup.name is empty")));
                 }
-                let mut m = Vec::new();
+                let mut m = Vec::with_capacity(g.members.len());
                 for (i, x) in g.members.iter().enumerate() {
                     if x.pod_number <= 0 || x.pod_number > 1 << 16 {
                         return Err(user(format!(

@@ -2,10 +2,10 @@
 //! paths, and opportunistic placement.
 
 use super::topo::ViewId;
-use super::{Ctx, GroupState, Hived, ListRef, PathVertex, Placement, Request};
+use super::{Ctx, GroupState, Hived, ListRef, Map, PathVertex, Placement, Request};
 use crate::cells::{CellState, OPPORTUNISTIC};
 use crate::types::{Decision, HivedError, Phase, PodSpec, Suggested, user};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 impl Hived {
     /// One scheduling attempt for a pod (HiveD's `Schedule`). A `Bind` changes no state:
@@ -253,7 +253,7 @@ impl Hived {
                 }
             }
         }
-        let mut bindings: HashMap<usize, usize> = HashMap::new();
+        let mut bindings: Map<usize, usize> = Map::default();
         let (pre, non_pre) = self.binding_paths(&vplace, &mut bindings);
         // The mapping works on copies of the chain's free lists; the copies reuse one
         // buffer across decisions.
@@ -297,13 +297,14 @@ impl Hived {
     pub(super) fn binding_paths(
         &self,
         vplace: &Placement,
-        bindings: &mut HashMap<usize, usize>,
+        bindings: &mut Map<usize, usize>,
     ) -> (Vec<PathVertex>, Vec<Vec<PathVertex>>) {
         // Build the forest of unbound ancestors, then split it into preassigned roots and
         // groups of roots under a bound parent (in first-seen order).
         let mut in_forest: BTreeSet<usize> = BTreeSet::new();
-        let mut children_of: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut children_of: Map<usize, Vec<usize>> = Map::default();
         let mut roots: Vec<usize> = Vec::new();
+        let mut path = Vec::new();
         for pods in vplace {
             for leaves in pods {
                 for &leaf in leaves.iter().flatten() {
@@ -311,7 +312,7 @@ impl Hived {
                         bindings.insert(leaf, p);
                         continue;
                     }
-                    let mut path = Vec::new();
+                    path.clear();
                     let mut c = Some(leaf);
                     while let Some(x) = c {
                         if self.vcells[x].phys.is_some() || in_forest.contains(&x) {
@@ -338,7 +339,7 @@ impl Hived {
                 }
             }
         }
-        fn build(c: usize, ch: &HashMap<usize, Vec<usize>>) -> PathVertex {
+        fn build(c: usize, ch: &Map<usize, Vec<usize>>) -> PathVertex {
             PathVertex {
                 cell: c,
                 children: ch
@@ -375,7 +376,7 @@ impl Hived {
         free: &mut [Vec<usize>],
         free_num: &mut [i64],
         ctx: &Ctx<'_>,
-        bindings: &mut HashMap<usize, usize>,
+        bindings: &mut Map<usize, usize>,
     ) -> bool {
         for vx in pre {
             let level = self.vcells[vx.cell].level;

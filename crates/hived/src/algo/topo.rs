@@ -6,9 +6,9 @@
 //! consecutive nodes greedily; inside a node each pod gets the leaves whose lowest common
 //! ancestor is lowest, first free leaves then preemptible ones, in depth-first order.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use super::{Ctx, Hived, Placement};
+use super::{Ctx, Hived, Map, Placement};
 use crate::cells::{FREE, OPPORTUNISTIC};
 
 /// Which persistent node view to schedule in.
@@ -179,7 +179,7 @@ impl Hived {
             res = self.sort_and_fit(&id, physical, &pods, prio, ctx);
         }
         let nodes = res?;
-        let mut avail: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut avail: Map<usize, Vec<usize>> = Map::default();
         let mut out: Placement = sizes.iter().map(|&(_, n)| Vec::with_capacity(n)).collect();
         let mut si = 0;
         for (i, &size) in pods.iter().enumerate() {
@@ -257,19 +257,7 @@ fn pick_leaves(h: &Hived, physical: bool, list: &mut Vec<usize>, k: usize) -> Ve
     let mut level = 1;
     while level <= ch.top {
         if level >= optimal {
-            // Group list positions by their level-`level` ancestor.
-            let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-            for (i, &a) in anc.iter().enumerate() {
-                match groups.iter_mut().find(|g| g.0 == a) {
-                    Some(g) => g.1.push(i),
-                    None => groups.push((a, vec![i])),
-                }
-            }
-            let best = groups
-                .into_iter()
-                .filter(|g| g.1.len() >= k)
-                .map(|g| g.1[..k].to_vec())
-                .min();
+            let best = first_group(&anc, k);
             if best.is_some() {
                 chosen = best;
                 break;
@@ -285,17 +273,26 @@ fn pick_leaves(h: &Hived, physical: bool, list: &mut Vec<usize>, k: usize) -> Ve
     }
     let idx = chosen.unwrap_or_else(|| (0..k.min(list.len())).collect());
     let picked: Vec<usize> = idx.iter().map(|&i| list[i]).collect();
-    let mut keep = vec![true; list.len()];
-    for &i in &idx {
-        keep[i] = false;
-    }
     let mut j = 0;
     list.retain(|_| {
-        let r = keep[j];
+        let keep = !idx.contains(&j);
         j += 1;
-        r
+        keep
     });
     picked
+}
+
+/// The first `k` positions of the ancestor that first appears in `anc` among those over
+/// at least `k` positions. Upstream takes the least, compared as lists, of every such
+/// ancestor's first `k` positions; ancestors' positions are disjoint, so that is the
+/// one whose first position comes first. Lists are a node's leaves: quadratic is fine.
+fn first_group(anc: &[usize], k: usize) -> Option<Vec<usize>> {
+    (0..anc.len()).find_map(|i| {
+        let a = anc[i];
+        let first = !anc[..i].contains(&a);
+        (first && anc[i..].iter().filter(|&&x| x == a).count() >= k)
+            .then(|| (i..anc.len()).filter(|&j| anc[j] == a).take(k).collect())
+    })
 }
 
 /// A node view over per-level cell lists: the node-level cells, then top-level cells
@@ -342,4 +339,42 @@ pub(super) fn new_view(
         lv -= 1;
     }
     view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_group;
+
+    /// Upstream's form: group positions by ancestor, keep groups of at least `k`, take
+    /// the least of their first `k` positions.
+    fn upstream(anc: &[usize], k: usize) -> Option<Vec<usize>> {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, &a) in anc.iter().enumerate() {
+            match groups.iter_mut().find(|g| g.0 == a) {
+                Some(g) => g.1.push(i),
+                None => groups.push((a, vec![i])),
+            }
+        }
+        groups
+            .into_iter()
+            .filter(|g| g.1.len() >= k)
+            .map(|g| g.1[..k].to_vec())
+            .min()
+    }
+
+    #[test]
+    fn first_group_is_upstreams_least_group() {
+        // Every list of up to 7 ancestors drawn from 3 values, every k up to 8.
+        let mut checked = 0;
+        for len in 0..=7u32 {
+            for code in 0..3usize.pow(len) {
+                let anc: Vec<usize> = (0..len).map(|d| code / 3usize.pow(d) % 3).collect();
+                for k in 0..=8 {
+                    assert_eq!(first_group(&anc, k), upstream(&anc, k), "{anc:?} k={k}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
 }

@@ -167,7 +167,7 @@ impl HivedPlacer {
         } else {
             (job.gpus / g, job.gpus % g)
         };
-        let mut members = Vec::new();
+        let mut members = Vec::with_capacity(2);
         if full > 0 {
             members.push(MemberSpec {
                 pod_number: full as i64,
@@ -197,7 +197,7 @@ impl HivedPlacer {
             ignore_k8s_suggested_nodes: true,
             gang_release_enable: false,
         };
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(full as usize + usize::from(rest > 0));
         for k in 0..full {
             out.push((job_name(j, Some(k)), spec(g)));
         }
