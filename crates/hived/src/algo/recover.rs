@@ -291,7 +291,7 @@ impl Hived {
         }
         let parent = self.pcells[c].parent?;
         let pv = self.phys_to_virt(parent, pre, level, prio, vc)?;
-        self.lowest_priority_virtual(&self.vcells[pv].children.clone(), prio)
+        self.lowest_priority_virtual(&self.vcells[pv].children, prio)
     }
 
     pub(super) fn lowest_priority_virtual(&self, list: &[usize], prio: i32) -> Option<usize> {

@@ -11,7 +11,7 @@ use apiary_hived::{
     Suggested,
 };
 use apiary_model::{Cluster, Placement};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 /// HiveD's cell types for nodes of `g` GPUs: halving levels while `g` is a power of two
@@ -112,7 +112,8 @@ pub struct HivedPlacer {
     h: Hived,
     /// The top-level cell type, the chain every bind record names.
     chain: String,
-    node_of: BTreeMap<String, u32>,
+    /// Node ids by name (fixed-seed hashing: looked up per placed pod, never walked).
+    node_of: HashMap<String, u32, foldhash::fast::FixedState>,
     node_gpus: u32,
     bound: BTreeMap<JobIdx, Vec<(String, PodSpec, BindInfo)>>,
 }
