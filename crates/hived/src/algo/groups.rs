@@ -4,31 +4,75 @@ use super::{Group, GroupState, Hived, Placement, Request};
 use crate::cells::{CellState, OPPORTUNISTIC};
 use std::collections::BTreeSet;
 
+/// Removed groups kept for their vectors.
+const GROUP_POOL: usize = 64;
+
+/// Empties `p` into `sizes`' shape: per size class `(leaves, pods)`, `pods` slots of
+/// `leaves` unset leaves, reusing the vectors already there.
+fn empty_placement(p: &mut Placement, sizes: &[(usize, usize)]) {
+    p.truncate(sizes.len());
+    p.resize_with(sizes.len(), Vec::new);
+    for (pods, &(s, n)) in p.iter_mut().zip(sizes) {
+        pods.truncate(n);
+        for leaves in pods.iter_mut() {
+            leaves.clear();
+            leaves.resize(s, None);
+        }
+        pods.resize_with(n, || vec![None; s]);
+    }
+}
+
 impl Hived {
-    pub(super) fn new_group(&self, r: &Request, vc: usize, state: GroupState) -> Group {
-        Group {
-            name: r.group.to_string(),
-            vc,
-            priority: r.priority,
-            lazy_enable: r.lazy,
-            ignore_suggested: r.ignore_suggested,
-            sizes: r.sizes.iter().map(|s| s.0).collect(),
-            phys: r
-                .sizes
-                .iter()
-                .map(|&(s, n)| vec![vec![None; s]; n])
-                .collect(),
-            virt: Some(
-                r.sizes
+    /// A group for request `r`, built in the vectors of a removed group when one is
+    /// kept (a placement makes and drops one group, a dozen vectors).
+    pub(super) fn new_group(&mut self, r: &Request, vc: usize, state: GroupState) -> Group {
+        let Some(mut g) = self.group_pool.pop() else {
+            return Group {
+                name: r.group.to_string(),
+                vc,
+                priority: r.priority,
+                lazy_enable: r.lazy,
+                ignore_suggested: r.ignore_suggested,
+                sizes: r.sizes.iter().map(|s| s.0).collect(),
+                phys: r
+                    .sizes
                     .iter()
                     .map(|&(s, n)| vec![vec![None; s]; n])
                     .collect(),
-            ),
-            allocated: r.sizes.iter().map(|&(_, n)| vec![None; n]).collect(),
-            preempting: BTreeSet::new(),
-            state,
-            lazy: None,
+                virt: Some(
+                    r.sizes
+                        .iter()
+                        .map(|&(s, n)| vec![vec![None; s]; n])
+                        .collect(),
+                ),
+                allocated: r.sizes.iter().map(|&(_, n)| vec![None; n]).collect(),
+                preempting: BTreeSet::new(),
+                state,
+                lazy: None,
+            };
+        };
+        g.name.clear();
+        g.name.push_str(r.group);
+        g.vc = vc;
+        g.priority = r.priority;
+        g.lazy_enable = r.lazy;
+        g.ignore_suggested = r.ignore_suggested;
+        g.sizes.clear();
+        g.sizes.extend(r.sizes.iter().map(|s| s.0));
+        empty_placement(&mut g.phys, &r.sizes);
+        let mut virt = g.virt.take().unwrap_or_default();
+        empty_placement(&mut virt, &r.sizes);
+        g.virt = Some(virt);
+        g.allocated.truncate(r.sizes.len());
+        g.allocated.resize_with(r.sizes.len(), Vec::new);
+        for (slots, &(_, n)) in g.allocated.iter_mut().zip(&r.sizes) {
+            slots.clear();
+            slots.resize(n, None);
         }
+        g.preempting.clear();
+        g.state = state;
+        g.lazy = None;
+        g
     }
 
     pub(super) fn insert_group(&mut self, g: Group) -> usize {
@@ -48,6 +92,9 @@ impl Hived {
         if let Some(gr) = self.groups[g].take() {
             self.group_ids.remove(&gr.name);
             self.free_groups.insert(g);
+            if self.group_pool.len() < GROUP_POOL {
+                self.group_pool.push(gr);
+            }
         }
     }
 

@@ -126,6 +126,8 @@ pub struct Hived {
     pub(crate) groups: Vec<Option<Group>>,
     /// The empty slots of `groups`: a new group takes the lowest.
     pub(crate) free_groups: BTreeSet<usize>,
+    /// Removed groups whose vectors the next groups reuse.
+    pub(crate) group_pool: Vec<Group>,
     /// Groups by name, hashed with a fixed seed (read per pod several times; nothing
     /// iterates it without sorting the names).
     pub(crate) group_ids: Map<String, usize>,
@@ -282,6 +284,7 @@ impl Hived {
             free_copy: Vec::new(),
             node_infos: Vec::new(),
             free_groups: BTreeSet::new(),
+            group_pool: Vec::new(),
             group_ids: HashMap::default(),
             now: 0,
             usable_order: UsableOrder::default(),
