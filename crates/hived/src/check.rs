@@ -20,6 +20,16 @@ impl Hived {
     }
 
     fn check_cells(&self, bad: &mut Vec<String>) {
+        let opportunistic: i64 = (self.pcells.iter())
+            .filter(|c| c.level == 1)
+            .map(|c| i64::from(c.used.get(crate::cells::OPPORTUNISTIC)))
+            .sum();
+        if opportunistic != self.opportunistic_leaves {
+            bad.push(format!(
+                "{opportunistic} leaves in opportunistic use, counted {}",
+                self.opportunistic_leaves
+            ));
+        }
         for (i, c) in self.pcells.iter().enumerate() {
             if c.level == 1 {
                 let ok = matches!(

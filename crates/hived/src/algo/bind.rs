@@ -225,6 +225,7 @@ impl Hived {
             update_used(&mut self.vcells, v, prio, 1);
             set_priority(&mut self.pcells, p, prio);
             update_used(&mut self.pcells, p, prio, 1);
+            self.count_opportunistic(prio, 1);
             let pac = self.vcells[v].preassigned;
             let newly = self.vcells[pac].phys.is_none();
             if self.pcells[p].virt.is_none() {
@@ -251,6 +252,7 @@ impl Hived {
         } else {
             set_priority(&mut self.pcells, p, OPPORTUNISTIC);
             update_used(&mut self.pcells, p, OPPORTUNISTIC, 1);
+            self.count_opportunistic(OPPORTUNISTIC, 1);
             self.pcells[p].opp_vc = Some(vc);
         }
         safety
@@ -285,7 +287,16 @@ impl Hived {
         }
         let pr = self.pcells[p].priority;
         update_used(&mut self.pcells, p, pr, -1);
+        self.count_opportunistic(pr, -1);
         set_priority(&mut self.pcells, p, FREE);
+    }
+
+    /// Keeps the count of leaves in opportunistic use, by which `usable` knows every
+    /// cell's opportunistic count is 0 without reading the cells.
+    fn count_opportunistic(&mut self, prio: i32, delta: i64) {
+        if prio == OPPORTUNISTIC {
+            self.opportunistic_leaves += delta;
+        }
     }
 
     pub(crate) fn set_state(&mut self, mut c: usize, s: CellState) {

@@ -141,6 +141,11 @@ impl Hived {
         if out.len() < needed {
             return None;
         }
+        // With no leaf in opportunistic use every key is 0, and the stable sorts below
+        // leave both lists as they are.
+        if self.opportunistic_leaves == 0 {
+            return Some(out);
+        }
         let key = |p: &Vec<PCell>, c: usize| p[c].used.get(OPPORTUNISTIC);
         match list {
             ListRef::Free(l) => {

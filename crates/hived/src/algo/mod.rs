@@ -128,6 +128,8 @@ pub struct Hived {
     pub(crate) free_groups: BTreeSet<usize>,
     /// Removed groups whose vectors the next groups reuse.
     pub(crate) group_pool: Vec<Group>,
+    /// Leaves in opportunistic use.
+    pub(crate) opportunistic_leaves: i64,
     /// Groups by name, hashed with a fixed seed (read per pod several times; nothing
     /// iterates it without sorting the names).
     pub(crate) group_ids: Map<String, usize>,
@@ -285,6 +287,7 @@ impl Hived {
             node_infos: Vec::new(),
             free_groups: BTreeSet::new(),
             group_pool: Vec::new(),
+            opportunistic_leaves: 0,
             group_ids: HashMap::default(),
             now: 0,
             usable_order: UsableOrder::default(),
