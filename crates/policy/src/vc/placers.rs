@@ -340,27 +340,13 @@ impl Placer for HivedPlacer {
 /// formatting machinery: a placement names every pod, and `format!` was a twentieth of
 /// a HiveD run.
 fn job_name(j: JobIdx, pod: Option<u32>) -> String {
-    fn push_decimal(s: &mut String, mut n: u32) {
-        let mut digits = [0u8; 10];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        for &d in &digits[i..] {
-            s.push(char::from(d));
-        }
-    }
+    let mut digits = itoa::Buffer::new();
     let mut s = String::with_capacity(24);
     s.push_str("job-");
-    push_decimal(&mut s, j);
+    s.push_str(digits.format(j));
     if let Some(k) = pod {
         s.push('-');
-        push_decimal(&mut s, k);
+        s.push_str(digits.format(k));
     }
     s
 }
@@ -385,6 +371,7 @@ impl Placer for QuotaPlacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiary_model::{ClusterSpec, Job};
 
     #[test]
     fn job_names_are_those_format_writes() {
@@ -395,7 +382,6 @@ mod tests {
             }
         }
     }
-    use apiary_model::{ClusterSpec, Job};
 
     fn job(vc: &str, gpus: u32, secs: u64) -> Job {
         let mut j = Job::new(format!("{vc}{gpus}"), 0, gpus, secs * 1000);
