@@ -46,8 +46,7 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Placement, SECOND, Time};
-use foldhash::fast::FixedState;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 /// `gandiva`: its spec.
 pub const GANDIVA: PolicySpec = PolicySpec {
     name: "gandiva",
@@ -107,21 +106,62 @@ const SLOT: ParamSpec = ParamSpec {
     about: "with clock=elasticflow: the scheduling slot, seconds (240 in ElasticFlow's Figs. 9-11)",
 };
 
-const NONE: u32 = u32::MAX;
+/// A node-set's name: its slot in [`Gandiva::slots`] (low half) and how many sets the
+/// slot held before it (high half). Slots are reused, so the artifact's churn of sets
+/// made and released every tick allocates nothing, while an id still names one set for
+/// ever: a job's `run_on` tells by its id whether the job moved to another set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SetId(u64);
 
-#[derive(Debug)]
+impl SetId {
+    const NONE: SetId = SetId(u64::MAX);
+
+    fn new(slot: usize, generation: u32) -> SetId {
+        SetId((generation as u64) << 32 | slot as u64)
+    }
+
+    fn slot(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+}
+
+#[derive(Debug, Default)]
 struct NodeSet {
     nodes: Vec<u32>,
     gpus: u32,
     capacity: u32,
     load: u32,
     jobs: Vec<JobIdx>,
+    /// Its class: the GPUs each of its jobs asks for.
+    class: u32,
+    /// Its first `capacity` jobs may not all run: jobs joined, left or rotated since it
+    /// was last materialized, one was requeued, or a start failed.
+    dirty: bool,
 }
 
 impl NodeSet {
     fn concurrency(&self) -> usize {
         self.jobs.len().min(self.capacity as usize)
     }
+}
+
+/// The node-sets of one job size.
+#[derive(Debug, Default)]
+struct Class {
+    /// Its sets, least loaded first once sorted (the artifact's list order).
+    sets: Vec<SetId>,
+    /// Jobs in its sets and GPUs its sets hold, kept as they change: the adjustment
+    /// reads them at every tick.
+    jobs: u64,
+    held: u64,
+}
+
+/// A slot of [`Gandiva::slots`]: the set it holds (when live) and its generation.
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    live: bool,
+    set: NodeSet,
 }
 
 /// Whose loop drives the node-sets.
@@ -149,19 +189,34 @@ pub struct Gandiva {
     decisions: u64,
     ready: bool,
     free_nodes: VecDeque<u32>,
-    classes: BTreeMap<u32, Vec<u32>>,
-    /// Live node-sets by id. Ids are never reused (a job's `run_on` names the set it
-    /// ran on), and nothing walks this map in an order that shows.
-    sets: HashMap<u32, NodeSet, FixedState>,
-    next_id: u32,
+    classes: BTreeMap<u32, Class>,
+    /// The adjustment's per-class demand, kept to reuse its allocation.
+    demand: Vec<(u32, u64, u64)>,
+    /// Node-sets by slot ([`SetId`]); the live ones are those the class lists name.
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    live_sets: usize,
+    /// Live sets with no job: while there are none, a release only gives back the
+    /// unbuilt sets' nodes.
+    empty_sets: usize,
+    /// The nodes of the sets [`Gandiva::expand`] did not build, in the order it took
+    /// them, and per such expansion its class and node count (classes ascending).
+    churn_nodes: Vec<u32>,
+    churn: Vec<(u32, usize)>,
     arrivals: Vec<JobIdx>,
     waiting: Vec<JobIdx>,
-    set_of: Vec<u32>,
-    run_on: Vec<(u32, u32)>,
+    set_of: Vec<SetId>,
+    run_on: Vec<(SetId, u32)>,
     mark: Vec<u32>,
     epoch: u32,
     released: bool,
     maybe_empty: bool,
+    /// A running job may have left its set's first `capacity` (rotation) or its set
+    /// (redistribution): the next materialization reads every running job.
+    reshuffled: bool,
+    /// The running set's change count after the last materialization: any other change to
+    /// the running jobs also makes it read them all.
+    seen_changes: u64,
     slot_used: Vec<bool>,
     running: Vec<JobIdx>,
 }
@@ -189,8 +244,13 @@ impl Gandiva {
             ready: false,
             free_nodes: VecDeque::new(),
             classes: BTreeMap::new(),
-            sets: HashMap::default(),
-            next_id: 0,
+            demand: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            live_sets: 0,
+            empty_sets: 0,
+            churn_nodes: Vec::new(),
+            churn: Vec::new(),
             arrivals: Vec::new(),
             waiting: Vec::new(),
             set_of: Vec::new(),
@@ -199,69 +259,127 @@ impl Gandiva {
             epoch: 0,
             released: false,
             maybe_empty: false,
+            reshuffled: false,
+            seen_changes: u64::MAX,
             slot_used: Vec::new(),
             running: Vec::new(),
         })
     }
 
+    fn set(&self, id: SetId) -> &NodeSet {
+        let slot = &self.slots[id.slot()];
+        debug_assert!(slot.live && SetId::new(id.slot(), slot.generation) == id);
+        &slot.set
+    }
+
+    /// The set `id` names, if it is still in service.
+    fn live_set_mut(&mut self, id: SetId) -> Option<&mut NodeSet> {
+        let slot = self.slots.get_mut(id.slot())?;
+        (slot.live && SetId::new(id.slot(), slot.generation) == id).then_some(&mut slot.set)
+    }
+
+    fn set_mut(&mut self, id: SetId) -> &mut NodeSet {
+        let slot = &mut self.slots[id.slot()];
+        debug_assert!(slot.live && SetId::new(id.slot(), slot.generation) == id);
+        &mut slot.set
+    }
+
     fn sort_class(&mut self, g: u32) {
-        let sets = &self.sets;
-        if let Some(list) = self.classes.get_mut(&g) {
-            list.sort_by_key(|id| sets[id].load);
+        let slots = &self.slots;
+        if let Some(class) = self.classes.get_mut(&g) {
+            class.sets.sort_by_key(|id| slots[id.slot()].set.load);
         }
     }
 
-    /// Takes the first free nodes that together hold `g` GPUs, if there are enough.
-    fn take_free(&mut self, ctx: &Ctx<'_>, g: u32) -> Option<(Vec<u32>, u32)> {
+    /// A new node-set of class `g` on the first free nodes that together hold `g`
+    /// GPUs: its id, or `None` (taking nothing) if the free nodes hold fewer.
+    fn new_set(&mut self, ctx: &Ctx<'_>, g: u32) -> Option<SetId> {
+        let (k, sum) = self.free_run(ctx, 0, g)?;
+        let slot = match self.free_slots.pop() {
+            Some(slot) => slot as usize,
+            None => {
+                self.slots.push(Slot::default());
+                self.slots.len() - 1
+            }
+        };
+        let entry = &mut self.slots[slot];
+        entry.live = true;
+        let s = &mut entry.set;
+        s.nodes.clear();
+        s.nodes.extend(self.free_nodes.drain(..k));
+        s.gpus = sum;
+        s.capacity = sum / g;
+        s.load = 0;
+        s.class = g;
+        s.dirty = false;
+        debug_assert!(s.jobs.is_empty());
+        let id = SetId::new(slot, entry.generation);
+        self.live_sets += 1;
+        self.empty_sets += 1;
+        let class = self.classes.entry(g).or_default();
+        class.sets.push(id);
+        class.held += sum as u64;
+        self.maybe_empty = true;
+        Some(id)
+    }
+
+    /// How many free nodes from position `from` of the free list first hold `g` GPUs
+    /// together, and how many GPUs they hold; `None` if the rest hold fewer.
+    fn free_run(&self, ctx: &Ctx<'_>, from: usize, g: u32) -> Option<(usize, u32)> {
         let state = ctx.free();
         let mut sum = 0;
         let mut k = 0;
         while sum < g {
-            let &n = self.free_nodes.get(k)?;
+            let &n = self.free_nodes.get(from + k)?;
             sum += state.capacity_of(n);
             k += 1;
         }
-        Some((self.free_nodes.drain(..k).collect(), sum))
+        Some((k, sum))
     }
 
-    fn new_set(&mut self, g: u32, nodes: Vec<u32>, gpus: u32) -> u32 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.sets.insert(
-            id,
-            NodeSet {
-                nodes,
-                gpus,
-                capacity: gpus / g,
-                load: 0,
-                jobs: Vec::new(),
-            },
-        );
-        self.classes.entry(g).or_default().push(id);
-        self.maybe_empty = true;
-        id
+    /// Takes a set out of service: its nodes go to the back of the free list and its
+    /// jobs onto `jobs`. The caller takes it off its class's list and totals.
+    fn remove_set(
+        slots: &mut [Slot],
+        free_slots: &mut Vec<u32>,
+        free_nodes: &mut VecDeque<u32>,
+        id: SetId,
+        jobs: &mut Vec<JobIdx>,
+    ) {
+        let entry = &mut slots[id.slot()];
+        debug_assert!(entry.live && SetId::new(id.slot(), entry.generation) == id);
+        entry.live = false;
+        entry.generation = entry.generation.wrapping_add(1);
+        free_nodes.extend(entry.set.nodes.drain(..));
+        jobs.append(&mut entry.set.jobs);
+        free_slots.push(id.slot() as u32);
     }
 
-    fn add_to(&mut self, id: u32, j: JobIdx) {
-        let s = self.sets.get_mut(&id).expect("live node-set");
+    fn add_to(&mut self, id: SetId, j: JobIdx) {
+        let s = self.set_mut(id);
+        let was_empty = s.jobs.is_empty();
         s.load += 1;
         s.jobs.push(j);
+        s.dirty = true;
+        let g = s.class;
+        self.classes.get_mut(&g).expect("class").jobs += 1;
+        self.empty_sets -= was_empty as usize;
         self.set_of[j as usize] = id;
     }
 
     /// `gandiva_placement`: join, new node-set, or oversubscribe; false if none.
     fn place(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> bool {
         let g = ctx.job(j).gpus;
-        let list = self.classes.entry(g).or_default();
+        let list = &mut self.classes.entry(g).or_default().sets;
         if !list.is_empty() {
             let id = list.remove(0);
-            let s = &self.sets[&id];
+            let s = self.set(id);
             let room = if self.quirks {
                 s.load + 1 < s.capacity
             } else {
                 s.load < s.capacity
             };
-            self.classes.get_mut(&g).expect("class").push(id);
+            self.classes.get_mut(&g).expect("class").sets.push(id);
             if room {
                 self.add_to(id, j);
                 self.sort_class(g);
@@ -271,13 +389,12 @@ impl Gandiva {
                 self.sort_class(g);
             }
         }
-        if let Some((nodes, gpus)) = self.take_free(ctx, g) {
-            let id = self.new_set(g, nodes, gpus);
+        if let Some(id) = self.new_set(ctx, g) {
             self.add_to(id, j);
             self.sort_class(g);
             return true;
         }
-        let list = self.classes.get_mut(&g).expect("class");
+        let list = &mut self.classes.get_mut(&g).expect("class").sets;
         if list.is_empty() {
             return false;
         }
@@ -294,39 +411,49 @@ impl Gandiva {
     /// sort only moves the head past the sets whose load equals its old load, which is
     /// what the loop below does without sorting.
     fn redistribute(&mut self, g: u32, jobs: Vec<JobIdx>) {
+        self.reshuffled = true;
         let mut sorted = false;
         for j in jobs {
-            let id = self.classes[&g][0];
+            let id = self.classes[&g].sets[0];
             self.add_to(id, j);
             if !sorted {
                 self.sort_class(g);
                 sorted = true;
                 continue;
             }
-            let load = self.sets[&id].load;
-            let list = self.classes.get_mut(&g).expect("class");
+            let load = self.set(id).load;
+            let slots = &self.slots;
+            let list = &mut self.classes.get_mut(&g).expect("class").sets;
             let p = list[1..]
                 .iter()
-                .position(|x| self.sets[x].load >= load)
+                .position(|x| slots[x.slot()].set.load >= load)
                 .map_or(list.len(), |i| i + 1);
             list[..p].rotate_left(1);
         }
     }
 
+    /// `gandiva_node_set_expand`: up to `count` new sets of class `g` from the free
+    /// nodes, then the class's jobs dealt over all its sets again.
+    ///
+    /// Without that rearrangement (the quirk) the new sets stay empty until
+    /// [`Gandiva::release_empty`] gives their nodes back later in the same pass, which
+    /// under load happens at nearly every tick. Such sets are not built: their nodes
+    /// wait in `churn` and go back where the sets' would have gone.
     fn expand(&mut self, ctx: &Ctx<'_>, g: u32, count: u64) {
         let mut created = 0;
+        let mut taken = 0;
         let mut last_created_nodes = 0;
         let mut last_ok = false;
         for _ in 0..count {
-            match self.take_free(ctx, g) {
-                Some((nodes, gpus)) => {
-                    last_created_nodes = nodes.len();
-                    self.new_set(g, nodes, gpus);
-                    created += 1;
-                    last_ok = true;
-                }
-                None => last_ok = false,
-            }
+            // A failed attempt takes nothing, so every later one fails too.
+            let Some((k, _)) = self.free_run(ctx, taken, g) else {
+                last_ok = false;
+                break;
+            };
+            taken += k;
+            last_created_nodes = k;
+            created += 1;
+            last_ok = true;
         }
         let rearrange = if self.quirks {
             !last_ok || last_created_nodes > 1
@@ -334,23 +461,38 @@ impl Gandiva {
             created > 0
         };
         if !rearrange {
+            if taken > 0 {
+                let (a, b) = self.free_nodes.as_slices();
+                let in_a = taken.min(a.len());
+                self.churn_nodes.extend_from_slice(&a[..in_a]);
+                self.churn_nodes.extend_from_slice(&b[..taken - in_a]);
+                self.free_nodes.drain(..taken);
+                self.churn.push((g, taken));
+                self.maybe_empty = true;
+            }
             return;
         }
+        for _ in 0..created {
+            self.new_set(ctx, g);
+        }
         let mut jobs = Vec::new();
-        for id in &self.classes[&g] {
-            let s = self.sets.get_mut(id).expect("live node-set");
+        let class = self.classes.get_mut(&g).expect("class");
+        for id in &class.sets {
+            let s = &mut self.slots[id.slot()].set;
             if !s.jobs.is_empty() {
                 jobs.append(&mut s.jobs);
                 s.load = 0;
+                self.empty_sets += 1;
             }
         }
+        class.jobs -= jobs.len() as u64;
         self.redistribute(g, jobs);
     }
 
     fn shrink(&mut self, g: u32, count: u64) {
-        let list = self.classes.get_mut(&g).expect("class");
-        let n = if list.len() as u64 <= count {
-            list.len().saturating_sub(1)
+        let class = self.classes.get_mut(&g).expect("class");
+        let n = if class.sets.len() as u64 <= count {
+            class.sets.len().saturating_sub(1)
         } else {
             count as usize
         };
@@ -358,29 +500,46 @@ impl Gandiva {
             return;
         }
         let mut jobs = Vec::new();
-        for id in list.drain(..n).collect::<Vec<_>>() {
-            let s = self.sets.remove(&id).expect("live node-set");
-            jobs.extend(s.jobs);
-            self.free_nodes.extend(s.nodes);
+        for id in class.sets.drain(..n) {
+            let s = &self.slots[id.slot()].set;
+            class.held -= s.gpus as u64;
+            self.empty_sets -= s.jobs.is_empty() as usize;
+            Self::remove_set(
+                &mut self.slots,
+                &mut self.free_slots,
+                &mut self.free_nodes,
+                id,
+                &mut jobs,
+            );
+            self.live_sets -= 1;
         }
+        class.jobs -= jobs.len() as u64;
         self.redistribute(g, jobs);
     }
 
     /// `gandiva_node_set_adjust`: each class towards its demand share of the cluster.
     fn adjust(&mut self, ctx: &Ctx<'_>) {
-        let mut demand = Vec::new();
+        let mut demand = std::mem::take(&mut self.demand);
+        demand.clear();
         let mut total: u64 = 0;
-        for (&g, list) in &self.classes {
-            let jobs: u64 = list.iter().map(|id| self.sets[id].jobs.len() as u64).sum();
-            let held: u64 = list.iter().map(|id| self.sets[id].gpus as u64).sum();
-            demand.push((g, jobs * g as u64, held));
-            total += jobs * g as u64;
+        for (&g, class) in &self.classes {
+            debug_assert_eq!(
+                (class.jobs, class.held),
+                class.sets.iter().fold((0, 0), |(j, h), id| {
+                    let s = &self.slots[id.slot()].set;
+                    (j + s.jobs.len() as u64, h + s.gpus as u64)
+                }),
+                "class {g}'s totals"
+            );
+            demand.push((g, class.jobs * g as u64, class.held));
+            total += class.jobs * g as u64;
         }
         if total == 0 {
+            self.demand = demand;
             return;
         }
         let cluster = ctx.total_gpus() as f64;
-        for (g, d, held) in demand {
+        for &(g, d, held) in &demand {
             if d == 0 {
                 continue;
             }
@@ -410,34 +569,85 @@ impl Gandiva {
                 self.shrink(g, n);
             }
         }
+        self.demand = demand;
     }
 
     fn release_empty(&mut self) {
         if !std::mem::take(&mut self.maybe_empty) {
+            debug_assert!(self.churn.is_empty());
             return;
         }
-        for list in self.classes.values_mut() {
-            let sets = &mut self.sets;
-            let free = &mut self.free_nodes;
-            let released = &mut self.released;
-            list.retain(|id| {
-                if sets[id].jobs.is_empty() {
-                    let s = sets.remove(id).expect("live node-set");
-                    free.extend(s.nodes);
-                    *released = true;
+        debug_assert_eq!(
+            self.empty_sets,
+            (self.classes.values())
+                .flat_map(|c| &c.sets)
+                .filter(|id| self.slots[id.slot()].set.jobs.is_empty())
+                .count()
+        );
+        if self.empty_sets == 0 {
+            // Only unbuilt sets to give back, in the order they were made.
+            if !self.churn.is_empty() {
+                self.free_nodes.extend(self.churn_nodes.iter().copied());
+                self.released = true;
+            }
+            self.churn.clear();
+            self.churn_nodes.clear();
+            return;
+        }
+        let mut none = Vec::new();
+        let mut classes = std::mem::take(&mut self.classes);
+        let mut churned = 0;
+        let mut churn = std::mem::take(&mut self.churn);
+        let mut next = churn.iter().peekable();
+        for (&g, class) in classes.iter_mut() {
+            let Class { sets, held, .. } = class;
+            sets.retain(|&id| {
+                let s = &self.slots[id.slot()].set;
+                if s.jobs.is_empty() {
+                    *held -= s.gpus as u64;
+                    Self::remove_set(
+                        &mut self.slots,
+                        &mut self.free_slots,
+                        &mut self.free_nodes,
+                        id,
+                        &mut none,
+                    );
+                    self.live_sets -= 1;
+                    self.empty_sets -= 1;
+                    self.released = true;
                     false
                 } else {
                     true
                 }
             });
+            // The unbuilt sets of this class were the last on its list.
+            while let Some(&(_, k)) = next.next_if(|&&(c, _)| c == g) {
+                self.free_nodes
+                    .extend(self.churn_nodes[churned..churned + k].iter().copied());
+                churned += k;
+                self.released = true;
+            }
         }
+        debug_assert!(
+            next.next().is_none(),
+            "unbuilt sets of a class with no list"
+        );
+        churn.clear();
+        self.churn = churn;
+        self.churn_nodes.clear();
+        self.classes = classes;
     }
 
     fn rotate(&mut self) {
-        for s in self.sets.values_mut() {
-            let c = s.concurrency();
-            if s.jobs.len() > c {
-                s.jobs.rotate_left(c);
+        for class in self.classes.values() {
+            for id in &class.sets {
+                let s = &mut self.slots[id.slot()].set;
+                let c = s.concurrency();
+                if s.jobs.len() > c {
+                    s.jobs.rotate_left(c);
+                    s.dirty = true;
+                    self.reshuffled = true;
+                }
             }
         }
     }
@@ -477,34 +687,30 @@ impl Gandiva {
     }
 
     /// Runs the first `capacity` jobs of every node-set, where they belong.
+    ///
+    /// Only what can have changed is read: the running jobs when one may have left its
+    /// place (a rotation, a redistribution, or any change to the running set since the
+    /// last time), and the sets marked dirty. Between passes a set's first `capacity`
+    /// only gains jobs otherwise (a job that finishes moves the rest up), so every
+    /// running job keeps its place and every other set has all its first jobs running:
+    /// reading them all would change nothing.
     fn materialize(&mut self, ctx: &mut Ctx<'_>) -> Result<(), PolicyError> {
         let mut ctx = ctx.gpus()?;
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.mark.iter_mut().for_each(|m| *m = 0);
-            self.epoch = 1;
+        if std::mem::take(&mut self.reshuffled) || ctx.running_changes() != self.seen_changes {
+            self.preempt_displaced(&mut ctx);
+        } else {
+            #[cfg(debug_assertions)]
+            self.check_in_place(&ctx);
         }
-        for s in self.sets.values() {
-            for &j in &s.jobs[..s.concurrency()] {
-                self.mark[j as usize] = self.epoch;
-            }
-        }
-        let mut running = std::mem::take(&mut self.running);
-        running.clear();
-        running.extend_from_slice(ctx.running());
-        for &j in &running {
-            let keep = self.mark[j as usize] == self.epoch
-                && self.set_of[j as usize] == self.run_on[j as usize].0;
-            if !keep {
-                ctx.preempt(j);
-                self.run_on[j as usize] = (NONE, 0);
-            }
-        }
-        self.running = running;
+        #[cfg(debug_assertions)]
+        self.check_clean(&ctx);
         let mut p = Placement::default();
-        for (&g, list) in &self.classes {
-            for id in list {
-                let s = &self.sets[id];
+        for (&g, class) in &self.classes {
+            for &id in &class.sets {
+                let s = &self.slots[id.slot()].set;
+                if !s.dirty {
+                    continue;
+                }
                 let c = s.concurrency();
                 self.slot_used.clear();
                 self.slot_used.resize(s.capacity as usize, false);
@@ -520,15 +726,89 @@ impl Gandiva {
                     let Some(k) = self.slot_used.iter().position(|u| !u) else {
                         break;
                     };
+                    if p.parts.capacity() == 0 {
+                        p = ctx.empty_placement();
+                    }
                     Self::slot_placement(&ctx, s, g, k as u32, &mut p);
                     if ctx.start(j, std::mem::take(&mut p)) {
                         self.slot_used[k] = true;
-                        self.run_on[j as usize] = (*id, k as u32);
+                        self.run_on[j as usize] = (id, k as u32);
+                    }
+                }
+                // A first job still pending (its start failed) is tried again next time.
+                let waiting = s.jobs[..c]
+                    .iter()
+                    .any(|&j| ctx.status(j) == Status::Pending);
+                self.slots[id.slot()].set.dirty = waiting;
+            }
+        }
+        self.seen_changes = ctx.running_changes();
+        Ok(())
+    }
+
+    #[cfg(debug_assertions)]
+    fn check_in_place(&self, ctx: &Ctx<'_>) {
+        for &j in ctx.running() {
+            let id = self.set_of[j as usize];
+            assert_eq!(
+                id, self.run_on[j as usize].0,
+                "job {j} moved without a rescan"
+            );
+            let s = self.set(id);
+            assert!(
+                s.jobs[..s.concurrency()].contains(&j),
+                "job {j} left its set's first jobs without a rescan"
+            );
+        }
+    }
+
+    #[cfg(debug_assertions)]
+    fn check_clean(&self, ctx: &Ctx<'_>) {
+        for class in self.classes.values() {
+            for &id in &class.sets {
+                let s = self.set(id);
+                if !s.dirty {
+                    for &j in &s.jobs[..s.concurrency()] {
+                        assert_ne!(
+                            ctx.status(j),
+                            Status::Pending,
+                            "job {j} waits in a clean set at {}",
+                            ctx.now()
+                        );
                     }
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Preempts every running job that is no longer among its set's first `capacity`,
+    /// or whose set changed.
+    fn preempt_displaced(&mut self, ctx: &mut Ctx<'_>) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 1;
+        }
+        for class in self.classes.values() {
+            for id in &class.sets {
+                let s = &self.slots[id.slot()].set;
+                for &j in &s.jobs[..s.concurrency()] {
+                    self.mark[j as usize] = self.epoch;
+                }
+            }
+        }
+        let mut running = std::mem::take(&mut self.running);
+        running.clear();
+        running.extend_from_slice(ctx.running());
+        for &j in &running {
+            let keep = self.mark[j as usize] == self.epoch
+                && self.set_of[j as usize] == self.run_on[j as usize].0;
+            if !keep {
+                ctx.preempt(j);
+                self.run_on[j as usize] = (SetId::NONE, 0);
+            }
+        }
+        self.running = running;
     }
 }
 
@@ -549,8 +829,8 @@ impl Policy for Gandiva {
     fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         let n = ctx.job_count();
         if self.set_of.len() < n {
-            self.set_of.resize(n, NONE);
-            self.run_on.resize(n, (NONE, 0));
+            self.set_of.resize(n, SetId::NONE);
+            self.run_on.resize(n, (SetId::NONE, 0));
             self.mark.resize(n, 0);
         }
         self.arrivals.push(j);
@@ -559,16 +839,29 @@ impl Policy for Gandiva {
     }
 
     fn on_finish(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
-        let id = std::mem::replace(&mut self.set_of[j as usize], NONE);
-        self.run_on[j as usize] = (NONE, 0);
-        if let Some(s) = self.sets.get_mut(&id)
+        let id = std::mem::replace(&mut self.set_of[j as usize], SetId::NONE);
+        self.run_on[j as usize] = (SetId::NONE, 0);
+        let quirks = self.quirks;
+        if let Some(s) = self.live_set_mut(id)
             && let Some(i) = s.jobs.iter().position(|&x| x == j)
         {
             s.jobs.remove(i);
-            self.maybe_empty |= s.jobs.is_empty();
-            if !self.quirks {
+            s.dirty = true;
+            let (empty, g) = (s.jobs.is_empty(), s.class);
+            if !quirks {
                 s.load -= 1;
             }
+            self.maybe_empty |= empty;
+            self.empty_sets += empty as usize;
+            self.classes.get_mut(&g).expect("class").jobs -= 1;
+        }
+    }
+
+    /// Its set starts it again (it stays among the set's first jobs).
+    fn on_requeue(&mut self, _ctx: &Ctx<'_>, j: JobIdx) {
+        let id = self.set_of.get(j as usize).copied().unwrap_or(SetId::NONE);
+        if let Some(s) = self.live_set_mut(id) {
+            s.dirty = true;
         }
     }
 
@@ -626,14 +919,14 @@ impl Policy for Gandiva {
                     ctx.stalls()?.stall(j, o as Time);
                 }
                 self.running = running;
-            } else if !self.sets.is_empty() || !self.waiting.is_empty() {
+            } else if self.live_sets > 0 || !self.waiting.is_empty() {
                 self.tick_at = Some(self.next_decision);
                 ctx.wake_at(self.next_decision);
             }
             return Ok(());
         }
         // The artifact adjusts node-sets every tick while any job is in the system.
-        if !self.sets.is_empty() || !self.waiting.is_empty() {
+        if self.live_sets > 0 || !self.waiting.is_empty() {
             let next_tick = (now / self.tick + 1) * self.tick;
             let next_quantum = (now / self.quantum + 1) * self.quantum;
             ctx.wake_at(next_tick.min(next_quantum));

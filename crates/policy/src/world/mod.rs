@@ -602,7 +602,12 @@ impl World {
         .saturating_add(self.recovery.get_mut(idx).map_or(0, std::mem::take));
         let rt = &mut self.rt[idx];
         rt.status = Status::Running;
-        rt.placement = p;
+        // A preempted job keeps its (cleared) list: it serves the next placement.
+        let mut old = std::mem::replace(&mut rt.placement, p);
+        if old.parts.capacity() > 0 && self.spare.len() < MAX_SPARE {
+            old.clear();
+            self.spare.push(old);
+        }
         rt.last_update = now;
         rt.overhead_until = now.saturating_add(overhead);
         rt.first_start.get_or_insert(now);
