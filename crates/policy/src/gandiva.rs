@@ -438,7 +438,7 @@ impl Gandiva {
     /// Without that rearrangement (the quirk) the new sets stay empty until
     /// [`Gandiva::release_empty`] gives their nodes back later in the same pass, which
     /// under load happens at nearly every tick. Such sets are not built: their nodes
-    /// wait in `churn` and go back where the sets' would have gone.
+    /// wait in `churn_nodes` and go back where the sets' would have gone.
     fn expand(&mut self, ctx: &Ctx<'_>, g: u32, count: u64) {
         let mut created = 0;
         let mut taken = 0;
