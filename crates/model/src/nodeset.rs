@@ -31,6 +31,13 @@ impl NodeSet {
         }
     }
 
+    /// Removes every member, keeping the words.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+        self.len = 0;
+        self.lowest = 0;
+    }
+
     /// Adds `n`; false if it was already there.
     pub fn insert(&mut self, n: u32) -> bool {
         let (w, bit) = (n as usize / 64, 1u64 << (n % 64));

@@ -516,10 +516,12 @@ impl Refill {
 
     /// Empties the copy for the next pass.
     pub fn clear(&mut self) {
-        if let Some(state) = &mut self.state {
-            for q in &self.held[..self.used] {
-                state.release(q).expect("placed on this state");
-            }
+        if let Some(state) = &mut self.state
+            && self.used > 0
+        {
+            // A pass fills most of the cluster: freeing every node at once is cheaper
+            // than releasing its placements one by one (a third of Muri-L's run).
+            state.free_all();
         }
         self.used = 0;
     }
