@@ -314,6 +314,48 @@ mod tests {
     use super::*;
     use crate::ClusterSpec;
 
+    /// Freeing everything at once leaves what releasing each placement leaves: the same
+    /// masks, totals, buckets (first members too) and idle nodes per switch.
+    #[test]
+    fn free_all_equals_releasing_every_placement() {
+        let c = ClusterSpec::preset("n4g8").unwrap().build().unwrap();
+        let placements = [
+            Placement {
+                parts: vec![(0, 0b1111_0000)],
+            },
+            Placement {
+                parts: vec![(1, 0b1111_1111), (2, 0b0000_0001)],
+            },
+            Placement {
+                parts: vec![(3, 0b0110_0000)],
+            },
+        ];
+        let (mut released, mut freed) = (ClusterState::new(&c), ClusterState::new(&c));
+        for p in &placements {
+            released.allocate(p).unwrap();
+            freed.allocate(p).unwrap();
+        }
+        for p in &placements {
+            released.release(p).unwrap();
+        }
+        freed.free_all();
+        assert_eq!(freed.free_gpus(), 32);
+        for n in 0..4 {
+            assert_eq!(freed.free_mask(n), released.free_mask(n));
+        }
+        for f in 0..=8 {
+            let (a, b) = (freed.nodes_with_free(f), released.nodes_with_free(f));
+            assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
+            assert_eq!(a.first(), b.first());
+        }
+        for sw in 0..freed.switch_count() as u32 {
+            assert_eq!(
+                freed.idle_nodes_in_switch(sw),
+                released.idle_nodes_in_switch(sw)
+            );
+        }
+    }
+
     #[test]
     fn allocate_release_and_double_booking() {
         let c = ClusterSpec::preset("n2g4").unwrap().build().unwrap();
