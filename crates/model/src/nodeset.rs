@@ -38,6 +38,14 @@ impl NodeSet {
         self.lowest = 0;
     }
 
+    /// Becomes a copy of `other`, reusing its own words.
+    pub fn copy_from(&mut self, other: &NodeSet) {
+        self.words.clear();
+        self.words.extend_from_slice(&other.words);
+        self.len = other.len;
+        self.lowest = other.lowest;
+    }
+
     /// Adds `n`; false if it was already there.
     pub fn insert(&mut self, n: u32) -> bool {
         let (w, bit) = (n as usize / 64, 1u64 << (n % 64));

@@ -8,6 +8,7 @@
 
 use crate::cluster::Cluster;
 use crate::nodeset::NodeSet;
+use std::sync::Arc;
 
 /// A set of GPUs: per node, a bit mask of GPU indices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -83,6 +84,13 @@ pub struct ClusterState {
     down: Vec<bool>,
     /// The GPUs of the nodes out of service (planners read it on their hot paths).
     down_gpus: u32,
+    /// `by_free` with every GPU free, shared by every copy: [`ClusterState::free_all`]
+    /// copies it back word by word instead of re-inserting each node.
+    all_free: Arc<[NodeSet]>,
+    /// Every GPU of the cluster.
+    capacity: u64,
+    /// The GPUs under the largest switch.
+    largest_switch: u64,
 }
 
 impl ClusterState {
@@ -106,11 +114,28 @@ impl ClusterState {
         for (i, n) in cluster.nodes.iter().enumerate() {
             by_free[n.gpus as usize].insert(i as u32);
         }
+        let largest_switch = cluster
+            .switches
+            .iter()
+            .map(|s| {
+                let nodes = s.first_node as usize..(s.first_node + s.nodes) as usize;
+                full_mask
+                    .get(nodes)
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|m| m.count_ones() as u64)
+                    .sum()
+            })
+            .max()
+            .unwrap_or(0);
         ClusterState {
+            largest_switch,
+            capacity: full_mask.iter().map(|m| m.count_ones() as u64).sum(),
             free_mask: full_mask.clone(),
             full_mask,
             switch_of: cluster.nodes.iter().map(|n| n.switch).collect(),
             free_total: cluster.total_gpus as u64,
+            all_free: by_free.clone().into(),
             by_free,
             full_free_per_switch: cluster.switches.iter().map(|s| s.nodes).collect(),
             switch_first: cluster.switches.iter().map(|s| s.first_node).collect(),
@@ -211,6 +236,10 @@ impl ClusterState {
     pub fn idle_nodes_in_switch(&self, s: u32) -> u32 {
         self.full_free_per_switch[s as usize]
     }
+    /// The GPUs under the largest switch, free or not.
+    pub fn largest_switch_gpus(&self) -> u64 {
+        self.largest_switch
+    }
     /// Switch of a node.
     pub fn switch_of(&self, node: u32) -> u32 {
         self.switch_of[node as usize]
@@ -240,14 +269,11 @@ impl ClusterState {
     /// no node out of service (a planner's scratch copy).
     pub fn free_all(&mut self) {
         debug_assert!(self.down_gpus == 0 && !self.down.contains(&true));
-        for set in &mut self.by_free {
-            set.clear();
+        for (set, all) in self.by_free.iter_mut().zip(self.all_free.iter()) {
+            set.copy_from(all);
         }
-        for (n, (&full, free)) in self.full_mask.iter().zip(&mut self.free_mask).enumerate() {
-            *free = full;
-            self.by_free[full.count_ones() as usize].insert(n as u32);
-        }
-        self.free_total = self.full_mask.iter().map(|m| m.count_ones() as u64).sum();
+        self.free_mask.copy_from_slice(&self.full_mask);
+        self.free_total = self.capacity;
         self.full_free_per_switch
             .copy_from_slice(&self.switch_nodes);
     }

@@ -109,6 +109,8 @@ pub struct Muri {
     key: Vec<f64>,
     marked: Vec<bool>,
     refill: placement::Refill,
+    /// Sort keys with their positions, reused by every pass's sorts.
+    sort_buf: Vec<(u64, u64)>,
     edges: Vec<(usize, usize, i64)>,
     /// With `ties` set: the stream that relabels each matching's vertices.
     ties: Option<apiary_model::rng::Rng>,
@@ -200,6 +202,7 @@ impl Muri {
             key: Vec::new(),
             marked: Vec::new(),
             refill: placement::Refill::default(),
+            sort_buf: Vec::new(),
             edges: Vec::new(),
             ties: match p.u64(&TIES)? {
                 0 => None,
@@ -399,6 +402,19 @@ impl Muri {
     }
 }
 
+/// `f64::total_cmp`'s order as an integer's.
+fn total_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 { !b } else { b | 1 << 63 }
+}
+
+/// The positions of `keys` in stable sorted order, as `(key, position)` pairs in `out`.
+fn stable_order(keys: impl Iterator<Item = u64>, out: &mut Vec<(u64, u64)>) {
+    out.clear();
+    out.extend(keys.enumerate().map(|(i, k)| (k, i as u64)));
+    out.sort_by_key(|p| p.0);
+}
+
 /// The steps of a pass (the numbers are the artifact's).
 impl Muri {
     /// 2. Candidates: per GPU count, the jobs in `order`, as many chosen as would fit an
@@ -536,16 +552,19 @@ impl Muri {
                 }
             }
         }
-        entries.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut order = std::mem::take(&mut self.sort_buf);
+        stable_order(entries.iter().map(|e| total_key(e.0)), &mut order);
         let mut kept: Vec<Group> = Vec::new();
-        for (_, grp) in entries {
+        for &(_, k) in &order {
+            let grp = &entries[k as usize].1;
             if self
                 .refill
                 .fits(cluster, grp.gpus, PlacementStrategy::Consolidated)
             {
-                kept.push(grp);
+                kept.push(grp.clone());
             }
         }
+        self.sort_buf = order;
         self.refill.clear();
         kept
     }
@@ -610,6 +629,27 @@ impl Muri {
     }
 }
 
+impl Muri {
+    /// Sorts the active jobs by `key`, stably (ties keep their order).
+    fn sort_active(&mut self, key: impl Fn(JobIdx) -> u64) {
+        let mut buf = std::mem::take(&mut self.sort_buf);
+        buf.clear();
+        buf.extend(
+            self.active
+                .iter()
+                .enumerate()
+                .map(|(i, &j)| (key(j), (i as u64) << 32 | u64::from(j))),
+        );
+        // Keys beside the jobs: no indirect read per comparison. A stable sort, since
+        // the list comes in nearly sorted (the last pass's order) and it finds the runs.
+        buf.sort_by_key(|p| p.0);
+        for (slot, &(_, pj)) in self.active.iter_mut().zip(&buf) {
+            *slot = pj as JobIdx;
+        }
+        self.sort_buf = buf;
+    }
+}
+
 impl Policy for Muri {
     fn spec(&self) -> &'static PolicySpec {
         if self.know_duration { &MURI_S } else { &MURI_L }
@@ -630,8 +670,7 @@ impl Policy for Muri {
             self.key[j as usize] = self.sort_val(ctx, j);
         }
         let key = std::mem::take(&mut self.key);
-        self.active
-            .sort_by(|a, b| key[*a as usize].total_cmp(&key[*b as usize]));
+        self.sort_active(|j| total_key(key[j as usize]));
         let order = std::mem::take(&mut self.active);
         let total = ctx.cluster().total_gpus as u64;
         let (mut classes, mut required) = self.candidates(ctx, &order);
@@ -641,9 +680,41 @@ impl Policy for Muri {
         self.active = order;
         // The artifact leaves its runnable list sorted by GPU count, largest first
         // (stable), before placing: the next pass's stable sort breaks ties that way.
-        self.active
-            .sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
+        self.sort_active(|j| u64::from(u32::MAX - ctx.job(j).gpus));
         self.run_groups(ctx, &kept)?;
         self.set_speeds(ctx, &kept)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The integer keys order floats as `total_cmp` does, and the pairs give the order
+    /// a stable sort gives, ties and signed zeros included.
+    #[test]
+    fn integer_keys_sort_as_a_stable_total_cmp_sort() {
+        let values = [
+            3.5,
+            -0.0,
+            0.0,
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -2.25,
+            3.5,
+            1e-300,
+            -1e-300,
+            0.0,
+            -2.25,
+            f64::MIN_POSITIVE,
+        ];
+        let mut want: Vec<usize> = (0..values.len()).collect();
+        want.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+        let mut got = Vec::new();
+        stable_order(values.iter().map(|&x| total_key(x)), &mut got);
+        let got: Vec<usize> = got.iter().map(|&(_, i)| i as usize).collect();
+        assert_eq!(got, want);
     }
 }

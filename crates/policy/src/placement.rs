@@ -437,29 +437,19 @@ fn fill_switch(state: &ClusterState, s: u32, gpus: u32, best: bool, out: &mut Pl
     }
 }
 
-fn switch_gpus(state: &ClusterState, s: u32) -> u64 {
-    state
-        .switch_nodes(s)
-        .map(|n| state.capacity_of(n) as u64)
-        .sum()
-}
-
 fn multi_node(state: &ClusterState, gpus: u32, best: bool, out: &mut Placement) -> bool {
     let switches = state.switch_count() as u32;
-    let max_cap = state.max_free_bucket();
-    let largest_switch = (0..switches)
-        .map(|s| switch_gpus(state, s))
-        .max()
-        .unwrap_or(0);
-    if gpus as u64 <= largest_switch {
-        let mut order: Vec<u32> = (0..switches)
-            .filter(|&s| {
-                state.idle_nodes_in_switch(s) as u64 * max_cap as u64 + max_cap as u64 > gpus as u64
-            })
-            .collect();
-        if best {
-            order.sort_by_key(|&s| (state.idle_nodes_in_switch(s), s));
+    let max_cap = state.max_free_bucket() as u64;
+    if gpus as u64 <= state.largest_switch_gpus() {
+        let room =
+            |s: &u32| state.idle_nodes_in_switch(*s) as u64 * max_cap + max_cap > gpus as u64;
+        if !best {
+            return (0..switches)
+                .filter(room)
+                .any(|s| fill_switch(state, s, gpus, best, out));
         }
+        let mut order: Vec<u32> = (0..switches).filter(room).collect();
+        order.sort_by_key(|&s| (state.idle_nodes_in_switch(s), s));
         return order
             .into_iter()
             .any(|s| fill_switch(state, s, gpus, best, out));
