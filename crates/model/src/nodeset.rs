@@ -47,6 +47,7 @@ impl NodeSet {
     }
 
     /// Adds `n`; false if it was already there.
+    #[inline]
     pub fn insert(&mut self, n: u32) -> bool {
         let (w, bit) = (n as usize / 64, 1u64 << (n % 64));
         if w >= self.words.len() {
@@ -64,6 +65,7 @@ impl NodeSet {
     }
 
     /// Removes `n`; false if it was not there.
+    #[inline]
     pub fn remove(&mut self, n: u32) -> bool {
         let (w, bit) = (n as usize / 64, 1u64 << (n % 64));
         match self.words.get_mut(w) {
@@ -80,11 +82,13 @@ impl NodeSet {
     }
 
     /// Members `64 * i .. 64 * i + 64` as bits (0 past the words held).
+    #[inline]
     pub fn word(&self, i: usize) -> u64 {
         self.words.get(i).copied().unwrap_or(0)
     }
 
     /// Whether `n` is in the set.
+    #[inline]
     pub fn contains(&self, n: u32) -> bool {
         self.words
             .get(n as usize / 64)
@@ -102,6 +106,7 @@ impl NodeSet {
     }
 
     /// The smallest member.
+    #[inline]
     pub fn first(&self) -> Option<u32> {
         if self.len == 0 {
             return None;

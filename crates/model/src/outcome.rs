@@ -47,7 +47,7 @@ impl JobOutcome {
 
 /// Busy GPUs over time, integrated into equal-width buckets whose width doubles as
 /// the run grows, so memory stays bounded whatever the run length.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct UtilSeries {
     /// Time of the first bucket's start.
     pub start: Time,
@@ -57,6 +57,17 @@ pub struct UtilSeries {
     pub busy: Vec<f64>,
     /// Cluster GPUs.
     pub total_gpus: u32,
+    /// The bucket the last interval ended in, and its span `[lo, hi)` (empty when
+    /// none): most intervals between two events fall in it, with no division.
+    hot: (usize, Time, Time),
+}
+
+/// Series are equal when their buckets are, whichever bucket each last wrote.
+impl PartialEq for UtilSeries {
+    fn eq(&self, other: &Self) -> bool {
+        (self.start, self.width, &self.busy, self.total_gpus)
+            == (other.start, other.width, &other.busy, other.total_gpus)
+    }
 }
 
 const MAX_BUCKETS: usize = 2048;
@@ -69,6 +80,7 @@ impl UtilSeries {
             width: 60_000,
             busy: Vec::new(),
             total_gpus,
+            hot: (0, 0, 0),
         }
     }
 
@@ -82,12 +94,19 @@ impl UtilSeries {
         if to <= from || gpus <= 0.0 || from < self.start {
             return;
         }
-        // Most intervals (the time between two events) lie in one bucket already held:
-        // one division finds it, where the general path takes three.
+        let (hot, lo, hi) = self.hot;
+        if from >= lo && to <= hi {
+            self.busy[hot] += (to - from) as f64 * gpus;
+            return;
+        }
+        // Most other intervals lie in one bucket already held: one division finds it,
+        // where the general path takes three.
         if to <= self.start + self.busy.len() as Time * self.width {
             let b = ((from - self.start) / self.width) as usize;
-            if to <= self.start + (b as Time + 1) * self.width {
+            let lo = self.start + b as Time * self.width;
+            if to <= lo + self.width {
                 self.busy[b] += (to - from) as f64 * gpus;
+                self.hot = (b, lo, lo + self.width);
                 return;
             }
         }
@@ -107,13 +126,16 @@ impl UtilSeries {
         let mut t = from;
         while t < to {
             let b = ((t - self.start) / self.width) as usize;
-            let end = (self.start + (b as Time + 1) * self.width).min(to);
+            let lo = self.start + b as Time * self.width;
+            let end = (lo + self.width).min(to);
             self.busy[b] += (end - t) as f64 * gpus;
+            self.hot = (b, lo, lo + self.width);
             t = end;
         }
     }
 
     fn coarsen(&mut self) {
+        self.hot = (0, 0, 0);
         self.width *= 2;
         let merged: Vec<f64> = self.busy.chunks(2).map(|c| c.iter().sum()).collect();
         self.busy = merged;
