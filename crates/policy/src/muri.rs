@@ -437,10 +437,7 @@ impl Muri {
                 continue;
             }
             let g = ctx.job(j).gpus;
-            if self
-                .refill
-                .fits(cluster, g, PlacementStrategy::Consolidated)
-            {
+            if self.refill.fits(cluster, g) {
                 let s = &mut by_size[size_ix[&g]];
                 let up = (s.2 + self.max_group).min(s.1.len());
                 for &k in &s.1[s.2..up] {
@@ -557,10 +554,7 @@ impl Muri {
         let mut kept: Vec<Group> = Vec::new();
         for &(_, k) in &order {
             let grp = &entries[k as usize].1;
-            if self
-                .refill
-                .fits(cluster, grp.gpus, PlacementStrategy::Consolidated)
-            {
+            if self.refill.fits(cluster, grp.gpus) {
                 kept.push(grp.clone());
             }
         }

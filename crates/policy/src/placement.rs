@@ -81,6 +81,57 @@ impl PlacementStrategy {
     pub const NAMES: &'static str = "counting, consolidated (yarn), best-fit, random, topology";
 }
 
+mod refill;
+pub use refill::Refill;
+
+/// What the multi-node consolidated and best-fit placements read of the free GPUs:
+/// the placement index, or a refill's lighter copy ([`Refill`]).
+trait FreeView {
+    fn node_count(&self) -> usize;
+    fn switch_count(&self) -> usize;
+    fn switch_nodes(&self, s: u32) -> std::ops::Range<u32>;
+    fn capacity_of(&self, n: u32) -> u32;
+    fn node_idle(&self, n: u32) -> bool;
+    fn free_on(&self, n: u32) -> u32;
+    fn free_mask(&self, n: u32) -> u64;
+    fn idle_nodes_in_switch(&self, s: u32) -> u32;
+    fn max_free_bucket(&self) -> u32;
+    fn largest_switch_gpus(&self) -> u64;
+}
+
+impl FreeView for ClusterState {
+    fn node_count(&self) -> usize {
+        ClusterState::node_count(self)
+    }
+    fn switch_count(&self) -> usize {
+        ClusterState::switch_count(self)
+    }
+    fn switch_nodes(&self, s: u32) -> std::ops::Range<u32> {
+        ClusterState::switch_nodes(self, s)
+    }
+    fn capacity_of(&self, n: u32) -> u32 {
+        ClusterState::capacity_of(self, n)
+    }
+    fn node_idle(&self, n: u32) -> bool {
+        ClusterState::node_idle(self, n)
+    }
+    fn free_on(&self, n: u32) -> u32 {
+        ClusterState::free_on(self, n)
+    }
+    fn free_mask(&self, n: u32) -> u64 {
+        ClusterState::free_mask(self, n)
+    }
+    fn idle_nodes_in_switch(&self, s: u32) -> u32 {
+        ClusterState::idle_nodes_in_switch(self, s)
+    }
+    fn max_free_bucket(&self) -> u32 {
+        ClusterState::max_free_bucket(self)
+    }
+    fn largest_switch_gpus(&self) -> u64 {
+        ClusterState::largest_switch_gpus(self)
+    }
+}
+
 fn low_bits(mask: u64, k: u32) -> u64 {
     let mut m = mask;
     let mut out = 0;
@@ -398,7 +449,7 @@ fn counting(state: &ClusterState, gpus: u32, out: &mut Placement) -> bool {
 
 /// Whole idle nodes of switch `s` (in order), then the remainder on one node of the same
 /// switch. Returns false if the switch cannot host the job.
-fn fill_switch(state: &ClusterState, s: u32, gpus: u32, best: bool, out: &mut Placement) -> bool {
+fn fill_switch<V: FreeView>(state: &V, s: u32, gpus: u32, best: bool, out: &mut Placement) -> bool {
     let start = out.parts.len();
     let mut need = gpus;
     for n in state.switch_nodes(s) {
@@ -437,7 +488,7 @@ fn fill_switch(state: &ClusterState, s: u32, gpus: u32, best: bool, out: &mut Pl
     }
 }
 
-fn multi_node(state: &ClusterState, gpus: u32, best: bool, out: &mut Placement) -> bool {
+fn multi_node<V: FreeView>(state: &V, gpus: u32, best: bool, out: &mut Placement) -> bool {
     let switches = state.switch_count() as u32;
     let max_cap = state.max_free_bucket() as u64;
     if gpus as u64 <= state.largest_switch_gpus() {
@@ -474,41 +525,6 @@ fn multi_node(state: &ClusterState, gpus: u32, best: bool, out: &mut Placement) 
         }
     }
     false
-}
-
-/// An emptied copy of the cluster filled in priority order: the artifacts' passes that
-/// empty the cluster and place jobs again to see which fit (Muri's candidates and
-/// groups, Themis' chosen jobs). Its state and placement buffer are reused between passes.
-#[derive(Debug, Default)]
-pub struct Refill {
-    state: Option<ClusterState>,
-    /// Whether this pass took anything from the copy.
-    used: bool,
-    p: Placement,
-}
-
-impl Refill {
-    /// Places `gpus` GPUs by `strategy` on what this pass has left free, and takes
-    /// them; false (taking nothing) if they do not fit.
-    pub fn fits(&mut self, cluster: &Cluster, gpus: u32, strategy: PlacementStrategy) -> bool {
-        let state = self.state.get_or_insert_with(|| ClusterState::new(cluster));
-        if !place(cluster, state, gpus, strategy, &mut self.p) || state.allocate(&self.p).is_err() {
-            return false;
-        }
-        self.used = true;
-        true
-    }
-
-    /// Empties the copy for the next pass.
-    pub fn clear(&mut self) {
-        if let Some(state) = &mut self.state
-            && std::mem::take(&mut self.used)
-        {
-            // A pass fills most of the cluster: freeing every node at once is cheaper
-            // than releasing its placements one by one (a seventh of Muri-L's run).
-            state.free_all();
-        }
-    }
 }
 
 #[cfg(test)]
@@ -634,11 +650,11 @@ mod tests {
         let c = ClusterSpec::preset("n2g8").unwrap().build().unwrap();
         let mut r = Refill::default();
         for _ in 0..2 {
-            assert!(r.fits(&c, 8, PlacementStrategy::Consolidated));
-            assert!(r.fits(&c, 6, PlacementStrategy::Consolidated));
-            assert!(!r.fits(&c, 4, PlacementStrategy::Consolidated));
-            assert!(r.fits(&c, 2, PlacementStrategy::Consolidated));
-            assert!(!r.fits(&c, 1, PlacementStrategy::Consolidated));
+            assert!(r.fits(&c, 8));
+            assert!(r.fits(&c, 6));
+            assert!(!r.fits(&c, 4));
+            assert!(r.fits(&c, 2));
+            assert!(!r.fits(&c, 1));
             r.clear();
         }
     }

@@ -268,10 +268,7 @@ impl Policy for Themis {
         }
         for &(_, _, _, j) in &self.keyed {
             let g = ctx.job(j).gpus;
-            if self
-                .refill
-                .fits(cluster, g, PlacementStrategy::Consolidated)
-            {
+            if self.refill.fits(cluster, g) {
                 self.chosen[j as usize] = true;
             }
         }
