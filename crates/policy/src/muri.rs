@@ -111,6 +111,10 @@ pub struct Muri {
     refill: placement::Refill,
     /// Sort keys with their positions, reused by every pass's sorts.
     sort_buf: Vec<(u64, u64)>,
+    /// A job list reused by every pass's sort by GPU count.
+    scratch: Vec<JobIdx>,
+    /// The candidates' lists per GPU count, reused by every pass.
+    by_size: Vec<(u32, Vec<JobIdx>, usize)>,
     edges: Vec<(usize, usize, i64)>,
     /// With `ties` set: the stream that relabels each matching's vertices.
     ties: Option<apiary_model::rng::Rng>,
@@ -203,6 +207,8 @@ impl Muri {
             marked: Vec::new(),
             refill: placement::Refill::default(),
             sort_buf: Vec::new(),
+            by_size: Vec::new(),
+            scratch: Vec::new(),
             edges: Vec::new(),
             ties: match p.u64(&TIES)? {
                 0 => None,
@@ -422,23 +428,44 @@ impl Muri {
     ///    and the GPUs they would need.
     fn candidates(&mut self, ctx: &Ctx<'_>, order: &[JobIdx]) -> (Vec<(u32, Vec<Group>)>, u64) {
         let cluster = ctx.cluster();
-        let mut by_size: Vec<(u32, Vec<JobIdx>, usize)> = Vec::new();
-        let mut size_ix: BTreeMap<u32, usize> = BTreeMap::new();
+        // Per GPU count in order of first appearance: its jobs in order, and how many
+        // are chosen. The lists are kept from pass to pass, so filling them allocates
+        // nothing once they have grown.
+        let mut by_size = std::mem::take(&mut self.by_size);
+        for e in &mut by_size {
+            e.1.clear();
+            e.2 = 0;
+        }
+        let mut used = 0;
         for &j in order {
             let g = ctx.job(j).gpus;
-            let i = *size_ix.entry(g).or_insert_with(|| {
-                by_size.push((g, Vec::new(), 0));
-                by_size.len() - 1
-            });
+            let i = match by_size[..used].iter().position(|e| e.0 == g) {
+                Some(i) => i,
+                None => {
+                    match by_size[used..].iter().position(|e| e.0 == g) {
+                        Some(k) => by_size.swap(used, used + k),
+                        None => {
+                            by_size.push((g, Vec::new(), 0));
+                            let last = by_size.len() - 1;
+                            by_size.swap(used, last);
+                        }
+                    }
+                    used += 1;
+                    used - 1
+                }
+            };
             by_size[i].1.push(j);
         }
+        let sizes = &mut by_size[..used];
         for &j in order {
             if self.marked[j as usize] {
                 continue;
             }
             let g = ctx.job(j).gpus;
             if self.refill.fits(cluster, g) {
-                let s = &mut by_size[size_ix[&g]];
+                let Some(s) = sizes.iter_mut().find(|e| e.0 == g) else {
+                    continue;
+                };
                 let up = (s.2 + self.max_group).min(s.1.len());
                 for &k in &s.1[s.2..up] {
                     self.marked[k as usize] = true;
@@ -451,8 +478,8 @@ impl Muri {
         }
         self.refill.clear();
         let mut required = 0u64;
-        let mut classes: Vec<(u32, Vec<Group>)> = Vec::new();
-        for (g, jobs, chosen) in &by_size {
+        let mut classes: Vec<(u32, Vec<Group>)> = Vec::with_capacity(used);
+        for (g, jobs, chosen) in sizes.iter() {
             required += *chosen as u64 * *g as u64;
             classes.push((
                 *g,
@@ -465,6 +492,7 @@ impl Muri {
                     .collect(),
             ));
         }
+        self.by_size = by_size;
         (classes, required)
     }
 
@@ -582,12 +610,16 @@ impl Muri {
                 self.marked[j as usize] = intact[gi];
             }
         }
-        let mut running: Vec<JobIdx> = ctx.running().to_vec();
-        running.sort_unstable();
-        for &j in &running {
-            if !self.marked[j as usize] {
-                ctx.preempt(j);
-            }
+        // Stopped in index order; only the few that stop are sorted.
+        let mut stop: Vec<JobIdx> = ctx
+            .running()
+            .iter()
+            .copied()
+            .filter(|&j| !self.marked[j as usize])
+            .collect();
+        stop.sort_unstable();
+        for &j in &stop {
+            ctx.preempt(j);
         }
         for grp in kept {
             for &j in &grp.jobs {
@@ -644,6 +676,37 @@ impl Muri {
     }
 }
 
+impl Muri {
+    /// Sorts the active jobs by GPU count, largest first, stably: a few distinct
+    /// counts, so one counting pass and one scatter.
+    fn sort_active_by_gpus(&mut self, ctx: &Ctx<'_>) {
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for &j in &self.active {
+            let g = ctx.job(j).gpus;
+            match counts.iter_mut().find(|c| c.0 == g) {
+                Some(c) => c.1 += 1,
+                None => counts.push((g, 1)),
+            }
+        }
+        counts.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let mut at = 0;
+        for c in &mut counts {
+            (c.1, at) = (at, at + c.1);
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        out.resize(self.active.len(), 0);
+        for &j in &self.active {
+            let g = ctx.job(j).gpus;
+            if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
+                out[c.1] = j;
+                c.1 += 1;
+            }
+        }
+        self.scratch = std::mem::replace(&mut self.active, out);
+    }
+}
+
 impl Policy for Muri {
     fn spec(&self) -> &'static PolicySpec {
         if self.know_duration { &MURI_S } else { &MURI_L }
@@ -674,7 +737,7 @@ impl Policy for Muri {
         self.active = order;
         // The artifact leaves its runnable list sorted by GPU count, largest first
         // (stable), before placing: the next pass's stable sort breaks ties that way.
-        self.sort_active(|j| u64::from(u32::MAX - ctx.job(j).gpus));
+        self.sort_active_by_gpus(ctx);
         self.run_groups(ctx, &kept)?;
         self.set_speeds(ctx, &kept)
     }
