@@ -111,6 +111,10 @@ pub struct Muri {
     refill: placement::Refill,
     /// Sort keys with their positions, reused by every pass's sorts.
     sort_buf: Vec<(u64, u64)>,
+    /// Per job, its GPU count (read at every pass; the jobs themselves are large).
+    gpus: Vec<u32>,
+    /// Admission's entries, reused by every pass.
+    entries: Vec<(f64, Group)>,
     /// A job list reused by every pass's sort by GPU count.
     scratch: Vec<JobIdx>,
     /// The candidates' lists per GPU count, reused by every pass.
@@ -209,6 +213,8 @@ impl Muri {
             sort_buf: Vec::new(),
             by_size: Vec::new(),
             scratch: Vec::new(),
+            gpus: Vec::new(),
+            entries: Vec::new(),
             edges: Vec::new(),
             ties: match p.u64(&TIES)? {
                 0 => None,
@@ -218,7 +224,7 @@ impl Muri {
     }
 
     fn sort_val(&self, ctx: &Ctx<'_>, j: JobIdx) -> f64 {
-        let g = ctx.job(j).gpus as f64;
+        let g = self.gpus[j as usize] as f64;
         if self.know_duration {
             ctx.remaining(j) * g
         } else {
@@ -234,8 +240,10 @@ impl Muri {
             self.solo.resize(i + 1, 0.0);
             self.key.resize(i + 1, 0.0);
             self.marked.resize(i + 1, false);
+            self.gpus.resize(i + 1, 0);
         }
         let job = ctx.job(j);
+        self.gpus[i] = job.gpus;
         let (Some(st), Some(iters)) = (
             job.extras().stages.as_ref(),
             job.iterations.filter(|&n| n > 0),
@@ -438,7 +446,7 @@ impl Muri {
         }
         let mut used = 0;
         for &j in order {
-            let g = ctx.job(j).gpus;
+            let g = self.gpus[j as usize];
             let i = match by_size[..used].iter().position(|e| e.0 == g) {
                 Some(i) => i,
                 None => {
@@ -461,7 +469,7 @@ impl Muri {
             if self.marked[j as usize] {
                 continue;
             }
-            let g = ctx.job(j).gpus;
+            let g = self.gpus[j as usize];
             if self.refill.fits(cluster, g) {
                 let Some(s) = sizes.iter_mut().find(|e| e.0 == g) else {
                     continue;
@@ -544,7 +552,8 @@ impl Muri {
         key: &[f64],
     ) -> Vec<Group> {
         let cluster = ctx.cluster();
-        let mut entries: Vec<(f64, Group)> = Vec::new();
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
         for (_, groups) in classes {
             for grp in groups {
                 let unpack = self.autopack && grp.jobs.len() > 1 && {
@@ -587,6 +596,7 @@ impl Muri {
             }
         }
         self.sort_buf = order;
+        self.entries = entries;
         self.refill.clear();
         kept
     }
@@ -679,10 +689,10 @@ impl Muri {
 impl Muri {
     /// Sorts the active jobs by GPU count, largest first, stably: a few distinct
     /// counts, so one counting pass and one scatter.
-    fn sort_active_by_gpus(&mut self, ctx: &Ctx<'_>) {
+    fn sort_active_by_gpus(&mut self) {
         let mut counts: Vec<(u32, usize)> = Vec::new();
         for &j in &self.active {
-            let g = ctx.job(j).gpus;
+            let g = self.gpus[j as usize];
             match counts.iter_mut().find(|c| c.0 == g) {
                 Some(c) => c.1 += 1,
                 None => counts.push((g, 1)),
@@ -697,7 +707,7 @@ impl Muri {
         out.clear();
         out.resize(self.active.len(), 0);
         for &j in &self.active {
-            let g = ctx.job(j).gpus;
+            let g = self.gpus[j as usize];
             if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
                 out[c.1] = j;
                 c.1 += 1;
@@ -737,7 +747,7 @@ impl Policy for Muri {
         self.active = order;
         // The artifact leaves its runnable list sorted by GPU count, largest first
         // (stable), before placing: the next pass's stable sort breaks ties that way.
-        self.sort_active_by_gpus(ctx);
+        self.sort_active_by_gpus();
         self.run_groups(ctx, &kept)?;
         self.set_speeds(ctx, &kept)
     }
