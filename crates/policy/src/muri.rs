@@ -698,7 +698,7 @@ impl Muri {
                 None => counts.push((g, 1)),
             }
         }
-        counts.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         let mut at = 0;
         for c in &mut counts {
             (c.1, at) = (at, at + c.1);
