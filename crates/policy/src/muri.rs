@@ -670,50 +670,48 @@ impl Muri {
     fn sort_active(&mut self, key: impl Fn(JobIdx) -> u64) {
         let mut buf = std::mem::take(&mut self.sort_buf);
         buf.clear();
-        buf.extend(
-            self.active
-                .iter()
-                .enumerate()
-                .map(|(i, &j)| (key(j), (i as u64) << 32 | u64::from(j))),
-        );
+        buf.extend(self.active.iter().map(|&j| (key(j), u64::from(j))));
         // Keys beside the jobs: no indirect read per comparison. A stable sort, since
         // the list comes in nearly sorted (the last pass's order) and it finds the runs.
         buf.sort_by_key(|p| p.0);
-        for (slot, &(_, pj)) in self.active.iter_mut().zip(&buf) {
-            *slot = pj as JobIdx;
+        for (slot, &(_, j)) in self.active.iter_mut().zip(&buf) {
+            *slot = j as JobIdx;
         }
         self.sort_buf = buf;
     }
+
+    /// Sorts the active jobs by GPU count, largest first, stably.
+    fn sort_active_by_gpus(&mut self) {
+        let mut out = std::mem::take(&mut self.scratch);
+        by_gpus_descending(&self.active, &self.gpus, &mut out);
+        self.scratch = std::mem::replace(&mut self.active, out);
+    }
 }
 
-impl Muri {
-    /// Sorts the active jobs by GPU count, largest first, stably: a few distinct
-    /// counts, so one counting pass and one scatter.
-    fn sort_active_by_gpus(&mut self) {
-        let mut counts: Vec<(u32, usize)> = Vec::new();
-        for &j in &self.active {
-            let g = self.gpus[j as usize];
-            match counts.iter_mut().find(|c| c.0 == g) {
-                Some(c) => c.1 += 1,
-                None => counts.push((g, 1)),
-            }
+/// `jobs` in `out`, stably sorted by their count in `gpus`, largest first: there are
+/// few distinct counts, so one counting pass and one scatter.
+fn by_gpus_descending(jobs: &[JobIdx], gpus: &[u32], out: &mut Vec<JobIdx>) {
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for &j in jobs {
+        let g = gpus[j as usize];
+        match counts.iter_mut().find(|c| c.0 == g) {
+            Some(c) => c.1 += 1,
+            None => counts.push((g, 1)),
         }
-        counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        let mut at = 0;
-        for c in &mut counts {
-            (c.1, at) = (at, at + c.1);
+    }
+    counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
+    let mut at = 0;
+    for c in &mut counts {
+        (c.1, at) = (at, at + c.1);
+    }
+    out.clear();
+    out.resize(jobs.len(), 0);
+    for &j in jobs {
+        let g = gpus[j as usize];
+        if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
+            out[c.1] = j;
+            c.1 += 1;
         }
-        let mut out = std::mem::take(&mut self.scratch);
-        out.clear();
-        out.resize(self.active.len(), 0);
-        for &j in &self.active {
-            let g = self.gpus[j as usize];
-            if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
-                out[c.1] = j;
-                c.1 += 1;
-            }
-        }
-        self.scratch = std::mem::replace(&mut self.active, out);
     }
 }
 
@@ -783,5 +781,28 @@ mod tests {
         stable_order(values.iter().map(|&x| total_key(x)), &mut got);
         let got: Vec<usize> = got.iter().map(|&(_, i)| i as usize).collect();
         assert_eq!(got, want);
+    }
+
+    /// The counting sort by GPU count gives what a stable sort gives.
+    #[test]
+    fn gpu_count_order_is_the_stable_sort() {
+        let sizes = [1u32, 2, 4, 8, 16, 3, 64];
+        let mut x = 5u64;
+        for len in [0usize, 1, 2, 7, 100, 1000] {
+            let gpus: Vec<u32> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    sizes[(x >> 33) as usize % sizes.len()]
+                })
+                .collect();
+            let jobs: Vec<JobIdx> = (0..len as JobIdx).rev().collect();
+            let mut want = jobs.clone();
+            want.sort_by_key(|&j| std::cmp::Reverse(gpus[j as usize]));
+            let mut got = Vec::new();
+            by_gpus_descending(&jobs, &gpus, &mut got);
+            assert_eq!(got, want, "{len} jobs");
+        }
     }
 }

@@ -28,6 +28,9 @@ use std::sync::Mutex;
 
 use apiary_model::{Cluster, ClusterState, Placement, Rng, Time};
 
+mod refill;
+pub use refill::Refill;
+
 /// Prices placements for the topology strategy. The policies never see a network
 /// model: the driver injects one ([`crate::World::set_scorer`]).
 pub trait Scorer: Send + std::fmt::Debug {
@@ -80,9 +83,6 @@ impl PlacementStrategy {
     /// Every name `parse` accepts, canonical first, for help and errors.
     pub const NAMES: &'static str = "counting, consolidated (yarn), best-fit, random, topology";
 }
-
-mod refill;
-pub use refill::Refill;
 
 /// What the multi-node consolidated and best-fit placements read of the free GPUs:
 /// the placement index, or a refill's lighter copy ([`Refill`]).
