@@ -45,6 +45,27 @@ pub(super) fn all(shared: Option<&Path>, full: bool, work: &Path, exe: &Path) ->
     Ok(cases)
 }
 
+/// The name of the Philly case under `policy` (Tiresias, SRTF, Gandiva).
+pub(super) fn philly_case(policy: &str) -> String {
+    format!("philly 82,247 jobs, {policy}, philly")
+}
+
+/// The name of the Philly case under a VC-sharing `policy` (HiveD, quota).
+pub(super) fn philly_vc_case(policy: &str) -> String {
+    format!("philly 82,247 jobs, {policy} (tiresias in 15 VCs)")
+}
+
+/// The name of the Philly case under Muri-L.
+pub(super) const PHILLY_MURI_L: &str = "philly 82,247 jobs, muri-l (drawn models), philly";
+
+/// The name of the Pollux case.
+pub(super) const POLLUX: &str = "pollux workload 6, 160 jobs, pollux, n16g4";
+
+/// The name of the 1 M-job case under `policy`.
+pub(super) fn synthetic_case(policy: &str) -> String {
+    format!("synthetic 1,000,000 jobs, {policy}, n1250g8")
+}
+
 /// The Philly summary trace under Tiresias, SRTF, Gandiva, the VC-sharing policies and
 /// Muri-L.
 fn philly(shared: Option<&Path>, cases: &mut Vec<Case>) {
@@ -53,18 +74,18 @@ fn philly(shared: Option<&Path>, cases: &mut Vec<Case>) {
             let t = p.display().to_string();
             for pol in ["tiresias", "srtf", "gandiva"] {
                 cases.push(Case {
-                    name: format!("philly 82,247 jobs, {pol}, philly"),
+                    name: philly_case(pol),
                     args: s(&["simulate", "-t", &t, "-c", "philly", "-p", pol]),
                 });
             }
             for pol in ["hived", "quota"] {
                 cases.push(Case {
-                    name: format!("philly 82,247 jobs, {pol} (tiresias in 15 VCs)"),
+                    name: philly_vc_case(pol),
                     args: s(&["simulate", "-t", &t, "-c", "philly", "-p", pol]),
                 });
             }
             cases.push(Case {
-                name: "philly 82,247 jobs, muri-l (drawn models), philly".into(),
+                name: PHILLY_MURI_L.into(),
                 args: s(&["simulate", "-t", &t, "-c", "philly", "-p", "muri-l"]),
             });
         }
@@ -110,7 +131,7 @@ fn pollux(work: &Path, cases: &mut Vec<Case>) -> Result<()> {
     .with_context(|| format!("writing {}", w.display()))?;
     let t = w.display().to_string();
     cases.push(Case {
-        name: "pollux workload 6, 160 jobs, pollux, n16g4".into(),
+        name: POLLUX.into(),
         args: s(&["simulate", "-t", &t, "-c", "n16g4", "-p", "pollux"]),
     });
     Ok(())
@@ -287,7 +308,7 @@ fn synthetic(work: &Path, exe: &Path, cases: &mut Vec<Case>) -> Result<()> {
     let t = synth.display().to_string();
     for pol in ["srtf", "tiresias"] {
         cases.push(Case {
-            name: format!("synthetic 1,000,000 jobs, {pol}, n1250g8"),
+            name: synthetic_case(pol),
             args: s(&["simulate", "-t", &t, "-c", "n1250g8", "-p", pol]),
         });
     }

@@ -12,6 +12,7 @@ mod failover;
 mod history;
 mod live;
 mod parse;
+mod targets;
 
 use anyhow::{Context, Result, bail};
 use std::path::Path;
@@ -143,8 +144,10 @@ pub fn bench(
         }
         _ => None,
     };
+    let targets = targets::targets(&figs, &reads, &lf);
     let record = serde_json::json!({
         "machine": check::machine(),
+        "targets": targets,
         "runs": figs,
         "parse": reads,
         "hived_decision": decision,
@@ -176,6 +179,7 @@ pub fn bench(
         "state rebuilt at start, {rb_nodes} nodes, {rb_jobs} jobs: redb {rebuild_redb_s:.2} s{}",
         rebuild_etcd_s.map_or(String::new(), |s| format!(", etcd {s:.2} s"))
     );
+    targets::print(&targets);
     checked(check, &regressions, baseline)
 }
 

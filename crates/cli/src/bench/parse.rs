@@ -28,13 +28,16 @@ pub struct ParseFigure {
     pub scan_mb_per_s: f64,
 }
 
+/// The name of the Philly summary's reading case.
+pub const PHILLY: &str = "philly summary, 82,247 jobs";
+
 /// The files read: every reader whose input the project has in `../shared`, and with
 /// `synth` the 1 M-job canonical CSV.
 pub fn cases(shared: Option<&Path>, synth: Option<&Path>) -> Vec<(String, PathBuf)> {
     let mut v = Vec::new();
     if let Some(d) = shared {
         for (name, file) in [
-            ("philly summary, 82,247 jobs", "philly/philly.csv"),
+            (PHILLY, "philly/philly.csv"),
             ("ITP cluster04 raw, 15,802 jobs", "itp/raw/cluster04.csv"),
             (
                 "ITP cluster04 elasticflow (throughput tables)",
