@@ -25,7 +25,8 @@ use crate::table::JobTable;
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::{Job, Time};
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 /// `tiresias`: its spec.
 pub const TIRESIAS: PolicySpec = PolicySpec {
     name: "tiresias",
@@ -176,7 +177,13 @@ pub struct Tiresias {
     per: JobTable<PerJob>,
     /// Per job: its queue.
     level: JobTable<u8>,
-    demote: BTreeSet<(Time, JobIdx)>,
+    /// Demotions to come, earliest (then lowest job) first. A cleared demotion stays
+    /// until it reaches the front, where it no longer matches its job's `demote_at`
+    /// and is dropped: clearing is a store, not a search, and a start, preemption or
+    /// finish clears one.
+    demote: BinaryHeap<Reverse<(Time, JobIdx)>>,
+    /// Jobs with a demotion set (the entries of `demote` still live).
+    demote_live: usize,
     next_pos: u64,
     back: u64,
     front: u64,
@@ -223,7 +230,8 @@ impl Tiresias {
             },
             per: JobTable::new(),
             level: JobTable::new(),
-            demote: BTreeSet::new(),
+            demote: BinaryHeap::new(),
+            demote_live: 0,
             next_pos: 0,
             back: 1 << 62,
             front: 1 << 62,
@@ -271,11 +279,21 @@ impl Tiresias {
     }
 
     fn clear_demotion(&mut self, j: JobIdx) {
-        let t = self.per[j].demote_at;
-        if t != Time::MAX {
-            self.demote.remove(&(t, j));
+        if self.per[j].demote_at != Time::MAX {
             self.per[j].demote_at = Time::MAX;
+            self.demote_live -= 1;
         }
+    }
+
+    /// The earliest live demotion, dropping cleared ones from the front.
+    fn next_demotion(&mut self) -> Option<(Time, JobIdx)> {
+        while let Some(&Reverse((t, j))) = self.demote.peek() {
+            if self.per[j].demote_at == t {
+                return Some((t, j));
+            }
+            self.demote.pop();
+        }
+        None
     }
 
     fn set_demotion(&mut self, ctx: &Ctx<'_>, j: JobIdx) {
@@ -286,18 +304,26 @@ impl Tiresias {
             let g = ctx.job(j).gpus as u64;
             let t = ctx.now() + self.limits[l].saturating_sub(att).div_ceil(g);
             self.per[j].demote_at = t;
-            self.demote.insert((t, j));
+            self.demote_live += 1;
+            self.demote.push(Reverse((t, j)));
+            // Cleared entries pile up behind the front: sweep them once they outnumber
+            // the live ones.
+            if self.demote.len() > 2 * self.demote_live + 1024 {
+                let per = &self.per;
+                self.demote
+                    .retain(|Reverse((t, j))| per[*j].demote_at == *t);
+            }
         }
     }
 
     /// Demotions due now (one queue per event, as the artifact checks once per event).
     fn demote_due(&mut self, ctx: &Ctx<'_>, now: Time) {
-        while let Some(&(t, j)) = self.demote.first() {
+        while let Some((t, j)) = self.next_demotion() {
             if t > now {
                 break;
             }
-            self.demote.pop_first();
-            self.per[j].demote_at = Time::MAX;
+            self.demote.pop();
+            self.clear_demotion(j);
             if ctx.status(j) != Status::Running {
                 continue;
             }
@@ -493,7 +519,7 @@ impl Policy for Tiresias {
                 self.set_demotion(ctx, j);
             }
         }
-        if let Some(&(t, _)) = self.demote.first() {
+        if let Some((t, _)) = self.next_demotion() {
             ctx.wake_at(t);
         }
         Ok(())
