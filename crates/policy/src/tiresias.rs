@@ -178,9 +178,9 @@ pub struct Tiresias {
     /// Per job: its queue.
     level: JobTable<u8>,
     /// Demotions to come, earliest (then lowest job) first. A cleared demotion stays
-    /// until it reaches the front, where it no longer matches its job's `demote_at`
-    /// and is dropped: clearing is a store, not a search, and a start, preemption or
-    /// finish clears one.
+    /// until it reaches the front (or a sweep), where it no longer matches its job's
+    /// `demote_at` and is dropped: clearing is a store, not a search, and a start,
+    /// preemption or finish clears one.
     demote: BinaryHeap<Reverse<(Time, JobIdx)>>,
     /// Jobs with a demotion set (the entries of `demote` still live).
     demote_live: usize,
