@@ -31,21 +31,6 @@ impl NodeSet {
         }
     }
 
-    /// Removes every member, keeping the words.
-    pub fn clear(&mut self) {
-        self.words.fill(0);
-        self.len = 0;
-        self.lowest = 0;
-    }
-
-    /// Becomes a copy of `other`, reusing its own words.
-    pub fn copy_from(&mut self, other: &NodeSet) {
-        self.words.clear();
-        self.words.extend_from_slice(&other.words);
-        self.len = other.len;
-        self.lowest = other.lowest;
-    }
-
     /// Adds `n`; false if it was already there.
     #[inline]
     pub fn insert(&mut self, n: u32) -> bool {

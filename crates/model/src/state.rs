@@ -8,7 +8,6 @@
 
 use crate::cluster::Cluster;
 use crate::nodeset::NodeSet;
-use std::sync::Arc;
 
 /// A set of GPUs: per node, a bit mask of GPU indices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,11 +83,6 @@ pub struct ClusterState {
     down: Vec<bool>,
     /// The GPUs of the nodes out of service (planners read it on their hot paths).
     down_gpus: u32,
-    /// `by_free` with every GPU free, shared by every copy: [`ClusterState::free_all`]
-    /// copies it back word by word instead of re-inserting each node.
-    all_free: Arc<[NodeSet]>,
-    /// Every GPU of the cluster.
-    capacity: u64,
     /// The GPUs under the largest switch.
     largest_switch: u64,
 }
@@ -130,12 +124,10 @@ impl ClusterState {
             .unwrap_or(0);
         ClusterState {
             largest_switch,
-            capacity: full_mask.iter().map(|m| m.count_ones() as u64).sum(),
             free_mask: full_mask.clone(),
             full_mask,
             switch_of: cluster.nodes.iter().map(|n| n.switch).collect(),
             free_total: cluster.total_gpus as u64,
-            all_free: by_free.clone().into(),
             by_free,
             full_free_per_switch: cluster.switches.iter().map(|s| s.nodes).collect(),
             switch_first: cluster.switches.iter().map(|s| s.first_node).collect(),
@@ -264,20 +256,6 @@ impl ClusterState {
         self.free_mask[n] = new;
     }
 
-    /// Every GPU free again, as [`ClusterState::new`] leaves it, in time linear in the
-    /// nodes: cheaper than releasing many placements one by one. Only for a state with
-    /// no node out of service (a planner's scratch copy).
-    pub fn free_all(&mut self) {
-        debug_assert!(self.down_gpus == 0 && !self.down.contains(&true));
-        for (set, all) in self.by_free.iter_mut().zip(self.all_free.iter()) {
-            set.copy_from(all);
-        }
-        self.free_mask.copy_from_slice(&self.full_mask);
-        self.free_total = self.capacity;
-        self.full_free_per_switch
-            .copy_from_slice(&self.switch_nodes);
-    }
-
     /// Checks that every GPU of `p` exists and is free.
     pub fn check_free(&self, p: &Placement) -> Result<(), StateError> {
         for &(node, mask) in &p.parts {
@@ -339,48 +317,6 @@ impl ClusterState {
 mod tests {
     use super::*;
     use crate::ClusterSpec;
-
-    /// Freeing everything at once leaves what releasing each placement leaves: the same
-    /// masks, totals, buckets (first members too) and idle nodes per switch.
-    #[test]
-    fn free_all_equals_releasing_every_placement() {
-        let c = ClusterSpec::preset("n4g8").unwrap().build().unwrap();
-        let placements = [
-            Placement {
-                parts: vec![(0, 0b1111_0000)],
-            },
-            Placement {
-                parts: vec![(1, 0b1111_1111), (2, 0b0000_0001)],
-            },
-            Placement {
-                parts: vec![(3, 0b0110_0000)],
-            },
-        ];
-        let (mut released, mut freed) = (ClusterState::new(&c), ClusterState::new(&c));
-        for p in &placements {
-            released.allocate(p).unwrap();
-            freed.allocate(p).unwrap();
-        }
-        for p in &placements {
-            released.release(p).unwrap();
-        }
-        freed.free_all();
-        assert_eq!(freed.free_gpus(), 32);
-        for n in 0..4 {
-            assert_eq!(freed.free_mask(n), released.free_mask(n));
-        }
-        for f in 0..=8 {
-            let (a, b) = (freed.nodes_with_free(f), released.nodes_with_free(f));
-            assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
-            assert_eq!(a.first(), b.first());
-        }
-        for sw in 0..freed.switch_count() as u32 {
-            assert_eq!(
-                freed.idle_nodes_in_switch(sw),
-                released.idle_nodes_in_switch(sw)
-            );
-        }
-    }
 
     #[test]
     fn allocate_release_and_double_booking() {
