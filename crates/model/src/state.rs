@@ -237,6 +237,7 @@ impl ClusterState {
         self.switch_of[node as usize]
     }
 
+    #[inline]
     fn set_mask(&mut self, node: u32, new: u64) {
         let n = node as usize;
         let old = self.free_mask[n];

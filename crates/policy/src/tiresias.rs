@@ -190,6 +190,8 @@ pub struct Tiresias {
     order: Vec<JobIdx>,
     keyed: Vec<(u64, u64, JobIdx)>,
     scratch: Scratch,
+    /// Jobs that ran from a queue's tail in the last pass, kept to reuse its allocation.
+    demote_new: Vec<JobIdx>,
 }
 
 impl Tiresias {
@@ -238,6 +240,7 @@ impl Tiresias {
             order: Vec::new(),
             keyed: Vec::new(),
             scratch: Scratch::default(),
+            demote_new: Vec::new(),
         })
     }
 
@@ -500,7 +503,8 @@ impl Policy for Tiresias {
         }
         self.scratch.started = started;
         self.scratch.preempted = preempted;
-        let mut demote_new = Vec::new();
+        let mut demote_new = std::mem::take(&mut self.demote_new);
+        demote_new.clear();
         for lv in &mut self.levels {
             for (_, j) in lv.tail.drain(..) {
                 let p = self.back;
@@ -514,11 +518,12 @@ impl Policy for Tiresias {
                 }
             }
         }
-        for j in demote_new {
+        for &j in &demote_new {
             if self.per[j].demote_at == Time::MAX {
                 self.set_demotion(ctx, j);
             }
         }
+        self.demote_new = demote_new;
         if let Some((t, _)) = self.next_demotion() {
             ctx.wake_at(t);
         }
