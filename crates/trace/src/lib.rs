@@ -244,9 +244,28 @@ pub(crate) fn sort_by_submit(jobs: &mut [Job]) {
 /// Puts `jobs[order[k]]` at `k` for every `k`, in place along the permutation's cycles.
 /// Moving the jobs into a second list instead touches a fresh list the trace's size,
 /// and on Philly its page faults were half of reading.
+///
+/// A shuffled trace's cycles jump across the whole list, so nearly every job moved is
+/// a cache miss. The walk reads each job a few steps before it moves it (`AHEAD`), so
+/// those misses overlap instead of coming one after another: an eighth of reading
+/// Philly.
 fn permute(jobs: &mut [Job], mut order: Vec<usize>) {
     const DONE: usize = usize::MAX;
+    const AHEAD: usize = 8;
     for start in 0..order.len() {
+        if order[start] == DONE {
+            continue;
+        }
+        // `ahead` runs `AHEAD` steps in front of `k` on the same cycle, whose entries
+        // ahead of `k` are not marked yet.
+        let mut ahead = order[start];
+        for _ in 0..AHEAD {
+            if ahead == start {
+                break;
+            }
+            touch(&jobs[ahead]);
+            ahead = order[ahead];
+        }
         let mut k = start;
         // `order` is a permutation: each cycle is followed once, marking its entries.
         while order[k] != DONE {
@@ -254,10 +273,20 @@ fn permute(jobs: &mut [Job], mut order: Vec<usize>) {
             if src == start {
                 break;
             }
+            if ahead != start {
+                touch(&jobs[ahead]);
+                ahead = order[ahead];
+            }
             jobs.swap(k, src);
             k = src;
         }
     }
+}
+
+/// Loads a job's first word, so that its cache line is on its way when it is moved.
+#[inline(always)]
+fn touch(job: &Job) {
+    std::hint::black_box(job.submit);
 }
 
 #[cfg(test)]

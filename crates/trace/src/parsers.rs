@@ -7,7 +7,7 @@ use crate::fields::{Parsed, RowAt, column, optional_column, stage_fits};
 use crate::format::Format;
 use crate::split::Fields;
 use crate::{ReadOptions, TraceError};
-use apiary_model::{Job, StageTimes, Time, ToCompactString};
+use apiary_model::{CompactString, Job, StageTimes, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -146,7 +146,7 @@ fn philly(h: &StringRecord, file: &str) -> Result<Parser, TraceError> {
     Ok(Box::new(move |cx, r| {
         let t = parse_datetime(cx.text(r, ts, "timestamp")?).map_err(|m| cx.err("timestamp", m))?;
         let mut j = Job::new(
-            (cx.line - 1).to_compact_string(),
+            CompactString::new(itoa::Buffer::new().format(cx.line - 1)),
             // 9999-12-31 is 2.5e14 ms: far inside MAX_INPUT.
             t as Time * 1000,
             cx.gpus(r, ng, "num_gpus")?,
