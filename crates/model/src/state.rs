@@ -18,6 +18,7 @@ pub struct Placement {
 
 impl Placement {
     /// Number of GPUs.
+    #[inline]
     pub fn gpus(&self) -> u32 {
         self.parts.iter().map(|(_, m)| m.count_ones()).sum()
     }
