@@ -651,6 +651,11 @@ impl Muri {
             if ctx.status(grp.jobs[0]) != Status::Running {
                 continue;
             }
+            // A job alone runs at its own speed: no group time to look up.
+            if let [j] = grp.jobs[..] {
+                ctx.speeds()?.set_speed(j, 1.0);
+                continue;
+            }
             let t = self.charged(&grp.jobs).map(|c| c.0);
             for &j in &grp.jobs {
                 let solo = (self.stage_of[j as usize] != NO_STAGES).then(|| self.solo[j as usize]);
