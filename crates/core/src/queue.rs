@@ -134,9 +134,9 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// Restores the heap below `i` after its entry changed. Bottom-up: the earliest
+    /// Restores the heap below `top` after its entry changed. Bottom-up: the earliest
     /// child moves up a level at each step down to a leaf, and the entry is then
-    /// sifted up from there. A popped heap's entry comes from its last leaf and
+    /// sifted up from there, no higher than `top`. A popped heap's entry comes from its last leaf and
     /// belongs near the bottom, so this spares a comparison with it at every level.
     fn sift_down(&mut self, top: usize) {
         let h = &mut self.heap[..];

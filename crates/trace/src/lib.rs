@@ -247,8 +247,8 @@ pub(crate) fn sort_by_submit(jobs: &mut [Job]) {
 ///
 /// A shuffled trace's cycles jump across the whole list, so nearly every job moved is
 /// a cache miss. The walk reads each job a few steps before it moves it (`AHEAD`), so
-/// those misses overlap instead of coming one after another: an eighth of reading
-/// Philly.
+/// those misses overlap instead of coming one after another (about 8 % of reading
+/// Philly).
 fn permute(jobs: &mut [Job], mut order: Vec<usize>) {
     const DONE: usize = usize::MAX;
     const AHEAD: usize = 8;
@@ -283,7 +283,7 @@ fn permute(jobs: &mut [Job], mut order: Vec<usize>) {
     }
 }
 
-/// Loads a job's first word, so that its cache line is on its way when it is moved.
+/// Loads a word of a job, so that its memory is on its way when the job is moved.
 #[inline(always)]
 fn touch(job: &Job) {
     std::hint::black_box(job.submit);

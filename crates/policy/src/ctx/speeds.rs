@@ -16,6 +16,7 @@ impl Mechanism for Speeds {
 impl Handle<'_, '_, Speeds> {
     /// Sets a running or pending job's speed factor (1 = the throughput model's rate);
     /// a running job's completion is rescheduled.
+    #[inline]
     pub fn set_speed(&mut self, i: JobIdx, factor: f64) {
         let w = &mut *self.ctx.w;
         if factor.is_finite() && factor > 0.0 && w.speed(i) != factor {
