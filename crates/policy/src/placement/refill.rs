@@ -84,10 +84,11 @@ impl Fill {
         let switches = state.switch_count() as u32;
         let full: Vec<u64> = (0..nodes).map(|n| state.free_mask(n)).collect();
         let ranges: Vec<_> = (0..switches).map(|s| state.switch_nodes(s)).collect();
+        let capacity = full.iter().map(|m| m.count_ones() as u64).sum();
         Fill {
             free: full.clone(),
-            capacity: full.iter().map(|m| m.count_ones() as u64).sum(),
-            free_total: full.iter().map(|m| m.count_ones() as u64).sum(),
+            capacity,
+            free_total: capacity,
             full,
             switch_of: (0..nodes).map(|n| state.switch_of(n)).collect(),
             switch_first: ranges.iter().map(|r| r.start).collect(),
