@@ -192,6 +192,9 @@ pub struct Gandiva {
     classes: BTreeMap<u32, Class>,
     /// The adjustment's per-class demand, kept to reuse its allocation.
     demand: Vec<(u32, u64, u64)>,
+    /// The last adjustment's total demand and cluster GPUs, and per class its demand
+    /// and its share of the cluster.
+    shares: ((u64, u64), Vec<(u32, u64, u64)>),
     /// Node-sets by slot ([`SetId`]); the live ones are those the class lists name.
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
@@ -214,6 +217,9 @@ pub struct Gandiva {
     /// A running job may have left its set's first `capacity` (rotation) or its set
     /// (redistribution): the next materialization reads every running job.
     reshuffled: bool,
+    /// Some set was marked dirty since the last materialization, which otherwise has no
+    /// set to read: most passes on a busy trace are adjustment ticks that change none.
+    any_dirty: bool,
     /// The running set's change count after the last materialization: any other change to
     /// the running jobs also makes it read them all.
     seen_changes: u64,
@@ -245,6 +251,7 @@ impl Gandiva {
             free_nodes: VecDeque::new(),
             classes: BTreeMap::new(),
             demand: Vec::new(),
+            shares: ((0, 0), Vec::new()),
             slots: Vec::new(),
             free_slots: Vec::new(),
             live_sets: 0,
@@ -260,6 +267,7 @@ impl Gandiva {
             released: false,
             maybe_empty: false,
             reshuffled: false,
+            any_dirty: false,
             seen_changes: u64::MAX,
             slot_used: Vec::new(),
             running: Vec::new(),
@@ -362,6 +370,7 @@ impl Gandiva {
         s.jobs.push(j);
         s.dirty = true;
         let g = s.class;
+        self.any_dirty = true;
         self.classes.get_mut(&g).expect("class").jobs += 1;
         self.empty_sets -= was_empty as usize;
         self.set_of[j as usize] = id;
@@ -538,12 +547,28 @@ impl Gandiva {
             self.demand = demand;
             return;
         }
-        let cluster = ctx.total_gpus() as f64;
-        for &(g, d, held) in &demand {
+        let cluster = ctx.total_gpus();
+        // Between arrivals and completions every tick computes the same shares.
+        let (ref mut last, ref mut shares) = self.shares;
+        let same = *last == (total, cluster)
+            && shares.len() == demand.len()
+            && (shares.iter().zip(&demand)).all(|(a, b)| (a.0, a.1) == (b.0, b.1));
+        if !same {
+            *last = (total, cluster);
+            shares.clear();
+            shares.extend(demand.iter().map(|&(g, d, _)| {
+                (
+                    g,
+                    d,
+                    ((d as f64 / total as f64) * cluster as f64).floor() as u64,
+                )
+            }));
+        }
+        let shares = std::mem::take(shares);
+        for (&(g, d, held), &(_, _, plan)) in demand.iter().zip(&shares) {
             if d == 0 {
                 continue;
             }
-            let plan = ((d as f64 / total as f64) * cluster).floor() as u64;
             let target = plan.min(d) as i64;
             let diff = target - held as i64;
             // The artifact counts node-sets of `g` GPUs, but a set of jobs smaller than
@@ -569,6 +594,7 @@ impl Gandiva {
                 self.shrink(g, n);
             }
         }
+        self.shares.1 = shares;
         self.demand = demand;
     }
 
@@ -646,6 +672,7 @@ impl Gandiva {
                 if s.jobs.len() > c {
                     s.jobs.rotate_left(c);
                     s.dirty = true;
+                    self.any_dirty = true;
                     self.reshuffled = true;
                 }
             }
@@ -704,6 +731,10 @@ impl Gandiva {
         }
         #[cfg(debug_assertions)]
         self.check_clean(&ctx);
+        if !std::mem::take(&mut self.any_dirty) {
+            self.seen_changes = ctx.running_changes();
+            return Ok(());
+        }
         let mut p = Placement::default();
         for (&g, class) in &self.classes {
             for &id in &class.sets {
@@ -740,6 +771,7 @@ impl Gandiva {
                     .iter()
                     .any(|&j| ctx.status(j) == Status::Pending);
                 self.slots[id.slot()].set.dirty = waiting;
+                self.any_dirty |= waiting;
             }
         }
         self.seen_changes = ctx.running_changes();
@@ -851,6 +883,7 @@ impl Policy for Gandiva {
             if !quirks {
                 s.load -= 1;
             }
+            self.any_dirty = true;
             self.maybe_empty |= empty;
             self.empty_sets += empty as usize;
             self.classes.get_mut(&g).expect("class").jobs -= 1;
@@ -862,6 +895,7 @@ impl Policy for Gandiva {
         let id = self.set_of.get(j as usize).copied().unwrap_or(SetId::NONE);
         if let Some(s) = self.live_set_mut(id) {
             s.dirty = true;
+            self.any_dirty = true;
         }
     }
 
