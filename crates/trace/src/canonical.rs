@@ -246,8 +246,9 @@ pub fn write_jsonl(jobs: &[Job], mut out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
-type CsvParser =
-    Box<dyn FnMut(&RowAt<'_>, &crate::split::Fields<'_>) -> Result<Parsed, TraceError>>;
+type CsvParser = Box<
+    dyn FnMut(&RowAt<'_>, &crate::split::Fields<'_>, &mut Vec<Job>) -> Result<Parsed, TraceError>,
+>;
 
 pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, TraceError> {
     let idx: Vec<Option<usize>> = COLUMNS
@@ -272,7 +273,7 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             message: format!("unknown column (known: {})", COLUMNS.join(",")),
         });
     }
-    Ok(Box::new(move |cx, r| {
+    Ok(Box::new(move |cx, r, out| {
         let get = |k: usize| {
             idx[k]
                 .and_then(|i| r.get(i))
@@ -329,7 +330,9 @@ pub(crate) fn csv_parser(h: &StringRecord, file: &str) -> Result<CsvParser, Trac
             gpu_type: get(14).map(str::to_string),
             type_speeds: get(15).map(str::to_string),
         };
-        to_job(row).map(Parsed::Job).map_err(|(f, m)| cx.err(&f, m))
+        let j = to_job(row).map_err(|(f, m)| cx.err(&f, m))?;
+        out.push(j);
+        Ok(Parsed::Job)
     }))
 }
 

@@ -3,7 +3,7 @@
 
 use crate::TraceError;
 use crate::split::{Fields, trim};
-use apiary_model::{Job, Time};
+use apiary_model::Time;
 use csv::StringRecord;
 use std::collections::BTreeMap;
 
@@ -205,10 +205,10 @@ pub(crate) fn optional_column(h: &StringRecord, name: &str) -> Option<usize> {
     h.iter().position(|c| c.trim() == name)
 }
 
-// Rows move straight into the trace's job vector; boxing would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
+/// What a record gave: a job (pushed onto the list the parser was given), or a row the
+/// format leaves out, and why.
 pub(crate) enum Parsed {
-    Job(Job),
+    Job,
     Excluded(&'static str),
 }
 

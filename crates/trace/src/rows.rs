@@ -122,17 +122,19 @@ impl<'a> Rows<'a> {
         Ok(())
     }
 
-    /// Keeps a parsed job, checking its id where the format has them.
-    fn keep(&mut self, line: u64, j: Job) -> Result<(), TraceError> {
-        if let Some(ids) = &mut self.ids
-            && let Err(e) = ids.check(self.file, line, &j.id, &self.jobs)
-        {
-            return self.bad(line, e);
+    /// Keeps the job just parsed onto the end of the list, checking its id where the
+    /// format has them (a repeated one is taken off again).
+    fn keep(&mut self, line: u64) -> Result<(), TraceError> {
+        if let Some(ids) = &mut self.ids {
+            let (j, before) = self.jobs.split_last().expect("a job was just pushed");
+            if let Err(e) = ids.check(self.file, line, &j.id, before) {
+                self.jobs.pop();
+                return self.bad(line, e);
+            }
         }
         if let Some(lines) = &mut self.lines {
             lines.push(line);
         }
-        self.jobs.push(j);
         Ok(())
     }
 
@@ -154,10 +156,10 @@ impl<'a> Rows<'a> {
                 format!("expected {} fields, found {}", self.expected, f.len()),
             ))
         } else {
-            parser(&cx, f)
+            parser(&cx, f, &mut self.jobs)
         };
         match res {
-            Ok(Parsed::Job(j)) => self.keep(line, j)?,
+            Ok(Parsed::Job) => self.keep(line)?,
             Ok(Parsed::Excluded(why)) => *self.excluded.entry(why).or_default() += 1,
             Err(e) => self.bad(line, e)?,
         }
@@ -260,7 +262,8 @@ impl<'a> Rows<'a> {
             Some(lines) if self.ids.is_some() => {
                 self.jobs.reserve(part.jobs.len());
                 for (j, line) in part.jobs.drain(..).zip(lines) {
-                    self.keep(line, j)?;
+                    self.jobs.push(j);
+                    self.keep(line)?;
                 }
             }
             _ => self.jobs.append(&mut part.jobs),
