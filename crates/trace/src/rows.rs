@@ -25,23 +25,27 @@ pub(crate) struct Pieces {
     pub(crate) min_file: usize,
     pub(crate) min_bytes: usize,
     pub(crate) max_bytes: usize,
+    /// A file that `threads` pieces of at most this size cover is cut into that many,
+    /// whatever `max_bytes` says: one round, and no piece's jobs wait long.
+    pub(crate) even_bytes: usize,
 }
 
 impl Pieces {
-    /// `threads` (default one per core), on files of 8 MiB or more, in pieces of 256 KiB
-    /// to 1 MiB. Smaller files read in one pass: on Philly's 3.4 MB, threads saved
-    /// nothing on a whole run and halved the rate of repeated reads in one process
-    /// (`apiary bench`). Larger pieces
-    /// would hold more jobs parsed ahead of joining (about six times their text) and
-    /// add to a large trace's peak memory.
+    /// `threads` (default one per core), on files of 1 MiB or more: one piece per thread
+    /// up to 2 MiB a piece, else pieces of 256 KiB to 1 MiB. Philly's 3.4 MB reads in two
+    /// pieces on two cores, 9.5-10.5 ms against 11-12 ms in one pass (best of 20, in one
+    /// process; more pieces of 1 MiB gave 10.4). Larger pieces on a large file would hold
+    /// more jobs parsed ahead of joining (about six times their text) and add to its
+    /// peak memory.
     pub(crate) fn for_this_machine(threads: Option<usize>) -> Pieces {
         Pieces {
             threads: threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
             }),
-            min_file: 8 << 20,
+            min_file: 1 << 20,
             min_bytes: 256 << 10,
             max_bytes: 1 << 20,
+            even_bytes: 2 << 20,
         }
     }
 }
@@ -357,17 +361,21 @@ impl Piece {
 
 /// Where to cut `body` into pieces: offsets just past a line end (and 0 and the end),
 /// one piece per thread unless that makes them smaller than `pieces.min_bytes` or
-/// larger than `pieces.max_bytes`; `[0, len]` when the format's rows must be read in
-/// order or the body is under `pieces.min_file`.
+/// larger than both `pieces.max_bytes` and `pieces.even_bytes`; `[0, len]` when the
+/// format's rows must be read in order or the body is under `pieces.min_file`.
 fn cut(body: &str, pieces: Pieces, independent: bool) -> Vec<usize> {
     let len = body.len();
     if !independent || pieces.threads < 2 || len < pieces.min_file {
         return vec![0, len];
     }
-    let size = (len / pieces.threads)
-        .min(pieces.max_bytes)
-        .max(pieces.min_bytes)
-        .max(1);
+    let even = len / pieces.threads;
+    let size = if even <= pieces.even_bytes {
+        even
+    } else {
+        even.min(pieces.max_bytes)
+    }
+    .max(pieces.min_bytes)
+    .max(1);
     let mut cuts = vec![0];
     let mut from = size;
     while from < len {
@@ -455,6 +463,7 @@ mod tests {
             min_file: 0,
             min_bytes: 1,
             max_bytes: usize::MAX,
+            even_bytes: 0,
         };
         let mut errors = 0;
         for case in 0..300 {
@@ -475,6 +484,7 @@ mod tests {
                         min_file: 0,
                         min_bytes,
                         max_bytes: min_bytes + rng.below(400) as usize,
+                        even_bytes: 0,
                     };
                     assert_eq!(
                         outcome(&text, format, skip, pieces),
@@ -496,6 +506,7 @@ mod tests {
             min_file: 10,
             min_bytes,
             max_bytes,
+            even_bytes: 0,
         };
         for threads in 1..8 {
             for max in [1, 5, 100] {
@@ -515,6 +526,18 @@ mod tests {
         assert_eq!(cut(body, pieces(2, 1, 1), true), vec![0, 4, 10, 18, 22]);
         assert_eq!(cut(body, pieces(8, 1, 9), false), vec![0, body.len()]);
         assert_eq!(cut(body, pieces(8, 100, 200), true), vec![0, body.len()]);
+        // One piece per thread where that many pieces of `even_bytes` cover the text,
+        // however small `max_bytes` is.
+        let even = Pieces {
+            even_bytes: 11,
+            ..pieces(2, 1, 1)
+        };
+        assert_eq!(cut(body, even, true), vec![0, 18, body.len()]);
+        let uneven = Pieces {
+            even_bytes: 10,
+            ..pieces(2, 1, 4)
+        };
+        assert_eq!(cut(body, uneven, true), vec![0, 10, 18, 22]);
         assert_eq!(cut("", pieces(8, 1, 1), true), vec![0, 0]);
         // Below the smallest file cut.
         assert_eq!(cut("a,1\nb,2\n", pieces(8, 1, 1), true), vec![0, 8]);
