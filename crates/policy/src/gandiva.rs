@@ -717,7 +717,8 @@ impl Gandiva {
     ///
     /// Only what can have changed is read: the running jobs when one may have left its
     /// place (a rotation, a redistribution, or any change to the running set since the
-    /// last time), and the sets marked dirty. Between passes a set's first `capacity`
+    /// last time), and the sets marked dirty, whose list is not walked at all when none
+    /// was marked since the last time. Between passes a set's first `capacity`
     /// only gains jobs otherwise (a job that finishes moves the rest up), so every
     /// running job keeps its place and every other set has all its first jobs running:
     /// reading them all would change nothing.

@@ -205,8 +205,8 @@ pub(crate) fn optional_column(h: &StringRecord, name: &str) -> Option<usize> {
     h.iter().position(|c| c.trim() == name)
 }
 
-/// What a record gave: a job (pushed onto the list the parser was given), or a row the
-/// format leaves out, and why.
+/// What a record gave: a job (the parser pushed exactly one onto the list it was given,
+/// and nothing else), or a row the format leaves out, and why.
 pub(crate) enum Parsed {
     Job,
     Excluded(&'static str),

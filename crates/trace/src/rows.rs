@@ -129,12 +129,12 @@ impl<'a> Rows<'a> {
     /// Keeps the job just parsed onto the end of the list, checking its id where the
     /// format has them (a repeated one is taken off again).
     fn keep(&mut self, line: u64) -> Result<(), TraceError> {
-        if let Some(ids) = &mut self.ids {
-            let (j, before) = self.jobs.split_last().expect("a job was just pushed");
-            if let Err(e) = ids.check(self.file, line, &j.id, before) {
-                self.jobs.pop();
-                return self.bad(line, e);
-            }
+        if let Some(ids) = &mut self.ids
+            && let Some((j, before)) = self.jobs.split_last()
+            && let Err(e) = ids.check(self.file, line, &j.id, before)
+        {
+            self.jobs.pop();
+            return self.bad(line, e);
         }
         if let Some(lines) = &mut self.lines {
             lines.push(line);
