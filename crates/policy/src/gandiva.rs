@@ -164,6 +164,16 @@ struct Slot {
     set: NodeSet,
 }
 
+/// The adjustment's shares of the cluster, kept while the demand that gave them holds:
+/// between arrivals and completions every tick would compute the same ones.
+#[derive(Debug, Default)]
+struct Shares {
+    /// Total demand and cluster GPUs they were computed for.
+    of: (u64, u64),
+    /// Per class: its GPUs, its demand, its share of the cluster.
+    per_class: Vec<(u32, u64, u64)>,
+}
+
 /// Whose loop drives the node-sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Clock {
@@ -192,9 +202,8 @@ pub struct Gandiva {
     classes: BTreeMap<u32, Class>,
     /// The adjustment's per-class demand, kept to reuse its allocation.
     demand: Vec<(u32, u64, u64)>,
-    /// The last adjustment's total demand and cluster GPUs, and per class its demand
-    /// and its share of the cluster.
-    shares: ((u64, u64), Vec<(u32, u64, u64)>),
+    /// The last adjustment's shares of the cluster.
+    shares: Shares,
     /// Node-sets by slot ([`SetId`]); the live ones are those the class lists name.
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
@@ -251,7 +260,7 @@ impl Gandiva {
             free_nodes: VecDeque::new(),
             classes: BTreeMap::new(),
             demand: Vec::new(),
-            shares: ((0, 0), Vec::new()),
+            shares: Shares::default(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             live_sets: 0,
@@ -548,8 +557,10 @@ impl Gandiva {
             return;
         }
         let cluster = ctx.total_gpus();
-        // Between arrivals and completions every tick computes the same shares.
-        let (ref mut last, ref mut shares) = self.shares;
+        let Shares {
+            of: last,
+            per_class: shares,
+        } = &mut self.shares;
         let same = *last == (total, cluster)
             && shares.len() == demand.len()
             && (shares.iter().zip(&demand)).all(|(a, b)| (a.0, a.1) == (b.0, b.1));
@@ -594,7 +605,7 @@ impl Gandiva {
                 self.shrink(g, n);
             }
         }
-        self.shares.1 = shares;
+        self.shares.per_class = shares;
         self.demand = demand;
     }
 
