@@ -21,5 +21,5 @@ pub mod time;
 pub use params::{ParamError, ParamSpec, Params};
 pub use queue::EventQueue;
 pub use registry::{Decl, Registry, Spec};
-pub use rng::{PyRandom, Rng};
+pub use rng::{Chance, PyRandom, Rng};
 pub use time::{HOUR, MINUTE, SECOND, Time};

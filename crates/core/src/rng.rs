@@ -59,9 +59,26 @@ impl Rng {
         r
     }
 
+    /// Advances the stream past `n` draws whose values are not needed: where the
+    /// stream is as after `n` calls of any of the one-draw methods.
+    #[inline]
+    pub fn skip(&mut self, n: usize) {
+        for _ in 0..n {
+            self.next_u64();
+        }
+    }
+
     /// Uniform in [0, 1), 53 bits of precision.
     pub fn f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Whether a draw hits `chance`: the same draw, and the same answer, as
+    /// `self.f64() < p` for the `p` the chance was made from, without the conversion to
+    /// a float (see [`Chance`]).
+    #[inline]
+    pub fn hits(&mut self, chance: Chance) -> bool {
+        (self.next_u64() >> 11) < chance.0
     }
 
     /// Uniform integer in [0, n); `n` must be positive.
@@ -106,6 +123,22 @@ impl Rng {
             x -= w;
         }
         weights.len() - 1
+    }
+}
+
+/// A probability as the integer bound that [`Rng::hits`] compares a draw's 53 bits
+/// with. [`Rng::f64`] is `m · 2⁻⁵³` for the draw's top 53 bits `m`, and both that product
+/// and `p · 2⁵³` are exact, so `f64() < p` holds exactly when `m < ⌈p · 2⁵³⌉`: the same
+/// outcome for every draw and every `p` (below 0 or NaN never hits, 1 or above always
+/// does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chance(u64);
+
+impl Chance {
+    /// The chance `p`.
+    pub fn new(p: f64) -> Chance {
+        // `as` saturates: NaN and negative bounds become 0, overflow u64::MAX.
+        Chance((p * (1u64 << 53) as f64).ceil() as u64)
     }
 }
 
@@ -287,6 +320,44 @@ mod tests {
         assert_eq!(picks, [5, 2, 6, 10, 0, 1, 13, 8, 1, 5]);
         // A seed of two 32-bit words.
         assert_eq!(PyRandom::new((1 << 40) + 5).random(), 0.5043802970418443);
+    }
+
+    #[test]
+    fn a_chance_hits_exactly_when_the_float_draw_is_below_it() {
+        let mut ps = vec![
+            0.0,
+            -0.0,
+            -1.0,
+            1.0,
+            2.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::MIN_POSITIVE / 4.0,
+            0.1,
+            1.0 / 3.0,
+            1.0 / 6.0,
+            0.5,
+            1.0 - f64::EPSILON / 2.0,
+        ];
+        let mut g = Rng::new(11);
+        ps.extend((0..200).map(|_| g.f64()));
+        for (i, &p) in ps.iter().enumerate() {
+            let c = Chance::new(p);
+            let (mut a, mut b) = (Rng::new(i as u64), Rng::new(i as u64));
+            for _ in 0..2_000 {
+                assert_eq!(a.hits(c), b.f64() < p, "p = {p}");
+            }
+            // Draws exactly at the bound, whose float is p itself when p is a multiple of
+            // 2^-53, must not hit; one below must.
+            if (0.0..1.0).contains(&p) && c.0 > 0 {
+                let at = c.0 as f64 / (1u64 << 53) as f64;
+                let below = (c.0 - 1) as f64 / (1u64 << 53) as f64;
+                assert!(at >= p, "p = {p}");
+                assert!(below < p, "p = {p}");
+            }
+        }
+        assert!(Rng::new(1).hits(Chance::new(1.0)));
+        assert!(!Rng::new(1).hits(Chance::new(0.0)));
     }
 
     #[test]

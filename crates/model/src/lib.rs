@@ -34,7 +34,7 @@ pub use cluster::{Cluster, ClusterSpec, ClusterSpecError, Node, NodeGroup, Switc
 pub use compact_str::{CompactString, ToCompactString, format_compact};
 pub use job::{Job, JobExtras, StageTimes};
 pub use outcome::{JobOutcome, Occupancy, RunOutcome, UtilSeries};
-pub use rng::{PyRandom, Rng};
+pub use rng::{Chance, PyRandom, Rng};
 pub use scaling::Scaling;
 pub use speed::SpreadTable;
 pub use state::{ClusterState, Placement, StateError};

@@ -29,7 +29,7 @@ use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
 use apiary_model::adaptive::Goodput;
-use apiary_model::{Placement, Rng, SECOND, Time};
+use apiary_model::{Chance, Placement, Rng, SECOND, Time};
 use std::collections::BTreeMap;
 /// `pollux`: its spec.
 pub const POLLUX: PolicySpec = PolicySpec {
@@ -138,7 +138,8 @@ struct Scratch {
     used: Vec<bool>,
     load: Vec<u32>,
     holding: Vec<u32>,
-    holder: Vec<usize>,
+    /// 0xFF where an earlier distributed job holds the node, else 0.
+    held: Vec<u8>,
     order: Vec<usize>,
 }
 
@@ -182,18 +183,19 @@ impl Problem {
         let used = Scratch::fill(&mut sc.used, nn, false);
         for j in 0..jn {
             let row = &x[j * nn..(j + 1) * nn];
-            let mut r = 0usize;
-            let mut n = 0usize;
+            let base = &self.base[j * nn..(j + 1) * nn];
+            let (mut r, mut n, mut diff) = (0u32, 0u32, 0u8);
             // Without branches: which entries are non-zero is as good as random.
-            for (u, &c) in used.iter_mut().zip(row) {
-                r += c as usize;
-                n += usize::from(c > 0);
+            for ((u, &c), &b) in used.iter_mut().zip(row).zip(base) {
+                r += c as u32;
+                n += u32::from(c > 0);
                 *u |= c > 0;
+                diff |= c ^ b;
             }
-            let sp = self.speedup(j, n, r);
+            let sp = self.speedup(j, n as usize, r as usize);
             sum_speedup += sp;
             let mut s = sp * self.scale;
-            if row != &self.base[j * nn..(j + 1) * nn] {
+            if diff != 0 {
                 s *= self.penalty[j];
             }
             inv += 1.0 / (s + 1e-3);
@@ -214,30 +216,29 @@ impl Problem {
 
     fn mutate(&mut self, x: &mut [u8], rng: &mut Rng) {
         let (jn, nn) = (self.jobs, self.nodes);
-        for j in 0..jn {
-            if rng.f64() < 0.1 {
-                x[j * nn..(j + 1) * nn].copy_from_slice(&self.base[j * nn..(j + 1) * nn]);
+        let tenth = Chance::new(0.1);
+        for (row, base) in x.chunks_exact_mut(nn).zip(self.base.chunks_exact(nn)) {
+            if rng.hits(tenth) {
+                row.copy_from_slice(base);
             }
         }
-        for j in 0..jn {
-            if rng.f64() < 0.1 {
-                for c in &mut x[j * nn..(j + 1) * nn] {
-                    if rng.f64() < 0.1 {
-                        *c = 0;
-                    }
+        for row in x.chunks_exact_mut(nn) {
+            if rng.hits(tenth) {
+                for c in row {
+                    let zero = rng.hits(tenth);
+                    *c = if zero { 0 } else { *c };
                 }
             } else {
                 // Probability 0: the draws are made (the stream stays the artifact's
                 // order) but cannot change anything.
-                for _ in 0..nn {
-                    rng.next_u64();
-                }
+                rng.skip(nn);
             }
         }
         // The per-node probabilities, computed once per node: p1 for every job, and
         // p1 + p2 - p1 p2 for a job already on the node (the same expression as
         // per job, so the same bits).
         let p1 = 1.0 / jn as f64;
+        let p1_chance = Chance::new(p1);
         // Each node's load and holders, in one pass over the rows: walking node k
         // below changes column k only, so the later columns' counts stay true.
         let mut sc = std::mem::take(&mut self.scratch);
@@ -253,18 +254,16 @@ impl Problem {
             let holders = holding[k] as usize;
             if used[k] >= self.cap[k] as u32 {
                 // Neither probability applies: one draw per job, none can hit.
-                for _ in 0..jn {
-                    rng.next_u64();
-                }
+                rng.skip(jn);
                 continue;
             }
             let p2 = 1.0 / holders.max(1) as f64;
-            let held = p1 + p2 - p1 * p2;
+            let held = Chance::new(p1 + p2 - p1 * p2);
             let hi = self.cap[k] as u64;
             for j in 0..jn {
                 let c = &mut x[j * nn + k];
-                let p = if *c > 0 { held } else { p1 };
-                if rng.f64() < p {
+                let p = if *c > 0 { held } else { p1_chance };
+                if rng.hits(p) {
                     let lo = *c as u64;
                     if hi >= lo {
                         *c = (lo + rng.below(hi - lo + 1)) as u8;
@@ -282,27 +281,25 @@ impl Problem {
         // node order. A job's trimming touches its own row only, so doing both for a
         // job before the next is what doing each for every job in turn gives.
         let mut sc = std::mem::take(&mut self.scratch);
-        let (holder, order) = (Scratch::fill(&mut sc.holder, nn, usize::MAX), &mut sc.order);
+        let (held, order) = (Scratch::fill(&mut sc.held, nn, 0), &mut sc.order);
+        let nonzero = |row: &[u8]| row.iter().map(|&c| u32::from(c > 0)).sum::<u32>();
         for j in 0..jn {
             let row = &mut x[j * nn..(j + 1) * nn];
-            if row.iter().filter(|&&c| c > 0).count() > 1 {
-                for (h, c) in holder.iter_mut().zip(row.iter_mut()) {
-                    if *c > 0 {
-                        if *h == usize::MAX {
-                            *h = j;
-                        } else {
-                            *c = 0;
-                        }
-                    }
+            let mut on = nonzero(row);
+            if on > 1 {
+                // Without branches: a held node's entry is zeroed (zero stays zero),
+                // and a non-zero entry holds its node for the jobs after.
+                for (h, c) in held.iter_mut().zip(row.iter_mut()) {
+                    let holds = if *c > 0 { 0xFF } else { 0 };
+                    *c &= !*h;
+                    *h |= holds;
                 }
+                on = nonzero(row);
             }
             let total: u32 = row.iter().map(|&c| c as u32).sum();
-            let on = row.iter().filter(|&&c| c > 0).count();
             if total <= self.max_replicas[j] && on <= 16 {
                 // Nothing to trim: the order's draws are still made.
-                for i in (1..nn).rev() {
-                    rng.below(i as u64 + 1);
-                }
+                rng.skip(nn.saturating_sub(1));
                 continue;
             }
             order.clear();
@@ -470,15 +467,29 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng, dropped: &mut Vec<Vec<u8>>) -
 /// pymoo's one-point crossover over jobs (rows of `nodes` entries): the children swap
 /// the rows before a random job, in [`CROSSOVER_PROB`] of matings; otherwise they are
 /// the parents, passed on to mutation unchanged.
-fn crossover(a: &[u8], b: &[u8], jobs: usize, rng: &mut Rng) -> [Vec<u8>; 2] {
+fn crossover(
+    a: &[u8],
+    b: &[u8],
+    jobs: usize,
+    rng: &mut Rng,
+    spare: &mut Vec<Vec<u8>>,
+) -> [Vec<u8>; 2] {
     let point = rng.below(jobs as u64) as usize * (a.len() / jobs.max(1));
-    let mut c1 = a.to_vec();
-    let mut c2 = b.to_vec();
+    let mut c1 = copy_of(a, spare);
+    let mut c2 = copy_of(b, spare);
     if rng.f64() < CROSSOVER_PROB {
         c1[..point].copy_from_slice(&b[..point]);
         c2[..point].copy_from_slice(&a[..point]);
     }
     [c1, c2]
+}
+
+/// `x` in a spare buffer, so that candidates are not allocated one by one.
+fn copy_of(x: &[u8], spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    let mut v = spare.pop().unwrap_or_default();
+    v.clear();
+    v.extend_from_slice(x);
+    v
 }
 
 fn tournament(pop: &[Ind], a: usize, b: usize, rng: &mut Rng) -> usize {
@@ -524,8 +535,11 @@ impl Pollux {
         let mut dropped = Vec::new();
         pop = survive(pop, len, rng, &mut dropped);
         let jn = pb.jobs;
+        // Buffers of candidates that were dropped or not kept, for the next ones.
+        let mut spare: Vec<Vec<u8>> = Vec::new();
+        let mut off: Vec<Ind> = Vec::with_capacity(self.pop);
+        let mut perm: Vec<usize> = Vec::new();
         for _ in 1..self.gens {
-            let mut off: Vec<Ind> = Vec::with_capacity(self.pop);
             for _ in 0..100 {
                 if off.len() >= self.pop {
                     break;
@@ -533,7 +547,7 @@ impl Pollux {
                 let matings = (self.pop - off.len()).div_ceil(2);
                 // Binary tournaments over shuffled copies of the population.
                 let need = matings * 4;
-                let mut perm: Vec<usize> = Vec::with_capacity(need + pop.len());
+                perm.clear();
                 while perm.len() < need {
                     let start = perm.len();
                     perm.extend(0..pop.len());
@@ -542,11 +556,11 @@ impl Pollux {
                 for m in 0..matings {
                     let p1 = tournament(&pop, perm[4 * m], perm[4 * m + 1], rng);
                     let p2 = tournament(&pop, perm[4 * m + 2], perm[4 * m + 3], rng);
-                    for mut c in crossover(&pop[p1].x, &pop[p2].x, jn, rng) {
+                    for mut c in crossover(&pop[p1].x, &pop[p2].x, jn, rng, &mut spare) {
                         pb.mutate(&mut c, rng);
                         pb.repair(&mut c, rng);
                         if off.len() < self.pop && !seen.contains(&c) {
-                            seen.insert(c.clone());
+                            seen.insert(copy_of(&c, &mut spare));
                             let f = pb.evaluate(&c);
                             off.push(Ind {
                                 x: c,
@@ -554,15 +568,18 @@ impl Pollux {
                                 rank: 0,
                                 crowd: 0.0,
                             });
+                        } else {
+                            spare.push(c);
                         }
                     }
                 }
             }
-            pop.extend(off);
+            pop.append(&mut off);
             // `seen` held the population and its offspring; it keeps the survivors.
             pop = survive(pop, self.pop, rng, &mut dropped);
             for x in dropped.drain(..) {
-                seen.remove(&x);
+                spare.extend(seen.take(&x));
+                spare.push(x);
             }
         }
         pop.retain(|i| i.rank == 0);
@@ -773,7 +790,7 @@ mod tests {
         let mut rng = Rng::stream(7, "test");
         let mut copied = 0;
         for _ in 0..10_000 {
-            let [c1, c2] = crossover(&a, &b, 4, &mut rng);
+            let [c1, c2] = crossover(&a, &b, 4, &mut rng, &mut Vec::new());
             // Each child is a prefix of whole rows from one parent, the rest from the other.
             let k = c1.iter().take_while(|&&v| v == 2).count();
             assert_eq!(k % 3, 0);
