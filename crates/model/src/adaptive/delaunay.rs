@@ -41,6 +41,48 @@ fn insphere(a: P, b: P, c: P, d: P, e: P) -> i128 {
     -det
 }
 
+/// Whether `e` lies strictly inside the circumsphere of the positively oriented
+/// tetrahedron `abcd`: [`insphere`]`(a, b, c, d, e) > 0`, decided in floating point
+/// where that is certain and exactly otherwise.
+///
+/// Triangulating checks every tetrahedron against every point, and most are far from
+/// it, so the determinant's sign is clear: the `i128` products were nearly all of
+/// loading the built-in applications. The differences of coordinates (below 2^21) and
+/// their squared lengths are exact in `f64`; the rest of the determinant is at most
+/// nine roundings deep, so its error is below 10ε times the same expression over
+/// absolute values (Shewchuk's static filter; 16ε is used). Within that bound the
+/// exact predicate decides, so the result is always the exact one.
+fn inside_sphere(a: P, b: P, c: P, d: P, e: P) -> bool {
+    let f = |p: P| {
+        [
+            (p[0] - e[0]) as f64,
+            (p[1] - e[1]) as f64,
+            (p[2] - e[2]) as f64,
+        ]
+    };
+    let rows = [f(a), f(b), f(c), f(d)];
+    let l = rows.map(|r| r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    let m = |i: usize, j: usize, k: usize| {
+        let (a, b, c) = (rows[i], rows[j], rows[k]);
+        a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0])
+            + a[2] * (b[0] * c[1] - b[1] * c[0])
+    };
+    let pm = |i: usize, j: usize, k: usize| {
+        let (a, b, c) = (rows[i], rows[j], rows[k]);
+        a[0].abs() * ((b[1] * c[2]).abs() + (b[2] * c[1]).abs())
+            + a[1].abs() * ((b[0] * c[2]).abs() + (b[2] * c[0]).abs())
+            + a[2].abs() * ((b[0] * c[1]).abs() + (b[1] * c[0]).abs())
+    };
+    let det = -l[0] * m(1, 2, 3) + l[1] * m(0, 2, 3) - l[2] * m(0, 1, 3) + l[3] * m(0, 1, 2);
+    let permanent =
+        l[0] * pm(1, 2, 3) + l[1] * pm(0, 2, 3) + l[2] * pm(0, 1, 3) + l[3] * pm(0, 1, 2);
+    // 16 unit roundoffs (ε = 2^-53).
+    if det.abs() > 16.0 * (f64::EPSILON / 2.0) * permanent {
+        return det < 0.0;
+    }
+    insphere(a, b, c, d, e) > 0
+}
+
 /// A tetrahedralization with values at its vertices.
 #[derive(Clone, Debug)]
 pub struct Delaunay3 {
@@ -77,7 +119,7 @@ impl Delaunay3 {
             while k < tets.len() {
                 let t = tets[k];
                 let [a, b, c, d] = t.map(|v| all[v as usize]);
-                if insphere(a, b, c, d, p) > 0 {
+                if inside_sphere(a, b, c, d, p) {
                     // Faces with their outward-facing order (opposite vertex last).
                     for f in [
                         [t[1], t[2], t[3]],
@@ -164,6 +206,42 @@ mod tests {
         assert!(insphere(a, b, c, d, [1, 1, 1]) > 0);
         assert!(insphere(a, b, c, d, [9, 9, 9]) < 0);
         assert_eq!(insphere(a, b, c, d, [4, 4, 0]), 0);
+    }
+
+    #[test]
+    fn the_filtered_predicate_is_the_exact_one() {
+        // Random points, points on a small grid (many co-spherical sets) and the
+        // bounding corners far away, as triangulating meets them.
+        let mut rng = crate::Rng::new(5);
+        let mut pick = |span: u64| (rng.below(2 * span + 1) as i64) - span as i64;
+        let far = 1 << 19;
+        let corners = [
+            [-far, -far, -far],
+            [far, 0, -far],
+            [0, far, -far],
+            [0, 0, far],
+        ];
+        let (mut checked, mut degenerate) = (0, 0);
+        for round in 0..60_000 {
+            let span = [3, 40, 5000][round % 3];
+            let mut p = || [pick(span), pick(span), pick(span)];
+            let mut t = [p(), p(), p(), p()];
+            let e = p();
+            if round % 7 == 0 {
+                t[round % 4] = corners[round % 4];
+            }
+            let [a, b, c, d] = t;
+            if orient(a, b, c, d) <= 0 {
+                continue;
+            }
+            checked += 1;
+            degenerate += usize::from(insphere(a, b, c, d, e) == 0);
+            assert_eq!(inside_sphere(a, b, c, d, e), insphere(a, b, c, d, e) > 0);
+        }
+        assert!(
+            checked > 10_000 && degenerate > 100,
+            "{checked} {degenerate}"
+        );
     }
 
     #[test]
