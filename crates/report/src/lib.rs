@@ -9,12 +9,14 @@
 pub mod chart;
 pub mod fairness;
 pub mod html;
+mod jobs_csv;
 pub mod pgf;
 pub mod present;
 pub mod stats;
 pub mod text;
 pub mod vc;
 pub use html::html_report;
+pub use jobs_csv::write_jobs_csv;
 
 use apiary_model::{RunOutcome, Time};
 use serde::Serialize;
@@ -636,76 +638,6 @@ impl Summary {
     }
 }
 
-/// Writes one row per job.
-pub fn write_jobs_csv(o: &RunOutcome, mut w: impl Write) -> std::io::Result<()> {
-    writeln!(
-        w,
-        "id,submit,gpus,vc,first_start,finish,jct,queueing_delay,pending,preemptions,executed,gpu_time,status"
-    )?;
-    for j in &o.jobs {
-        let status = if j.rejected.is_some() {
-            "rejected"
-        } else if j.finish.is_some() {
-            "finished"
-        } else if j.first_start.is_some() {
-            "unfinished"
-        } else {
-            "never-started"
-        };
-        let vc = j.vc.as_deref().unwrap_or("");
-        writeln!(
-            w,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            Quoted(&j.id),
-            Secs3(Some(j.submit)),
-            j.gpus,
-            Quoted(vc),
-            Secs3(j.first_start),
-            Secs3(j.finish),
-            Secs3(j.finish.map(|f| f - j.submit)),
-            Secs3(j.first_start.map(|st| st - j.submit)),
-            Secs3(j.finish.map(|f| pending_ms(f - j.submit, j.executed))),
-            j.preemptions,
-            Secs3(Some(j.executed)),
-            Secs3(Some(j.gpu_time)),
-            status
-        )?;
-    }
-    w.flush()
-}
-
-/// Milliseconds as seconds with three decimals (nothing for `None`), written with
-/// integer arithmetic: the text `{:.3}` gives for `ms / 1000.0`, without float formatting, which took a quarter of a Philly run's
-/// instructions when it wrote jobs.csv.
-struct Secs3(Option<u64>);
-
-impl std::fmt::Display for Secs3 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            None => Ok(()),
-            // Below 10^12 s (apiary's longest input time, under 2^40 s) the f64 is within
-            // 2^-13 s of the exact value, so rounding it to 3 decimals gives that value.
-            Some(ms) if ms < 1_000_000_000_000_000 => {
-                write!(f, "{}.{:03}", ms / 1000, ms % 1000)
-            }
-            Some(ms) => write!(f, "{:.3}", ms as f64 / 1000.0),
-        }
-    }
-}
-
-/// A CSV field, quoted when it holds a comma, quote or line break.
-struct Quoted<'a>(&'a str);
-
-impl std::fmt::Display for Quoted<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.contains([',', '"', '\n']) {
-            write!(f, "\"{}\"", self.0.replace('"', "\"\""))
-        } else {
-            f.write_str(self.0)
-        }
-    }
-}
-
 /// What a run was, so a figure can be reproduced from its file: the command line,
 /// apiary's version, the trace (path, SHA-256 and jobs read), the cluster, and every
 /// simulator option, defaults included.
@@ -787,40 +719,6 @@ pub use present::table;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seconds_print_as_float_formatting_does() {
-        let mut x = 1u64;
-        let mut cases = vec![
-            0,
-            1,
-            999,
-            1000,
-            1001,
-            123_456_789,
-            999_999_999_999_999,
-            1_000_000_000_000_000,
-            (1 << 53) - 1,
-            1 << 53,
-            u64::MAX,
-        ];
-        for _ in 0..100_000 {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            cases.push(x >> (x % 64));
-        }
-        for ms in cases {
-            assert_eq!(
-                Secs3(Some(ms)).to_string(),
-                format!("{:.3}", ms as f64 / 1000.0),
-                "{ms}"
-            );
-        }
-        assert_eq!(Secs3(None).to_string(), "");
-        assert_eq!(Quoted("a,b\"c").to_string(), "\"a,b\"\"c\"");
-        assert_eq!(Quoted("plain").to_string(), "plain");
-    }
 
     #[test]
     fn percentiles() {
