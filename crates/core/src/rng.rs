@@ -59,8 +59,8 @@ impl Rng {
         r
     }
 
-    /// Advances the stream past `n` draws whose values are not needed: where the
-    /// stream is as after `n` calls of any of the one-draw methods.
+    /// Advances the stream past `n` draws whose values are not needed: the same as `n`
+    /// calls of a method that makes one draw (`next_u64`, `f64`, `below`, `hits`).
     #[inline]
     pub fn skip(&mut self, n: usize) {
         for _ in 0..n {
