@@ -349,6 +349,14 @@ struct Ind {
     crowd: f64,
 }
 
+/// `x`'s place in [`f64::total_cmp`]'s order, as an unsigned integer: the sorts of
+/// survival compare these (with an index where a stable sort kept ties in order)
+/// instead of calling `total_cmp` through the population.
+fn total_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 { !b } else { b | 1 << 63 }
+}
+
 fn dominates(a: &[f64; 2], b: &[f64; 2]) -> bool {
     a[0] <= b[0] && a[1] <= b[1] && (a[0] < b[0] || a[1] < b[1])
 }
@@ -356,13 +364,12 @@ fn dominates(a: &[f64; 2], b: &[f64; 2]) -> bool {
 /// Fronts of a two-objective minimisation, best first (sort by the first objective,
 /// then place each point in the first front none of whose members dominate it).
 fn fronts(pop: &[Ind]) -> Vec<Vec<usize>> {
-    let mut idx: Vec<usize> = (0..pop.len()).collect();
-    idx.sort_by(|&a, &b| {
-        pop[a].f[0]
-            .total_cmp(&pop[b].f[0])
-            .then(pop[a].f[1].total_cmp(&pop[b].f[1]))
-            .then(a.cmp(&b))
-    });
+    let mut idx: Vec<(u64, u64, usize)> = pop
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (total_key(p.f[0]), total_key(p.f[1]), i))
+        .collect();
+    idx.sort_unstable();
     let mut out: Vec<Vec<usize>> = Vec::new();
     // Per front, its least second objective and the least first objective among the
     // members that have it: in this order every member's first objective is at most
@@ -370,7 +377,7 @@ fn fronts(pop: &[Ind]) -> Vec<Vec<usize>> {
     // below it in the second objective, or level with it there and below it in the
     // first (a member equal to the point does not dominate it).
     let mut best: Vec<(f64, f64)> = Vec::new();
-    for i in idx {
+    for (_, _, i) in idx {
         let [f0, f1] = pop[i].f;
         let k = best
             .iter()
@@ -396,24 +403,28 @@ fn crowding(pop: &[Ind], front: &[usize]) -> Vec<f64> {
     let mut cd = vec![0.0; n];
     // Duplicated objective vectors count once (the artifact's pymoo drops them): the
     // first of each in front order stands for it, and the rest keep 0.
-    let mut by_f: Vec<usize> = (0..n).collect();
-    by_f.sort_by(|&a, &b| {
-        let (fa, fb) = (&pop[front[a]].f, &pop[front[b]].f);
-        fa[0]
-            .total_cmp(&fb[0])
-            .then(fa[1].total_cmp(&fb[1]))
-            .then(a.cmp(&b))
-    });
+    let mut by_f: Vec<(u64, u64, usize)> = front
+        .iter()
+        .enumerate()
+        .map(|(a, &i)| (total_key(pop[i].f[0]), total_key(pop[i].f[1]), a))
+        .collect();
+    by_f.sort_unstable();
     let mut uniq: Vec<usize> = Vec::with_capacity(n);
-    for (i, &a) in by_f.iter().enumerate() {
-        if i == 0 || pop[front[by_f[i - 1]]].f != pop[front[a]].f {
+    for (i, &(_, _, a)) in by_f.iter().enumerate() {
+        if i == 0 || pop[front[by_f[i - 1].2]].f != pop[front[a]].f {
             uniq.push(a);
         }
     }
     uniq.sort_unstable();
+    let mut keyed: Vec<(u64, usize)> = Vec::with_capacity(uniq.len());
+    let mut s: Vec<usize> = Vec::with_capacity(uniq.len());
     for m in 0..2 {
-        let mut s = uniq.clone();
-        s.sort_by(|&a, &b| pop[front[a]].f[m].total_cmp(&pop[front[b]].f[m]));
+        // By the objective, ties in front order (what a stable sort of `uniq` gives).
+        keyed.clear();
+        keyed.extend(uniq.iter().map(|&a| (total_key(pop[front[a]].f[m]), a)));
+        keyed.sort_unstable();
+        s.clear();
+        s.extend(keyed.iter().map(|k| k.1));
         let lo = pop[front[s[0]]].f[m];
         let hi = pop[front[s[s.len() - 1]]].f[m];
         let norm = hi - lo;
@@ -442,8 +453,15 @@ fn survive(pop: Vec<Ind>, n: usize, rng: &mut Rng, dropped: &mut Vec<Vec<u8>>) -
         let mut order: Vec<usize> = (0..front.len()).collect();
         if keep.len() + front.len() > n {
             rng.shuffle(&mut order);
-            order.sort_by(|&a, &b| cd[b].total_cmp(&cd[a]));
-            order.truncate(n - keep.len());
+            // Largest crowding first, ties in the shuffled order.
+            let mut keyed: Vec<(u64, usize, usize)> = order
+                .iter()
+                .enumerate()
+                .map(|(k, &o)| (u64::MAX - total_key(cd[o]), k, o))
+                .collect();
+            keyed.sort_unstable();
+            order.clear();
+            order.extend(keyed.iter().take(n - keep.len()).map(|k| k.2));
         }
         for o in order {
             keep.push((front[o], rank, cd[o]));
@@ -783,6 +801,33 @@ impl Policy for Pollux {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn total_keys_order_as_total_cmp_does() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::MIN_POSITIVE / 8.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        let mut rng = Rng::new(3);
+        xs.extend((0..300).map(|_| f64::from_bits(rng.next_u64())));
+        xs.extend((0..300).map(|_| rng.f64() * 200.0 - 100.0));
+        for a in &xs {
+            for b in &xs {
+                assert_eq!(total_key(*a).cmp(&total_key(*b)), a.total_cmp(b), "{a} {b}");
+            }
+        }
+    }
 
     #[test]
     fn crossover_swaps_leading_jobs_in_nine_matings_of_ten() {
