@@ -186,13 +186,8 @@ mod tests {
 
     #[test]
     fn rows_are_what_field_by_field_formatting_wrote() {
-        let mut x = 7u64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) % m
-        };
+        let mut rng = apiary_model::Rng::new(7);
+        let mut next = |m: u64| rng.below(m);
         let ids = ["7", "job-1", "a,b", "say \"hi\"", "line\nbreak", ""];
         let jobs: Vec<JobOutcome> = (0..2_000)
             .map(|k| {
