@@ -168,8 +168,9 @@ struct Slot {
 /// between arrivals and completions every tick would compute the same ones.
 #[derive(Debug, Default)]
 struct Shares {
-    /// Total demand and cluster GPUs they were computed for.
-    of: (u64, u64),
+    /// The cluster GPUs they were computed for (the total demand follows from the
+    /// per-class demands).
+    cluster: u64,
     /// Per class: its GPUs, its demand, its share of the cluster.
     per_class: Vec<(u32, u64, u64)>,
 }
@@ -558,14 +559,14 @@ impl Gandiva {
         }
         let cluster = ctx.total_gpus();
         let Shares {
-            of: last,
+            cluster: last,
             per_class: shares,
         } = &mut self.shares;
-        let same = *last == (total, cluster)
+        let same = *last == cluster
             && shares.len() == demand.len()
             && (shares.iter().zip(&demand)).all(|(a, b)| (a.0, a.1) == (b.0, b.1));
         if !same {
-            *last = (total, cluster);
+            *last = cluster;
             shares.clear();
             shares.extend(demand.iter().map(|&(g, d, _)| {
                 (
