@@ -30,6 +30,7 @@ pub mod placement;
 pub mod plugin;
 pub mod pollux;
 pub mod registry;
+mod runs;
 pub mod silod;
 pub mod spec;
 pub mod srtf;

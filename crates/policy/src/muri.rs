@@ -111,6 +111,9 @@ pub struct Muri {
     refill: placement::Refill,
     /// Sort keys with their positions, reused by every pass's sorts.
     sort_buf: Vec<(u64, u64)>,
+    /// The merge sort's scratch: its other list and its run bounds.
+    merge_buf: Vec<(u64, u64)>,
+    bounds: Vec<usize>,
     /// Per job, its GPU count (read at every pass; the jobs themselves are large).
     gpus: Vec<u32>,
     /// Admission's entries, reused by every pass.
@@ -120,12 +123,21 @@ pub struct Muri {
     /// The candidates' lists per GPU count, reused by every pass.
     by_size: Vec<(u32, Vec<JobIdx>, usize)>,
     edges: Vec<(usize, usize, i64)>,
+    /// Per GPU count its candidate groups (the first `used` entries of a pass), the
+    /// next matching round's list, the admitted groups, and `run_groups`' lists: kept
+    /// from pass to pass, so that a pass allocates nothing once they have grown.
+    classes: Vec<(u32, Vec<Group>)>,
+    next: Vec<Group>,
+    kept: Vec<Group>,
+    intact: Vec<bool>,
+    stop: Vec<JobIdx>,
+    start: Vec<usize>,
     /// With `ties` set: the stream that relabels each matching's vertices.
     ties: Option<apiary_model::rng::Rng>,
 }
 
 /// A candidate group: member jobs, all of one GPU count.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Group {
     jobs: Members,
     gpus: u32,
@@ -211,11 +223,19 @@ impl Muri {
             marked: Vec::new(),
             refill: placement::Refill::default(),
             sort_buf: Vec::new(),
+            merge_buf: Vec::new(),
+            bounds: Vec::new(),
             by_size: Vec::new(),
             scratch: Vec::new(),
             gpus: Vec::new(),
             entries: Vec::new(),
             edges: Vec::new(),
+            classes: Vec::new(),
+            next: Vec::new(),
+            kept: Vec::new(),
+            intact: Vec::new(),
+            stop: Vec::new(),
+            start: Vec::new(),
             ties: match p.u64(&TIES)? {
                 0 => None,
                 seed => Some(apiary_model::rng::Rng::stream(seed, "muri-ties")),
@@ -338,7 +358,8 @@ impl Muri {
     fn round(&mut self, classes: &mut [(u32, Vec<Group>)], required: &mut u64, cluster: u64) {
         let mut merged: Vec<JobIdx> = Vec::with_capacity(PACKING);
         for (g, groups) in classes.iter_mut() {
-            let mut next: Vec<Group> = Vec::with_capacity(groups.len());
+            let mut next = std::mem::take(&mut self.next);
+            next.clear();
             // (first, second) of each matched pair, in the order the artifact lists
             // them: at the pair's larger vertex.
             for w0 in (0..groups.len()).step_by(MATCH_WINDOW) {
@@ -397,21 +418,22 @@ impl Muri {
                     match mate[u] {
                         Some(v) if v < u => {
                             if *required > cluster {
-                                let mut a = win[v].clone();
+                                let mut a = win[v];
                                 a.jobs.extend(&win[u].jobs);
                                 *required -= *g as u64;
                                 next.push(a);
                             } else {
-                                next.push(win[v].clone());
-                                next.push(win[u].clone());
+                                next.push(win[v]);
+                                next.push(win[u]);
                             }
                         }
                         Some(_) => {}
-                        None => next.push(win[u].clone()),
+                        None => next.push(win[u]),
                     }
                 }
             }
-            *groups = next;
+            std::mem::swap(groups, &mut next);
+            self.next = next;
         }
     }
 }
@@ -422,19 +444,31 @@ fn total_key(x: f64) -> u64 {
     if b >> 63 == 1 { !b } else { b | 1 << 63 }
 }
 
-/// The positions of `keys` in stable sorted order, as `(key, position)` pairs in `out`.
-fn stable_order(keys: impl Iterator<Item = u64>, out: &mut Vec<(u64, u64)>) {
+/// The positions of `keys` in stable sorted order, as `(key, position)` pairs in `out`
+/// (`buf` and `bounds` are the sort's scratch).
+fn stable_order(
+    keys: impl Iterator<Item = u64>,
+    out: &mut Vec<(u64, u64)>,
+    buf: &mut Vec<(u64, u64)>,
+    bounds: &mut Vec<usize>,
+) {
     out.clear();
     out.extend(keys.enumerate().map(|(i, k)| (k, i as u64)));
-    out.sort_by_key(|p| p.0);
+    crate::runs::sort_stable_by_key(out, buf, bounds);
 }
 
 /// The steps of a pass (the numbers are the artifact's).
 impl Muri {
     /// 2. Candidates: per GPU count, the jobs in `order`, as many chosen as would fit an
-    ///    emptied cluster in groups of `max_group`; each chosen job a group of its own,
-    ///    and the GPUs they would need.
-    fn candidates(&mut self, ctx: &Ctx<'_>, order: &[JobIdx]) -> (Vec<(u32, Vec<Group>)>, u64) {
+    ///    emptied cluster in groups of `max_group`; each chosen job a group of its own
+    ///    (in `classes`' first entries, whose count comes back), and the GPUs they
+    ///    would need.
+    fn candidates(
+        &mut self,
+        ctx: &Ctx<'_>,
+        order: &[JobIdx],
+        classes: &mut Vec<(u32, Vec<Group>)>,
+    ) -> (usize, u64) {
         let cluster = ctx.cluster();
         // Per GPU count in order of first appearance: its jobs in order, and how many
         // are chosen. The lists are kept from pass to pass, so filling them allocates
@@ -486,33 +520,32 @@ impl Muri {
         }
         self.refill.clear();
         let mut required = 0u64;
-        let mut classes: Vec<(u32, Vec<Group>)> = Vec::with_capacity(used);
-        for (g, jobs, chosen) in sizes.iter() {
+        if classes.len() < used {
+            classes.resize_with(used, Default::default);
+        }
+        for ((g, jobs, chosen), (cg, groups)) in sizes.iter().zip(classes.iter_mut()) {
             required += *chosen as u64 * *g as u64;
-            classes.push((
-                *g,
-                jobs[..*chosen]
-                    .iter()
-                    .map(|&j| Group {
-                        jobs: Members::one(j),
-                        gpus: *g,
-                    })
-                    .collect(),
-            ));
+            *cg = *g;
+            groups.clear();
+            groups.extend(jobs[..*chosen].iter().map(|&j| Group {
+                jobs: Members::one(j),
+                gpus: *g,
+            }));
         }
         self.by_size = by_size;
-        (classes, required)
+        (used, required)
     }
 
     /// 3. Grouping: blossom matching rounds until the chosen jobs fit (or the naive
     ///    ablation's chunks).
     fn group(&mut self, classes: &mut [(u32, Vec<Group>)], required: &mut u64, total: u64) {
         if self.blossom {
+            // A round with the demand already within the cluster merges nothing.
             for _ in 0..self.max_group {
-                self.round(classes, required, total);
                 if *required <= total {
                     break;
                 }
+                self.round(classes, required, total);
             }
         } else {
             // The naive ablation: chunks of four in candidate order.
@@ -548,14 +581,15 @@ impl Muri {
     fn admit_groups(
         &mut self,
         ctx: &Ctx<'_>,
-        classes: Vec<(u32, Vec<Group>)>,
+        classes: &[(u32, Vec<Group>)],
         key: &[f64],
-    ) -> Vec<Group> {
+        kept: &mut Vec<Group>,
+    ) {
         let cluster = ctx.cluster();
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
         for (_, groups) in classes {
-            for grp in groups {
+            for &grp in groups {
                 let unpack = self.autopack && grp.jobs.len() > 1 && {
                     let solo_sum: f64 = grp
                         .jobs
@@ -587,24 +621,30 @@ impl Muri {
             }
         }
         let mut order = std::mem::take(&mut self.sort_buf);
-        stable_order(entries.iter().map(|e| total_key(e.0)), &mut order);
-        let mut kept: Vec<Group> = Vec::new();
+        stable_order(
+            entries.iter().map(|e| total_key(e.0)),
+            &mut order,
+            &mut self.merge_buf,
+            &mut self.bounds,
+        );
+        kept.clear();
         for &(_, k) in &order {
             let grp = &entries[k as usize].1;
             if self.refill.fits(cluster, grp.gpus) {
-                kept.push(grp.clone());
+                kept.push(*grp);
             }
         }
         self.sort_buf = order;
         self.entries = entries;
         self.refill.clear();
-        kept
     }
 
     /// 5. Run them: a running group that is unchanged keeps its GPUs; anything else
     ///    running stops, and the kept groups start largest first.
     fn run_groups(&mut self, ctx: &mut Ctx<'_>, kept: &[Group]) -> Result<(), PolicyError> {
-        let mut intact = vec![false; kept.len()];
+        let mut intact = std::mem::take(&mut self.intact);
+        intact.clear();
+        intact.resize(kept.len(), false);
         let groups = ctx.groups()?;
         for (gi, grp) in kept.iter().enumerate() {
             let first = grp.jobs[0];
@@ -621,27 +661,34 @@ impl Muri {
             }
         }
         // Stopped in index order; only the few that stop are sorted.
-        let mut stop: Vec<JobIdx> = ctx
-            .running()
-            .iter()
-            .copied()
-            .filter(|&j| !self.marked[j as usize])
-            .collect();
+        let mut stop = std::mem::take(&mut self.stop);
+        stop.clear();
+        stop.extend(
+            ctx.running()
+                .iter()
+                .copied()
+                .filter(|&j| !self.marked[j as usize]),
+        );
         stop.sort_unstable();
         for &j in &stop {
             ctx.preempt(j);
         }
+        self.stop = stop;
         for grp in kept {
             for &j in &grp.jobs {
                 self.marked[j as usize] = false;
             }
         }
-        let mut start: Vec<usize> = (0..kept.len()).filter(|&gi| !intact[gi]).collect();
+        let mut start = std::mem::take(&mut self.start);
+        start.clear();
+        start.extend((0..kept.len()).filter(|&gi| !intact[gi]));
+        self.intact = intact;
         start.sort_by_key(|&gi| std::cmp::Reverse(kept[gi].gpus));
-        for gi in start {
+        for &gi in &start {
             ctx.groups()?
                 .start_group(&kept[gi].jobs, PlacementStrategy::Consolidated);
         }
+        self.start = start;
         Ok(())
     }
 
@@ -676,9 +723,9 @@ impl Muri {
         let mut buf = std::mem::take(&mut self.sort_buf);
         buf.clear();
         buf.extend(self.active.iter().map(|&j| (key(j), u64::from(j))));
-        // Keys beside the jobs: no indirect read per comparison. A stable sort, since
-        // the list comes in nearly sorted (the last pass's order) and it finds the runs.
-        buf.sort_by_key(|p| p.0);
+        // Keys beside the jobs: no indirect read per comparison. A merge of the runs the
+        // list comes in with (the last pass's order).
+        crate::runs::sort_stable_by_key(&mut buf, &mut self.merge_buf, &mut self.bounds);
         for (slot, &(_, j)) in self.active.iter_mut().zip(&buf) {
             *slot = j as JobIdx;
         }
@@ -743,16 +790,21 @@ impl Policy for Muri {
         self.sort_active(|j| total_key(key[j as usize]));
         let order = std::mem::take(&mut self.active);
         let total = ctx.cluster().total_gpus as u64;
-        let (mut classes, mut required) = self.candidates(ctx, &order);
-        self.group(&mut classes, &mut required, total);
-        let kept = self.admit_groups(ctx, classes, &key);
+        let mut classes = std::mem::take(&mut self.classes);
+        let (used, mut required) = self.candidates(ctx, &order, &mut classes);
+        self.group(&mut classes[..used], &mut required, total);
+        let mut kept = std::mem::take(&mut self.kept);
+        self.admit_groups(ctx, &classes[..used], &key, &mut kept);
+        self.classes = classes;
         self.key = key;
         self.active = order;
         // The artifact leaves its runnable list sorted by GPU count, largest first
         // (stable), before placing: the next pass's stable sort breaks ties that way.
         self.sort_active_by_gpus();
         self.run_groups(ctx, &kept)?;
-        self.set_speeds(ctx, &kept)
+        self.set_speeds(ctx, &kept)?;
+        self.kept = kept;
+        Ok(())
     }
 }
 
@@ -783,7 +835,12 @@ mod tests {
         let mut want: Vec<usize> = (0..values.len()).collect();
         want.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
         let mut got = Vec::new();
-        stable_order(values.iter().map(|&x| total_key(x)), &mut got);
+        stable_order(
+            values.iter().map(|&x| total_key(x)),
+            &mut got,
+            &mut Vec::new(),
+            &mut Vec::new(),
+        );
         let got: Vec<usize> = got.iter().map(|&(_, i)| i as usize).collect();
         assert_eq!(got, want);
     }

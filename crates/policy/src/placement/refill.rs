@@ -23,27 +23,45 @@ pub struct Refill {
 impl Refill {
     /// Places `gpus` GPUs as the consolidated strategy would on what this pass has
     /// left free, and takes them; false (taking nothing) if they do not fit.
+    ///
+    /// Inlined, with jobs that span nodes out of line: a pass asks this for every
+    /// candidate and every group (hundreds each event), nearly all within one node,
+    /// and the call with the multi-node path's registers saved cost more than the fit.
+    #[inline]
     pub fn fits(&mut self, cluster: &Cluster, gpus: u32) -> bool {
+        if gpus > cluster.max_gpus_per_node {
+            return self.fits_across(cluster, gpus);
+        }
         let f = self
             .fill
             .get_or_insert_with(|| Fill::new(&ClusterState::new(cluster)));
         if gpus == 0 || gpus as u64 > f.free_total {
             return false;
         }
-        if gpus <= cluster.max_gpus_per_node {
-            let Some(n) = f.first_with(gpus) else {
-                return false;
-            };
-            let m = low_bits(f.free[n as usize], gpus);
+        let Some(n) = f.first_with(gpus) else {
+            return false;
+        };
+        let m = low_bits(f.free[n as usize], gpus);
+        f.take(n, m);
+        self.used = true;
+        true
+    }
+
+    /// [`Refill::fits`] for a job larger than any node.
+    #[inline(never)]
+    fn fits_across(&mut self, cluster: &Cluster, gpus: u32) -> bool {
+        let f = self
+            .fill
+            .get_or_insert_with(|| Fill::new(&ClusterState::new(cluster)));
+        if gpus as u64 > f.free_total {
+            return false;
+        }
+        self.p.clear();
+        if !multi_node(&*f, gpus, false, &mut self.p) {
+            return false;
+        }
+        for &(n, m) in &self.p.parts {
             f.take(n, m);
-        } else {
-            self.p.clear();
-            if !multi_node(&*f, gpus, false, &mut self.p) {
-                return false;
-            }
-            for &(n, m) in &self.p.parts {
-                f.take(n, m);
-            }
         }
         self.used = true;
         true
@@ -101,6 +119,7 @@ impl Fill {
     }
 
     /// The lowest node with at least `g` free GPUs (`g` at most the largest node).
+    #[inline]
     fn first_with(&mut self, g: u32) -> Option<u32> {
         let c = &mut self.cursor[g as usize];
         while let Some(&m) = self.free.get(*c as usize) {
@@ -113,6 +132,7 @@ impl Fill {
     }
 
     /// Takes the free GPUs `mask` of node `n`.
+    #[inline]
     fn take(&mut self, n: u32, mask: u64) {
         let i = n as usize;
         debug_assert_eq!(mask & !self.free[i], 0, "takes only free GPUs");
