@@ -7,6 +7,7 @@
 use crate::PolicyError;
 use crate::ctx::{Ctx, Handles};
 use crate::placement::{self, PlacementStrategy};
+use crate::runs::{by_gpus_descending, total_key};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -438,12 +439,6 @@ impl Muri {
     }
 }
 
-/// `f64::total_cmp`'s order as an integer's.
-fn total_key(x: f64) -> u64 {
-    let b = x.to_bits();
-    if b >> 63 == 1 { !b } else { b | 1 << 63 }
-}
-
 /// The positions of `keys` in stable sorted order, as `(key, position)` pairs in `out`
 /// (`buf` and `bounds` are the sort's scratch).
 fn stable_order(
@@ -740,33 +735,6 @@ impl Muri {
     }
 }
 
-/// `jobs` in `out`, stably sorted by their count in `gpus`, largest first: there are
-/// few distinct counts, so one counting pass and one scatter.
-fn by_gpus_descending(jobs: &[JobIdx], gpus: &[u32], out: &mut Vec<JobIdx>) {
-    let mut counts: Vec<(u32, usize)> = Vec::new();
-    for &j in jobs {
-        let g = gpus[j as usize];
-        match counts.iter_mut().find(|c| c.0 == g) {
-            Some(c) => c.1 += 1,
-            None => counts.push((g, 1)),
-        }
-    }
-    counts.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-    let mut at = 0;
-    for c in &mut counts {
-        (c.1, at) = (at, at + c.1);
-    }
-    out.clear();
-    out.resize(jobs.len(), 0);
-    for &j in jobs {
-        let g = gpus[j as usize];
-        if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
-            out[c.1] = j;
-            c.1 += 1;
-        }
-    }
-}
-
 impl Policy for Muri {
     fn spec(&self) -> &'static PolicySpec {
         if self.know_duration { &MURI_S } else { &MURI_L }
@@ -843,28 +811,5 @@ mod tests {
         );
         let got: Vec<usize> = got.iter().map(|&(_, i)| i as usize).collect();
         assert_eq!(got, want);
-    }
-
-    /// The counting sort by GPU count gives what a stable sort gives.
-    #[test]
-    fn gpu_count_order_is_the_stable_sort() {
-        let sizes = [1u32, 2, 4, 8, 16, 3, 64];
-        let mut x = 5u64;
-        for len in [0usize, 1, 2, 7, 100, 1000] {
-            let gpus: Vec<u32> = (0..len)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    sizes[(x >> 33) as usize % sizes.len()]
-                })
-                .collect();
-            let jobs: Vec<JobIdx> = (0..len as JobIdx).rev().collect();
-            let mut want = jobs.clone();
-            want.sort_by_key(|&j| std::cmp::Reverse(gpus[j as usize]));
-            let mut got = Vec::new();
-            by_gpus_descending(&jobs, &gpus, &mut got);
-            assert_eq!(got, want, "{len} jobs");
-        }
     }
 }

@@ -25,6 +25,7 @@
 
 use crate::PolicyError;
 use crate::ctx::{Ctx, Handles};
+use crate::runs::total_key;
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -347,14 +348,6 @@ struct Ind {
     f: [f64; 2],
     rank: usize,
     crowd: f64,
-}
-
-/// `x`'s place in [`f64::total_cmp`]'s order, as an unsigned integer: the sorts of
-/// survival compare these (with an index where a stable sort kept ties in order)
-/// instead of calling `total_cmp` through the population.
-fn total_key(x: f64) -> u64 {
-    let b = x.to_bits();
-    if b >> 63 == 1 { !b } else { b | 1 << 63 }
 }
 
 fn dominates(a: &[f64; 2], b: &[f64; 2]) -> bool {

@@ -13,6 +13,7 @@
 use crate::PolicyError;
 use crate::ctx::Ctx;
 use crate::placement::{self, PlacementStrategy};
+use crate::runs::{by_gpus_descending, total_key};
 use crate::spec::{Capabilities, Capability, ParamSpec, PolicySpec};
 use crate::world::{JobIdx, Status};
 use crate::{ParamError, Params, Policy};
@@ -91,8 +92,13 @@ pub struct Themis {
     iso: Vec<f64>,
     gpus: Vec<f64>,
     x: Vec<f64>,
-    keyed: Vec<(f64, f64, f64, JobIdx)>,
+    /// Per pass: each job's sort keys (rounds received, deficit, share) as integers in
+    /// descending `total_cmp` order, compared without a float in the sort.
+    keyed: Vec<(u64, u64, u64, JobIdx)>,
     chosen: Vec<bool>,
+    /// Per job its GPU count, and the list the GPU-count order is built in.
+    gpus_of: Vec<u32>,
+    by_gpus: Vec<JobIdx>,
 }
 
 impl Themis {
@@ -116,6 +122,8 @@ impl Themis {
             x: Vec::new(),
             keyed: Vec::new(),
             chosen: Vec::new(),
+            gpus_of: Vec::new(),
+            by_gpus: Vec::new(),
         })
     }
 }
@@ -187,11 +195,13 @@ impl Policy for Themis {
         &THEMIS
     }
 
-    fn admit(&mut self, _ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
+    fn admit(&mut self, ctx: &Ctx<'_>, j: JobIdx) -> Result<(), PolicyError> {
         if self.acct.len() <= j as usize {
             self.acct.resize(j as usize + 1, Acct::default());
+            self.gpus_of.resize(j as usize + 1, 0);
         }
         self.acct[j as usize] = Acct::default();
+        self.gpus_of[j as usize] = ctx.job(j).gpus;
         self.order.push(j);
         Ok(())
     }
@@ -254,13 +264,11 @@ impl Policy for Themis {
             let val = if ran == 0.0 { x * 1e9 } else { x / ran };
             let deficit = acc.should - ran;
             acc.should += x * since;
-            self.keyed.push((val, deficit, x, j));
+            // Largest first: the complement of the ascending key.
+            self.keyed
+                .push((!total_key(val), !total_key(deficit), !total_key(x), j));
         }
-        self.keyed.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then(b.1.total_cmp(&a.1))
-                .then(b.2.total_cmp(&a.2))
-        });
+        self.keyed.sort_by_key(|k| (k.0, k.1, k.2));
         // Choose, in that order, the jobs that fit on an emptied cluster.
         let cluster = ctx.cluster();
         if self.chosen.len() < ctx.job_count() {
@@ -275,8 +283,8 @@ impl Policy for Themis {
         self.refill.clear();
         self.order.clear();
         self.order.extend(self.keyed.iter().map(|k| k.3));
-        self.order
-            .sort_by_key(|&j| std::cmp::Reverse(ctx.job(j).gpus));
+        by_gpus_descending(&self.order, &self.gpus_of, &mut self.by_gpus);
+        std::mem::swap(&mut self.order, &mut self.by_gpus);
         // Running jobs not chosen give their GPUs back first; the chosen pending ones
         // then start largest first. A chosen job that no longer fits (fragmentation)
         // stays pending, as in the artifact's second placement pass.
