@@ -85,13 +85,35 @@ pub(crate) fn total_key(x: f64) -> u64 {
     if b >> 63 == 1 { !b } else { b | 1 << 63 }
 }
 
-/// `jobs` in `out`, stably sorted by their count in `gpus`, largest first: there are
-/// few distinct counts, so one counting pass and one scatter.
+/// `jobs` in `out`, stably sorted by their count in `gpus`, largest first: one counting
+/// pass and one scatter. The counts are indexed by GPU count while the largest is
+/// small against the list (a search of the distinct counts, the common small ones
+/// last once sorted, was most of the work); past that, searched.
 pub(crate) fn by_gpus_descending(
     jobs: &[crate::world::JobIdx],
     gpus: &[u32],
     out: &mut Vec<crate::world::JobIdx>,
 ) {
+    out.clear();
+    out.resize(jobs.len(), 0);
+    let largest = jobs.iter().map(|&j| gpus[j as usize]).max().unwrap_or(0) as usize;
+    if largest <= 4 * jobs.len() + 64 {
+        // Per GPU count: how many, then the next position in `out`.
+        let mut at = vec![0usize; largest + 1];
+        for &j in jobs {
+            at[gpus[j as usize] as usize] += 1;
+        }
+        let mut next = 0;
+        for a in at.iter_mut().rev() {
+            (*a, next) = (next, next + *a);
+        }
+        for &j in jobs {
+            let a = &mut at[gpus[j as usize] as usize];
+            out[*a] = j;
+            *a += 1;
+        }
+        return;
+    }
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for &j in jobs {
         let g = gpus[j as usize];
@@ -105,8 +127,6 @@ pub(crate) fn by_gpus_descending(
     for c in &mut counts {
         (c.1, at) = (at, at + c.1);
     }
-    out.clear();
-    out.resize(jobs.len(), 0);
     for &j in jobs {
         let g = gpus[j as usize];
         if let Some(c) = counts.iter_mut().find(|c| c.0 == g) {
@@ -163,23 +183,28 @@ mod tests {
     /// The counting sort by GPU count gives what a stable sort gives.
     #[test]
     fn gpu_count_order_is_the_stable_sort() {
-        let sizes = [1u32, 2, 4, 8, 16, 3, 64];
+        // Small counts (the table) and counts past it (the search).
+        let small = [1u32, 2, 4, 8, 16, 3, 64];
+        let wide = [1u32, 8, 5000, 2, 100_000];
         let mut x = 5u64;
-        for len in [0usize, 1, 2, 7, 100, 1000] {
-            let gpus: Vec<u32> = (0..len)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    sizes[(x >> 33) as usize % sizes.len()]
-                })
-                .collect();
-            let jobs: Vec<crate::world::JobIdx> = (0..len as crate::world::JobIdx).rev().collect();
-            let mut want = jobs.clone();
-            want.sort_by_key(|&j| std::cmp::Reverse(gpus[j as usize]));
-            let mut got = Vec::new();
-            by_gpus_descending(&jobs, &gpus, &mut got);
-            assert_eq!(got, want, "{len} jobs");
+        for sizes in [&small[..], &wide[..]] {
+            for len in [0usize, 1, 2, 7, 100, 1000] {
+                let gpus: Vec<u32> = (0..len)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        sizes[(x >> 33) as usize % sizes.len()]
+                    })
+                    .collect();
+                let jobs: Vec<crate::world::JobIdx> =
+                    (0..len as crate::world::JobIdx).rev().collect();
+                let mut want = jobs.clone();
+                want.sort_by_key(|&j| std::cmp::Reverse(gpus[j as usize]));
+                let mut got = Vec::new();
+                by_gpus_descending(&jobs, &gpus, &mut got);
+                assert_eq!(got, want, "{len} jobs of sizes {sizes:?}");
+            }
         }
     }
 }
