@@ -140,6 +140,33 @@ pub(crate) fn by_gpus_descending(
 mod tests {
     use super::*;
 
+    #[test]
+    fn total_keys_order_as_total_cmp_does() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::MIN_POSITIVE / 8.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        let mut rng = apiary_model::Rng::new(3);
+        xs.extend((0..300).map(|_| f64::from_bits(rng.next_u64())));
+        xs.extend((0..300).map(|_| rng.f64() * 200.0 - 100.0));
+        for a in &xs {
+            for b in &xs {
+                assert_eq!(total_key(*a).cmp(&total_key(*b)), a.total_cmp(b), "{a} {b}");
+            }
+        }
+    }
+
     /// The same order as `std`'s stable sort on random keys, on keys with many ties,
     /// on sorted, reversed and run-structured inputs, and on the lengths around 0-3.
     #[test]

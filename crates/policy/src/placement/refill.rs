@@ -32,9 +32,7 @@ impl Refill {
         if gpus > cluster.max_gpus_per_node {
             return self.fits_across(cluster, gpus);
         }
-        let f = self
-            .fill
-            .get_or_insert_with(|| Fill::new(&ClusterState::new(cluster)));
+        let f = Fill::of(&mut self.fill, cluster);
         if gpus == 0 || gpus as u64 > f.free_total {
             return false;
         }
@@ -50,9 +48,7 @@ impl Refill {
     /// [`Refill::fits`] for a job larger than any node.
     #[inline(never)]
     fn fits_across(&mut self, cluster: &Cluster, gpus: u32) -> bool {
-        let f = self
-            .fill
-            .get_or_insert_with(|| Fill::new(&ClusterState::new(cluster)));
+        let f = Fill::of(&mut self.fill, cluster);
         if gpus as u64 > f.free_total {
             return false;
         }
@@ -96,6 +92,12 @@ struct Fill {
 }
 
 impl Fill {
+    /// The copy in `slot`, made (all GPUs free) the first time a pass asks.
+    #[inline]
+    fn of<'a>(slot: &'a mut Option<Fill>, cluster: &Cluster) -> &'a mut Fill {
+        slot.get_or_insert_with(|| Fill::new(&ClusterState::new(cluster)))
+    }
+
     /// All GPUs of `state` free (a fresh index: nothing taken, nothing down).
     fn new(state: &ClusterState) -> Fill {
         let nodes = state.node_count() as u32;
