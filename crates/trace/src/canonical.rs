@@ -392,7 +392,7 @@ pub(crate) fn read_jsonl(path: &Path, opts: &ReadOptions) -> Result<Trace, Trace
             Err(e) => return Err(e),
         }
     }
-    crate::sort_by_submit(&mut jobs);
+    crate::order::sort_by_submit(&mut jobs);
     Ok(Trace {
         jobs,
         format: crate::Format::Jsonl,

@@ -20,6 +20,7 @@ mod fields;
 mod format;
 mod ids;
 mod open;
+mod order;
 pub mod openb;
 mod parsers;
 pub mod pollux;
@@ -204,127 +205,6 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
         }
     }
     let mut t = all.expect("at least one file");
-    sort_by_submit(&mut t.jobs);
+    order::sort_by_submit(&mut t.jobs);
     Ok(t)
-}
-
-/// Orders jobs by submission time, ties in file order (as a stable sort would). Only
-/// (time, index) pairs are sorted, and the jobs are then swapped into place along the
-/// permutation's cycles: a `Job` is 168 bytes, and sorting them directly took a third
-/// of reading the Philly trace. Traces already in order are only checked.
-pub(crate) fn sort_by_submit(jobs: &mut [Job]) {
-    if jobs.is_sorted_by_key(|j| j.submit) {
-        return;
-    }
-    // (time, index) packed in one word when both fit (every trace apiary has seen):
-    // sorting plain integers is faster than sorting pairs, and the order is the same.
-    let bits = usize::BITS - jobs.len().leading_zeros();
-    let latest = jobs.iter().map(|j| j.submit).max().unwrap_or(0);
-    let order: Vec<usize> = if latest.leading_zeros() >= bits {
-        let mut keys: Vec<u64> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.submit << bits) | i as u64)
-            .collect();
-        keys.sort_unstable();
-        let mask = (1u64 << bits) - 1;
-        keys.into_iter().map(|k| (k & mask) as usize).collect()
-    } else {
-        let mut pairs: Vec<(apiary_model::Time, usize)> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.submit, i))
-            .collect();
-        pairs.sort_unstable();
-        pairs.into_iter().map(|(_, i)| i).collect()
-    };
-    permute(jobs, order);
-}
-
-/// Puts `jobs[order[k]]` at `k` for every `k`, in place along the permutation's cycles.
-/// Moving the jobs into a second list instead touches a fresh list the trace's size,
-/// and on Philly its page faults were half of reading.
-///
-/// A shuffled trace's cycles jump across the whole list, so nearly every job moved is
-/// a cache miss. The walk reads each job a few steps before it moves it (`AHEAD`), so
-/// those misses overlap instead of coming one after another (about 8 % of reading
-/// Philly).
-fn permute(jobs: &mut [Job], mut order: Vec<usize>) {
-    const DONE: usize = usize::MAX;
-    const AHEAD: usize = 8;
-    for start in 0..order.len() {
-        if order[start] == DONE {
-            continue;
-        }
-        // `ahead` runs `AHEAD` steps in front of `k` on the same cycle, whose entries
-        // ahead of `k` are not marked yet.
-        let mut ahead = order[start];
-        for _ in 0..AHEAD {
-            if ahead == start {
-                break;
-            }
-            touch(&jobs[ahead]);
-            ahead = order[ahead];
-        }
-        let mut k = start;
-        // `order` is a permutation: each cycle is followed once, marking its entries.
-        while order[k] != DONE {
-            let src = std::mem::replace(&mut order[k], DONE);
-            if src == start {
-                break;
-            }
-            if ahead != start {
-                touch(&jobs[ahead]);
-                ahead = order[ahead];
-            }
-            swap(jobs, k, src);
-            k = src;
-        }
-    }
-}
-
-/// Swaps two distinct jobs through registers: `slice::swap` may be asked to swap an
-/// element with itself, so it goes through a copy in memory, three calls to `memcpy`
-/// for a 168-byte job.
-#[inline(always)]
-fn swap(jobs: &mut [Job], a: usize, b: usize) {
-    debug_assert_ne!(a, b);
-    let (lo, hi) = (a.min(b), a.max(b));
-    let (left, right) = jobs.split_at_mut(hi);
-    std::mem::swap(&mut left[lo], &mut right[0]);
-}
-
-/// Loads a word of a job, so that its memory is on its way when the job is moved.
-#[inline(always)]
-fn touch(job: &Job) {
-    std::hint::black_box(job.submit);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jobs_sort_by_submit_keeping_file_order_on_ties() {
-        let mut x = 3u64;
-        // Small times sort as packed words; times near the top of the range as pairs.
-        for (n, scale) in [0, 1, 2, 7, 100, 5000]
-            .into_iter()
-            .flat_map(|n| [(n, 1), (n, 1 << 57)])
-        {
-            let mut jobs: Vec<Job> = (0..n)
-                .map(|i| {
-                    x = x
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    Job::new(i.to_string(), (x >> 33) % 50 * scale, 1, 1)
-                })
-                .collect();
-            let mut want = jobs.clone();
-            want.sort_by_key(|j| j.submit);
-            sort_by_submit(&mut jobs);
-            let ids = |v: &[Job]| v.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
-            assert_eq!(ids(&jobs), ids(&want), "{n} jobs");
-        }
-    }
 }

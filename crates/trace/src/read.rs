@@ -72,20 +72,19 @@ pub(crate) fn read_bytes(
     drop(data);
     let crate::rows::Rows {
         mut jobs,
+        runs,
         skipped,
         first_skip,
         excluded,
         ..
     } = rows;
-    if format == Format::Philly {
-        // Philly times are wall-clock dates: start the trace at its first submission.
-        if let Some(min) = jobs.iter().map(|j| j.submit).min() {
-            for j in &mut jobs {
-                j.submit -= min;
-            }
-        }
+    // Philly times are wall-clock dates: the trace starts at its first submission.
+    let rebase = format == Format::Philly;
+    match runs {
+        Some(runs) => crate::order::sort_runs_by_submit(&mut jobs, runs, rebase),
+        None if rebase => crate::order::sort_by_submit_from_first(&mut jobs),
+        None => crate::order::sort_by_submit(&mut jobs),
     }
-    crate::sort_by_submit(&mut jobs);
     if jobs.capacity() > jobs.len() + jobs.len() / 8 + 64 {
         jobs.shrink_to_fit();
     }
