@@ -74,37 +74,45 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// The piece's keys in submission order, ties in list order; `None` when its times
-    /// span too much to pack beside the positions (then the whole list is sorted at
-    /// the end instead).
-    pub(crate) fn of(jobs: &[Job]) -> Option<Run> {
-        let Some(first) = jobs.first() else {
+    /// A piece's order from its jobs' submission times, in list order: ties keep that
+    /// order. `None` when the times span too much to pack beside the positions (then
+    /// the whole list is sorted at the end instead).
+    pub(crate) fn of_times(mut times: Vec<Time>) -> Option<Run> {
+        let Some(&first) = times.first() else {
             return Some(Run {
-                keys: Vec::new(),
+                keys: times,
                 base: 0,
                 bits: 0,
                 in_order: true,
             });
         };
-        let (min, max, in_order) = range(jobs, first.submit);
-        let bits = usize::BITS - jobs.len().leading_zeros();
+        let (mut min, mut max, mut in_order, mut prev) = (first, first, true, first);
+        for &t in &times {
+            in_order &= prev <= t;
+            prev = t;
+            min = min.min(t);
+            max = max.max(t);
+        }
+        let bits = usize::BITS - times.len().leading_zeros();
         if (max - min).leading_zeros() < bits {
             return None;
         }
-        let mut keys: Vec<u64> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| ((j.submit - min) << bits) | i as u64)
-            .collect();
+        for (i, t) in times.iter_mut().enumerate() {
+            *t = ((*t - min) << bits) | i as u64;
+        }
         if !in_order {
-            radix_sort_above(&mut keys, bits);
+            radix_sort_above(&mut times, bits);
         }
         Some(Run {
-            keys,
+            keys: times,
             base: min,
             bits,
             in_order,
         })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
     }
 
     fn time(&self, key: u64) -> Time {
@@ -128,7 +136,10 @@ pub(crate) fn sort_runs_by_submit(jobs: &mut [Job], runs: Vec<(usize, Run)>, reb
         }
         end += run.keys.len();
     }
-    let runs: Vec<(usize, Run)> = runs.into_iter().filter(|(_, r)| !r.keys.is_empty()).collect();
+    let runs: Vec<(usize, Run)> = runs
+        .into_iter()
+        .filter(|(_, r)| !r.keys.is_empty())
+        .collect();
     if end != jobs.len() || runs.is_empty() {
         return sort(jobs, rebase);
     }
@@ -388,7 +399,11 @@ mod tests {
             .map(|i| Job::new(i.to_string(), 1_000 + i / 3, 1, 1))
             .collect();
         sort_by_submit_from_first(&mut jobs);
-        assert!(jobs.iter().enumerate().all(|(i, j)| j.submit == i as u64 / 3));
+        assert!(
+            jobs.iter()
+                .enumerate()
+                .all(|(i, j)| j.submit == i as u64 / 3)
+        );
     }
 
     #[test]
@@ -397,9 +412,7 @@ mod tests {
         for n in [0, 5, 600, 2048, 10_000] {
             for bits in [1, 11, 12, 22, 33, 50, 63, 64] {
                 for skip in [0, 1, 13, 17, 40, 64] {
-                    let keys: Vec<u64> = (0..n)
-                        .map(|_| rng.next_u64() >> (64 - bits))
-                        .collect();
+                    let keys: Vec<u64> = (0..n).map(|_| rng.next_u64() >> (64 - bits)).collect();
                     let mut want = keys.clone();
                     want.sort_by_key(|&k| k.checked_shr(skip).unwrap_or(0));
                     let mut got = keys;

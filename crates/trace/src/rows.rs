@@ -13,7 +13,7 @@ use crate::order::Run;
 use crate::parsers::{Parser, make_parser};
 use crate::split::Fields;
 use crate::{ReadOptions, TraceError};
-use apiary_model::Job;
+use apiary_model::{Job, Time};
 use csv::StringRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -74,6 +74,10 @@ pub(crate) struct Rows<'a> {
     /// [`crate::order::Run`]), when the file was read in pieces; `None` otherwise, and
     /// once any piece could not be.
     pub(crate) runs: Option<Vec<(usize, Run)>>,
+    /// In a piece whose order is found on its own thread: each kept job's submission
+    /// time, gathered as it is parsed, so that sorting reads 8 bytes a job instead of
+    /// going back over the 168-byte jobs.
+    times: Option<Vec<Time>>,
     pub(crate) skipped: u64,
     /// The first skipped row's line and error.
     pub(crate) first_skip: Option<(u64, String)>,
@@ -100,6 +104,7 @@ impl<'a> Rows<'a> {
             lines: None,
             jobs: Vec::with_capacity(capacity),
             runs: None,
+            times: None,
             skipped: 0,
             first_skip: None,
             excluded: BTreeMap::new(),
@@ -144,6 +149,9 @@ impl<'a> Rows<'a> {
         }
         if let Some(lines) = &mut self.lines {
             lines.push(line);
+        }
+        if let (Some(times), Some(j)) = (&mut self.times, self.jobs.last()) {
+            times.push(j.submit);
         }
         Ok(())
     }
@@ -248,6 +256,7 @@ impl<'a> Rows<'a> {
                             let mut part = Rows::new(file, format, path, opts, capacity);
                             part.ids = None;
                             part.lines = checked.then(|| Vec::with_capacity(capacity));
+                            part.times = (!checked).then(|| Vec::with_capacity(capacity));
                             let res = part.header(header).and_then(|()| {
                                 let mut spans = Vec::new();
                                 crate::split::for_each_record(
@@ -258,13 +267,14 @@ impl<'a> Rows<'a> {
                                     |l, f| part.row(l, f),
                                 )
                             });
-                            let run = (!checked && res.is_ok()).then(|| Run::of(&part.jobs));
-                            (Piece::of(part, run.flatten()), res)
+                            let run = part.times.take().and_then(Run::of_times);
+                            (Piece::of(part, run), res)
                         })
                     })
                     .collect();
                 // The round's first piece is this thread's, straight into the list.
                 let offset = self.jobs.len();
+                self.times = (!checked).then(|| Vec::with_capacity(starts[first + 1].1));
                 let own = crate::split::for_each_record(
                     &body[cuts[first]..cuts[first + 1]],
                     starts[first].0,
@@ -272,9 +282,8 @@ impl<'a> Rows<'a> {
                     spans,
                     |line, f| self.row(line, f),
                 );
-                if own.is_ok() {
-                    self.add_run(offset, (!checked).then(|| Run::of(&self.jobs[offset..])).flatten());
-                }
+                let run = self.times.take().and_then(Run::of_times);
+                self.add_run(offset, run, self.jobs.len() - offset);
                 let parts: Vec<(Piece, Result<(), TraceError>)> = handles
                     .into_iter()
                     .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -300,7 +309,7 @@ impl<'a> Rows<'a> {
                 }
             }
             _ => {
-                self.add_run(self.jobs.len(), part.run.take());
+                self.add_run(self.jobs.len(), part.run.take(), part.jobs.len());
                 self.jobs.append(&mut part.jobs);
             }
         }
@@ -316,10 +325,11 @@ impl<'a> Rows<'a> {
         Ok(())
     }
 
-    /// Notes a piece's order, or that the list must be sorted whole (`None`).
-    fn add_run(&mut self, offset: usize, run: Option<Run>) {
+    /// Notes the order of a piece of `count` jobs from `offset`, or that the list must
+    /// be sorted whole (`None`, or a run of another length).
+    fn add_run(&mut self, offset: usize, run: Option<Run>, count: usize) {
         match (self.runs.as_mut(), run) {
-            (Some(runs), Some(run)) => runs.push((offset, run)),
+            (Some(runs), Some(run)) if run.len() == count => runs.push((offset, run)),
             _ => self.runs = None,
         }
     }
