@@ -418,9 +418,16 @@ impl Policy for Tiresias {
             self.promote_starved(ctx, now);
         }
 
-        if let Some(g) = &self.gittins {
+        if let Some(g) = &mut self.gittins {
             self.order.clear();
-            for lv in &self.levels {
+            // With nothing waiting the pass starts and stops nothing, whatever the
+            // order; with every waiting job fitting it keeps every running job and
+            // starts every waiting one, so only the waiting jobs' order (their
+            // placement order) matters, and the running jobs' indices (most of a
+            // pass's on Philly) are not needed.
+            let waiting = ctx.min_pending_gpus().is_some();
+            let only_waiting = waiting && greedy::everything_fits(ctx);
+            for lv in self.levels.iter().filter(|_| waiting) {
                 self.keyed.clear();
                 for &(_, j) in lv
                     .running
@@ -428,11 +435,12 @@ impl Policy for Tiresias {
                     .chain(lv.pending.iter())
                     .chain(lv.tail.iter())
                 {
-                    let a = ctx.attained(j);
-                    let idx = g.index(a);
+                    if only_waiting && ctx.status(j) != Status::Pending {
+                        continue;
+                    }
                     // Highest index first, then later submission first.
-                    self.keyed
-                        .push((u64::MAX - idx.to_bits(), u64::MAX - ctx.job(j).submit, j));
+                    let key = g.key(j, ctx.attained(j));
+                    self.keyed.push((key, u64::MAX - ctx.job(j).submit, j));
                 }
                 self.keyed.sort_unstable();
                 self.order.extend(self.keyed.iter().map(|k| k.2));
@@ -537,7 +545,27 @@ struct Gittins {
     delta: u64,
     samples: Vec<u64>,
     prefix: Vec<u128>,
+    /// `prefix` in 64 bits, when the samples' total fits: the index's sum then
+    /// converts to a double in hardware (the `u128` conversion is a software routine,
+    /// and was a tenth of a Philly run). The same integer rounds to the same double.
+    prefix64: Option<Vec<u64>>,
     ready: bool,
+    /// Per job: where its key was last found. A waiting job's attained time does not
+    /// change, so it reuses its key; a running one's grows by a pass's worth, so its
+    /// two positions in the samples move a few places from where they were, instead
+    /// of two binary searches of the whole list (on Philly those searches were most of
+    /// a run).
+    keys: Vec<Option<Found>>,
+}
+
+/// A job's key at one attained GPU-time, and the two sample positions it came from.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    attained: u64,
+    key: u64,
+    /// The first sample past `attained`, and the first past `attained + delta`.
+    lo: usize,
+    hi: usize,
 }
 
 impl Gittins {
@@ -546,8 +574,41 @@ impl Gittins {
             delta: delta.max(1),
             samples: Vec::new(),
             prefix: vec![0],
+            prefix64: None,
             ready: false,
+            keys: Vec::new(),
         }
+    }
+
+    /// Job `j`'s sort key at attained GPU-time `a`: its index's bits, complemented so
+    /// that the highest index sorts first.
+    fn key(&mut self, j: JobIdx, a: u64) -> u64 {
+        if !self.ready {
+            return u64::MAX - 0f64.to_bits();
+        }
+        let j = j as usize;
+        if j >= self.keys.len() {
+            self.keys.resize(j + 1, None);
+        }
+        let top = a.saturating_add(self.delta);
+        let (lo, hi) = match self.keys[j] {
+            Some(f) if f.attained == a => return f.key,
+            // Attained time only grows while a job runs: search on from the last
+            // positions.
+            Some(f) if f.attained < a => (
+                after(&self.samples, f.lo, a),
+                after(&self.samples, f.hi, top),
+            ),
+            _ => (after(&self.samples, 0, a), after(&self.samples, 0, top)),
+        };
+        let key = u64::MAX - self.index_at(a, lo, hi).to_bits();
+        self.keys[j] = Some(Found {
+            attained: a,
+            key,
+            lo,
+            hi,
+        });
+        key
     }
 
     fn learn(&mut self, jobs: &[Job]) {
@@ -562,31 +623,66 @@ impl Gittins {
                 Some(*acc)
             }))
             .collect();
+        self.prefix64 = self.prefix.iter().map(|&p| u64::try_from(p).ok()).collect();
         self.ready = true;
+        self.keys.clear();
     }
 
-    /// G(a) = P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 past the largest sample.
+    /// G(a) = P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 past the largest
+    /// sample. Passes go through [`Gittins::key`]; this is the plain search it matches.
+    #[cfg(test)]
     fn index(&self, a: u64) -> f64 {
         if !self.ready {
             return 0.0;
         }
-        let lo = self.samples.partition_point(|&s| s <= a);
+        let lo = after(&self.samples, 0, a);
+        let hi = after(&self.samples, 0, a.saturating_add(self.delta));
+        self.index_at(a, lo, hi)
+    }
+
+    /// The index at `a`, given the first sample past `a` (`lo`) and past `a + delta`
+    /// (`hi`).
+    fn index_at(&self, a: u64, lo: usize, hi: usize) -> f64 {
         let n = self.samples.len() - lo;
         if n == 0 {
             return 0.0;
         }
-        let hi = self
-            .samples
-            .partition_point(|&s| s <= a.saturating_add(self.delta));
         let k = hi - lo;
-        let within: u128 = self.prefix[hi] - self.prefix[lo] - k as u128 * a as u128;
-        let expect = within as f64 + (n - k) as f64 * self.delta as f64;
+        // The samples counted are each past `a`, so their sum is at least `k·a`.
+        let within = match &self.prefix64 {
+            Some(p) => (p[hi] - p[lo] - k as u64 * a) as f64,
+            None => (self.prefix[hi] - self.prefix[lo] - k as u128 * a as u128) as f64,
+        };
+        let expect = within + (n - k) as f64 * self.delta as f64;
         if expect <= 0.0 {
             0.0
         } else {
             (k as f64) / expect
         }
     }
+}
+
+/// The first position at or past `from` whose sample is greater than `a`, in sorted
+/// `samples` where every sample before `from` is at most `a`. The search gallops from
+/// `from` (steps of 1, 2, 4, …) and then halves the last step, so a position that
+/// moved by `d` costs about 2·log₂ d probes, all near the old one.
+fn after(samples: &[u64], from: usize, a: u64) -> usize {
+    let mut lo = from;
+    let mut step = 1;
+    loop {
+        match samples.get(lo + step - 1) {
+            Some(&s) if s <= a => {
+                lo += step;
+                step *= 2;
+            }
+            Some(_) => break,
+            None => {
+                return lo + samples[lo..].partition_point(|&s| s <= a);
+            }
+        }
+    }
+    // Every sample before `lo` is at most `a`, and `samples[lo + step - 1]` is past it.
+    lo + samples[lo..lo + step - 1].partition_point(|&s| s <= a)
 }
 
 #[cfg(test)]
@@ -597,11 +693,52 @@ mod tests {
         let mut g = Gittins::new(10);
         g.samples = vec![5, 20, 100];
         g.prefix = vec![0, 5, 25, 125];
+        g.prefix64 = Some(vec![0, 5, 25, 125]);
         g.ready = true;
         // a = 0: S > 0 all three; within Δ=10: {5}; E[min] = (5 + 10 + 10)/3.
         assert!((g.index(0) - 1.0 / 25.0).abs() < 1e-12);
         // a = 15: {20, 100}; within (15, 25]: {20} contributes 5; 100 contributes 10.
         assert!((g.index(15) - 1.0 / 15.0).abs() < 1e-12);
         assert_eq!(g.index(100), 0.0);
+    }
+
+    /// Keys found from a job's last positions, as its attained time grows by small and
+    /// large steps (or goes back, after a restart), are the keys a fresh search finds.
+    #[test]
+    fn gittins_keys_searched_on_match_fresh_searches() {
+        let mut rng = apiary_model::rng::Rng::new(5);
+        for case in 0..40 {
+            let n = 1 + rng.below(300) as usize;
+            let jobs: Vec<Job> = (0..n)
+                .map(|i| {
+                    // Small, large, and totals past 64 bits (the 128-bit sums).
+                    let ms = rng.below(match case % 3 {
+                        0 => 50,
+                        1 => 1 << 40,
+                        _ => 1 << 62,
+                    });
+                    Job::new(i.to_string(), 0, 1 + rng.below(4) as u32, ms)
+                })
+                .collect();
+            let mut g = Gittins::new(1 + rng.below(100));
+            g.learn(&jobs);
+            assert_eq!(g.prefix64.is_none(), case % 3 == 2 && n > 4, "case {case}");
+            for j in 0..8u32 {
+                let mut a = 0u64;
+                for _ in 0..200 {
+                    a = match rng.below(10) {
+                        0 => rng.below(1 << 42),
+                        1 => a / 2,
+                        2 => a,
+                        _ => {
+                            let scale = 1u64 << rng.below(40);
+                            a + rng.below(1 + scale)
+                        }
+                    };
+                    let want = u64::MAX - g.index(a).to_bits();
+                    assert_eq!(g.key(j, a), want, "case {case}, job {j}, attained {a}");
+                }
+            }
+        }
     }
 }
