@@ -201,7 +201,7 @@ impl GoldMiner {
             }
         }
         let rounding = 2.0 * (pops as f64 + 2.0) * f64::EPSILON * (total + demand);
-        if !(total - demand > 1e-9 + rounding) {
+        if (total - demand).partial_cmp(&(1e-9 + rounding)) != Some(std::cmp::Ordering::Greater) {
             return false;
         }
         for &(j, model, g) in running {
