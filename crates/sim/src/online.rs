@@ -11,7 +11,7 @@
 
 use crate::error::SimError;
 use crate::resource::{Holders, Resource};
-use apiary_model::online::{OnlineLoad, OnlineReport, STEP_MS};
+use apiary_model::online::{Demands, OnlineLoad, OnlineReport, STEP_MS};
 use apiary_model::{RunOutcome, Time};
 use apiary_policy::{JobIdx, Status, World};
 
@@ -26,6 +26,8 @@ pub const UTIL_PER_SM: f64 = 26.0 / 16.0;
 /// The online model over one run.
 pub struct OnlineModel {
     load: OnlineLoad,
+    /// The serving GPUs' demands, read a minute at a time.
+    demands: Demands,
     managed: bool,
     host_nodes: usize,
     /// First cluster-wide GPU index of each node.
@@ -58,6 +60,7 @@ impl OnlineModel {
             .sum();
         OnlineModel {
             load,
+            demands: Demands::new(load, host_gpus),
             managed,
             host_nodes,
             offsets,
@@ -91,7 +94,8 @@ impl OnlineModel {
             .unwrap_or(NAIVE_SHARE)
     }
 
-    /// Job `j`'s factor now: the slowest of its serving GPUs, 1 on none.
+    /// Job `j`'s factor now: the slowest of its serving GPUs, 1 on none (the demands
+    /// read for now).
     fn job_factor(&self, world: &World, j: JobIdx) -> f64 {
         let mut f: f64 = 1.0;
         for &(node, mask) in &world.rt[j as usize].placement.parts {
@@ -102,7 +106,7 @@ impl OnlineModel {
             while m != 0 {
                 let g = self.offsets[node as usize] + u64::from(m.trailing_zeros());
                 m &= m - 1;
-                let d = self.load.demand(g, world.now);
+                let d = self.demands.current()[g as usize];
                 f = f.min(self.load.offline_speed(self.share(world, g), d));
             }
         }
@@ -120,6 +124,7 @@ impl OnlineModel {
     /// One stretch `[from, to)` inside one minute.
     fn measure(&mut self, world: &World, from: Time, to: Time) {
         let dt = (to - from) as f64;
+        self.demands.read(from);
         for (n, node) in world.cluster.nodes.iter().enumerate() {
             let free = world.state.free_mask(n as u32);
             for bit in 0..node.gpus {
@@ -133,7 +138,7 @@ impl OnlineModel {
                     continue;
                 }
                 let g = self.offsets[n] + u64::from(bit);
-                let d = self.load.demand(g, from);
+                let d = self.demands.current()[g as usize];
                 let share = if busy { self.share(world, g) } else { 0.0 };
                 let sm = (d.min(1.0 - share) + share).min(1.0);
                 let util = if busy {
@@ -179,6 +184,9 @@ impl Resource for OnlineModel {
                 // Its rate was set without this model's factor.
                 self.factor[j as usize] = f64::NAN;
             }
+        }
+        if !self.on.jobs().is_empty() {
+            self.demands.read(world.now);
         }
         for k in 0..self.on.jobs().len() {
             let j = self.on.jobs()[k];
