@@ -72,9 +72,15 @@ const HOSTS: [&PolicySpec; 4] = [
 pub struct GoldMiner {
     /// The running set's version at the last allocation.
     version: Option<u64>,
-    /// (slope, job, next point, place in `running`) of each job's next stretch of
-    /// curve; reused. The place never decides the order: one entry per job.
-    heap: BinaryHeap<(u64, Reverse<JobIdx>, usize, usize)>,
+    /// (slope, front job, stretch, model) of each non-empty queue of jobs waiting at
+    /// a model's stretch; reused.
+    queues: BinaryHeap<(u64, Reverse<JobIdx>, usize, usize)>,
+    /// The running jobs with a model: (model, job, place in `running`), sorted; reused.
+    by_model: Vec<(usize, JobIdx, usize)>,
+    /// Where each model's jobs start in `by_model`; reused.
+    model_at: Vec<usize>,
+    /// Per model: how many of its jobs have taken each stretch; reused.
+    taken: Vec<[usize; STRETCHES + 1]>,
     /// The running jobs with their models and GPUs; reused.
     running: Vec<Running>,
     /// CPUs given so far this allocation, by job; reused.
@@ -116,7 +122,10 @@ impl Default for GoldMiner {
         });
         GoldMiner {
             version: None,
-            heap: BinaryHeap::new(),
+            queues: BinaryHeap::new(),
+            by_model: Vec::new(),
+            model_at: Vec::new(),
+            taken: Vec::new(),
             running: Vec::new(),
             given: Vec::new(),
             stretches,
@@ -216,20 +225,93 @@ impl GoldMiner {
         true
     }
 
-    /// The allocation step by step: the steepest next stretch of any job first.
+    /// The allocation step by step: the steepest next stretch of any job first, ties
+    /// to the lowest job.
+    ///
+    /// Jobs of one model have the same curve, so the jobs waiting at one of its
+    /// stretches form a queue in job order: they reach it in the order they leave the
+    /// stretch before, which is that order from the first stretch on. The heap holds
+    /// each non-empty queue once, by its front job, instead of every job (on Philly
+    /// with a tight pool, the per-job heap was most of a run); it pops the same
+    /// stretches in the same order.
     fn allocate_by_heap(&mut self, running: &[Running], total: f64) {
-        self.heap.clear();
+        self.by_model.clear();
+        for (at, &(j, model, _)) in running.iter().enumerate() {
+            self.given[j as usize] = 0.0;
+            if let Some(m) = model {
+                self.by_model.push((m, j, at));
+            }
+        }
+        // By model, then job (each job once).
+        self.by_model.sort_unstable();
+        let models = self.stretches.len();
+        self.model_at.clear();
+        self.model_at.resize(models + 1, 0);
+        for &(m, _, _) in &self.by_model {
+            self.model_at[m + 1] += 1;
+        }
+        for m in 0..models {
+            self.model_at[m + 1] += self.model_at[m];
+        }
+        // `taken[m][p]`: how many of model `m`'s jobs have taken stretch `p` (1-based);
+        // `taken[m][0]` is all of them. Queue `p` is those that took `p − 1`, not `p`.
+        self.taken.clear();
+        self.taken.resize(models, [0; STRETCHES + 1]);
+        self.queues.clear();
+        for m in 0..models {
+            let (from, to) = (self.model_at[m], self.model_at[m + 1]);
+            self.taken[m][0] = to - from;
+            if to > from {
+                let (slope, _) = self.stretches[m][0];
+                self.queues
+                    .push((slope.to_bits(), Reverse(self.by_model[from].1), 1, m));
+            }
+        }
+        let mut left = total;
+        // Slopes are finite and non-negative, so their bits order as they do.
+        while left > 1e-9 {
+            let Some((bits, Reverse(j), point, m)) = self.queues.pop() else {
+                break;
+            };
+            if f64::from_bits(bits) <= 0.0 {
+                break;
+            }
+            let from = self.model_at[m];
+            let k = self.taken[m][point];
+            let (_, _, at) = self.by_model[from + k];
+            let (_, width) = self.stretches[m][point - 1];
+            let take = (running[at].2 * width).min(left);
+            self.given[j as usize] += take;
+            left -= take;
+            self.taken[m][point] = k + 1;
+            // The job joins the next stretch's queue, at its back; it is the front of
+            // a queue that was empty.
+            if point < STRETCHES && self.taken[m][point + 1] == k {
+                let (slope, _) = self.stretches[m][point];
+                self.queues
+                    .push((slope.to_bits(), Reverse(j), point + 1, m));
+            }
+            if k + 1 < self.taken[m][point - 1] {
+                let next = self.by_model[from + k + 1].1;
+                self.queues.push((bits, Reverse(next), point, m));
+            }
+        }
+    }
+
+    /// The per-job heap [`GoldMiner::allocate_by_heap`] replaces, which it must match.
+    #[cfg(test)]
+    fn allocate_by_job_heap(&mut self, running: &[Running], total: f64) {
+        let mut heap = BinaryHeap::new();
         let mut left = total;
         for (at, &(j, model, _)) in running.iter().enumerate() {
             self.given[j as usize] = 0.0;
             if let Some(m) = model {
                 let (slope, _) = self.stretches[m][0];
-                self.heap.push((slope.to_bits(), Reverse(j), 1, at));
+                heap.push((slope.to_bits(), Reverse(j), 1, at));
             }
         }
-        // Slopes are finite and non-negative, so their bits order as they do.
         while left > 1e-9 {
-            let Some((bits, Reverse(j), point, at)) = self.heap.pop() else {
+            let Some((bits, Reverse(j), point, at)) = heap.pop() else {
                 break;
             };
             if f64::from_bits(bits) <= 0.0 {
@@ -243,7 +325,7 @@ impl GoldMiner {
             left -= take;
             if point < STRETCHES {
                 let (slope, _) = self.stretches[m][point];
-                self.heap.push((slope.to_bits(), Reverse(j), point + 1, at));
+                heap.push((slope.to_bits(), Reverse(j), point + 1, at));
             }
         }
     }
@@ -254,8 +336,9 @@ mod tests {
     use super::*;
     use apiary_model::io::MODELS;
 
-    /// With a pool that outlasts every job's gains, the sums taken directly are the
-    /// heap's to the bit; with a tight one, the direct path declines.
+    /// The queue heap's shares are the per-job heap's to the bit. With a pool that
+    /// outlasts every job's gains, the sums taken directly are too; with a tight one,
+    /// the direct path declines.
     #[test]
     fn unbound_allocation_is_the_heaps() {
         let mut rng = apiary_model::rng::Rng::new(9);
@@ -276,9 +359,17 @@ mod tests {
             // Pools from far too small to ample.
             let total = (n as f64 + 1.0) * [0.5, 4.0, 8.0, 12.0, 40.0][case % 5];
             heap.allocate_by_heap(&running, total);
+            let mut per_job = GoldMiner::default();
+            per_job.given = vec![-1.0; 3 * n + 1];
+            per_job.allocate_by_job_heap(&running, total);
+            let bits = |g: &[f64]| g.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&heap.given),
+                bits(&per_job.given),
+                "case {case}: queues"
+            );
             if direct.allocate_unbound(&running, total) {
                 unbound += 1;
-                let bits = |g: &[f64]| g.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&direct.given), bits(&heap.given), "case {case}");
             } else {
                 declined += 1;
