@@ -352,15 +352,14 @@ mod tests {
                     (i as JobIdx * 3, model, (1 << rng.below(4)) as f64)
                 })
                 .collect();
-            let mut direct = GoldMiner::default();
-            let mut heap = GoldMiner::default();
-            direct.given = vec![-1.0; 3 * n + 1];
-            heap.given = vec![-1.0; 3 * n + 1];
+            let fresh = || GoldMiner {
+                given: vec![-1.0; 3 * n + 1],
+                ..GoldMiner::default()
+            };
+            let (mut direct, mut heap, mut per_job) = (fresh(), fresh(), fresh());
             // Pools from far too small to ample.
             let total = (n as f64 + 1.0) * [0.5, 4.0, 8.0, 12.0, 40.0][case % 5];
             heap.allocate_by_heap(&running, total);
-            let mut per_job = GoldMiner::default();
-            per_job.given = vec![-1.0; 3 * n + 1];
             per_job.allocate_by_job_heap(&running, total);
             let bits = |g: &[f64]| g.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(
