@@ -60,34 +60,33 @@ pub fn cases(shared: Option<&Path>, synth: Option<&Path>) -> Vec<(String, PathBu
     v
 }
 
-/// Reads `path` `tries` times with apiary's reader and as a plain byte scan, keeping the
-/// best of each.
+/// Reads `path` `tries` times with apiary's reader (on every core, then on one) and as a
+/// plain byte scan, keeping the best of each. The three take turns, so that a faster or
+/// slower spell of the machine falls on all of them: measured one after the other, the
+/// share of the byte scan moved with whichever spell the scan fell in.
 pub fn measure(case: &str, path: &Path, tries: usize) -> Result<ParseFigure> {
     let bytes = std::fs::metadata(path)
         .with_context(|| format!("reading {}", path.display()))?
         .len();
     let mut jobs = 0;
-    let mut best_of = |threads| -> Result<f64> {
+    let mut read = |threads| -> Result<f64> {
         let opts = apiary_trace::ReadOptions {
             threads,
             ..Default::default()
         };
-        let mut best = f64::INFINITY;
-        for _ in 0..tries {
-            let t0 = Instant::now();
-            let t = apiary_trace::read(path, &opts)?;
-            best = best.min(t0.elapsed().as_secs_f64());
-            jobs = t.jobs.len();
-            // Freeing the jobs is not reading them.
-            drop(t);
-        }
-        Ok(best)
+        let t0 = Instant::now();
+        let t = apiary_trace::read(path, &opts)?;
+        let took = t0.elapsed().as_secs_f64();
+        jobs = t.jobs.len();
+        // Freeing the jobs is not reading them.
+        drop(t);
+        Ok(took)
     };
-    let best = best_of(None)?;
-    let one = best_of(Some(1))?;
-    let mut scan = f64::INFINITY;
+    let (mut best, mut one, mut scan) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
     let mut lines = 0;
     for _ in 0..tries {
+        best = best.min(read(None)?);
+        one = one.min(read(Some(1))?);
         let t0 = Instant::now();
         let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         lines = data.iter().filter(|&&b| b == b'\n').count();
