@@ -24,15 +24,10 @@ fn sort(jobs: &mut [Job], rebase: bool) {
     let Some(first) = jobs.first() else {
         return;
     };
-    let (min, max, sorted) = range(jobs, first.submit);
+    let (min, max, sorted) = range(jobs.iter().map(|j| j.submit), first.submit);
     let shift = if rebase { min } else { 0 };
     if sorted {
-        if shift > 0 {
-            for j in jobs.iter_mut() {
-                j.submit -= shift;
-            }
-        }
-        return;
+        return shift_back(jobs, shift);
     }
     // (time since the earliest, index) packed in one word when both fit (every trace
     // apiary has seen): sorting plain integers is faster than sorting pairs, and the
@@ -86,13 +81,7 @@ impl Run {
                 in_order: true,
             });
         };
-        let (mut min, mut max, mut in_order, mut prev) = (first, first, true, first);
-        for &t in &times {
-            in_order &= prev <= t;
-            prev = t;
-            min = min.min(t);
-            max = max.max(t);
-        }
+        let (min, max, in_order) = range(times.iter().copied(), first);
         let bits = usize::BITS - times.len().leading_zeros();
         if (max - min).leading_zeros() < bits {
             return None;
@@ -151,12 +140,7 @@ pub(crate) fn sort_runs_by_submit(jobs: &mut [Job], runs: Vec<(usize, Run)>, reb
     let in_order = runs.iter().all(|(_, r)| r.in_order)
         && runs.windows(2).all(|w| last(&w[0].1) <= first(&w[1].1));
     if in_order {
-        if shift > 0 {
-            for j in jobs.iter_mut() {
-                j.submit -= shift;
-            }
-        }
-        return;
+        return shift_back(jobs, shift);
     }
     let bits = usize::BITS - jobs.len().leading_zeros();
     if (max - min).leading_zeros() < bits {
@@ -194,11 +178,20 @@ pub(crate) fn sort_runs_by_submit(jobs: &mut [Job], runs: Vec<(usize, Run)>, reb
     permute(jobs, &mut order, shift);
 }
 
-/// The earliest and latest submission, and whether the list is in order, in one pass.
-fn range(jobs: &[Job], first: Time) -> (Time, Time, bool) {
+/// Subtracts `shift` from every job's submission, for a list already in order.
+fn shift_back(jobs: &mut [Job], shift: Time) {
+    if shift > 0 {
+        for j in jobs.iter_mut() {
+            j.submit -= shift;
+        }
+    }
+}
+
+/// The earliest and latest of `times` (whose first is `first`), and whether they are
+/// in order, in one pass.
+fn range(times: impl Iterator<Item = Time>, first: Time) -> (Time, Time, bool) {
     let (mut min, mut max, mut sorted, mut prev) = (first, first, true, first);
-    for j in jobs {
-        let s = j.submit;
+    for s in times {
         sorted &= prev <= s;
         prev = s;
         min = min.min(s);
